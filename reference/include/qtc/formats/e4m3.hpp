@@ -1,0 +1,20 @@
+/// \file e4m3.hpp
+/// \brief E4M3: bit layout and limits, checked against the table of TE_FORMATS.md §0.
+#pragma once
+#include "qtc/formats/format_traits.hpp"
+
+namespace qtc::fmt {
+
+struct E4M3 {
+  static constexpr int kExpBits = 4;
+  static constexpr int kManBits = 3;
+  static constexpr int kBias = 7;
+  static constexpr bool kSigned = true;
+  static constexpr NanInfEncoding kEncoding = NanInfEncoding::kCanonicalOnly;
+};
+
+static_assert(Limits<E4M3>::kMax == 448.0, "E4M3 max finite value");
+static_assert(Limits<E4M3>::kMinNormal == 0.015625, "E4M3 min normal");
+static_assert(Limits<E4M3>::kMinSubnormal == 0.001953125, "E4M3 min subnormal");
+
+}  // namespace qtc::fmt

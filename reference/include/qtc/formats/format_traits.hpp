@@ -1,0 +1,55 @@
+/// \file format_traits.hpp
+/// \brief Constexpr traits of the small floating-point formats: one source of truth per format.
+///
+/// Each format header (e2m1.hpp, e4m3.hpp, e5m2.hpp, ue8m0.hpp, ue4m3.hpp) defines kExpBits, kManBits,
+/// kBias, kSigned and the NaN/Inf encoding; the limits below are derived from those, and every header
+/// checks them with static_assert against the hand-written table of TE_FORMATS.md.
+#pragma once
+#include <concepts>
+#include <cstdint>
+
+namespace qtc::fmt {
+
+enum class NanInfEncoding {
+  kIeee754,        ///< all-ones exponent: Inf (mantissa 0) and NaN (E5M2, F16, BF16, F32)
+  kCanonicalOnly,  ///< only the all-ones pattern S.1111.111 is NaN; no Inf (E4M3 "fn")
+  kNone,           ///< no NaN, no Inf (E2M1)
+  kUnsignedNanOnly ///< unsigned exponent-only format whose 0xFF is NaN (E8M0)
+};
+
+template <typename F>
+concept QuantFormat = requires {
+  { F::kExpBits } -> std::convertible_to<int>;
+  { F::kManBits } -> std::convertible_to<int>;
+  { F::kBias } -> std::convertible_to<int>;
+  { F::kSigned } -> std::convertible_to<bool>;
+  { F::kEncoding } -> std::convertible_to<NanInfEncoding>;
+};
+
+constexpr double pow2(int e) {
+  double r = 1.0;
+  if (e >= 0)
+    for (int i = 0; i < e; ++i) r *= 2.0;
+  else
+    for (int i = 0; i < -e; ++i) r /= 2.0;
+  return r;
+}
+
+/// Limits derived from the bit layout alone.
+template <QuantFormat F>
+struct Limits {
+  static constexpr int kBits = (F::kSigned ? 1 : 0) + F::kExpBits + F::kManBits;
+  static constexpr int kMaxBiasedExp = (1 << F::kExpBits) - 1 -
+      (F::kEncoding == NanInfEncoding::kIeee754 ? 1 : 0);
+  /// Largest mantissa field at the largest exponent (E4M3 reserves 111 there for NaN).
+  static constexpr int kMaxManAtTop = (1 << F::kManBits) - 1 -
+      (F::kEncoding == NanInfEncoding::kCanonicalOnly ? 1 : 0);
+  static constexpr int kEmax = kMaxBiasedExp - F::kBias;
+  static constexpr int kEminNormal = 1 - F::kBias;
+  static constexpr double kMax =
+      pow2(kEmax) * (1.0 + static_cast<double>(kMaxManAtTop) / static_cast<double>(1 << F::kManBits));
+  static constexpr double kMinNormal = pow2(kEminNormal);
+  static constexpr double kMinSubnormal = pow2(kEminNormal - F::kManBits);
+};
+
+}  // namespace qtc::fmt

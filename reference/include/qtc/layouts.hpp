@@ -1,0 +1,39 @@
+/// \file layouts.hpp
+/// \brief Scale layouts as pure functions: compact <-> padded (TE_FORMATS.md §5) <-> cuBLAS-swizzled (§6).
+#pragma once
+#include <cstdint>
+
+#include "qtc/quantized.hpp"
+
+namespace qtc::ref {
+
+/// Shape of a plane's scale matrix in a layout (swizzled: the padded shape).
+struct ScaleShape {
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+ScaleShape compact_scale_shape(const Recipe& r, PlaneKind p, int64_t M, int64_t K);
+ScaleShape padded_scale_shape(const Recipe& r, PlaneKind p, int64_t M, int64_t K);
+
+/// The cuBLAS swizzle index of entry (row, kb) of a padded scale matrix with num_kb columns (§6).
+inline int64_t swizzled_offset(int64_t row, int64_t kb, int64_t num_kb) {
+  const int64_t tiles_k = (num_kb + 3) / 4;
+  return ((row / 128) * tiles_k + kb / 4) * 512 + (row % 32) * 16 + ((row % 128) / 32) * 4 + (kb % 4);
+}
+
+/// compact -> padded: TE's allocation shape, padding zero. FP8 block 1x128 becomes TE's GEMM-ready
+/// transposed layout ([kb][i]); FP8 tensor has no scale matrix and is refused.
+ScaleMatrix to_padded(const ScaleMatrix& compact, const Recipe& r, PlaneKind p, int64_t M, int64_t K);
+/// padded -> compact (drops the padding; it does not need to be zero).
+ScaleMatrix to_compact(const ScaleMatrix& padded, const Recipe& r, PlaneKind p, int64_t M, int64_t K);
+/// padded -> swizzled (NVFP4 and MXFP8; MXFP8 columnwise is swizzled transposed). Entries outside the
+/// valid region are written as zero, whatever the padding held.
+ScaleMatrix swizzle(const ScaleMatrix& padded, const Recipe& r, PlaneKind p, int64_t M, int64_t K);
+/// swizzled -> padded (inverse of swizzle on the valid region; padding comes back zero).
+ScaleMatrix unswizzle(const ScaleMatrix& swizzled, const Recipe& r, PlaneKind p, int64_t M, int64_t K);
+/// Converts a plane's scales to the requested layout, whatever layout they are in now.
+ScaleMatrix convert_layout(const ScaleMatrix& s, ScaleLayout to, const Recipe& r, PlaneKind p, int64_t M, int64_t K);
+/// Converts every plane of q.
+void convert_layout(QuantizedTensor& q, ScaleLayout to);
+
+}  // namespace qtc::ref

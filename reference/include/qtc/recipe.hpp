@@ -1,0 +1,71 @@
+/// \file recipe.hpp
+/// \brief A quantization recipe is a value: kind, parameters, profile, requested planes.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "qtc/tensor.hpp"
+
+namespace qtc {
+
+enum class RecipeKind : uint8_t { kNVFP4, kMXFP8, kFP8Block, kFP8Tensor };
+
+/// A profile names every bit-level choice that implementations make differently (VECTORS.md, Profiles).
+enum class Profile : uint8_t {
+  kTE,       ///< TransformerEngine's CUDA kernels (default)
+  kTEPyRef,  ///< TE's pure-PyTorch / Python test references: -0.0 -> code 0, NaN propagates into amax,
+             ///< FP8 scale 0 for amax = +inf (TE_FORMATS.md §1.6, §3.2)
+  kOCP,      ///< OCP MX v1.0 (MXFP8 only): floor scale rule, NaN/Inf block -> NaN scale
+};
+
+enum class Fp8Type : uint8_t { kE4M3, kE5M2 };
+enum class MxScaleRule : uint8_t { kRceil, kOcpFloor };
+enum class ErrMode : uint8_t { kMAE, kMSE };
+
+struct Recipe {
+  RecipeKind kind = RecipeKind::kNVFP4;
+  Profile profile = Profile::kTE;
+  bool rowwise = true;     ///< produce the rowwise plane
+  bool columnwise = true;  ///< produce the columnwise plane
+
+  // NVFP4
+  bool tile_2d = false;        ///< 16x16 blocks (else 1x16)
+  bool row_scaled = false;     ///< one global amax per row (per column for the columnwise plane)
+  bool rht = false;            ///< columnwise plane of RHT(x^T); bf16 input only
+  bool fourover6 = false;      ///< per-block choice of map-to-4 / map-to-6
+  ErrMode fourover6_err = ErrMode::kMAE;
+  int e4m3_max = 448;          ///< 448, or 256 with 4over6
+  bool stochastic = false;     ///< stochastic E2M1 rounding from the counter-based source (rng.hpp)
+  uint64_t seed = 0;           ///< key of the random source for stochastic rounding
+  uint16_t rht_sign_mask = 0xD7E8;  ///< bit i set <=> sign_i = -1
+
+  // MXFP8, FP8 block, FP8 tensor
+  Fp8Type fp8 = Fp8Type::kE4M3;
+  MxScaleRule scale_rule = MxScaleRule::kRceil;  ///< MXFP8
+  bool mx_2d = false;          ///< MXFP8 32x32 blocks
+  bool block_2d = false;       ///< FP8 block: 128x128 (else 1x128)
+  bool pow2_scales = false;    ///< FP8 block / tensor: scale rounded down to a power of two
+  float eps = 0.0f;            ///< FP8 block / tensor: amax clamped to at least eps
+
+  /// Throws qtc::Error naming the rule when the combination is illegal (independent of the input).
+  void validate() const;
+  /// Throws qtc::Error naming the rule when the input cannot be quantized with this recipe.
+  void validate_input(DType input, int64_t rows, int64_t cols) const;
+  /// Short stable name, e.g. "nvfp4_1x16", "nvfp4_16x16_4over6mse256", "mxfp8_e4m3_rceil", "fp8block_128x128_e5m2_pow2".
+  std::string name() const;
+  /// The VECTORS.md metadata of this recipe (recipe, profile and parameter keys).
+  std::map<std::string, std::string> to_metadata() const;
+  /// Parses VECTORS.md metadata. Unknown recipe or parameter values throw, naming the key.
+  static Recipe from_metadata(const std::map<std::string, std::string>& md);
+
+  /// Element block along the row (16, 32 or 128) and block height (1 or the tile).
+  int block_cols() const;
+  int block_rows() const;
+};
+
+std::string_view profile_name(Profile p);
+std::string_view recipe_kind_name(RecipeKind k);
+float fp8_max(Fp8Type t);
+
+}  // namespace qtc
