@@ -6,8 +6,6 @@
 
 namespace qtc {
 
-float f16_to_f32(uint16_t h) { return static_cast<float>(decode_generic<fmt::F16>(h)); }
-
 uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(round_pack<fmt::F16>(f, Rounding::kNearestEven, Overflow::kNaN));
 }

@@ -160,7 +160,17 @@ inline uint16_t f64_to_bf16(double d) {
   return static_cast<uint16_t>(round_pack<fmt::BF16>(d, Rounding::kNearestEven, Overflow::kNaN));
 }
 
-float f16_to_f32(uint16_t h);
+inline float f16_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t e = (h >> 10) & 0x1Fu;
+  const uint32_t m = h & 0x3FFu;
+  if (e == 0x1F) return bits_f32(sign | 0x7F800000u | (m << 13));
+  if (e == 0) {
+    const float v = static_cast<float>(m) * 0x1p-24f;  // exact
+    return bits_f32(sign | f32_bits(v));
+  }
+  return bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+}
 uint16_t f32_to_f16(float f);
 
 // ---------------------------------------------------------------------------------------------------

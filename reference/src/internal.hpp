@@ -1,0 +1,48 @@
+/// \file internal.hpp
+/// \brief Helpers shared by the reference quantizers: strips of input rows as float, a parallel loop,
+///        and the scale formulas every recipe uses.
+#pragma once
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "qtc/quantize.hpp"
+
+namespace qtc::ref::detail {
+
+/// Runs fn(begin, end) over [0, n) split into contiguous chunks on up to hardware_concurrency threads.
+/// Each index is processed by exactly one call, so results do not depend on the thread count.
+void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+
+/// Rows [r0, r0 + count) of x as float, row-major, `count * x.cols` values.
+void load_rows(const MatrixView& x, int64_t r0, int64_t count, float* out);
+
+/// NaN-ignoring (maxNum) or NaN-propagating absolute maximum step.
+inline float amax_step(float acc, float v, bool propagate_nan) {
+  const float a = std::fabs(v);
+  if (propagate_nan) return (std::isnan(acc) || std::isnan(a)) ? NAN : std::max(acc, a);
+  return std::fmax(acc, a);
+}
+
+inline constexpr float kInv6 = 0x1.555556p-3f;  // RN(1/6), TE fp4_max_inv
+
+inline uint8_t encode_fp8(float v, Fp8Type t) { return t == Fp8Type::kE4M3 ? encode_e4m3(v) : encode_e5m2(v); }
+inline float decode_fp8(uint8_t c, Fp8Type t) { return t == Fp8Type::kE4M3 ? decode_e4m3(c) : decode_e5m2(c); }
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// Packs FP4 codes (one per byte, low 4 bits) two per byte: element 2j in the low nibble of byte j.
+inline void pack_fp4(const uint8_t* codes, int64_t n, uint8_t* out) {
+  for (int64_t j = 0; j < n / 2; ++j) out[j] = static_cast<uint8_t>((codes[2 * j] & 0xF) | ((codes[2 * j + 1] & 0xF) << 4));
+}
+
+// Quantizers of each recipe family (nvfp4.cpp, mxfp8.cpp, fp8.cpp).
+QuantizedTensor quantize_nvfp4(const MatrixView& x, const Recipe& r, const float* amax_override);
+QuantizedTensor quantize_mxfp8(const MatrixView& x, const Recipe& r);
+QuantizedTensor quantize_fp8_block(const MatrixView& x, const Recipe& r);
+QuantizedTensor quantize_fp8_tensor(const MatrixView& x, const Recipe& r, const float* amax_override);
+
+}  // namespace qtc::ref::detail

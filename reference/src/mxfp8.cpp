@@ -1,0 +1,111 @@
+/// \file mxfp8.cpp
+/// \brief MXFP8 reference quantizer (TE_FORMATS.md §2): E4M3/E5M2 data, one E8M0 scale per 32 elements,
+///        rowwise (1x32), columnwise (32x1) and 2D (32x32) blocks, scale rules rceil (TE/cuBLAS) and
+///        ocp_floor (OCP MX v1.0). Partial blocks reduce over their valid elements only.
+#include "internal.hpp"
+
+namespace qtc::ref::detail {
+
+namespace {
+
+struct MxRule {
+  const Recipe& r;
+  bool propagate() const { return r.profile == Profile::kOCP; }
+
+  /// The E8M0 scale byte of a block with absolute maximum `bamax`.
+  uint8_t scale(float bamax) const {
+    if (r.scale_rule == MxScaleRule::kRceil) {
+      // TE: float_to_e8m0(bamax * RN(1/max)): an fp32 multiply by the rounded reciprocal, then round up.
+      const float rcp = r.fp8 == Fp8Type::kE4M3 ? bits_f32(0x3B124925u) : bits_f32(0x37924925u);
+      return encode_e8m0(bamax * rcp, E8m0Rounding::kUp);
+    }
+    // OCP: X = 2^(floor(log2(amax)) - emax_elem), floor taken exactly from the bits.
+    if (std::isnan(bamax)) return 0xFF;
+    if (std::isinf(bamax)) return r.profile == Profile::kOCP ? 0xFF : 0xFE;
+    if (bamax == 0.0f) return 0x00;
+    const int emax = r.fp8 == Fp8Type::kE4M3 ? 8 : 15;
+    const int e = floor_log2(bamax) - emax;
+    return static_cast<uint8_t>(std::max(e, -127) + 127);
+  }
+  uint8_t code(float x, uint8_t e) const { return encode_fp8(x * e8m0_reciprocal(e), r.fp8); }
+};
+
+}  // namespace
+
+QuantizedTensor quantize_mxfp8(const MatrixView& x, const Recipe& r) {
+  const int64_t M = x.rows, K = x.cols;
+  const int64_t kbs = ceil_div(K, 32), mbs = ceil_div(M, 32);
+  QuantizedTensor q;
+  q.recipe = r;
+  q.input_dtype = x.dtype;
+  q.rows = M;
+  q.cols = K;
+  auto make = [&](int64_t srows, int64_t scols) {
+    Plane p;
+    p.data_rows = M;
+    p.data_cols = K;
+    p.data.assign(static_cast<size_t>(M * K), 0);
+    p.scale.type = ScaleType::kE8M0;
+    p.scale.rows = srows;
+    p.scale.cols = scols;
+    p.scale.bytes.assign(static_cast<size_t>(srows * scols), 0);
+    return p;
+  };
+  if (r.rowwise) q.rowwise = make(M, kbs);
+  if (r.columnwise) q.columnwise = make(mbs, K);
+  const MxRule rule{r};
+  const bool prop = rule.propagate();
+  parallel_for(mbs, [&](int64_t b, int64_t e) {
+    std::vector<float> strip(static_cast<size_t>(32 * K));
+    std::vector<float> col_amax(static_cast<size_t>(K));
+    std::vector<uint8_t> tile_scale(static_cast<size_t>(kbs));
+    for (int64_t g = b; g < e; ++g) {
+      const int64_t i0 = g * 32, n = std::min<int64_t>(32, M - i0);
+      load_rows(x, i0, n, strip.data());
+      const float* s = strip.data();
+      if (r.mx_2d) {
+        for (int64_t c = 0; c < kbs; ++c) {
+          float a = 0.0f;
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = c * 32; j < std::min(K, c * 32 + 32); ++j) a = amax_step(a, s[i * K + j], prop);
+          tile_scale[static_cast<size_t>(c)] = rule.scale(a);
+        }
+      }
+      if (r.rowwise) {
+        Plane& p = *q.rowwise;
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t c = 0; c < kbs; ++c) {
+            const int64_t j0 = c * 32, j1 = std::min(K, j0 + 32);
+            uint8_t sc;
+            if (r.mx_2d) {
+              sc = tile_scale[static_cast<size_t>(c)];
+            } else {
+              float a = 0.0f;
+              for (int64_t j = j0; j < j1; ++j) a = amax_step(a, s[i * K + j], prop);
+              sc = rule.scale(a);
+            }
+            p.scale.bytes[static_cast<size_t>((i0 + i) * kbs + c)] = sc;
+            for (int64_t j = j0; j < j1; ++j) p.data[static_cast<size_t>((i0 + i) * K + j)] = rule.code(s[i * K + j], sc);
+          }
+      }
+      if (r.columnwise) {
+        Plane& p = *q.columnwise;
+        if (!r.mx_2d) {
+          std::fill(col_amax.begin(), col_amax.end(), 0.0f);
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < K; ++j) col_amax[static_cast<size_t>(j)] = amax_step(col_amax[static_cast<size_t>(j)], s[i * K + j], prop);
+        }
+        for (int64_t j = 0; j < K; ++j) {
+          const uint8_t sc = r.mx_2d ? tile_scale[static_cast<size_t>(j / 32)] : rule.scale(col_amax[static_cast<size_t>(j)]);
+          p.scale.bytes[static_cast<size_t>(g * K + j)] = sc;
+        }
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < K; ++j)
+            p.data[static_cast<size_t>((i0 + i) * K + j)] = rule.code(s[i * K + j], p.scale.bytes[static_cast<size_t>(g * K + j)]);
+      }
+    }
+  });
+  return q;
+}
+
+}  // namespace qtc::ref::detail

@@ -1,0 +1,350 @@
+/// \file nvfp4.cpp
+/// \brief NVFP4 reference quantizer (TE_FORMATS.md §1): 1x16 and 16x16 blocks, row-scaled, RHT, 4over6,
+///        stochastic rounding; profiles te (CUDA kernels) and te_pyref (TE's PyTorch reference).
+#include <cstring>
+
+#include "internal.hpp"
+#include "qtc/rng.hpp"
+
+namespace qtc::ref::detail {
+
+namespace {
+
+/// The global encode/decode scale pair of one row, column or tensor.
+struct GlobalScale {
+  float s_enc = 1.0f;
+  float s_dec = 1.0f;
+  float amax = 0.0f;
+};
+
+GlobalScale make_global(float a, const Recipe& r) {
+  GlobalScale g;
+  g.amax = a;
+  g.s_enc = nvfp4_global_encode_scale(a, r.e4m3_max, r.profile);
+  g.s_dec = 1.0f / g.s_enc;
+  return g;
+}
+
+/// One block's result: the scale byte and the 16 codes (one per byte).
+struct BlockOut {
+  uint8_t sf = 0;
+  uint8_t codes[16] = {};
+};
+
+struct Nvfp4Block {
+  const Recipe& r;
+  NegZero neg_zero() const { return r.profile == Profile::kTEPyRef ? NegZero::kPositiveZero : NegZero::kKeepSign; }
+
+  /// §1.4: sf = e4m3(fminf(bamax * (S_enc * RN(1/6)), FLT_MAX)).
+  uint8_t scale_byte(float bamax, const GlobalScale& g) const {
+    const float v = bamax * (g.s_enc * kInv6);
+    if (r.profile == Profile::kTEPyRef && std::isnan(v)) return 0x7F;
+    return encode_e4m3(std::fmin(v, FLT_MAX));
+  }
+  /// enc = fminf(1 / (float(sf) * S_dec), FLT_MAX).
+  static float encode_factor(uint8_t sf, const GlobalScale& g) {
+    const float v = 1.0f / (decode_e4m3(sf) * g.s_dec);
+    return std::isnan(v) ? v : std::fmin(v, FLT_MAX);
+  }
+  uint8_t code(float xv, float enc, uint32_t plane, uint64_t index) const {
+    const float v = xv * enc;
+    if (r.stochastic) return encode_e2m1_stochastic(v, sr_random_byte(r.seed, plane, index));
+    if (r.profile == Profile::kTEPyRef) {
+      if (std::isnan(v)) return 0x0;
+      return encode_e2m1(std::fmin(std::fmax(v, -6.0f), 6.0f), NegZero::kPositiveZero);
+    }
+    return encode_e2m1(v);
+  }
+
+  /// 4over6 (§1.12) candidate for one block: codes and error, elements given in error-summation order.
+  struct Candidate {
+    uint8_t sf;
+    float enc;
+  };
+  Candidate candidates(float bamax, const GlobalScale& g, Candidate& c6) const {
+    const float base = bamax / 6.0f * g.s_enc;
+    const uint8_t sf4 = encode_e4m3(std::fmin(base * 1.5f, 448.0f));
+    const uint8_t sf6 = encode_e4m3(std::fmin(base, 448.0f));
+    c6 = {sf6, encode_factor(sf6, g)};
+    return {sf4, encode_factor(sf4, g)};
+  }
+  /// Error contribution of one element: |d| or d*d with d = RN(RN(RN(q * sf) * amax) / (6 * E4M3_MAX)) - x.
+  float elem_err(float xv, uint8_t code_v, uint8_t sf, float amax) const {
+    const float t = decode_e2m1(code_v) * decode_e4m3(sf);
+    const float d = (t * amax) / (6.0f * static_cast<float>(r.e4m3_max)) - xv;
+    return r.fourover6_err == ErrMode::kMAE ? std::fabs(d) : d * d;
+  }
+};
+
+/// Quantizes `n` rows of length `len` (row-major `src`), blocks of 16 along the row, into packed FP4
+/// `data` (len/2 bytes per row) and scales (`nb` = len/16 per row). `gs(row)` gives each row's global
+/// scale. `plane` and `idx(row, block)` (the block's first element in the plane's storage order) key the
+/// stochastic rounding.
+template <typename GS, typename IDX>
+void quantize_rows_1d(const Nvfp4Block& nb, const float* src, int64_t n, int64_t len, GS gs, uint8_t* data, uint8_t* scales,
+                      uint32_t plane, IDX idx) {
+  const int64_t blocks = len / 16;
+  const bool propagate = nb.r.profile == Profile::kTEPyRef;
+  uint8_t codes[16];
+  for (int64_t i = 0; i < n; ++i) {
+    const GlobalScale g = gs(i);
+    const float* row = src + i * len;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* x = row + b * 16;
+      float bamax = 0.0f;
+      for (int k = 0; k < 16; ++k) bamax = amax_step(bamax, x[k], propagate);
+      uint8_t sf;
+      float enc;
+      if (nb.r.fourover6) {
+        Nvfp4Block::Candidate c6{};
+        const Nvfp4Block::Candidate c4 = nb.candidates(bamax, g, c6);
+        float e4 = 0.0f, e6 = 0.0f;
+        uint8_t q4[16], q6[16];
+        for (int k = 0; k < 16; ++k) {
+          q4[k] = nb.code(x[k], c4.enc, plane, 0);
+          q6[k] = nb.code(x[k], c6.enc, plane, 0);
+          e4 = e4 + nb.elem_err(x[k], q4[k], c4.sf, g.amax);
+          e6 = e6 + nb.elem_err(x[k], q6[k], c6.sf, g.amax);
+        }
+        const bool four = e4 < e6;
+        sf = four ? c4.sf : c6.sf;
+        std::memcpy(codes, four ? q4 : q6, 16);
+      } else {
+        sf = nb.scale_byte(bamax, g);
+        enc = Nvfp4Block::encode_factor(sf, g);
+        const uint64_t base = static_cast<uint64_t>(idx(i, b));
+        for (int k = 0; k < 16; ++k) codes[k] = nb.code(x[k], enc, plane, base + static_cast<uint64_t>(k));
+      }
+      scales[i * blocks + b] = sf;
+      pack_fp4(codes, 16, data + i * (len / 2) + b * 8);
+    }
+  }
+}
+
+Plane make_plane(int64_t rows, int64_t len) {
+  Plane p;
+  p.data_rows = rows;
+  p.data_cols = len / 2;
+  p.data.assign(static_cast<size_t>(rows * len / 2), 0);
+  p.scale.type = ScaleType::kE4M3;
+  p.scale.layout = ScaleLayout::kCompact;
+  p.scale.rows = rows;
+  p.scale.cols = len / 16;
+  p.scale.bytes.assign(static_cast<size_t>(rows * (len / 16)), 0);
+  return p;
+}
+
+/// Per-row (or per-column) NaN-aware amax of a strip-loaded matrix.
+std::vector<float> line_amax(const MatrixView& x, bool per_column, bool propagate) {
+  std::vector<float> out(static_cast<size_t>(per_column ? x.cols : x.rows), 0.0f);
+  if (!per_column) {
+    parallel_for(x.rows, [&](int64_t b, int64_t e) {
+      std::vector<float> buf(static_cast<size_t>(x.cols));
+      for (int64_t i = b; i < e; ++i) {
+        load_rows(x, i, 1, buf.data());
+        float a = 0.0f;
+        for (float v : buf) a = amax_step(a, v, propagate);
+        out[static_cast<size_t>(i)] = a;
+      }
+    });
+  } else {
+    std::vector<float> buf(static_cast<size_t>(x.cols));
+    for (int64_t i = 0; i < x.rows; ++i) {
+      load_rows(x, i, 1, buf.data());
+      for (int64_t j = 0; j < x.cols; ++j) out[static_cast<size_t>(j)] = amax_step(out[static_cast<size_t>(j)], buf[static_cast<size_t>(j)], propagate);
+    }
+  }
+  return out;
+}
+
+/// 2D (16x16) quantization: one scale per tile used by both planes; columnwise codes are the transpose.
+void quantize_2d(const Nvfp4Block& nb, const float* strip, int64_t K, const GlobalScale& g_row, const GlobalScale& g_col,
+                 bool want_row, bool want_col, int64_t g_idx, int64_t M, Plane* rowp, Plane* colp) {
+  const bool propagate = nb.r.profile == Profile::kTEPyRef;
+  const int64_t kb = K / 16;
+  for (int64_t c = 0; c < kb; ++c) {
+    float bamax = 0.0f;
+    for (int r = 0; r < 16; ++r)
+      for (int k = 0; k < 16; ++k) bamax = amax_step(bamax, strip[r * K + c * 16 + k], propagate);
+    uint8_t codes[16][16];
+    uint8_t sf;
+    if (nb.r.fourover6) {
+      Nvfp4Block::Candidate c6{};
+      const Nvfp4Block::Candidate c4 = nb.candidates(bamax, g_row, c6);
+      float e4[16], e6[16];
+      uint8_t q4[16][16], q6[16][16];
+      for (int r = 0; r < 16; ++r) {
+        e4[r] = 0.0f;
+        e6[r] = 0.0f;
+        for (int k = 0; k < 16; ++k) {
+          const float xv = strip[r * K + c * 16 + k];
+          q4[r][k] = nb.code(xv, c4.enc, 0, 0);
+          q6[r][k] = nb.code(xv, c6.enc, 0, 0);
+          e4[r] = e4[r] + nb.elem_err(xv, q4[r][k], c4.sf, g_row.amax);
+          e6[r] = e6[r] + nb.elem_err(xv, q6[r][k], c6.sf, g_row.amax);
+        }
+      }
+      for (int w = 8; w >= 1; w /= 2)  // pairwise tree: [0:8]+[8:16], [0:4]+[4:8], [0:2]+[2:4], [0]+[1]
+        for (int r = 0; r < w; ++r) {
+          e4[r] = e4[r] + e4[r + w];
+          e6[r] = e6[r] + e6[r + w];
+        }
+      const bool four = e4[0] < e6[0];
+      sf = four ? c4.sf : c6.sf;
+      std::memcpy(codes, four ? q4 : q6, sizeof(codes));
+    } else {
+      sf = nb.scale_byte(bamax, g_row);
+      const float enc = Nvfp4Block::encode_factor(sf, g_row);
+      for (int r = 0; r < 16; ++r)
+        for (int k = 0; k < 16; ++k) {
+          const int64_t gi = g_idx * 16 + r, gj = c * 16 + k;
+          codes[r][k] = nb.code(strip[r * K + c * 16 + k], enc, 0, static_cast<uint64_t>(gi * K + gj));
+        }
+    }
+    (void)g_col;
+    if (want_row) {
+      for (int r = 0; r < 16; ++r) {
+        const int64_t i = g_idx * 16 + r;
+        rowp->scale.bytes[static_cast<size_t>(i * kb + c)] = sf;
+        pack_fp4(codes[r], 16, rowp->data.data() + i * (K / 2) + c * 8);
+      }
+    }
+    if (want_col) {
+      for (int k = 0; k < 16; ++k) {
+        const int64_t j = c * 16 + k;
+        colp->scale.bytes[static_cast<size_t>(j * (M / 16) + g_idx)] = sf;
+        uint8_t col_codes[16];
+        for (int r = 0; r < 16; ++r) col_codes[r] = codes[r][k];
+        pack_fp4(col_codes, 16, colp->data.data() + j * (M / 2) + g_idx * 8);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+QuantizedTensor quantize_nvfp4(const MatrixView& x, const Recipe& r, const float* amax_override) {
+  const int64_t M = x.rows, K = x.cols;
+  QuantizedTensor q;
+  q.recipe = r;
+  q.input_dtype = x.dtype;
+  q.rows = M;
+  q.cols = K;
+  const Nvfp4Block nb{r};
+  const bool propagate = r.profile == Profile::kTEPyRef;
+
+  // Global scales.
+  GlobalScale g_row, g_col;
+  std::vector<GlobalScale> row_scales, col_scales;
+  HostMatrix rht_y;
+  if (r.row_scaled) {
+    for (float a : line_amax(x, false, propagate)) row_scales.push_back(make_global(a, r));
+    if (r.columnwise)
+      for (float a : line_amax(x, true, propagate)) col_scales.push_back(make_global(a, r));
+  } else {
+    float ar, ac;
+    if (amax_override != nullptr) {
+      ar = amax_override[0];
+      ac = amax_override[1];
+    } else {
+      ar = amax(x, propagate);
+      ac = ar;
+      if (r.rht && r.columnwise) {
+        rht_y = rht_transform(x, r.rht_sign_mask);
+        ac = amax(rht_y.view(), propagate);
+      }
+    }
+    if (r.rht && r.columnwise && rht_y.numel() == 0 && M * K > 0) rht_y = rht_transform(x, r.rht_sign_mask);
+    g_row = make_global(ar, r);
+    g_col = make_global(ac, r);
+  }
+
+  if (r.rowwise) {
+    q.rowwise = make_plane(M, K);
+    q.rowwise->amax = r.row_scaled ? std::vector<float>() : std::vector<float>{g_row.amax};
+    if (r.row_scaled)
+      for (const auto& g : row_scales) q.rowwise->amax.push_back(g.amax);
+  }
+  if (r.columnwise) {
+    q.columnwise = make_plane(K, M);
+    q.columnwise->amax = r.row_scaled ? std::vector<float>() : std::vector<float>{g_col.amax};
+    if (r.row_scaled)
+      for (const auto& g : col_scales) q.columnwise->amax.push_back(g.amax);
+  }
+  if (M == 0 || K == 0) return q;
+
+  const int64_t groups = M / 16;
+  parallel_for(groups, [&](int64_t b, int64_t e) {
+    std::vector<float> strip(static_cast<size_t>(16 * K)), colbuf(static_cast<size_t>(16 * K));
+    for (int64_t gi = b; gi < e; ++gi) {
+      load_rows(x, gi * 16, 16, strip.data());
+      if (r.tile_2d && !r.stochastic) {
+        quantize_2d(nb, strip.data(), K, g_row, g_col, r.rowwise, r.columnwise, gi, M, q.rowwise ? &*q.rowwise : nullptr,
+                    q.columnwise ? &*q.columnwise : nullptr);
+        continue;
+      }
+      if (r.rowwise) {
+        if (r.tile_2d) {
+          quantize_2d(nb, strip.data(), K, g_row, g_row, true, false, gi, M, &*q.rowwise, nullptr);
+        } else {
+          auto gs = [&](int64_t i) { return r.row_scaled ? row_scales[static_cast<size_t>(gi * 16 + i)] : g_row; };
+          quantize_rows_1d(nb, strip.data(), 16, K, gs, q.rowwise->data.data() + gi * 16 * (K / 2),
+                           q.rowwise->scale.bytes.data() + gi * 16 * (K / 16), 0,
+                           [&](int64_t i, int64_t blk) { return (gi * 16 + i) * K + blk * 16; });
+        }
+      }
+      if (r.columnwise && !r.rht) {
+        // Columnwise blocks of this strip: column j, rows 16gi..16gi+15. Quantize the transposed strip as
+        // K rows of 16, then scatter into row j of the (K, M) plane.
+        for (int64_t j = 0; j < K; ++j)
+          for (int rr = 0; rr < 16; ++rr) colbuf[static_cast<size_t>(j * 16 + rr)] = strip[static_cast<size_t>(rr * K + j)];
+        if (r.tile_2d) {
+          // SR with 16x16 tiles: the tile's scale comes from the 2D amax; codes use the columnwise random bits.
+          for (int64_t c = 0; c < K / 16; ++c) {
+            float bamax = 0.0f;
+            for (int rr = 0; rr < 16; ++rr)
+              for (int k = 0; k < 16; ++k) bamax = amax_step(bamax, strip[static_cast<size_t>(rr * K + c * 16 + k)], propagate);
+            const uint8_t sf = nb.scale_byte(bamax, g_col);
+            const float enc = Nvfp4Block::encode_factor(sf, g_col);
+            for (int k = 0; k < 16; ++k) {
+              const int64_t j = c * 16 + k;
+              uint8_t codes[16];
+              for (int rr = 0; rr < 16; ++rr)
+                codes[rr] = nb.code(colbuf[static_cast<size_t>(j * 16 + rr)], enc, 1, static_cast<uint64_t>(j * M + gi * 16 + rr));
+              q.columnwise->scale.bytes[static_cast<size_t>(j * (M / 16) + gi)] = sf;
+              pack_fp4(codes, 16, q.columnwise->data.data() + j * (M / 2) + gi * 8);
+            }
+          }
+        } else {
+          for (int64_t j = 0; j < K; ++j) {
+            const GlobalScale g = r.row_scaled ? col_scales[static_cast<size_t>(j)] : g_col;
+            uint8_t packed[8];
+            uint8_t sf;
+            quantize_rows_1d(nb, colbuf.data() + j * 16, 1, 16, [&](int64_t) { return g; }, packed, &sf, 1,
+                             [&](int64_t, int64_t) { return j * M + gi * 16; });
+            q.columnwise->scale.bytes[static_cast<size_t>(j * (M / 16) + gi)] = sf;
+            std::memcpy(q.columnwise->data.data() + j * (M / 2) + gi * 8, packed, 8);
+          }
+        }
+      }
+    }
+  });
+
+  if (r.rht && r.columnwise) {
+    // Columnwise plane of RHT(x^T): the rows of Y (K, M) quantized with blocks of 16 along M.
+    const int64_t rows_per_chunk = 16;
+    parallel_for(ceil_div(K, rows_per_chunk), [&](int64_t b, int64_t e) {
+      std::vector<float> buf(static_cast<size_t>(rows_per_chunk * M));
+      for (int64_t c = b; c < e; ++c) {
+        const int64_t k0 = c * rows_per_chunk, n = std::min(rows_per_chunk, K - k0);
+        load_rows(rht_y.view(), k0, n, buf.data());
+        quantize_rows_1d(nb, buf.data(), n, M, [&](int64_t) { return g_col; }, q.columnwise->data.data() + k0 * (M / 2),
+                         q.columnwise->scale.bytes.data() + k0 * (M / 16), 1,
+                         [&](int64_t i, int64_t blk) { return (k0 + i) * M + blk * 16; });
+      }
+    });
+  }
+  return q;
+}
+
+}  // namespace qtc::ref::detail

@@ -1,0 +1,242 @@
+/// \file quantize.cpp
+/// \brief Entry points of the reference quantizers, shared scale formulas, dequantization.
+#include "qtc/quantize.hpp"
+
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "internal.hpp"
+
+namespace qtc::ref {
+
+namespace detail {
+
+void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  const int64_t hw = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
+  const int64_t threads = std::min<int64_t>(hw, n);
+  if (threads == 1) {
+    fn(0, n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  std::exception_ptr err;
+  std::mutex mu;
+  const int64_t chunk = ceil_div(n, threads);
+  for (int64_t t = 0; t < threads; ++t) {
+    const int64_t b = t * chunk, e = std::min(n, b + chunk);
+    if (b >= e) break;
+    pool.emplace_back([&, b, e] {
+      try {
+        fn(b, e);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!err) err = std::current_exception();
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  if (err) std::rethrow_exception(err);
+}
+
+void load_rows(const MatrixView& x, int64_t r0, int64_t count, float* out) {
+  const int64_t n = count * x.cols;
+  const int64_t base = r0 * x.cols;
+  switch (x.dtype) {
+    case DType::kF32: std::copy_n(static_cast<const float*>(x.data) + base, n, out); break;
+    case DType::kBF16: {
+      const uint16_t* p = static_cast<const uint16_t*>(x.data) + base;
+      for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(p[i]);
+      break;
+    }
+    case DType::kF16: {
+      const uint16_t* p = static_cast<const uint16_t*>(x.data) + base;
+      for (int64_t i = 0; i < n; ++i) out[i] = f16_to_f32(p[i]);
+      break;
+    }
+    default: QTC_FAIL("input must be F32, BF16 or F16, got ", dtype_name(x.dtype));
+  }
+}
+
+}  // namespace detail
+
+float amax(const MatrixView& x, bool propagate_nan) {
+  const int64_t kStrip = 64;
+  const int64_t strips = detail::ceil_div(x.rows, kStrip);
+  std::vector<float> partial(static_cast<size_t>(std::max<int64_t>(strips, 1)), 0.0f);
+  detail::parallel_for(strips, [&](int64_t b, int64_t e) {
+    std::vector<float> buf(static_cast<size_t>(kStrip * x.cols));
+    for (int64_t s = b; s < e; ++s) {
+      const int64_t r0 = s * kStrip, n = std::min(kStrip, x.rows - r0);
+      detail::load_rows(x, r0, n, buf.data());
+      float acc = 0.0f;
+      for (int64_t i = 0; i < n * x.cols; ++i) acc = detail::amax_step(acc, buf[static_cast<size_t>(i)], propagate_nan);
+      partial[static_cast<size_t>(s)] = acc;
+    }
+  });
+  float acc = 0.0f;
+  for (float p : partial) acc = detail::amax_step(acc, p, propagate_nan);
+  return acc;
+}
+
+float nvfp4_global_encode_scale(float global_amax, int e4m3_max, Profile profile) {
+  const float s = static_cast<float>(e4m3_max) * 6.0f / global_amax;
+  if (profile == Profile::kTEPyRef) {
+    // torch.div, torch.min (NaN propagates), then 0 -> 1.
+    if (std::isnan(s)) return s;
+    const float c = std::min(s, FLT_MAX);
+    return c == 0.0f ? 1.0f : c;
+  }
+  const float c = std::fmin(s, FLT_MAX);  // NaN amax -> FLT_MAX (fminf drops the NaN)
+  if (global_amax == 0.0f || c == 0.0f) return 1.0f;
+  return c;
+}
+
+float fp8_scale_from_amax(float amax_in, float max_fp8, bool pow2, float eps, float value_for_inf, Profile profile) {
+  float a = amax_in;
+  if (a < eps) a = eps;
+  if (std::isinf(a) && profile == Profile::kTEPyRef) return 0.0f;  // TE's Python/C++ test references (§3.2)
+  if (std::isinf(a) || a == 0.0f || std::isnan(a)) return 1.0f;
+  float scale = max_fp8 / a;
+  if (std::isinf(scale)) scale = value_for_inf;
+  if (pow2) scale = bits_f32(f32_bits(scale) & 0xFF800000u);
+  return scale;
+}
+
+HostMatrix rht_transform(const MatrixView& x, uint16_t sign_mask) {
+  QTC_CHECK(x.rows % 16 == 0, "RHT needs M % 16 == 0, got M = ", x.rows, " (TE_FORMATS.md §1.9)");
+  HostMatrix y(DType::kBF16, x.cols, x.rows);  // (K, M)
+  double t[16][16];                            // s_r * H[r][c]
+  for (int r = 0; r < 16; ++r)
+    for (int c = 0; c < 16; ++c) {
+      const double h = (std::popcount(static_cast<unsigned>(r & c)) & 1) ? -0.25 : 0.25;
+      t[r][c] = ((sign_mask >> r) & 1u) ? -h : h;
+    }
+  uint16_t* out = y.as<uint16_t>();
+  const int64_t groups = x.rows / 16;
+  detail::parallel_for(groups, [&](int64_t b, int64_t e) {
+    std::vector<float> buf(static_cast<size_t>(16 * x.cols));
+    for (int64_t g = b; g < e; ++g) {
+      detail::load_rows(x, g * 16, 16, buf.data());
+      for (int64_t k = 0; k < x.cols; ++k) {
+        for (int c = 0; c < 16; ++c) {
+          double acc = 0.0;  // exact: 16 products of a bf16 value and ±0.25
+          for (int r = 0; r < 16; ++r) acc += static_cast<double>(buf[static_cast<size_t>(r * x.cols + k)]) * t[r][c];
+          out[k * x.rows + g * 16 + c] = f64_to_bf16(acc);
+        }
+      }
+    }
+  });
+  return y;
+}
+
+QuantizedTensor quantize(const MatrixView& x, const Recipe& recipe) {
+  recipe.validate_input(x.dtype, x.rows, x.cols);
+  QTC_CHECK(x.data != nullptr || x.rows * x.cols == 0, "quantize: input has no data");
+  switch (recipe.kind) {
+    case RecipeKind::kNVFP4: return detail::quantize_nvfp4(x, recipe, nullptr);
+    case RecipeKind::kMXFP8: return detail::quantize_mxfp8(x, recipe);
+    case RecipeKind::kFP8Block: return detail::quantize_fp8_block(x, recipe);
+    case RecipeKind::kFP8Tensor: return detail::quantize_fp8_tensor(x, recipe, nullptr);
+  }
+  QTC_FAIL("unknown recipe");
+}
+
+QuantizedTensor quantize_with_amax(const MatrixView& x, const Recipe& recipe, float amax_rowwise, float amax_columnwise) {
+  recipe.validate_input(x.dtype, x.rows, x.cols);
+  const float a[2] = {amax_rowwise, amax_columnwise};
+  switch (recipe.kind) {
+    case RecipeKind::kNVFP4:
+      QTC_CHECK(!recipe.row_scaled, "quantize_with_amax: row-scaled NVFP4 computes its own per-row amax (§1.11)");
+      return detail::quantize_nvfp4(x, recipe, a);
+    case RecipeKind::kFP8Tensor: return detail::quantize_fp8_tensor(x, recipe, a);
+    default: QTC_FAIL("quantize_with_amax: recipe ", recipe.name(), " has no global amax (NVFP4 and FP8 tensor only)");
+  }
+}
+
+HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
+  QTC_CHECK(out == DType::kF32 || out == DType::kBF16 || out == DType::kF16, "dequantize: output must be F32, BF16 or F16");
+  const Plane& p = q.plane(pk);
+  const Recipe& r = q.recipe;
+  QTC_CHECK(p.scale.layout == ScaleLayout::kCompact || r.kind == RecipeKind::kFP8Tensor,
+            "dequantize: scales must be in the compact layout (convert with ref::convert_layout)");
+  const int64_t M = q.rows, K = q.cols;
+  const bool col = pk == PlaneKind::kColumnwise;
+  HostMatrix y(out, M, K);
+  // (i, j) in x's orientation; (a, b) the plane's storage coordinates.
+  auto emit = [&](int64_t i, int64_t j, float v) { y.set(i, j, v); };
+  switch (r.kind) {
+    case RecipeKind::kNVFP4: {
+      const float factor = 1.0f / (6.0f * static_cast<float>(r.e4m3_max));
+      detail::parallel_for(p.data_rows, [&](int64_t b0, int64_t e0) {
+        for (int64_t a = b0; a < e0; ++a) {
+          const float am = p.amax.size() > 1 ? p.amax[static_cast<size_t>(a)] : p.amax.at(0);
+          for (int64_t b = 0; b < p.data_cols * 2; ++b) {
+            const uint8_t byte = p.data[static_cast<size_t>(a * p.data_cols + b / 2)];
+            const uint8_t code = (b & 1) ? (byte >> 4) : (byte & 0xF);
+            const float final_scale = (decode_e4m3(p.scale.byte(a, b / 16)) * am) * factor;
+            const float v = decode_e2m1(code) * final_scale;
+            if (col) emit(b, a, v); else emit(a, b, v);
+          }
+        }
+      });
+      break;
+    }
+    case RecipeKind::kMXFP8: {
+      detail::parallel_for(M, [&](int64_t b0, int64_t e0) {
+        for (int64_t i = b0; i < e0; ++i)
+          for (int64_t j = 0; j < K; ++j) {
+            const uint8_t e = col ? p.scale.byte(i / 32, j) : p.scale.byte(i, j / 32);
+            emit(i, j, decode_e8m0(e) * detail::decode_fp8(p.data[static_cast<size_t>(i * K + j)], r.fp8));
+          }
+      });
+      break;
+    }
+    case RecipeKind::kFP8Block: {
+      detail::parallel_for(p.data_rows, [&](int64_t b0, int64_t e0) {
+        for (int64_t a = b0; a < e0; ++a)
+          for (int64_t b = 0; b < p.data_cols; ++b) {
+            const float s = r.block_2d ? p.scale.f32(a / 128, b / 128) : p.scale.f32(a, b / 128);
+            const float v = detail::decode_fp8(p.data[static_cast<size_t>(a * p.data_cols + b)], r.fp8) * s;
+            if (col) emit(b, a, v); else emit(a, b, v);
+          }
+      });
+      break;
+    }
+    case RecipeKind::kFP8Tensor: {
+      for (int64_t a = 0; a < p.data_rows; ++a)
+        for (int64_t b = 0; b < p.data_cols; ++b) {
+          const float v = detail::decode_fp8(p.data[static_cast<size_t>(a * p.data_cols + b)], r.fp8) * q.scale_inv;
+          if (col) emit(b, a, v); else emit(a, b, v);
+        }
+      break;
+    }
+  }
+  return y;
+}
+
+void delayed_scaling_update(DelayedScalingState& st, float fp8_max_v, float margin, AmaxComputeAlgo algo) {
+  auto& h = st.amax_history;
+  QTC_CHECK(!h.empty(), "delayed scaling: the amax history is empty");
+  const size_t L = h.size();
+  const float last = h[0];
+  if (last == 0.0f) return;  // bulk kernel: nothing recorded -> no roll, previous scale kept
+  float a = algo == AmaxComputeAlgo::kMostRecent ? last : 0.0f;
+  if (algo == AmaxComputeAlgo::kMax)
+    for (float v : h) a = std::fmax(a, v);
+  std::vector<float> next(L, 0.0f);
+  for (size_t i = 1; i + 1 < L; ++i) next[i] = h[i + 1];
+  if (L > 1) next[L - 1] = last;
+  next[0] = 0.0f;
+  if (L == 1) next[0] = 0.0f;
+  h = std::move(next);
+  const float scaled_max = fp8_max_v * std::pow(2.0f, -margin);
+  if (std::isfinite(a) && a > 0.0f) {
+    float s = scaled_max / a;
+    if (std::isinf(s)) s = FLT_MAX;
+    st.scale = s;
+  }
+}
+
+}  // namespace qtc::ref
