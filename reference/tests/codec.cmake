@@ -1,5 +1,5 @@
 # \file codec.cmake
 # \brief Scalar codec tests: exhaustive over every code and every BF16 value, boundary tables.
 qtc_add_test(test_codec SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_codec.cpp LIBS qtc_ref LABELS cpu)
-#qtc_add_test(test_quantize_edges SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_quantize_edges.cpp LIBS qtc_ref LABELS cpu)
-#qtc_add_test(test_layouts SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_layouts.cpp LIBS qtc_ref LABELS cpu)
+qtc_add_test(test_quantize_edges SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_quantize_edges.cpp LIBS qtc_ref LABELS cpu)
+qtc_add_test(test_layouts SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_layouts.cpp LIBS qtc_ref LABELS cpu)
