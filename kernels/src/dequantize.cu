@@ -1,0 +1,113 @@
+/// \file dequantize.cu
+/// \brief Dequantization of one plane to a [M, K] matrix in x's orientation (TE_FORMATS.md §1.14, §2.3, §3.3,
+///        §4.2): NVFP4 (sf * amax) * 1/(6 * E4M3_MAX) times the E2M1 value, MXFP8 2^(e-127) * q, FP8 q * scale_inv,
+///        rounded once (RN-even) to the output type.
+#include "device_codec.cuh"
+#include "launch.hpp"
+#include "qtc/cuda/check.hpp"
+
+namespace qtc::cuda {
+namespace {
+
+using namespace dev;
+
+struct KParams {
+  int kind;
+  bool columnwise, per_row_amax, e5m2, tile2d;
+  int64_t M, K;
+  const uint8_t* data;
+  const uint8_t* scale;
+  ScaleOut sl;
+  const float* amax;
+  float factor;
+  int out;  // 0 F32, 1 BF16, 2 F16
+  void* y;
+};
+
+__global__ void dequant_kernel(KParams p) {
+  const int64_t n = p.M * p.K;
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = idx / p.K, j = idx % p.K;
+    float v = 0.0f;
+    switch (p.kind) {
+      case 0: {  // NVFP4
+        uint32_t code;
+        float sf, am;
+        if (!p.columnwise) {
+          code = (p.data[i * (p.K / 2) + j / 2] >> (4 * (j & 1))) & 0xFu;
+          sf = dec_e4m3(p.scale[scale_index(p.sl, i, j / 16)]);
+          am = p.amax[p.per_row_amax ? i : 0];
+        } else {
+          code = (p.data[j * (p.M / 2) + i / 2] >> (4 * (i & 1))) & 0xFu;
+          sf = dec_e4m3(p.scale[scale_index(p.sl, j, i / 16)]);
+          am = p.amax[p.per_row_amax ? j : 0];
+        }
+        v = __fmul_rn(dec_e2m1(code), __fmul_rn(__fmul_rn(sf, am), p.factor));
+        break;
+      }
+      case 1: {  // MXFP8: both planes in x's orientation
+        const uint32_t q = p.data[i * p.K + j];
+        const uint32_t e = p.columnwise ? p.scale[scale_index(p.sl, i / 32, j)] : p.scale[scale_index(p.sl, i, j / 32)];
+        v = __fmul_rn(e8m0_dec(e), dec_fp8(q, p.e5m2));
+        break;
+      }
+      case 2: {  // FP8 block
+        const float* s = reinterpret_cast<const float*>(p.scale);
+        uint32_t q;
+        float si;
+        if (!p.columnwise) {
+          q = p.data[i * p.K + j];
+          si = p.tile2d ? s[scale_index(p.sl, i / 128, j / 128)] : s[scale_index(p.sl, i, j / 128)];
+        } else {
+          q = p.data[j * p.M + i];
+          si = p.tile2d ? s[scale_index(p.sl, j / 128, i / 128)] : s[scale_index(p.sl, j, i / 128)];
+        }
+        v = __fmul_rn(dec_fp8(q, p.e5m2), si);
+        break;
+      }
+      default: {  // FP8 tensor
+        const uint32_t q = p.columnwise ? p.data[j * p.M + i] : p.data[i * p.K + j];
+        v = __fmul_rn(dec_fp8(q, p.e5m2), *p.amax);
+        break;
+      }
+    }
+    if (p.out == 0)
+      static_cast<float*>(p.y)[idx] = v;
+    else if (p.out == 1)
+      static_cast<uint16_t*>(p.y)[idx] = f32_to_bf16(v);
+    else
+      static_cast<uint16_t*>(p.y)[idx] = f32_to_f16(v);
+  }
+}
+
+}  // namespace
+
+namespace detail {
+void launch_dequantize(const DequantParams& h, cudaStream_t s) {
+  KParams p{};
+  p.kind = h.kind;
+  p.columnwise = h.columnwise;
+  p.per_row_amax = h.per_row_amax;
+  p.e5m2 = h.e5m2;
+  p.tile2d = h.tile2d;
+  p.M = h.M;
+  p.K = h.K;
+  p.data = h.data;
+  p.scale = h.scale;
+  p.sl = ScaleOut{nullptr, h.scale_layout.mode, h.scale_layout.ld, h.scale_layout.num_kb};
+  p.amax = h.amax;
+  p.factor = h.nvfp4_factor;
+  p.out = h.out == DType::kF32 ? 0 : (h.out == DType::kBF16 ? 1 : 2);
+  QTC_CHECK(h.out == DType::kF32 || h.out == DType::kBF16 || h.out == DType::kF16,
+            "dequantize: output must be F32, BF16 or F16");
+  p.y = h.y;
+  const int64_t n = h.M * h.K;
+  if (n == 0) return;
+  const int grid = static_cast<int>(std::min<int64_t>((n + 255) / 256, 65536));
+  dequant_kernel<<<grid, 256, 0, s>>>(p);
+  QTC_CUDA_CHECK_LAUNCH();
+}
+}  // namespace detail
+
+}  // namespace qtc::cuda

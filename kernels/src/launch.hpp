@@ -1,0 +1,117 @@
+/// \file launch.hpp
+/// \brief Internal: kernel parameter blocks and the host launchers each .cu file exports to the dispatcher
+///        (quantize.cpp). No device code here, so plain C++ translation units can include it.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "qtc/tensor.hpp"
+
+namespace qtc::cuda::detail {
+
+/// Mirror of dev::ScaleOut (device_codec.cuh), kept layout-identical.
+struct ScaleOutHost {
+  uint8_t* p = nullptr;
+  int mode = 0;
+  int64_t ld = 0;
+  int64_t num_kb = 0;
+};
+
+/// Which amaxes one pass over x produces (all zeroed by the launcher first, stream-ordered).
+struct AmaxParams {
+  const void* x = nullptr;
+  DType dtype = DType::kF32;
+  int64_t rows = 0, cols = 0;
+  bool propagate_nan = false;   ///< torch.amax semantics (TE PyTorch reference profile)
+  float* global = nullptr;      ///< max |x|
+  float* per_row = nullptr;     ///< [M] max over each row
+  float* per_col = nullptr;     ///< [K] max over each column
+  float* rht_global = nullptr;  ///< max |bf16 RHT(x^T)| (bf16 input only)
+  uint16_t rht_sign_mask = 0;
+};
+void launch_amax(const AmaxParams& p, cudaStream_t s);
+/// Writes `n` copies of v to p on the stream (a kernel: graph-capturable, no host staging).
+void launch_fill(float* p, int64_t n, float v, cudaStream_t s);
+
+struct Nvfp4Params {
+  const void* x = nullptr;
+  DType dtype = DType::kF32;
+  int64_t M = 0, K = 0;
+  bool rowwise = true, columnwise = true;
+  bool tile2d = false, row_scaled = false, fourover6 = false, mse = false, stochastic = false, rht = false;
+  bool pyref = false;  ///< TE PyTorch reference semantics (-0 -> 0x0, NaN propagates)
+  float e4m3_max = 448.0f;
+  uint64_t seed = 0;
+  uint16_t rht_sign_mask = 0;
+  const float* amax_row = nullptr;  ///< [1] or [M]
+  const float* amax_col = nullptr;  ///< [1] or [K]
+  uint8_t* row_data = nullptr;      ///< [M, K/2]
+  ScaleOutHost row_scale;
+  uint8_t* col_data = nullptr;      ///< [K, M/2]
+  ScaleOutHost col_scale;
+};
+void launch_nvfp4(const Nvfp4Params& p, cudaStream_t s);
+
+struct Mxfp8Params {
+  const void* x = nullptr;
+  DType dtype = DType::kF32;
+  int64_t M = 0, K = 0;
+  bool rowwise = true, columnwise = true;
+  bool e5m2 = false, floor_rule = false, tile2d = false;
+  bool ocp = false;  ///< OCP profile: a block holding NaN/Inf gets scale 0xFF
+  uint8_t* row_data = nullptr;  ///< [M, K]
+  ScaleOutHost row_scale;
+  uint8_t* col_data = nullptr;  ///< [M, K]
+  ScaleOutHost col_scale;
+};
+void launch_mxfp8(const Mxfp8Params& p, cudaStream_t s);
+
+struct Fp8BlockParams {
+  const void* x = nullptr;
+  DType dtype = DType::kF32;
+  int64_t M = 0, K = 0;
+  bool rowwise = true, columnwise = true;
+  bool e5m2 = false, tile2d = false, pow2 = false, pyref = false;
+  float eps = 0.0f;
+  float value_for_inf = 0.0f;   ///< max finite of the input type
+  uint8_t* row_data = nullptr;  ///< [M, K]
+  ScaleOutHost row_scale;       ///< F32 scale_inv
+  uint8_t* col_data = nullptr;  ///< [K, M]
+  ScaleOutHost col_scale;
+};
+void launch_fp8_block(const Fp8BlockParams& p, cudaStream_t s);
+
+struct Fp8TensorParams {
+  const void* x = nullptr;
+  DType dtype = DType::kF32;
+  int64_t M = 0, K = 0;
+  bool rowwise = true, columnwise = true;
+  bool e5m2 = false, pow2 = false, pyref = false;
+  float eps = 0.0f;
+  const float* amax = nullptr;    ///< global amax (device)
+  float* scale_inv = nullptr;     ///< written by the kernel
+  uint8_t* row_data = nullptr;    ///< [M, K]
+  uint8_t* col_data = nullptr;    ///< [K, M]
+};
+void launch_fp8_tensor(const Fp8TensorParams& p, cudaStream_t s);
+
+/// Dequantize: one plane to [M, K] in x's orientation.
+struct DequantParams {
+  int kind = 0;  ///< 0 NVFP4, 1 MXFP8, 2 FP8 block, 3 FP8 tensor
+  bool columnwise = false;
+  int64_t M = 0, K = 0;
+  const uint8_t* data = nullptr;
+  const uint8_t* scale = nullptr;
+  ScaleOutHost scale_layout;  ///< mode/ld/num_kb of the stored scale (p unused)
+  const float* amax = nullptr;  ///< NVFP4 amax [1] or per row/column; FP8 tensor: scale_inv
+  bool per_row_amax = false;
+  float nvfp4_factor = 0.0f;    ///< 1 / (6 * E4M3_MAX)
+  bool e5m2 = false;
+  bool tile2d = false;          ///< FP8 block 128x128 (scale index) / MXFP8 unused
+  DType out = DType::kF32;
+  void* y = nullptr;
+};
+void launch_dequantize(const DequantParams& p, cudaStream_t s);
+
+}  // namespace qtc::cuda::detail

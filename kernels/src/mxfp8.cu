@@ -1,0 +1,151 @@
+/// \file mxfp8.cu
+/// \brief MXFP8 quantization (TE_FORMATS.md §2): E4M3/E5M2 data, one E8M0 scale per 32 elements, rowwise (1x32),
+///        columnwise (32x1, same orientation as x) and 2D (32x32, one scale for both planes); scale rule RCEIL
+///        (TE: float_to_e8m0(bamax * RN(1/max)), rounded up) or OCP floor. Any M, K: partial blocks reduce over
+///        their valid elements. One 64x64 tile per CTA gives both planes from one read.
+#include "device_codec.cuh"
+#include "launch.hpp"
+#include "qtc/cuda/check.hpp"
+#include "tile.cuh"
+
+namespace qtc::cuda {
+namespace {
+
+using namespace dev;
+
+constexpr int kThreads = 256, kTR = 64, kTC = 64, kLD = kTC + 1;
+
+struct KParams {
+  const void* x;
+  int64_t M, K;
+  bool rowwise, columnwise, e5m2, floor_rule, tile2d, ocp, vec_ok;
+  uint8_t* row_data;
+  ScaleOut row_scale;
+  uint8_t* col_data;
+  ScaleOut col_scale;
+};
+
+/// E8M0 scale of a block amax (NaN already ignored, or propagated under the OCP profile).
+__device__ __forceinline__ uint32_t mx_scale(float bamax, const KParams& p) {
+  if (p.floor_rule) {  // OCP: 2^(floor(log2 amax) - emax_elem); NaN -> 0xFF; Inf -> 0xFF (ocp) or 0xFE (te)
+    if (bamax != bamax) return 0xFF;
+    if (isinf(bamax)) return p.ocp ? 0xFF : 0xFE;
+    if (bamax == 0.0f) return 0x00;
+    const int e = floor_log2(bamax) - (p.e5m2 ? 15 : 8);
+    return static_cast<uint32_t>((e < -127 ? -127 : e) + 127);
+  }
+  const float rcp = p.e5m2 ? bitsf(0x37924925u) : bitsf(0x3B124925u);
+  return enc_e8m0_up(__fmul_rn(bamax, rcp));
+}
+
+template <typename In>
+__global__ void __launch_bounds__(kThreads) mxfp8_kernel(KParams p) {
+  __shared__ float sm[kTR * kLD];
+  __shared__ float qa[kTR][4];      // per row, per 16-column quarter
+  __shared__ float ca[4][kTC];      // per column, per 16-row quarter
+  __shared__ uint32_t blk_e[2][2];  // 2D block scales
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTR, c0 = static_cast<int64_t>(blockIdx.x) * kTC;
+  load_tile<In, kTR, kTC, kThreads>(sm, static_cast<const In*>(p.x), p.M, p.K, r0, c0, p.vec_ok);
+  __syncthreads();
+  const bool pr = p.ocp;
+  const int t = threadIdx.x;
+
+  // Rowwise work item: row r, quarter q (16 columns), block b = q / 2.
+  const int r = t >> 2, q = t & 3;
+  float xr[16];
+  float mr = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    xr[i] = sm[r * kLD + 16 * q + i];
+    mr = max_p(mr, fabsf(xr[i]), pr);
+  }
+  // Columnwise work item: column cc, quarter g (16 rows), block g / 2.
+  const int cc = t & 63, g = t >> 6;
+  float xc[16];
+  float mc = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    xc[i] = sm[(16 * g + i) * kLD + cc];
+    mc = max_p(mc, fabsf(xc[i]), pr);
+  }
+  qa[r][q] = mr;
+  ca[g][cc] = mc;
+  __syncthreads();
+  if (p.tile2d && t < 4) {
+    const int rb = t >> 1, cb = t & 1;
+    float m = 0.0f;
+    for (int i = 0; i < 32; ++i) m = max_p(m, max_p(qa[32 * rb + i][2 * cb], qa[32 * rb + i][2 * cb + 1], pr), pr);
+    blk_e[rb][cb] = mx_scale(m, p);
+  }
+  if (p.tile2d) __syncthreads();
+
+  if (p.rowwise) {
+    const int64_t gr = r0 + r, gc = c0 + 16 * q;
+    if (gr < p.M && gc < p.K) {
+      const uint32_t e = p.tile2d ? blk_e[r >> 5][q >> 1] : mx_scale(max_p(mr, qa[r][q ^ 1], pr), p);
+      const float inv = e8m0_rcp(e);
+      uint32_t w[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+      for (int i = 0; i < 16; ++i) w[i >> 2] |= static_cast<uint32_t>(enc_fp8(__fmul_rn(xr[i], inv), p.e5m2)) << (8 * (i & 3));
+      uint8_t* dst = p.row_data + gr * p.K + gc;
+      if ((p.K % 16) == 0) {
+        *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+      } else {
+        for (int i = 0; i < 16 && gc + i < p.K; ++i) dst[i] = static_cast<uint8_t>(w[i >> 2] >> (8 * (i & 3)));
+      }
+      if ((q & 1) == 0) p.row_scale.p[scale_index(p.row_scale, gr, gc / 32)] = static_cast<uint8_t>(e);
+    }
+  }
+  if (p.columnwise) {
+    const int64_t gk = c0 + cc, gm = r0 + 16 * g;
+    if (gk < p.K && gm < p.M) {
+      const uint32_t e = p.tile2d ? blk_e[g >> 1][cc >> 5] : mx_scale(max_p(mc, ca[g ^ 1][cc], pr), p);
+      const float inv = e8m0_rcp(e);
+      uint8_t* dst = p.col_data + gm * p.K + gk;
+#pragma unroll
+      for (int i = 0; i < 16; ++i)
+        if (gm + i < p.M) dst[i * p.K] = enc_fp8(__fmul_rn(xc[i], inv), p.e5m2);
+      if ((g & 1) == 0) p.col_scale.p[scale_index(p.col_scale, gm / 32, gk)] = static_cast<uint8_t>(e);
+    }
+  }
+}
+
+ScaleOut to_dev(const detail::ScaleOutHost& h) { return ScaleOut{h.p, h.mode, h.ld, h.num_kb}; }
+
+template <typename In>
+void run(const detail::Mxfp8Params& h, cudaStream_t s) {
+  KParams p{};
+  p.x = h.x;
+  p.M = h.M;
+  p.K = h.K;
+  p.rowwise = h.rowwise;
+  p.columnwise = h.columnwise;
+  p.e5m2 = h.e5m2;
+  p.floor_rule = h.floor_rule;
+  p.tile2d = h.tile2d;
+  p.ocp = h.ocp;
+  p.vec_ok = (reinterpret_cast<uintptr_t>(h.x) % 16 == 0) && ((h.K * sizeof(In)) % 16 == 0);
+  p.row_data = h.row_data;
+  p.row_scale = to_dev(h.row_scale);
+  p.col_data = h.col_data;
+  p.col_scale = to_dev(h.col_scale);
+  if (h.M == 0 || h.K == 0) return;
+  const dim3 grid(static_cast<unsigned>((h.K + kTC - 1) / kTC), static_cast<unsigned>((h.M + kTR - 1) / kTR));
+  mxfp8_kernel<In><<<grid, kThreads, 0, s>>>(p);
+  QTC_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+namespace detail {
+void launch_mxfp8(const Mxfp8Params& p, cudaStream_t s) {
+  switch (p.dtype) {
+    case DType::kF32: run<float>(p, s); break;
+    case DType::kBF16: run<__nv_bfloat16>(p, s); break;
+    case DType::kF16: run<__half>(p, s); break;
+    default: QTC_FAIL("mxfp8: input must be F32, BF16 or F16");
+  }
+}
+}  // namespace detail
+
+}  // namespace qtc::cuda

@@ -1,0 +1,115 @@
+/// \file nvfp4_common.cuh
+/// \brief NVFP4 block arithmetic on the device (TE_FORMATS.md §1.3, §1.4, §1.10, §1.12), in the reference's
+///        exact order of operations: explicit _rn intrinsics, no contraction.
+#pragma once
+#include "device_codec.cuh"
+#include "qtc/rng.hpp"
+
+namespace qtc::cuda::dev {
+
+constexpr float kRcp6 = 0x1.555556p-3f;  // RN(1/6), TE fp4_max_inv
+
+/// S_enc (§1.3) from a global amax; profile kTEPyRef propagates NaN (torch.min) and keeps the amax-0 rule.
+__device__ __forceinline__ float nvfp4_s_enc(float amax, float e4m3_max, bool pyref) {
+  const float s = __fdiv_rn(__fmul_rn(e4m3_max, 6.0f), amax);
+  if (pyref) {  // torch.div, torch.min (NaN propagates), then 0 -> 1 (amax 0 gives FLT_MAX here)
+    if (s != s) return s;
+    const float c = fminf(s, kFltMax);
+    return c == 0.0f ? 1.0f : c;
+  }
+  const float c = fminf(s, kFltMax);  // NaN amax -> FLT_MAX
+  if (amax == 0.0f || c == 0.0f) return 1.0f;
+  return c;
+}
+
+struct Nvfp4Cfg {
+  bool pyref;
+  bool sr;
+  bool f46;
+  bool mse;
+  float e4m3_max;
+  float k6max;  ///< 6 * e4m3_max
+  uint64_t seed;
+};
+
+/// enc = fminf(1 / (float(sf) * S_dec), FLT_MAX), a NaN kept (possible only when S_dec is NaN).
+__device__ __forceinline__ float nvfp4_enc(uint32_t sf, float s_dec) {
+  const float v = __fdiv_rn(1.0f, __fmul_rn(dec_e4m3(sf), s_dec));
+  return v != v ? v : fminf(v, kFltMax);
+}
+
+/// Standard block scale: sf = e4m3(min(bamax * (S_enc * RN(1/6)), FLT_MAX)); enc = min(1/(sf * S_dec), FLT_MAX).
+__device__ __forceinline__ void nvfp4_std_scale(float bamax, float s_enc, float s_dec, bool pr, uint32_t& sf,
+                                                float& enc) {
+  const float v = min_p(__fmul_rn(bamax, __fmul_rn(s_enc, kRcp6)), kFltMax, pr);
+  sf = enc_e4m3(v);
+  enc = nvfp4_enc(sf, s_dec);
+}
+
+/// The two 4over6 candidates (§1.12): base = bamax / 6 * S_enc; map-to-4 uses base * 1.5.
+__device__ __forceinline__ void nvfp4_46_candidates(float bamax, float s_enc, float s_dec, uint32_t& sf4, float& enc4,
+                                                    uint32_t& sf6, float& enc6) {
+  const float base = __fmul_rn(__fdiv_rn(bamax, 6.0f), s_enc);
+  sf4 = enc_e4m3(fminf(__fmul_rn(base, 1.5f), 448.0f));
+  sf6 = enc_e4m3(fminf(base, 448.0f));
+  enc4 = nvfp4_enc(sf4, s_dec);
+  enc6 = nvfp4_enc(sf6, s_dec);
+}
+
+/// Sequential error sum of one 16-element row of a candidate (§1.12, exact error arithmetic).
+__device__ __forceinline__ float nvfp4_46_err(const float x[16], uint32_t sf, float enc, float amax, const Nvfp4Cfg& c) {
+  const float sff = dec_e4m3(sf);
+  float err = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const float q = dec_e2m1(enc_e2m1(__fmul_rn(x[i], enc)));
+    const float d = __fsub_rn(__fdiv_rn(__fmul_rn(__fmul_rn(q, sff), amax), c.k6max), x[i]);
+    err = __fadd_rn(err, c.mse ? __fmul_rn(d, d) : fabsf(d));
+  }
+  return err;
+}
+
+/// Encodes 16 values with the block's enc: RN (or SR keyed by the element's index in its plane's storage
+/// order, idx0 = index of element 0, a multiple of 16). Returns the 8 packed bytes (low nibble = even element).
+__device__ __forceinline__ uint2 nvfp4_encode16(const float x[16], float enc, const Nvfp4Cfg& c, uint32_t plane,
+                                                uint64_t idx0) {
+  uint32_t w[2] = {0u, 0u};
+  if (c.sr) {
+    uint32_t ctr[4] = {static_cast<uint32_t>(idx0 >> 4), static_cast<uint32_t>(idx0 >> 36), plane, 0x51A7u};
+    philox4x32_10(ctr, static_cast<uint32_t>(c.seed), static_cast<uint32_t>(c.seed >> 32));
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const uint32_t rb = (ctr[i >> 2] >> (8 * (i & 3))) & 0xFFu;
+      w[i >> 3] |= enc_e2m1_sr(__fmul_rn(x[i], enc), rb) << (4 * (i & 7));
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) w[i >> 3] |= enc_e2m1(__fmul_rn(x[i], enc), !c.pyref) << (4 * (i & 7));
+  }
+  return make_uint2(w[0], w[1]);
+}
+
+/// One 1-D block (1x16 along a row of its plane): scale and codes.
+__device__ __forceinline__ uint2 nvfp4_block_1d(const float x[16], float s_enc, float amax_err, const Nvfp4Cfg& c,
+                                                uint32_t plane, uint64_t idx0, uint32_t& sf) {
+  const float s_dec = __fdiv_rn(1.0f, s_enc);
+  float bamax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) bamax = max_p(bamax, fabsf(x[i]), c.pyref);
+  float enc;
+  if (c.f46) {
+    uint32_t sf4, sf6;
+    float enc4, enc6;
+    nvfp4_46_candidates(bamax, s_enc, s_dec, sf4, enc4, sf6, enc6);
+    const float e4 = nvfp4_46_err(x, sf4, enc4, amax_err, c);
+    const float e6 = nvfp4_46_err(x, sf6, enc6, amax_err, c);
+    const bool use4 = e4 < e6;
+    sf = use4 ? sf4 : sf6;
+    enc = use4 ? enc4 : enc6;
+  } else {
+    nvfp4_std_scale(bamax, s_enc, s_dec, c.pyref, sf, enc);
+  }
+  return nvfp4_encode16(x, enc, c, plane, idx0);
+}
+
+}  // namespace qtc::cuda::dev

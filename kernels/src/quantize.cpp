@@ -1,0 +1,443 @@
+/// \file quantize.cpp
+/// \brief Host side of the CUDA quantizers: output allocation (the reference's plane shapes), the amax passes,
+///        kernel dispatch, and copies between host and device. Nothing here synchronizes with the host except
+///        to_host / from_host.
+#include <cfloat>
+#include <cstring>
+
+#include "launch.hpp"
+#include "qtc/cuda/check.hpp"
+#include "qtc/cuda/quantize.hpp"
+#include "qtc/layouts.hpp"
+
+namespace qtc::cuda {
+
+// ------------------------------------------------------------------------------------------------------
+// DeviceBuffer
+
+DeviceBuffer::DeviceBuffer(size_t bytes, cudaStream_t stream) : bytes_(bytes), stream_(stream) {
+  if (bytes > 0) QTC_CUDA_CHECK(cudaMallocAsync(&ptr_, bytes, stream));
+}
+DeviceBuffer::~DeviceBuffer() { reset(); }
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_), stream_(o.stream_) {
+  o.ptr_ = nullptr;
+  o.bytes_ = 0;
+}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    ptr_ = o.ptr_;
+    bytes_ = o.bytes_;
+    stream_ = o.stream_;
+    o.ptr_ = nullptr;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
+void DeviceBuffer::reset() noexcept {
+  if (ptr_ != nullptr) (void)cudaFreeAsync(ptr_, stream_);
+  ptr_ = nullptr;
+  bytes_ = 0;
+}
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+namespace {
+
+ScaleType scale_type_of(RecipeKind k) {
+  switch (k) {
+    case RecipeKind::kNVFP4: return ScaleType::kE4M3;
+    case RecipeKind::kMXFP8: return ScaleType::kE8M0;
+    default: return ScaleType::kF32;
+  }
+}
+
+bool swizzlable(const Recipe& r) { return r.kind == RecipeKind::kNVFP4 || r.kind == RecipeKind::kMXFP8; }
+
+/// Where compact entry (r, c) of a plane's scales lives in the plane's layout.
+detail::ScaleOutHost scale_out(const DevicePlane& pl, const Recipe& r, PlaneKind pk, int64_t M, int64_t K) {
+  detail::ScaleOutHost s;
+  s.p = pl.scale.as<uint8_t>();
+  const ref::ScaleShape cs = ref::compact_scale_shape(r, pk, M, K);
+  switch (pl.scale_layout) {
+    case ScaleLayout::kCompact:
+      s.mode = 0;
+      s.ld = cs.cols;
+      break;
+    case ScaleLayout::kPadded: {
+      const ref::ScaleShape ps = ref::padded_scale_shape(r, pk, M, K);
+      s.mode = (r.kind == RecipeKind::kFP8Block && !r.block_2d) ? 1 : 0;  // TE's GEMM-ready [kb][i]
+      s.ld = ps.cols;
+      break;
+    }
+    case ScaleLayout::kSwizzled:
+      if (r.kind == RecipeKind::kMXFP8 && pk == PlaneKind::kColumnwise) {
+        s.mode = 3;  // swizzled transposed: row = K index, kb = M/32 block
+        s.num_kb = cs.rows;
+      } else {
+        s.mode = 2;
+        s.num_kb = cs.cols;
+      }
+      break;
+  }
+  return s;
+}
+
+DevicePlane make_plane(const Recipe& r, PlaneKind pk, int64_t M, int64_t K, ScaleLayout layout, cudaStream_t s) {
+  DevicePlane p;
+  const bool row = pk == PlaneKind::kRowwise;
+  switch (r.kind) {
+    case RecipeKind::kNVFP4:
+      p.data_rows = row ? M : K;
+      p.data_cols = (row ? K : M) / 2;
+      p.amax_count = r.row_scaled ? (row ? M : K) : 1;
+      break;
+    case RecipeKind::kMXFP8:
+      p.data_rows = M;
+      p.data_cols = K;
+      break;
+    case RecipeKind::kFP8Block:
+      p.data_rows = row ? M : K;
+      p.data_cols = row ? K : M;
+      break;
+    case RecipeKind::kFP8Tensor:
+      p.data_rows = row ? M : K;
+      p.data_cols = row ? K : M;
+      p.amax_count = 1;
+      break;
+  }
+  p.scale_type = scale_type_of(r.kind);
+  p.scale_layout = r.kind == RecipeKind::kFP8Tensor ? ScaleLayout::kCompact : layout;
+  const ref::ScaleShape sh = p.scale_layout == ScaleLayout::kCompact ? ref::compact_scale_shape(r, pk, M, K)
+                                                                     : ref::padded_scale_shape(r, pk, M, K);
+  p.scale_rows = sh.rows;
+  p.scale_cols = sh.cols;
+  const size_t es = p.scale_type == ScaleType::kF32 ? 4 : 1;
+  p.data = DeviceBuffer(static_cast<size_t>(p.data_rows * p.data_cols), s);
+  p.scale = DeviceBuffer(static_cast<size_t>(p.scale_rows * p.scale_cols) * es, s);
+  p.amax = DeviceBuffer(sizeof(float) * static_cast<size_t>(p.amax_count), s);
+  return p;
+}
+
+void check_input(const DeviceMatrixView& x, const DeviceQuantized& out) {
+  QTC_CHECK(x.dtype == out.input_dtype && x.rows == out.rows && x.cols == out.cols, "quantize_into: input [", x.rows,
+            ", ", x.cols, "] ", dtype_name(x.dtype), " does not match the allocated output [", out.rows, ", ", out.cols,
+            "] ", dtype_name(out.input_dtype));
+  QTC_CHECK(x.data != nullptr || x.rows * x.cols == 0, "quantize_into: input has no data");
+}
+
+void copy_f32(float* dst, const float* src, cudaStream_t s) {
+  if (dst != src) QTC_CUDA_CHECK(cudaMemcpyAsync(dst, src, sizeof(float), cudaMemcpyDeviceToDevice, s));
+}
+
+void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float* host_amax, cudaStream_t s) {
+  check_input(x, out);
+  const Recipe& r = out.recipe;
+  const int64_t M = x.rows, K = x.cols;
+  DevicePlane* rp = out.rowwise ? &*out.rowwise : nullptr;
+  DevicePlane* cp = out.columnwise ? &*out.columnwise : nullptr;
+  for (DevicePlane* p : {rp, cp})
+    if (p != nullptr && p->scale_layout != ScaleLayout::kCompact && p->scale.bytes() > 0)
+      QTC_CUDA_CHECK(cudaMemsetAsync(p->scale.data(), 0, p->scale.bytes(), s));  // padding reads as zero
+  float* ws = out.workspace.as<float>();
+  const bool pyref = r.profile == Profile::kTEPyRef;
+  auto so = [&](DevicePlane* p, PlaneKind pk) { return p ? scale_out(*p, r, pk, M, K) : detail::ScaleOutHost{}; };
+
+  switch (r.kind) {
+    case RecipeKind::kNVFP4: {
+      float* ar = rp ? rp->amax.as<float>() : ws;
+      float* ac = cp ? cp->amax.as<float>() : ws + 1;
+      if (r.row_scaled) {
+        QTC_CHECK(host_amax == nullptr, "quantize_with_amax: row-scaled NVFP4 computes its own per-row amax (§1.11)");
+        detail::AmaxParams a;
+        a.x = x.data;
+        a.dtype = x.dtype;
+        a.rows = M;
+        a.cols = K;
+        a.propagate_nan = pyref;
+        a.per_row = ar;
+        a.per_col = cp ? ac : nullptr;
+        detail::launch_amax(a, s);
+      } else if (host_amax != nullptr) {
+        detail::launch_fill(ar, 1, host_amax[0], s);
+        detail::launch_fill(ac, 1, host_amax[1], s);
+      } else {
+        detail::AmaxParams a;
+        a.x = x.data;
+        a.dtype = x.dtype;
+        a.rows = M;
+        a.cols = K;
+        a.propagate_nan = pyref;
+        a.global = ar;
+        const bool rht_col = r.rht && cp != nullptr;
+        a.rht_global = rht_col ? ac : nullptr;
+        a.rht_sign_mask = r.rht_sign_mask;
+        detail::launch_amax(a, s);
+        if (M * K == 0 && rht_col) detail::launch_fill(ac, 1, 0.0f, s);
+        if (!rht_col) copy_f32(ac, ar, s);
+      }
+      detail::Nvfp4Params p;
+      p.x = x.data;
+      p.dtype = x.dtype;
+      p.M = M;
+      p.K = K;
+      p.rowwise = rp != nullptr;
+      p.columnwise = cp != nullptr;
+      p.tile2d = r.tile_2d;
+      p.row_scaled = r.row_scaled;
+      p.fourover6 = r.fourover6;
+      p.mse = r.fourover6_err == ErrMode::kMSE;
+      p.stochastic = r.stochastic;
+      p.rht = r.rht;
+      p.pyref = pyref;
+      p.e4m3_max = static_cast<float>(r.e4m3_max);
+      p.seed = r.seed;
+      p.rht_sign_mask = r.rht_sign_mask;
+      p.amax_row = ar;
+      p.amax_col = ac;
+      p.row_data = rp ? rp->data.as<uint8_t>() : nullptr;
+      p.row_scale = so(rp, PlaneKind::kRowwise);
+      p.col_data = cp ? cp->data.as<uint8_t>() : nullptr;
+      p.col_scale = so(cp, PlaneKind::kColumnwise);
+      detail::launch_nvfp4(p, s);
+      break;
+    }
+    case RecipeKind::kMXFP8: {
+      detail::Mxfp8Params p;
+      p.x = x.data;
+      p.dtype = x.dtype;
+      p.M = M;
+      p.K = K;
+      p.rowwise = rp != nullptr;
+      p.columnwise = cp != nullptr;
+      p.e5m2 = r.fp8 == Fp8Type::kE5M2;
+      p.floor_rule = r.scale_rule == MxScaleRule::kOcpFloor;
+      p.tile2d = r.mx_2d;
+      p.ocp = r.profile == Profile::kOCP;
+      p.row_data = rp ? rp->data.as<uint8_t>() : nullptr;
+      p.row_scale = so(rp, PlaneKind::kRowwise);
+      p.col_data = cp ? cp->data.as<uint8_t>() : nullptr;
+      p.col_scale = so(cp, PlaneKind::kColumnwise);
+      detail::launch_mxfp8(p, s);
+      break;
+    }
+    case RecipeKind::kFP8Block: {
+      detail::Fp8BlockParams p;
+      p.x = x.data;
+      p.dtype = x.dtype;
+      p.M = M;
+      p.K = K;
+      p.rowwise = rp != nullptr;
+      p.columnwise = cp != nullptr;
+      p.e5m2 = r.fp8 == Fp8Type::kE5M2;
+      p.tile2d = r.block_2d;
+      p.pow2 = r.pow2_scales;
+      p.pyref = pyref;
+      p.eps = r.eps;
+      p.value_for_inf = dtype_max(x.dtype);
+      p.row_data = rp ? rp->data.as<uint8_t>() : nullptr;
+      p.row_scale = so(rp, PlaneKind::kRowwise);
+      p.col_data = cp ? cp->data.as<uint8_t>() : nullptr;
+      p.col_scale = so(cp, PlaneKind::kColumnwise);
+      detail::launch_fp8_block(p, s);
+      break;
+    }
+    case RecipeKind::kFP8Tensor: {
+      float* a0 = rp ? rp->amax.as<float>() : cp->amax.as<float>();
+      if (host_amax != nullptr) {
+        detail::launch_fill(a0, 1, host_amax[0], s);
+      } else {
+        detail::AmaxParams a;
+        a.x = x.data;
+        a.dtype = x.dtype;
+        a.rows = M;
+        a.cols = K;
+        a.propagate_nan = pyref;
+        a.global = a0;
+        detail::launch_amax(a, s);
+      }
+      if (rp && cp) copy_f32(cp->amax.as<float>(), a0, s);
+      detail::Fp8TensorParams p;
+      p.x = x.data;
+      p.dtype = x.dtype;
+      p.M = M;
+      p.K = K;
+      p.rowwise = rp != nullptr;
+      p.columnwise = cp != nullptr;
+      p.e5m2 = r.fp8 == Fp8Type::kE5M2;
+      p.pow2 = r.pow2_scales;
+      p.pyref = pyref;
+      p.eps = r.eps;
+      p.amax = a0;
+      p.scale_inv = out.scale_inv.as<float>();
+      p.row_data = rp ? rp->data.as<uint8_t>() : nullptr;
+      p.col_data = cp ? cp->data.as<uint8_t>() : nullptr;
+      if (M * K == 0) {  // no tile runs: the scale still follows from amax = 0
+        const float sc = 1.0f;
+        detail::launch_fill(p.scale_inv, 1, 1.0f / sc, s);
+      }
+      detail::launch_fp8_tensor(p, s);
+      for (DevicePlane* pl : {rp, cp})
+        if (pl) copy_f32(pl->scale.as<float>(), p.scale_inv, s);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+std::string unsupported_reason(const Recipe& r, DType input, int64_t rows, int64_t cols) {
+  try {
+    r.validate_input(input, rows, cols);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+DeviceQuantized allocate_quantized(const Recipe& r, DType input, int64_t rows, int64_t cols, ScaleLayout layout,
+                                   cudaStream_t stream) {
+  r.validate_input(input, rows, cols);
+  QTC_CHECK(layout != ScaleLayout::kSwizzled || swizzlable(r) || r.kind == RecipeKind::kFP8Tensor, r.name(),
+            ": only NVFP4 and MXFP8 scales have the cuBLAS swizzled layout (TE_FORMATS.md §6)");
+  DeviceQuantized q;
+  q.recipe = r;
+  q.input_dtype = input;
+  q.rows = rows;
+  q.cols = cols;
+  if (r.rowwise) q.rowwise = make_plane(r, PlaneKind::kRowwise, rows, cols, layout, stream);
+  if (r.columnwise) q.columnwise = make_plane(r, PlaneKind::kColumnwise, rows, cols, layout, stream);
+  q.workspace = DeviceBuffer(2 * sizeof(float), stream);
+  if (r.kind == RecipeKind::kFP8Tensor) q.scale_inv = DeviceBuffer(sizeof(float), stream);
+  return q;
+}
+
+void quantize_into(const DeviceMatrixView& x, DeviceQuantized& out, cudaStream_t stream) {
+  quantize_impl(x, out, nullptr, stream);
+}
+
+void quantize_with_amax_into(const DeviceMatrixView& x, DeviceQuantized& out, float amax_rowwise,
+                             float amax_columnwise, cudaStream_t stream) {
+  const Recipe& r = out.recipe;
+  QTC_CHECK(r.kind == RecipeKind::kNVFP4 || r.kind == RecipeKind::kFP8Tensor, "quantize_with_amax: recipe ", r.name(),
+            " has no global amax (NVFP4 and FP8 tensor only)");
+  const float a[2] = {amax_rowwise, amax_columnwise};
+  quantize_impl(x, out, a, stream);
+}
+
+DeviceQuantized quantize(const DeviceMatrixView& x, const Recipe& r, cudaStream_t stream, ScaleLayout layout) {
+  DeviceQuantized q = allocate_quantized(r, x.dtype, x.rows, x.cols, layout, stream);
+  quantize_into(x, q, stream);
+  return q;
+}
+
+namespace {
+
+Plane plane_to_host(const DevicePlane& d, cudaStream_t s) {
+  Plane p;
+  p.data_rows = d.data_rows;
+  p.data_cols = d.data_cols;
+  p.data.resize(d.data.bytes());
+  if (!p.data.empty()) QTC_CUDA_CHECK(cudaMemcpyAsync(p.data.data(), d.data.data(), d.data.bytes(), cudaMemcpyDeviceToHost, s));
+  p.scale.type = d.scale_type;
+  p.scale.layout = d.scale_layout;
+  p.scale.rows = d.scale_rows;
+  p.scale.cols = d.scale_cols;
+  p.scale.bytes.resize(d.scale.bytes());
+  if (!p.scale.bytes.empty())
+    QTC_CUDA_CHECK(cudaMemcpyAsync(p.scale.bytes.data(), d.scale.data(), d.scale.bytes(), cudaMemcpyDeviceToHost, s));
+  p.amax.resize(static_cast<size_t>(d.amax_count));
+  if (!p.amax.empty())
+    QTC_CUDA_CHECK(cudaMemcpyAsync(p.amax.data(), d.amax.data(), d.amax.bytes(), cudaMemcpyDeviceToHost, s));
+  return p;
+}
+
+DevicePlane plane_from_host(const Plane& h, cudaStream_t s) {
+  DevicePlane d;
+  d.data_rows = h.data_rows;
+  d.data_cols = h.data_cols;
+  d.data = DeviceBuffer(h.data.size(), s);
+  if (!h.data.empty()) QTC_CUDA_CHECK(cudaMemcpyAsync(d.data.data(), h.data.data(), h.data.size(), cudaMemcpyHostToDevice, s));
+  d.scale_type = h.scale.type;
+  d.scale_layout = h.scale.layout;
+  d.scale_rows = h.scale.rows;
+  d.scale_cols = h.scale.cols;
+  d.scale = DeviceBuffer(h.scale.bytes.size(), s);
+  if (!h.scale.bytes.empty())
+    QTC_CUDA_CHECK(cudaMemcpyAsync(d.scale.data(), h.scale.bytes.data(), h.scale.bytes.size(), cudaMemcpyHostToDevice, s));
+  d.amax_count = static_cast<int64_t>(h.amax.size());
+  d.amax = DeviceBuffer(h.amax.size() * sizeof(float), s);
+  if (!h.amax.empty())
+    QTC_CUDA_CHECK(cudaMemcpyAsync(d.amax.data(), h.amax.data(), h.amax.size() * sizeof(float), cudaMemcpyHostToDevice, s));
+  return d;
+}
+
+}  // namespace
+
+QuantizedTensor to_host(const DeviceQuantized& q, cudaStream_t stream) {
+  QuantizedTensor h;
+  h.recipe = q.recipe;
+  h.input_dtype = q.input_dtype;
+  h.rows = q.rows;
+  h.cols = q.cols;
+  if (q.rowwise) h.rowwise = plane_to_host(*q.rowwise, stream);
+  if (q.columnwise) h.columnwise = plane_to_host(*q.columnwise, stream);
+  if (q.scale_inv.bytes() == sizeof(float))
+    QTC_CUDA_CHECK(cudaMemcpyAsync(&h.scale_inv, q.scale_inv.data(), sizeof(float), cudaMemcpyDeviceToHost, stream));
+  QTC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return h;
+}
+
+DeviceQuantized from_host(const QuantizedTensor& h, cudaStream_t stream) {
+  DeviceQuantized q;
+  q.recipe = h.recipe;
+  q.input_dtype = h.input_dtype;
+  q.rows = h.rows;
+  q.cols = h.cols;
+  if (h.rowwise) q.rowwise = plane_from_host(*h.rowwise, stream);
+  if (h.columnwise) q.columnwise = plane_from_host(*h.columnwise, stream);
+  q.workspace = DeviceBuffer(2 * sizeof(float), stream);
+  if (h.recipe.kind == RecipeKind::kFP8Tensor) {
+    q.scale_inv = DeviceBuffer(sizeof(float), stream);
+    detail::launch_fill(q.scale_inv.as<float>(), 1, h.scale_inv, stream);
+  }
+  QTC_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host buffers may go away after return
+  return q;
+}
+
+void dequantize(const DeviceQuantized& q, PlaneKind pk, DType out, void* y, cudaStream_t stream) {
+  const Recipe& r = q.recipe;
+  const bool col = pk == PlaneKind::kColumnwise;
+  const std::optional<DevicePlane>& pl = col ? q.columnwise : q.rowwise;
+  QTC_CHECK(pl.has_value(), r.name(), ": the ", col ? "columnwise" : "rowwise", " plane was not produced");
+  detail::DequantParams p;
+  switch (r.kind) {
+    case RecipeKind::kNVFP4: p.kind = 0; break;
+    case RecipeKind::kMXFP8: p.kind = 1; break;
+    case RecipeKind::kFP8Block: p.kind = 2; break;
+    case RecipeKind::kFP8Tensor: p.kind = 3; break;
+  }
+  p.columnwise = col;
+  p.M = q.rows;
+  p.K = q.cols;
+  p.data = pl->data.as<uint8_t>();
+  p.scale = pl->scale.as<uint8_t>();
+  if (r.kind != RecipeKind::kFP8Tensor) p.scale_layout = scale_out(*pl, r, pk, q.rows, q.cols);
+  p.amax = r.kind == RecipeKind::kFP8Tensor ? q.scale_inv.as<float>() : pl->amax.as<float>();
+  p.per_row_amax = r.kind == RecipeKind::kNVFP4 && pl->amax_count > 1;
+  p.nvfp4_factor = 1.0f / (6.0f * static_cast<float>(r.e4m3_max));
+  p.e5m2 = r.fp8 == Fp8Type::kE5M2;
+  p.tile2d = r.block_2d;
+  p.out = out;
+  p.y = y;
+  detail::launch_dequantize(p, stream);
+}
+
+}  // namespace qtc::cuda
