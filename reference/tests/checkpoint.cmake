@@ -1,0 +1,4 @@
+# \file checkpoint.cmake
+# \brief Checkpoints: round trips, resharding, async snapshots, corruption table, kill at every write step.
+qtc_add_test(test_checkpoint SOURCES ${CMAKE_CURRENT_LIST_DIR}/checkpoint_test.cpp
+             LIBS qtc_ref nlohmann_json::nlohmann_json ${QTC_XXHASH_LIB} LABELS cpu TIMEOUT 300)
