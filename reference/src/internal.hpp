@@ -20,11 +20,19 @@ void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 /// Rows [r0, r0 + count) of x as float, row-major, `count * x.cols` values.
 void load_rows(const MatrixView& x, int64_t r0, int64_t count, float* out);
 
-/// NaN-ignoring (maxNum) or NaN-propagating absolute maximum step.
+/// NaN-ignoring (maxNum) or NaN-propagating absolute maximum step. `acc` starts at 0; in the ignoring mode
+/// it never becomes NaN, so a plain comparison (false for a NaN operand) is maxNum.
 inline float amax_step(float acc, float v, bool propagate_nan) {
   const float a = std::fabs(v);
-  if (propagate_nan) return (std::isnan(acc) || std::isnan(a)) ? NAN : std::max(acc, a);
-  return std::fmax(acc, a);
+  if (propagate_nan) return (acc != acc || a != a) ? NAN : (a > acc ? a : acc);
+  return a > acc ? a : acc;
+}
+
+/// IEEE minNum (C fminf) without the libm call: a NaN operand is ignored.
+inline float fmin_num(float a, float b) {
+  if (a != a) return b;
+  if (b != b) return a;
+  return a < b ? a : b;
 }
 
 inline constexpr float kInv6 = 0x1.555556p-3f;  // RN(1/6), TE fp4_max_inv

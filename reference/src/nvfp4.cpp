@@ -39,12 +39,12 @@ struct Nvfp4Block {
   uint8_t scale_byte(float bamax, const GlobalScale& g) const {
     const float v = bamax * (g.s_enc * kInv6);
     if (r.profile == Profile::kTEPyRef && std::isnan(v)) return 0x7F;
-    return encode_e4m3(std::fmin(v, FLT_MAX));
+    return encode_e4m3(fmin_num(v, FLT_MAX));
   }
   /// enc = fminf(1 / (float(sf) * S_dec), FLT_MAX).
   static float encode_factor(uint8_t sf, const GlobalScale& g) {
     const float v = 1.0f / (decode_e4m3(sf) * g.s_dec);
-    return std::isnan(v) ? v : std::fmin(v, FLT_MAX);
+    return std::isnan(v) ? v : fmin_num(v, FLT_MAX);
   }
   uint8_t code(float xv, float enc, uint32_t plane, uint64_t index) const {
     const float v = xv * enc;

@@ -164,52 +164,70 @@ HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
   const int64_t M = q.rows, K = q.cols;
   const bool col = pk == PlaneKind::kColumnwise;
   HostMatrix y(out, M, K);
-  // (i, j) in x's orientation; (a, b) the plane's storage coordinates.
-  auto emit = [&](int64_t i, int64_t j, float v) { y.set(i, j, v); };
+  // Each plane row a is decoded into a float buffer, then stored at row a (rowwise) or column a
+  // (columnwise) of the output, rounded once to the output type.
+  const int64_t len = col ? M : K;
+  auto store = [&](int64_t a, const float* v) {
+    for (int64_t b = 0; b < len; ++b) {
+      const int64_t idx = col ? b * K + a : a * K + b;
+      switch (out) {
+        case DType::kF32: y.as<float>()[idx] = v[b]; break;
+        case DType::kBF16: y.as<uint16_t>()[idx] = f32_to_bf16(v[b]); break;
+        default: y.as<uint16_t>()[idx] = f32_to_f16(v[b]); break;
+      }
+    }
+  };
+  const int64_t rows = col ? K : M;  // plane rows in x's terms (MXFP8 keeps x's orientation: col handled below)
   switch (r.kind) {
     case RecipeKind::kNVFP4: {
       const float factor = 1.0f / (6.0f * static_cast<float>(r.e4m3_max));
       detail::parallel_for(p.data_rows, [&](int64_t b0, int64_t e0) {
+        std::vector<float> v(static_cast<size_t>(len));
         for (int64_t a = b0; a < e0; ++a) {
           const float am = p.amax.size() > 1 ? p.amax[static_cast<size_t>(a)] : p.amax.at(0);
-          for (int64_t b = 0; b < p.data_cols * 2; ++b) {
-            const uint8_t byte = p.data[static_cast<size_t>(a * p.data_cols + b / 2)];
-            const uint8_t code = (b & 1) ? (byte >> 4) : (byte & 0xF);
-            const float final_scale = (decode_e4m3(p.scale.byte(a, b / 16)) * am) * factor;
-            const float v = decode_e2m1(code) * final_scale;
-            if (col) emit(b, a, v); else emit(a, b, v);
+          const uint8_t* d = p.data.data() + a * p.data_cols;
+          const uint8_t* sc = p.scale.bytes.data() + a * p.scale.cols;
+          for (int64_t blk = 0; blk < len / 16; ++blk) {
+            const float final_scale = (decode_e4m3(sc[blk]) * am) * factor;
+            for (int64_t t = 0; t < 8; ++t) {
+              const uint8_t byte = d[blk * 8 + t];
+              v[static_cast<size_t>(blk * 16 + 2 * t)] = decode_e2m1(byte & 0xF) * final_scale;
+              v[static_cast<size_t>(blk * 16 + 2 * t + 1)] = decode_e2m1(byte >> 4) * final_scale;
+            }
           }
+          store(a, v.data());
         }
       });
       break;
     }
     case RecipeKind::kMXFP8: {
+      // Data keeps x's orientation in both planes; only the scale blocks differ.
       detail::parallel_for(M, [&](int64_t b0, int64_t e0) {
-        for (int64_t i = b0; i < e0; ++i)
+        for (int64_t i = b0; i < e0; ++i) {
+          float* yo = out == DType::kF32 ? y.as<float>() + i * K : nullptr;
           for (int64_t j = 0; j < K; ++j) {
             const uint8_t e = col ? p.scale.byte(i / 32, j) : p.scale.byte(i, j / 32);
-            emit(i, j, decode_e8m0(e) * detail::decode_fp8(p.data[static_cast<size_t>(i * K + j)], r.fp8));
+            const float v = decode_e8m0(e) * detail::decode_fp8(p.data[static_cast<size_t>(i * K + j)], r.fp8);
+            if (yo != nullptr) yo[j] = v; else y.set(i, j, v);
           }
-      });
-      break;
-    }
-    case RecipeKind::kFP8Block: {
-      detail::parallel_for(p.data_rows, [&](int64_t b0, int64_t e0) {
-        for (int64_t a = b0; a < e0; ++a)
-          for (int64_t b = 0; b < p.data_cols; ++b) {
-            const float s = r.block_2d ? p.scale.f32(a / 128, b / 128) : p.scale.f32(a, b / 128);
-            const float v = detail::decode_fp8(p.data[static_cast<size_t>(a * p.data_cols + b)], r.fp8) * s;
-            if (col) emit(b, a, v); else emit(a, b, v);
-          }
-      });
-      break;
-    }
-    case RecipeKind::kFP8Tensor: {
-      for (int64_t a = 0; a < p.data_rows; ++a)
-        for (int64_t b = 0; b < p.data_cols; ++b) {
-          const float v = detail::decode_fp8(p.data[static_cast<size_t>(a * p.data_cols + b)], r.fp8) * q.scale_inv;
-          if (col) emit(b, a, v); else emit(a, b, v);
         }
+      });
+      break;
+    }
+    case RecipeKind::kFP8Block:
+    case RecipeKind::kFP8Tensor: {
+      detail::parallel_for(rows, [&](int64_t b0, int64_t e0) {
+        std::vector<float> v(static_cast<size_t>(len));
+        for (int64_t a = b0; a < e0; ++a) {
+          const uint8_t* d = p.data.data() + a * p.data_cols;
+          for (int64_t b = 0; b < len; ++b) {
+            float s = q.scale_inv;
+            if (r.kind == RecipeKind::kFP8Block) s = r.block_2d ? p.scale.f32(a / 128, b / 128) : p.scale.f32(a, b / 128);
+            v[static_cast<size_t>(b)] = detail::decode_fp8(d[b], r.fp8) * s;
+          }
+          store(a, v.data());
+        }
+      });
       break;
     }
   }
