@@ -1,0 +1,22 @@
+/// \file gemm_internal.hpp
+/// \brief Launchers of gemm_kernels.cu, called by gemm_cublaslt.cpp (not part of the public API).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "qtc/tensor.hpp"
+
+namespace qtc::cuda::detail {
+
+/// layout: 0 compact, 1 padded (scale_cols = padded column count), 2 swizzled.
+void launch_nvfp4_to_bf16(const uint8_t* data, const uint8_t* scale, int64_t rows, int64_t k, int layout,
+                          int64_t scale_cols, void* out, cudaStream_t stream);
+/// out[0] = alpha (§7.4, amax pointers may be null = 1), out[1] = beta.
+void launch_nvfp4_alpha(const float* amax_a, const float* amax_b, float alpha_in, float factor, float beta,
+                        float* out, cudaStream_t stream);
+void launch_row_scaled_epilogue(const float* scratch, int64_t n, int64_t m, const float* row_scales, int64_t n_row,
+                                const float* col_scales, int64_t n_col, const void* bias, const void* c, DType out,
+                                void* d, cudaStream_t stream);
+
+}  // namespace qtc::cuda::detail

@@ -1,0 +1,169 @@
+/// \file gemm_kernels.cu
+/// \brief Device helpers of the GEMM paths: NVFP4 plane -> BF16 (exact, for the Hopper emulation), the NVFP4
+///        device alpha (TE_FORMATS.md §7.4), and the row-scaled post-scale/bias/cast epilogue (§7.5).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "gemm_internal.hpp"
+#include "qtc/cuda/check.hpp"
+
+namespace qtc::cuda::detail {
+namespace {
+
+/// E4M3 byte -> float (exact). 0x7F/0xFF -> NaN.
+__device__ __forceinline__ float e4m3_to_float(uint32_t s) {
+  const uint32_t sign = (s & 0x80u) << 24;
+  const uint32_t e = (s >> 3) & 0xFu;
+  const uint32_t m = s & 7u;
+  if (e == 0xF && m == 7) return __uint_as_float(0x7FC00000u | sign);
+  // normal: (8+m)·2^(e-10); subnormal: m·2^-9. Built from bits: exact.
+  const float v = e == 0 ? __fmul_rn(static_cast<float>(m), 0x1p-9f)
+                         : __uint_as_float(((e + 120u) << 23) | (m << 20));
+  return __uint_as_float(__float_as_uint(v) | sign);
+}
+
+__device__ __constant__ float kE2M1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                           -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+/// Index of scale (row, kb) in a compact [rows, num_kb], padded [.., padded_cols] or swizzled buffer.
+__device__ __forceinline__ int64_t scale_index(int layout, int64_t row, int64_t kb, int64_t num_kb, int64_t cols) {
+  if (layout == 2) {  // swizzled (TE_FORMATS.md §6)
+    const int64_t tiles_k = (num_kb + 3) / 4;
+    return ((row / 128) * tiles_k + kb / 4) * 512 + (row % 32) * 16 + ((row % 128) / 32) * 4 + (kb % 4);
+  }
+  return row * cols + kb;
+}
+
+/// One thread per 16-element block: 8 packed bytes and one scale -> 16 BF16 values code·sf.
+__global__ void nvfp4_to_bf16_kernel(const uint8_t* __restrict__ data, const uint8_t* __restrict__ scale,
+                                     int64_t rows, int64_t k, int layout, int64_t scale_cols,
+                                     __nv_bfloat16* __restrict__ out) {
+  const int64_t nkb = k / 16;
+  const int64_t total = rows * nkb;
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = t / nkb;
+    const int64_t kb = t % nkb;
+    const uint2 packed = *reinterpret_cast<const uint2*>(data + r * (k / 2) + kb * 8);
+    const float sf = e4m3_to_float(scale[scale_index(layout, r, kb, nkb, scale_cols)]);
+    __align__(16) __nv_bfloat16 v[16];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t byte = ((i < 4 ? packed.x : packed.y) >> (8 * (i % 4))) & 0xFFu;
+      v[2 * i] = __float2bfloat16_rn(__fmul_rn(kE2M1[byte & 0xF], sf));       // exact: <= 6 significant bits
+      v[2 * i + 1] = __float2bfloat16_rn(__fmul_rn(kE2M1[byte >> 4], sf));
+    }
+    uint4* dst = reinterpret_cast<uint4*>(out + r * k + kb * 16);
+    dst[0] = reinterpret_cast<const uint4*>(v)[0];
+    dst[1] = reinterpret_cast<const uint4*>(v)[1];
+  }
+}
+
+/// alpha = alpha_in·amax_A·amax_B·(1/(36·maxA·maxB)), fp32 left to right (§7.4); beta copied. With
+/// neutralised operands (row-scaled, §7.5) the amaxes are 1 and the pointers are null.
+__global__ void nvfp4_alpha_kernel(const float* amax_a, const float* amax_b, float alpha_in, float factor, float beta,
+                                   float* out) {
+  const float a = amax_a != nullptr ? *amax_a : 1.0f;
+  const float b = amax_b != nullptr ? *amax_b : 1.0f;
+  float x = __fmul_rn(alpha_in, a);
+  x = __fmul_rn(x, b);
+  out[0] = __fmul_rn(x, factor);
+  out[1] = beta;
+}
+
+template <typename T>
+__device__ __forceinline__ float load_f(const T* p, int64_t i);
+template <>
+__device__ __forceinline__ float load_f<float>(const float* p, int64_t i) { return p[i]; }
+template <>
+__device__ __forceinline__ float load_f<__nv_bfloat16>(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
+template <>
+__device__ __forceinline__ float load_f<__half>(const __half* p, int64_t i) { return __half2float(p[i]); }
+
+template <typename T>
+__device__ __forceinline__ T store_t(float v);
+template <>
+__device__ __forceinline__ float store_t<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 store_t<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ __half store_t<__half>(float v) { return __float2half_rn(v); }
+
+/// §7.5 step 3-4 on the FP32 scratch [n, m]: post-scale (one fused factor when a side is scalar, two
+/// roundings otherwise), + bias in fp32, cast; with accumulate, + C in the output dtype.
+template <typename T>
+__global__ void row_scaled_epilogue_kernel(const float* __restrict__ scratch, int64_t n, int64_t m,
+                                           const float* __restrict__ row_scales, int64_t n_row,
+                                           const float* __restrict__ col_scales, int64_t n_col,
+                                           const T* __restrict__ bias, const T* __restrict__ c, T* __restrict__ d) {
+  const int64_t total = n * m;
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = t / m;
+    const int64_t j = t % m;
+    float v = scratch[t];
+    const float r = row_scales[n_row == 1 ? 0 : i];
+    const float cs = col_scales[n_col == 1 ? 0 : j];
+    if (n_col == 1)
+      v = __fmul_rn(v, __fmul_rn(r, cs));
+    else if (n_row == 1)
+      v = __fmul_rn(v, __fmul_rn(cs, r));
+    else
+      v = __fmul_rn(__fmul_rn(v, r), cs);
+    if (bias != nullptr) v = __fadd_rn(v, load_f(bias, j));
+    T o = store_t<T>(v);
+    if (c != nullptr) o = store_t<T>(__fadd_rn(load_f(c, t), load_f(&o, 0)));
+    d[t] = o;
+  }
+}
+
+int grid_for(int64_t work, int threads) {
+  const int64_t blocks = (work + threads - 1) / threads;
+  return static_cast<int>(blocks < 1 ? 1 : (blocks > 65535 * 8 ? 65535 * 8 : blocks));
+}
+
+}  // namespace
+
+void launch_nvfp4_to_bf16(const uint8_t* data, const uint8_t* scale, int64_t rows, int64_t k, int layout,
+                          int64_t scale_cols, void* out, cudaStream_t stream) {
+  const int threads = 256;
+  nvfp4_to_bf16_kernel<<<grid_for(rows * (k / 16), threads), threads, 0, stream>>>(
+      data, scale, rows, k, layout, scale_cols, static_cast<__nv_bfloat16*>(out));
+  QTC_CUDA_CHECK_LAUNCH();
+}
+
+void launch_nvfp4_alpha(const float* amax_a, const float* amax_b, float alpha_in, float factor, float beta,
+                        float* out, cudaStream_t stream) {
+  nvfp4_alpha_kernel<<<1, 1, 0, stream>>>(amax_a, amax_b, alpha_in, factor, beta, out);
+  QTC_CUDA_CHECK_LAUNCH();
+}
+
+void launch_row_scaled_epilogue(const float* scratch, int64_t n, int64_t m, const float* row_scales, int64_t n_row,
+                                const float* col_scales, int64_t n_col, const void* bias, const void* c, DType out,
+                                void* d, cudaStream_t stream) {
+  const int threads = 256;
+  const int grid = grid_for(n * m, threads);
+  switch (out) {
+    case DType::kF32:
+      row_scaled_epilogue_kernel<float><<<grid, threads, 0, stream>>>(
+          scratch, n, m, row_scales, n_row, col_scales, n_col, static_cast<const float*>(bias),
+          static_cast<const float*>(c), static_cast<float*>(d));
+      break;
+    case DType::kBF16:
+      row_scaled_epilogue_kernel<__nv_bfloat16><<<grid, threads, 0, stream>>>(
+          scratch, n, m, row_scales, n_row, col_scales, n_col, static_cast<const __nv_bfloat16*>(bias),
+          static_cast<const __nv_bfloat16*>(c), static_cast<__nv_bfloat16*>(d));
+      break;
+    case DType::kF16:
+      row_scaled_epilogue_kernel<__half><<<grid, threads, 0, stream>>>(
+          scratch, n, m, row_scales, n_row, col_scales, n_col, static_cast<const __half*>(bias),
+          static_cast<const __half*>(c), static_cast<__half*>(d));
+      break;
+    default: QTC_FAIL("row-scaled GEMM output must be F32, BF16 or F16");
+  }
+  QTC_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace qtc::cuda::detail

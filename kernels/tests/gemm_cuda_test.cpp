@@ -1,0 +1,505 @@
+/// \file gemm_cuda_test.cpp
+/// \brief GPU GEMMs (qtc/cuda/gemm.hpp) against the exact reference (qtc/gemm.hpp).
+///
+/// | path                    | exact-by-construction (bitwise)         | random inputs (bound, worst ULPs printed) |
+/// |-------------------------|-----------------------------------------|-------------------------------------------|
+/// | FP8 per-tensor E4M3/E5M2| fprop/dgrad/wgrad x F32/BF16, bias, C   | fprop/dgrad/wgrad, K = 1024                |
+/// | FP8 block 1D/2D mixes   | fprop/dgrad/wgrad x F32/BF16            | fprop, K = 1024                            |
+/// | NVFP4 (emulated on 9.x) | fprop/dgrad/wgrad x F32/BF16            | fprop/dgrad/wgrad, K = 1024                |
+/// | row-scaled NVFP4 (§7.5) | fprop F32/BF16 + bias, wgrad two-vector | —                                          |
+/// | MXFP8, NVFP4 native     | skipped with the gating reason on SM 9.0; refusal carries it             |
+///
+/// Exact inputs (STYLE.md item 6): element values from {0, ±0.5, ±1, ±1.5, ±2, ±3} and power-of-two scales,
+/// so every product and partial sum is exact in FP32 (and in Hopper's FP8 MMA accumulator) in any order.
+/// No GPU: skipped with "no CUDA device"; QTC_REQUIRE_GPU=1 turns that into a failure. QTC_SEED overrides
+/// the seed.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "qtc/codec.hpp"
+#include "qtc/cuda/check.hpp"
+#include "qtc/cuda/gemm.hpp"
+#include "qtc/gemm.hpp"
+#include "qtc/layouts.hpp"
+#include "qtc/quantize.hpp"
+
+namespace qtc::cuda {
+namespace {
+
+uint64_t seed() {
+  const char* s = std::getenv("QTC_SEED");
+  return s != nullptr ? std::strtoull(s, nullptr, 0) : 20261129ull;
+}
+
+bool require_gpu() {
+  const char* s = std::getenv("QTC_REQUIRE_GPU");
+  return s != nullptr && std::string(s) == "1";
+}
+
+#define QTC_SKIP_OR_FAIL(reason)                                    \
+  do {                                                              \
+    if (require_gpu()) FAIL() << (reason) << " (QTC_REQUIRE_GPU=1)"; \
+    GTEST_SKIP() << (reason);                                       \
+  } while (0)
+
+/// Skips (or fails under QTC_REQUIRE_GPU=1 when there is no device) unless the feature runs here.
+#define QTC_REQUIRE_FEATURE(f)                                                        \
+  do {                                                                                \
+    if (device_count() == 0) QTC_SKIP_OR_FAIL("no CUDA device");                      \
+    const gating::Support s_ = device_supports(f);                                    \
+    if (!s_.supported) GTEST_SKIP() << s_.reason;                                     \
+  } while (0)
+
+// ------------------------------------------------------------------------------------------------
+// Exact-by-construction host tensors
+
+const float kVals[] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f};
+
+float small_value(std::mt19937_64& g) {
+  const float v = kVals[g() % 6];
+  return (g() & 1) ? -v : v;
+}
+
+uint8_t fp8_code(float v, Fp8Type t) { return t == Fp8Type::kE4M3 ? encode_e4m3(v) : encode_e5m2(v); }
+
+ScaleMatrix f32_scales(int64_t rows, int64_t cols, std::mt19937_64& g) {
+  ScaleMatrix s;
+  s.type = ScaleType::kF32;
+  s.rows = rows;
+  s.cols = cols;
+  s.bytes.resize(static_cast<size_t>(rows * cols) * 4);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    const float v = std::ldexp(1.0f, static_cast<int>(g() % 5) - 2);
+    std::memcpy(s.bytes.data() + i * 4, &v, 4);
+  }
+  return s;
+}
+
+Plane fp8_plane(int64_t R, int64_t C, Fp8Type t, std::mt19937_64& g) {
+  Plane p;
+  p.data_rows = R;
+  p.data_cols = C;
+  p.data.resize(static_cast<size_t>(R * C));
+  for (auto& b : p.data) b = fp8_code(small_value(g), t);
+  return p;
+}
+
+QuantizedTensor exact_fp8_tensor(int64_t M, int64_t K, Fp8Type t, std::mt19937_64& g) {
+  QuantizedTensor q;
+  q.recipe.kind = RecipeKind::kFP8Tensor;
+  q.recipe.fp8 = t;
+  q.rows = M;
+  q.cols = K;
+  q.rowwise = fp8_plane(M, K, t, g);
+  Plane c;  // the columnwise plane is the transpose of the same bytes (TE_FORMATS.md §4.1)
+  c.data_rows = K;
+  c.data_cols = M;
+  c.data.resize(static_cast<size_t>(M * K));
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < K; ++j) c.data[static_cast<size_t>(j * M + i)] = q.rowwise->data[static_cast<size_t>(i * K + j)];
+  q.columnwise = c;
+  q.scale_inv = std::ldexp(1.0f, static_cast<int>(g() % 5) - 2);
+  return q;
+}
+
+QuantizedTensor exact_fp8_block(int64_t M, int64_t K, bool two_d, std::mt19937_64& g) {
+  QuantizedTensor q;
+  q.recipe.kind = RecipeKind::kFP8Block;
+  q.recipe.block_2d = two_d;
+  q.rows = M;
+  q.cols = K;
+  auto cd = [](int64_t a) { return (a + 127) / 128; };
+  q.rowwise = fp8_plane(M, K, Fp8Type::kE4M3, g);
+  q.rowwise->scale = two_d ? f32_scales(cd(M), cd(K), g) : f32_scales(M, cd(K), g);
+  q.columnwise = fp8_plane(K, M, Fp8Type::kE4M3, g);
+  q.columnwise->scale = two_d ? f32_scales(cd(K), cd(M), g) : f32_scales(K, cd(M), g);
+  ref::convert_layout(q, ScaleLayout::kPadded);
+  return q;
+}
+
+Plane nvfp4_plane(int64_t R, int64_t C, std::mt19937_64& g, float amax) {
+  static const uint8_t kPow2Sf[] = {0x30, 0x38, 0x40, 0x48};  // E4M3 0.5, 1, 2, 4
+  Plane p;
+  p.data_rows = R;
+  p.data_cols = C / 2;
+  p.data.resize(static_cast<size_t>(R * C / 2));
+  for (auto& b : p.data) b = static_cast<uint8_t>((g() & 0xF) | ((g() & 0xF) << 4));  // every E2M1 code
+  p.scale.type = ScaleType::kE4M3;
+  p.scale.rows = R;
+  p.scale.cols = C / 16;
+  p.scale.bytes.resize(static_cast<size_t>(R * C / 16));
+  for (auto& b : p.scale.bytes) b = kPow2Sf[g() % 4];
+  p.amax = {amax};
+  return p;
+}
+
+QuantizedTensor exact_nvfp4(int64_t M, int64_t K, std::mt19937_64& g, float amax_row, float amax_col) {
+  QuantizedTensor q;
+  q.recipe.kind = RecipeKind::kNVFP4;
+  q.rows = M;
+  q.cols = K;
+  q.rowwise = nvfp4_plane(M, K, g, amax_row);
+  q.columnwise = nvfp4_plane(K, M, g, amax_col);
+  return q;
+}
+
+/// Makes `q` row-scaled: amax per row (rowwise) and per column (columnwise), powers of two times 2688.
+void make_row_scaled(QuantizedTensor& q, std::mt19937_64& g) {
+  q.recipe.row_scaled = true;
+  q.rowwise->amax.resize(static_cast<size_t>(q.rows));
+  for (auto& a : q.rowwise->amax) a = 2688.0f * std::ldexp(1.0f, static_cast<int>(g() % 7) - 3) * (1.0f + 0.125f * (g() % 8));
+  q.columnwise->amax.resize(static_cast<size_t>(q.cols));
+  for (auto& a : q.columnwise->amax) a = 2688.0f * std::ldexp(1.0f, static_cast<int>(g() % 7) - 3) * (1.0f + 0.125f * (g() % 8));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Running and comparing
+
+struct DeviceArray {
+  DeviceBuffer buf;
+  DeviceArray(const HostMatrix& h, cudaStream_t s) : buf(h.bytes.size(), s) {
+    QTC_CUDA_CHECK(cudaMemcpyAsync(buf.data(), h.bytes.data(), h.bytes.size(), cudaMemcpyHostToDevice, s));
+  }
+};
+
+HostMatrix download(const DeviceBuffer& d, DType t, int64_t rows, int64_t cols) {
+  HostMatrix h(t, rows, cols);
+  QTC_CUDA_CHECK(cudaMemcpy(h.bytes.data(), d.data(), h.bytes.size(), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+double at(const HostMatrix& m, int64_t i) {
+  uint16_t h = 0;
+  float f = 0;
+  switch (m.dtype) {
+    case DType::kF32: std::memcpy(&f, m.bytes.data() + i * 4, 4); return f;
+    case DType::kBF16: std::memcpy(&h, m.bytes.data() + i * 2, 2); return bf16_to_f32(h);
+    default: std::memcpy(&h, m.bytes.data() + i * 2, 2); return f16_to_f32(h);
+  }
+}
+
+uint32_t bits(const HostMatrix& m, int64_t i) {
+  uint32_t u = 0;
+  std::memcpy(&u, m.bytes.data() + i * static_cast<int64_t>(dtype_size(m.dtype)), dtype_size(m.dtype));
+  return u;
+}
+
+/// Bitwise equality with the first mismatches (coordinate, both bit patterns, both values).
+::testing::AssertionResult bitwise_equal(const HostMatrix& got, const HostMatrix& want) {
+  int64_t bad = 0;
+  std::string first;
+  for (int64_t i = 0; i < want.numel(); ++i)
+    if (bits(got, i) != bits(want, i)) {
+      if (bad++ < 4) {
+        char buf[256];
+        std::snprintf(buf, sizeof buf, "\n  (%lld, %lld): gpu 0x%x (%.9g) exact 0x%x (%.9g)", static_cast<long long>(i / want.cols),
+                      static_cast<long long>(i % want.cols), bits(got, i), at(got, i), bits(want, i), at(want, i));
+        first += buf;
+      }
+    }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << want.numel() << " outputs differ" << first;
+}
+
+struct Shapes {
+  int64_t a_rows, a_cols, b_rows, b_cols;
+};
+/// Tensor shapes of A and B for a layout (M tokens, N outputs, K inputs), as in the reference test.
+Shapes shapes(ref::GemmKind k, int64_t M, int64_t N, int64_t K) {
+  switch (k) {
+    case ref::GemmKind::kFprop: return {N, K, M, K};
+    case ref::GemmKind::kDgrad: return {N, K, M, N};
+    default: return {M, K, M, N};
+  }
+}
+
+const ref::GemmKind kKinds[] = {ref::GemmKind::kFprop, ref::GemmKind::kDgrad, ref::GemmKind::kWgrad};
+const char* kind_name(ref::GemmKind k) {
+  return k == ref::GemmKind::kFprop ? "fprop" : (k == ref::GemmKind::kDgrad ? "dgrad" : "wgrad");
+}
+
+/// GPU result of gemm() for host operands, as a host matrix.
+HostMatrix run_gpu(GemmContext& ctx, const QuantizedTensor& A, const QuantizedTensor& B, const ref::GemmArgs& args,
+                   bool row_scaled = false) {
+  const ref::ResolvedGemm dims = row_scaled ? ref::ResolvedGemm{} : ref::resolve_gemm(A, B, args);
+  const DeviceQuantized da = from_host(A, ctx.stream()), db = from_host(B, ctx.stream());
+  const int64_t n = row_scaled ? (args.transb ? B.cols : B.rows) : dims.b.rows;
+  const int64_t m = row_scaled ? (args.transa ? A.rows : A.cols) : dims.a.rows;
+  DeviceGemmArgs d;
+  d.transa = args.transa;
+  d.transb = args.transb;
+  d.alpha = args.alpha;
+  d.beta = args.beta;
+  d.out = args.out;
+  std::optional<DeviceArray> c, bias;
+  if (args.c != nullptr) {
+    c.emplace(*args.c, ctx.stream());
+    d.c = c->buf.data();
+  }
+  HostMatrix bias_h;
+  if (!args.bias.empty()) {
+    bias_h = HostMatrix(args.out, 1, m);
+    for (int64_t j = 0; j < m; ++j) bias_h.set(0, j, args.bias[static_cast<size_t>(j)]);
+    bias.emplace(bias_h, ctx.stream());
+    d.bias = bias->buf.data();
+  }
+  DeviceBuffer out(static_cast<size_t>(n * m) * dtype_size(args.out), ctx.stream());
+  if (row_scaled)
+    gemm_nvfp4_row_scaled(ctx, da, db, d, out.data());
+  else
+    gemm(ctx, da, db, d, out.data());
+  QTC_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
+  return download(out, args.out, n, m);
+}
+
+constexpr int64_t kM = 256, kN = 384, kK = 512;
+
+// ------------------------------------------------------------------------------------------------
+// Bitwise on exact inputs
+
+TEST(GemmCudaExact, Fp8TensorAllLayoutsAndOutputs) {
+  QTC_REQUIRE_FEATURE(gating::Feature::kGemmFp8Tensor);
+  GemmContext ctx;
+  std::mt19937_64 g(seed());
+  for (ref::GemmKind k : kKinds)
+    for (DType out : {DType::kF32, DType::kBF16})
+      for (Fp8Type tb : {Fp8Type::kE4M3, Fp8Type::kE5M2}) {
+        SCOPED_TRACE(std::string(kind_name(k)) + (out == DType::kF32 ? " F32" : " BF16") +
+                     (tb == Fp8Type::kE4M3 ? " E4M3xE4M3" : " E4M3xE5M2") + " seed " + std::to_string(seed()));
+        const Shapes s = shapes(k, kM, kN, kK);
+        const QuantizedTensor a = exact_fp8_tensor(s.a_rows, s.a_cols, Fp8Type::kE4M3, g);
+        const QuantizedTensor b = exact_fp8_tensor(s.b_rows, s.b_cols, tb, g);
+        const ref::GemmArgs args = ref::GemmArgs::of(k, out);
+        EXPECT_TRUE(bitwise_equal(run_gpu(ctx, a, b, args), ref::gemm_exact(a, b, args)));
+      }
+}
+
+TEST(GemmCudaExact, Fp8TensorAlphaBetaCAndBias) {
+  QTC_REQUIRE_FEATURE(gating::Feature::kGemmFp8Tensor);
+  GemmContext ctx;
+  std::mt19937_64 g(seed() + 1);
+  for (DType out : {DType::kF32, DType::kBF16}) {
+    const QuantizedTensor a = exact_fp8_tensor(kN, kK, Fp8Type::kE4M3, g), b = exact_fp8_tensor(kM, kK, Fp8Type::kE4M3, g);
+    ref::GemmArgs args = ref::GemmArgs::of(ref::GemmKind::kFprop, out);
+    args.alpha = 0.5f;
+    args.beta = 2.0f;
+    HostMatrix c(out, kM, kN);
+    for (int64_t i = 0; i < kM; ++i)
+      for (int64_t j = 0; j < kN; ++j) c.set(i, j, small_value(g));
+    args.c = &c;
+    args.bias.resize(kN);
+    for (auto& v : args.bias) v = small_value(g);
+    EXPECT_TRUE(bitwise_equal(run_gpu(ctx, a, b, args), ref::gemm_exact(a, b, args))) << (out == DType::kF32 ? "F32" : "BF16");
+  }
+}
+
+TEST(GemmCudaExact, Fp8BlockEveryAcceptedMix) {
+  QTC_REQUIRE_FEATURE(gating::Feature::kGemmFp8Block);
+  GemmContext ctx;
+  std::mt19937_64 g(seed() + 2);
+  const std::pair<bool, bool> mixes[] = {{true, false}, {false, false}, {false, true}};  // (A 2D, B 2D)
+  for (auto [a2, b2] : mixes)
+    for (ref::GemmKind k : kKinds)
+      for (DType out : {DType::kF32, DType::kBF16}) {
+        SCOPED_TRACE(std::string(kind_name(k)) + (a2 ? " 128x128" : " 1x128") + (b2 ? " x 128x128" : " x 1x128") +
+                     (out == DType::kF32 ? " F32" : " BF16"));
+        const Shapes s = shapes(k, kM, kN, kK);
+        const QuantizedTensor a = exact_fp8_block(s.a_rows, s.a_cols, a2, g), b = exact_fp8_block(s.b_rows, s.b_cols, b2, g);
+        const ref::GemmArgs args = ref::GemmArgs::of(k, out);
+        EXPECT_TRUE(bitwise_equal(run_gpu(ctx, a, b, args), ref::gemm_exact(a, b, args)));
+      }
+}
+
+/// amax_b for which the NVFP4 alpha with amax_a = 1 is a power of two, so BF16 output is one rounding.
+float pow2_alpha_amax() {
+  const float f = 1.0f / 7225344.0f;
+  for (int j = -4; j <= 4; ++j) {
+    float x = std::ldexp(1.0f, j) / f;
+    for (int t = 0; t < 8; ++t, x = std::nextafter(x, 0.0f)) {
+      const float al = ref::nvfp4_gemm_alpha(1.0f, 1.0f, x, 448, 448);
+      int e = 0;
+      if (std::frexp(al, &e) == 0.5f) return x;
+    }
+  }
+  return 0.0f;
+}
+
+TEST(GemmCudaExact, Nvfp4AllLayouts) {
+  if (device_count() == 0) QTC_SKIP_OR_FAIL("no CUDA device");
+  if (!device_supports(gating::Feature::kGemmNvfp4) && !device_supports(gating::Feature::kGemmNvfp4Emulated))
+    GTEST_SKIP() << device_supports(gating::Feature::kGemmNvfp4).reason;
+  GemmContext ctx;
+  std::mt19937_64 g(seed() + 3);
+  const float pow2_amax = pow2_alpha_amax();
+  ASSERT_NE(pow2_amax, 0.0f);
+  for (ref::GemmKind k : kKinds)
+    for (DType out : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(std::string(kind_name(k)) + (out == DType::kF32 ? " F32" : " BF16"));
+      const Shapes s = shapes(k, kM, kN, kK);
+      // F32: arbitrary amaxes (alpha·S rounds once in FP32 on both sides); BF16: alpha a power of two.
+      const float aa = out == DType::kF32 ? 1234.5f : 1.0f, ab = out == DType::kF32 ? 77.25f : pow2_amax;
+      const QuantizedTensor a = exact_nvfp4(s.a_rows, s.a_cols, g, aa, aa), b = exact_nvfp4(s.b_rows, s.b_cols, g, ab, ab);
+      const ref::GemmArgs args = ref::GemmArgs::of(k, out);
+      EXPECT_TRUE(bitwise_equal(run_gpu(ctx, a, b, args), ref::gemm_exact(a, b, args)));
+    }
+}
+
+TEST(GemmCudaExact, Nvfp4RowScaledFpropAndWgrad) {
+  QTC_REQUIRE_FEATURE(gating::Feature::kGemmNvfp4RowScaled);
+  GemmContext ctx;
+  std::mt19937_64 g(seed() + 4);
+  for (DType out : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(out == DType::kF32 ? "F32" : "BF16");
+    // fprop: X row-scaled [M, K], W per-tensor [N, K]: per-row fused factor, + bias
+    QuantizedTensor w = exact_nvfp4(kN, kK, g, 448.0f * 6.0f, 448.0f * 6.0f), x = exact_nvfp4(kM, kK, g, 1.0f, 1.0f);
+    make_row_scaled(x, g);
+    ref::GemmArgs args = ref::GemmArgs::of(ref::GemmKind::kFprop, out);
+    args.bias.resize(kN);
+    for (auto& v : args.bias) v = small_value(g);
+    EXPECT_TRUE(bitwise_equal(run_gpu(ctx, w, x, args, true), ref::gemm_nvfp4_row_scaled(w, x, args)));
+    // wgrad: A = X columnwise (amax per K column), B = dY row-scaled columnwise (per N): two roundings
+    QuantizedTensor xa = exact_nvfp4(kM, kK, g, 1.0f, 1.0f), dy = exact_nvfp4(kM, kN, g, 1.0f, 1.0f);
+    make_row_scaled(xa, g);
+    make_row_scaled(dy, g);
+    const ref::GemmArgs wargs = ref::GemmArgs::of(ref::GemmKind::kWgrad, out);
+    EXPECT_TRUE(bitwise_equal(run_gpu(ctx, xa, dy, wargs, true), ref::gemm_nvfp4_row_scaled(xa, dy, wargs)));
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Random inputs: error within the path's bound; worst error printed in ULPs next to the bound
+
+struct Bound {
+  double per_term;   ///< relative error per accumulated term (FP32 accumulation: 2^-24 per addition)
+  double constant;   ///< extra relative error independent of K (Hopper FP8 MMA internal accumulation)
+};
+
+void check_random(GemmContext& ctx, const char* path, const Recipe& ra, const Recipe& rb, ref::GemmKind k, DType out,
+                  Bound bnd, std::mt19937_64& g) {
+  const int64_t M = 256, N = 256, K = 1024;
+  const Shapes s = shapes(k, M, N, K);
+  std::normal_distribution<float> dn(0.0f, 1.0f);
+  auto input = [&](int64_t r, int64_t c) {
+    HostMatrix x(DType::kBF16, r, c);
+    for (int64_t i = 0; i < r * c; ++i) x.as<uint16_t>()[i] = f32_to_bf16(dn(g) * (1.0f + static_cast<float>(i % 13)));
+    return x;
+  };
+  QuantizedTensor a = ref::quantize(input(s.a_rows, s.a_cols).view(), ra);
+  QuantizedTensor b = ref::quantize(input(s.b_rows, s.b_cols).view(), rb);
+  if (ra.kind == RecipeKind::kFP8Block) {
+    ref::convert_layout(a, ScaleLayout::kPadded);
+    ref::convert_layout(b, ScaleLayout::kPadded);
+  }
+  const ref::GemmArgs args = ref::GemmArgs::of(k, out);
+  const HostMatrix got = run_gpu(ctx, a, b, args);
+  QuantizedTensor ac = a, bc = b;
+  ref::convert_layout(ac, ScaleLayout::kCompact);
+  ref::convert_layout(bc, ScaleLayout::kCompact);
+  const ref::ResolvedGemm rg = ref::resolve_gemm(ac, bc, args);
+  const HostMatrix want = ref::gemm_exact(rg, args);
+  // Σ|alpha·a·b| per output, from the FP64 bound helper (E = γ·S, so S = E/γ).
+  ref::GemmArgs plain = args;
+  const std::vector<double> e = ref::gemm_eigen_error_bound(rg, plain);
+  const double nk = static_cast<double>(K + 3), gamma = nk * 0x1p-53 / (1 - nk * 0x1p-53) * 1.01;
+  double worst_ulps = 0, worst_bound_ulps = 0;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double x = at(want, i), y = at(got, i);
+    const double sabs = e[static_cast<size_t>(i)] / gamma;
+    const double ulp = ref::ulp_of(out, std::max(std::fabs(x), std::fabs(y)));
+    const double bound = ulp + (bnd.per_term * static_cast<double>(K) + bnd.constant) * sabs;
+    const double err = std::fabs(x - y);
+    const double ulp_x = ref::ulp_of(out, x);
+    if (err / ulp_x > worst_ulps) {
+      worst_ulps = err / ulp_x;
+      worst_bound_ulps = bound / ulp_x;
+    }
+    if (err > bound && bad++ < 4)
+      ADD_FAILURE() << path << " " << kind_name(k) << ": (" << i / want.cols << ", " << i % want.cols << ") gpu " << y
+                    << " exact " << x << " err " << err << " > bound " << bound;
+  }
+  EXPECT_EQ(bad, 0);
+  std::printf("GEMMERR path=%s layout=%s out=%s K=%lld worst_ulps=%.3f bound_at_worst_ulps=%.3f\n", path, kind_name(k),
+              out == DType::kF32 ? "F32" : "BF16", static_cast<long long>(K), worst_ulps, worst_bound_ulps);
+}
+
+// FP32 accumulation: one rounding per addition (2^-24 relative each) plus the alpha/epilogue rounding.
+constexpr Bound kFp32Acc{0x1p-24, 0x1p-23};
+// Hopper FP8 MMA keeps about 14 bits inside a wgmma k-group before cuBLAS promotes to FP32
+// (FAST_ACCUM = 0), DeepSeek-V3 §3.3.2: 2^-13 relative on top of FP32 accumulation.
+constexpr Bound kFp8Hopper{0x1p-24, 0x1p-13};
+
+TEST(GemmCudaRandom, Fp8TensorWithinBound) {
+  QTC_REQUIRE_FEATURE(gating::Feature::kGemmFp8Tensor);
+  GemmContext ctx;
+  std::mt19937_64 g(seed() + 10);
+  Recipe r;
+  r.kind = RecipeKind::kFP8Tensor;
+  for (ref::GemmKind k : kKinds) check_random(ctx, "fp8_tensor", r, r, k, DType::kF32, kFp8Hopper, g);
+  check_random(ctx, "fp8_tensor", r, r, ref::GemmKind::kFprop, DType::kBF16, kFp8Hopper, g);
+}
+
+TEST(GemmCudaRandom, Fp8BlockWithinBound) {
+  QTC_REQUIRE_FEATURE(gating::Feature::kGemmFp8Block);
+  GemmContext ctx;
+  std::mt19937_64 g(seed() + 11);
+  Recipe r1, r2;
+  r1.kind = r2.kind = RecipeKind::kFP8Block;
+  r2.block_2d = true;
+  for (ref::GemmKind k : kKinds) check_random(ctx, "fp8_block_2dx1d", r2, r1, k, DType::kF32, kFp8Hopper, g);
+  check_random(ctx, "fp8_block_1dx1d", r1, r1, ref::GemmKind::kFprop, DType::kBF16, kFp8Hopper, g);
+}
+
+TEST(GemmCudaRandom, Nvfp4WithinBound) {
+  if (device_count() == 0) QTC_SKIP_OR_FAIL("no CUDA device");
+  if (!device_supports(gating::Feature::kGemmNvfp4) && !device_supports(gating::Feature::kGemmNvfp4Emulated))
+    GTEST_SKIP() << device_supports(gating::Feature::kGemmNvfp4).reason;
+  GemmContext ctx;
+  std::mt19937_64 g(seed() + 12);
+  Recipe r;
+  r.kind = RecipeKind::kNVFP4;
+  for (ref::GemmKind k : kKinds) check_random(ctx, "nvfp4", r, r, k, DType::kF32, kFp32Acc, g);
+  check_random(ctx, "nvfp4", r, r, ref::GemmKind::kFprop, DType::kBF16, kFp32Acc, g);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Gating: refused calls carry the table's reason
+
+TEST(GemmCudaGating, UnsupportedPathsRefuseWithTheTableReason) {
+  if (device_count() == 0) QTC_SKIP_OR_FAIL("no CUDA device");
+  const gating::Support mx = device_supports(gating::Feature::kGemmMxfp8);
+  if (mx.supported) GTEST_SKIP() << "MXFP8 GEMM is supported on this card; nothing to refuse";
+  GemmContext ctx;
+  std::mt19937_64 g(seed());
+  Recipe r;
+  r.kind = RecipeKind::kMXFP8;
+  HostMatrix x(DType::kF32, 128, 128);
+  for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] = small_value(g);
+  QuantizedTensor q = ref::quantize(x.view(), r);
+  ref::convert_layout(q, ScaleLayout::kSwizzled);
+  try {
+    (void)run_gpu(ctx, q, q, ref::GemmArgs::of(ref::GemmKind::kFprop));
+    FAIL() << "MXFP8 GEMM ran on a card the table refuses";
+  } catch (const qtc::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(mx.reason), std::string::npos) << e.what();
+  }
+}
+
+TEST(GemmCudaGating, MissingDeviceIsASkipOrAFailure) {
+  // Documents the rule: with a device this passes; without one it skips, or fails under QTC_REQUIRE_GPU=1.
+  if (device_count() == 0) QTC_SKIP_OR_FAIL("no CUDA device");
+  const gating::Capability c = device_capability();
+  std::printf("GEMMCAP sm=%d cublas=%s\n%s", c.sm(), gating::cublas_version_string(c.cublas).c_str(),
+              gating::format_table(c).c_str());
+  EXPECT_GT(c.sm(), 0);
+}
+
+}  // namespace
+}  // namespace qtc::cuda
