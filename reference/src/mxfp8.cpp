@@ -10,10 +10,12 @@ namespace {
 
 struct MxRule {
   const Recipe& r;
-  bool propagate() const { return r.profile == Profile::kOCP; }
+  bool propagate() const { return r.profile == Profile::kOCP || r.profile == Profile::kTorchAO; }
+  bool nonfinite_is_nan() const { return propagate(); }
 
   /// The E8M0 scale byte of a block with absolute maximum `bamax`.
   uint8_t scale(float bamax) const {
+    if (nonfinite_is_nan() && !std::isfinite(bamax)) return 0xFF;  // OCP / torchao: NaN scale
     if (r.scale_rule == MxScaleRule::kRceil) {
       // TE: float_to_e8m0(bamax * RN(1/max)): an fp32 multiply by the rounded reciprocal, then round up.
       const float rcp = r.fp8 == Fp8Type::kE4M3 ? bits_f32(0x3B124925u) : bits_f32(0x37924925u);
@@ -21,7 +23,7 @@ struct MxRule {
     }
     // OCP: X = 2^(floor(log2(amax)) - emax_elem), floor taken exactly from the bits.
     if (std::isnan(bamax)) return 0xFF;
-    if (std::isinf(bamax)) return r.profile == Profile::kOCP ? 0xFF : 0xFE;
+    if (std::isinf(bamax)) return 0xFE;  // te with the floor rule: saturate as TE's E8M0 conversion does
     if (bamax == 0.0f) return 0x00;
     const int emax = r.fp8 == Fp8Type::kE4M3 ? 8 : 15;
     const int e = floor_log2(bamax) - emax;

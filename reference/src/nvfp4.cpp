@@ -95,7 +95,19 @@ void quantize_rows_1d(const Nvfp4Block& nb, const float* src, int64_t n, int64_t
       for (int k = 0; k < 16; ++k) bamax = amax_step(bamax, x[k], propagate);
       uint8_t sf;
       float enc;
-      if (nb.r.fourover6) {
+      if (nb.r.profile == Profile::kTorchAO) {
+        // torchao two-level scaling: block scale (bamax/6)/per_tensor_scale clamped to [2^-6, 448], then the
+        // data is divided by per_tensor_scale * sf and clamped to +-6 before the RN-even E2M1 conversion.
+        const float pts = g.amax / 2688.0f;
+        float sbs = (bamax / 6.0f) / pts;
+        if (!std::isnan(sbs)) sbs = std::min(std::max(sbs, 0x1p-6f), 448.0f);
+        sf = encode_e4m3(sbs);
+        const float total = pts * decode_e4m3(sf);
+        for (int k = 0; k < 16; ++k) {
+          const float v = x[k] / total;
+          codes[k] = encode_e2m1(std::isnan(v) ? v : std::min(std::max(v, -6.0f), 6.0f));
+        }
+      } else if (nb.r.fourover6) {
         Nvfp4Block::Candidate c6{};
         const Nvfp4Block::Candidate c4 = nb.candidates(bamax, g, c6);
         float e4 = 0.0f, e6 = 0.0f;

@@ -187,8 +187,9 @@ HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
           const float am = p.amax.size() > 1 ? p.amax[static_cast<size_t>(a)] : p.amax.at(0);
           const uint8_t* d = p.data.data() + a * p.data_cols;
           const uint8_t* sc = p.scale.bytes.data() + a * p.scale.cols;
+          const bool torchao = r.profile == Profile::kTorchAO;  // per_tensor_scale * sf
           for (int64_t blk = 0; blk < len / 16; ++blk) {
-            const float final_scale = (decode_e4m3(sc[blk]) * am) * factor;
+            const float final_scale = torchao ? (am / 2688.0f) * decode_e4m3(sc[blk]) : (decode_e4m3(sc[blk]) * am) * factor;
             for (int64_t t = 0; t < 8; ++t) {
               const uint8_t byte = d[blk * 8 + t];
               v[static_cast<size_t>(blk * 16 + 2 * t)] = decode_e2m1(byte & 0xF) * final_scale;

@@ -14,6 +14,7 @@ std::string_view profile_name(Profile p) {
     case Profile::kTE: return "te";
     case Profile::kTEPyRef: return "te_pyref";
     case Profile::kOCP: return "ocp";
+    case Profile::kTorchAO: return "torchao";
   }
   return "?";
 }
@@ -65,6 +66,12 @@ void Recipe::validate() const {
   if (kind == RecipeKind::kNVFP4 || kind == RecipeKind::kMXFP8) {
     QTC_CHECK(!pow2_scales && eps == 0.0f, "recipe ", name(), ": pow2_scales and eps are FP8 block/tensor options");
     if (kind == RecipeKind::kNVFP4) QTC_CHECK(fp8 == Fp8Type::kE4M3, "recipe ", name(), ": NVFP4 data is E2M1 (no fp8_dtype)");
+  }
+  if (profile == Profile::kTorchAO) {
+    QTC_CHECK(kind == RecipeKind::kNVFP4 || kind == RecipeKind::kMXFP8, "recipe ", name(),
+              ": profile 'torchao' is defined for NVFP4 and MXFP8 only");
+    QTC_CHECK(kind != RecipeKind::kNVFP4 || (!tile_2d && !row_scaled && !rht && !fourover6 && !stochastic), "recipe ", name(),
+              ": profile 'torchao' defines NVFP4 with 1x16 blocks only (no 16x16, row-scaled, RHT, 4over6 or stochastic rounding)");
   }
   if (kind == RecipeKind::kMXFP8) {
     QTC_CHECK(profile != Profile::kOCP || scale_rule == MxScaleRule::kOcpFloor, "recipe ", name(),
@@ -124,7 +131,7 @@ std::string Recipe::name() const {
       if (eps != 0.0f) os << "_eps" << eps;
       break;
   }
-  if (profile != Profile::kTE && !(kind == RecipeKind::kMXFP8 && profile == Profile::kOCP)) os << "_" << profile_name(profile);
+  if (profile != Profile::kTE) os << "_" << profile_name(profile);
   if (!rowwise) os << "_colonly";
   if (!columnwise) os << "_rowonly";
   return os.str();
@@ -235,7 +242,7 @@ Recipe Recipe::from_metadata(const std::map<std::string, std::string>& md) {
   Recipe r;
   r.kind = m.choice<RecipeKind>("recipe", "", {{"nvfp4", RecipeKind::kNVFP4}, {"mxfp8", RecipeKind::kMXFP8},
                                                {"fp8_block", RecipeKind::kFP8Block}, {"fp8_tensor", RecipeKind::kFP8Tensor}});
-  r.profile = m.choice<Profile>("profile", "te", {{"te", Profile::kTE}, {"te_pyref", Profile::kTEPyRef}, {"ocp", Profile::kOCP}});
+  r.profile = m.choice<Profile>("profile", "te", {{"te", Profile::kTE}, {"te_pyref", Profile::kTEPyRef}, {"ocp", Profile::kOCP}, {"torchao", Profile::kTorchAO}});
   r.rowwise = m.flag("rowwise", true);
   r.columnwise = m.flag("columnwise", true);
   std::initializer_list<std::pair<const char*, Fp8Type>> fp8s = {{"e4m3", Fp8Type::kE4M3}, {"e5m2", Fp8Type::kE5M2}};

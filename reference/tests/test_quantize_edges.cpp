@@ -541,3 +541,56 @@ TEST(EdgeCase18, Fp8PerTensorAndDelayedScaling) {
 }
 
 }  // namespace
+
+namespace {
+
+// --- Profiles beyond te -----------------------------------------------------------------------------------
+TEST(ProfileTorchAO, Nvfp4AgainstTheMeasuredDivergences) {
+  // DIVERGENCES.md, "Measured: torchao against TE's rules": identical bytes on random normal data; all-zero
+  // blocks get scale 0x08 (2^-6) where TE stores 0x00, with equal codes; blocks far below amax/28672 are
+  // clamped up to 2^-6.
+  Mat x(64, 64);
+  std::mt19937 rng(42);
+  std::normal_distribution<float> nd;
+  for (float& v : x.v) v = nd(rng);
+  for (int j = 0; j < 16; ++j) x(3, j) = 0.0f;
+  Recipe te = nvfp4(), ao = nvfp4();
+  ao.profile = Profile::kTorchAO;
+  const auto qt = ref::quantize(x.view(), te), qa = ref::quantize(x.view(), ao);
+  EXPECT_EQ(qa.rowwise->scale.byte(3, 0), 0x08);
+  EXPECT_EQ(qt.rowwise->scale.byte(3, 0), 0x00);
+  int64_t diff = 0;
+  for (size_t i = 0; i < qt.rowwise->data.size(); ++i) diff += qt.rowwise->data[i] != qa.rowwise->data[i];
+  EXPECT_LE(diff, static_cast<int64_t>(qt.rowwise->data.size() / 100)) << "codes agree on normal data (up to rare order effects)";
+  Mat t(16, 32, 1e-6f);
+  t(0, 0) = 1000.0f;
+  const auto qtiny = ref::quantize(t.view(), ao);
+  EXPECT_EQ(qtiny.rowwise->scale.byte(0, 1), 0x08) << "clamped to E4M3's smallest normal";
+  EXPECT_EQ(ref::quantize(t.view(), te).rowwise->scale.byte(0, 1), 0x00);
+  Recipe bad = ao;
+  bad.tile_2d = true;
+  EXPECT_THROW(bad.validate(), Error);
+}
+
+TEST(ProfileOcp, Mxfp8FloorRuleAndNonFiniteBlocks) {
+  Recipe r = mxfp8(Fp8Type::kE4M3);
+  r.scale_rule = MxScaleRule::kOcpFloor;
+  r.profile = Profile::kOCP;
+  Mat x(1, 64, 1.0f);
+  x(0, 0) = 500.0f;  // floor(log2 500) = 8 -> X = 2^(8-8) = 1: 500 saturates to 448 (TE's rceil would pick 2^1)
+  x(0, 40) = NAN;
+  const auto q = ref::quantize(x.view(), r);
+  EXPECT_EQ(q.rowwise->scale.byte(0, 0), 127);
+  EXPECT_EQ(q.rowwise->data[0], 0x7E);
+  EXPECT_EQ(q.rowwise->scale.byte(0, 1), 0xFF) << "a NaN block gets a NaN scale";
+  EXPECT_EQ(q.rowwise->data[33], 0x7F);
+  Recipe te = mxfp8(Fp8Type::kE4M3);
+  const auto qt = ref::quantize(x.view(), te);
+  EXPECT_EQ(qt.rowwise->scale.byte(0, 0), 128);
+  EXPECT_EQ(qt.rowwise->scale.byte(0, 1), 119) << "te ignores the NaN in the amax: ceil(log2(1/448)) = -8";
+  Recipe wrong = r;
+  wrong.scale_rule = MxScaleRule::kRceil;
+  EXPECT_THROW(wrong.validate(), Error) << "ocp uses the floor rule";
+}
+
+}  // namespace

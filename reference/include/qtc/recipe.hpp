@@ -17,6 +17,9 @@ enum class Profile : uint8_t {
   kTEPyRef,  ///< TE's pure-PyTorch / Python test references: -0.0 -> code 0, NaN propagates into amax,
              ///< FP8 scale 0 for amax = +inf (TE_FORMATS.md §1.6, §3.2)
   kOCP,      ///< OCP MX v1.0 (MXFP8 only): floor scale rule, NaN/Inf block -> NaN scale
+  kTorchAO,  ///< torchao (DIVERGENCES.md): NVFP4 1x16 two-level scaling with per_tensor_scale = amax/2688,
+             ///< block scale (bamax/6)/per_tensor_scale clamped to [2^-6, 448], data divided by the total scale;
+             ///< MXFP8 with NaN-propagating amax and scale 0xFF for a non-finite block amax
 };
 
 enum class Fp8Type : uint8_t { kE4M3, kE5M2 };
