@@ -213,7 +213,17 @@ void quantize_2d(const Nvfp4Block& nb, const float* strip, int64_t K, const Glob
           codes[r][k] = nb.code(strip[r * K + c * 16 + k], enc, 0, static_cast<uint64_t>(gi * K + gj));
         }
     }
-    (void)g_col;
+    // The columnwise plane uses the columnwise global scale (TE §1.7); it equals the rowwise one unless the
+    // caller supplied different amaxes (quantize_with_amax), in which case its codes are recomputed.
+    uint8_t sf_col = sf;
+    uint8_t codes_col[16][16];
+    std::memcpy(codes_col, codes, sizeof(codes));
+    if (want_col && !nb.r.fourover6 && g_col.s_enc != g_row.s_enc) {
+      sf_col = nb.scale_byte(bamax, g_col);
+      const float enc = Nvfp4Block::encode_factor(sf_col, g_col);
+      for (int r = 0; r < 16; ++r)
+        for (int k = 0; k < 16; ++k) codes_col[r][k] = nb.code(strip[r * K + c * 16 + k], enc, 1, 0);
+    }
     if (want_row) {
       for (int r = 0; r < 16; ++r) {
         const int64_t i = g_idx * 16 + r;
@@ -224,9 +234,9 @@ void quantize_2d(const Nvfp4Block& nb, const float* strip, int64_t K, const Glob
     if (want_col) {
       for (int k = 0; k < 16; ++k) {
         const int64_t j = c * 16 + k;
-        colp->scale.bytes[static_cast<size_t>(j * (M / 16) + g_idx)] = sf;
+        colp->scale.bytes[static_cast<size_t>(j * (M / 16) + g_idx)] = sf_col;
         uint8_t col_codes[16];
-        for (int r = 0; r < 16; ++r) col_codes[r] = codes[r][k];
+        for (int r = 0; r < 16; ++r) col_codes[r] = codes_col[r][k];
         pack_fp4(col_codes, 16, colp->data.data() + j * (M / 2) + g_idx * 8);
       }
     }
