@@ -1,0 +1,67 @@
+/// \file report.hpp
+/// \brief The qtc report (issue 8): benchmark results with machine context, the comparison with a committed
+///        baseline (Google Benchmark's compare.py and its Mann-Whitney U test; no statistics of our own),
+///        conformance results, and the history of past runs, written as Markdown, one self-contained HTML page
+///        with SVG plots rendered by gnuplot, and a JSON summary.
+///
+/// `qtc report` (conformance/src/cmd_report.cpp) and `qtc conform` both end in write_report(); the benchmark
+/// script (scripts/bench_report.sh) runs the suites with repetitions and compare.py, then `qtc report`.
+#pragma once
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace qtc::report {
+
+namespace fs = std::filesystem;
+
+/// What goes into one report. Every list may be empty; the report says what it did not get.
+struct Inputs {
+  std::string title = "qtc report";
+  std::vector<fs::path> bench_json;    ///< Google Benchmark JSON files of this run (--benchmark_format=json)
+  std::vector<fs::path> compare_json;  ///< `compare.py -d OUT benchmarks BASELINE NEW` dumps
+  std::string baseline;                ///< where the baseline came from (shown), e.g. reports/baselines/<kind>
+  std::vector<fs::path> conform_json;  ///< `qtc conform`'s report.json files
+  std::optional<nlohmann::json> conform;  ///< or the same JSON in memory (what `qtc conform` passes)
+  fs::path history_dir;                ///< past runs' summaries (reports/history/*.json); empty: none
+  bool record_history = false;         ///< also write this run's summary into history_dir
+  double alpha = 0.05;                 ///< U-test significance level (compare.py's --alpha)
+  double min_change = 0.05;            ///< smallest relative slowdown that counts as a regression
+};
+
+/// What write_report() produced.
+struct Outputs {
+  fs::path dir;       ///< the report folder
+  fs::path markdown;  ///< dir/qtc_report.md (plots beside it in dir/plots/*.svg)
+  fs::path html;      ///< dir/qtc_report.html, self-contained (inline CSS and SVG, nothing fetched)
+  fs::path json;      ///< dir/qtc_report.json, the summary (also the history record format)
+  fs::path history_record;  ///< the file written into history_dir, if any
+  int regressions = 0;      ///< benchmarks slower than the baseline beyond the run-to-run spread
+  int conform_failed = 0;   ///< conformance cases that failed or errored
+  std::vector<std::string> warnings;  ///< inputs that could not be read, plots that could not be drawn
+};
+
+/// Writes the report into out_dir (created if needed). Unreadable inputs become warnings in the report,
+/// not exceptions; only an unwritable out_dir throws.
+Outputs write_report(const Inputs& in, const fs::path& out_dir);
+
+/// One benchmark of the baseline comparison.
+struct Comparison {
+  std::string name;
+  std::string time_unit;
+  double old_time = 0;  ///< median real time of the baseline (mean if the dump has no median)
+  double new_time = 0;
+  double change = 0;    ///< (new - old) / old
+  std::optional<double> pvalue;  ///< U-test p-value of real time; empty with too few repetitions
+  int reps_old = 0, reps_new = 0;
+  enum class Verdict { kRegression, kImprovement, kSame, kUntested } verdict = Verdict::kUntested;
+};
+
+/// Reads a compare.py dump: a regression is a slowdown with p < alpha and change > min_change.
+std::vector<Comparison> read_comparison(const nlohmann::json& dump, double alpha, double min_change);
+std::string_view verdict_name(Comparison::Verdict v);
+
+}  // namespace qtc::report

@@ -1,0 +1,412 @@
+/// \file report_data.cpp
+/// \brief The report's inputs: Google Benchmark JSON, compare.py dumps, `qtc conform` JSON, history records.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include "report_internal.hpp"
+
+namespace qtc::report {
+
+std::string_view verdict_name(Comparison::Verdict v) {
+  switch (v) {
+    case Comparison::Verdict::kRegression: return "regression";
+    case Comparison::Verdict::kImprovement: return "improvement";
+    case Comparison::Verdict::kSame: return "within spread";
+    case Comparison::Verdict::kUntested: return "not tested";
+  }
+  return "?";
+}
+
+std::vector<Comparison> read_comparison(const nlohmann::json& dump, double alpha, double min_change) {
+  // compare.py -d writes a list of {name, run_type, aggregate_name, measurements[], time_unit, utest{}}:
+  // per-repetition entries ("iteration") carry the U test over all repetitions; the "_median"/"_mean"
+  // aggregates carry the central values. We take the U test's p-value for real time and the median's change.
+  std::vector<Comparison> out;
+  if (!dump.is_array()) return out;
+  std::map<std::string, const nlohmann::json*> median, mean;
+  for (const auto& e : dump) {
+    if (!e.is_object() || e.value("run_type", "") != "aggregate") continue;
+    const std::string agg = e.value("aggregate_name", "");
+    const std::string name = e.value("name", "");
+    const std::string base = name.size() > agg.size() + 1 ? name.substr(0, name.size() - agg.size() - 1) : name;
+    if (agg == "median") median[base] = &e;
+    if (agg == "mean") mean[base] = &e;
+  }
+  for (const auto& e : dump) {
+    if (!e.is_object() || e.value("run_type", "") == "aggregate") continue;
+    const std::string name = e.value("name", "");
+    if (name.empty() || name == "OVERALL_GEOMEAN") continue;
+    Comparison c;
+    c.name = name;
+    c.time_unit = e.value("time_unit", "");
+    const auto& ms = e.value("measurements", nlohmann::json::array());
+    c.reps_old = c.reps_new = static_cast<int>(ms.size());
+    const nlohmann::json* central = median.count(name) ? median[name] : (mean.count(name) ? mean[name] : nullptr);
+    if (central != nullptr && !(*central)["measurements"].empty()) {
+      const auto& m0 = (*central)["measurements"][0];
+      c.old_time = m0.value("real_time", 0.0);
+      c.new_time = m0.value("real_time_other", 0.0);
+    } else if (!ms.empty()) {  // no aggregates (one repetition): the plain means of the measurements
+      for (const auto& m : ms) {
+        c.old_time += m.value("real_time", 0.0) / static_cast<double>(ms.size());
+        c.new_time += m.value("real_time_other", 0.0) / static_cast<double>(ms.size());
+      }
+    }
+    c.change = c.old_time != 0 ? (c.new_time - c.old_time) / std::fabs(c.old_time) : 0.0;
+    const auto& ut = e.value("utest", nlohmann::json::object());
+    if (ut.is_object() && ut.contains("time_pvalue") && ut["time_pvalue"].is_number()) {
+      c.pvalue = ut["time_pvalue"].get<double>();
+      c.reps_old = ut.value("nr_of_repetitions", c.reps_old);
+      c.reps_new = ut.value("nr_of_repetitions_other", c.reps_new);
+      const bool significant = *c.pvalue < alpha;
+      if (significant && c.change > min_change) c.verdict = Comparison::Verdict::kRegression;
+      else if (significant && c.change < -min_change) c.verdict = Comparison::Verdict::kImprovement;
+      else c.verdict = Comparison::Verdict::kSame;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+namespace detail {
+
+double BenchPoint::bandwidth_gbs() const {
+  if (auto it = counters.find("GB/s"); it != counters.end()) return it->second;
+  if (auto it = counters.find("bytes_per_second"); it != counters.end()) return it->second / 1e9;
+  return 0.0;
+}
+
+double BenchPoint::tflops() const {
+  for (const char* k : {"TFLOP/s", "TFLOPS", "tflops"})
+    if (auto it = counters.find(k); it != counters.end()) return it->second;
+  return 0.0;
+}
+
+namespace {
+
+double unit_seconds(const std::string& u) {
+  if (u == "ns") return 1e-9;
+  if (u == "us") return 1e-6;
+  if (u == "ms") return 1e-3;
+  return 1.0;
+}
+
+/// Fields of a benchmark entry that are not user counters.
+bool is_builtin_field(const std::string& k) {
+  static const std::set<std::string> kFields = {
+      "name", "family_index", "per_family_instance_index", "run_name", "run_type", "repetitions", "repetition_index",
+      "threads", "iterations", "real_time", "cpu_time", "time_unit", "aggregate_name", "aggregate_unit", "label",
+      "error_occurred", "error_message", "big_o", "rms"};
+  return kFields.count(k) != 0;
+}
+
+std::string scalar_text(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_number_integer()) return std::to_string(v.get<long long>());
+  if (v.is_number()) return fmt_num(v.get<double>());
+  if (v.is_null()) return "";
+  return v.dump();
+}
+
+std::optional<json> read_json(const fs::path& p, std::vector<std::string>& warnings) {
+  std::ifstream in(p);
+  if (!in) {
+    warnings.push_back(fmt::format("cannot open {}", p.string()));
+    return std::nullopt;
+  }
+  try {
+    return json::parse(in);
+  } catch (const std::exception& e) {
+    warnings.push_back(fmt::format("{} is not valid JSON: {}", p.string(), e.what()));
+    return std::nullopt;
+  }
+}
+
+std::string utc_now() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+bool is_copy(const std::string& name) {
+  static const std::regex kCopy("^(copy|memcpy)([/_].*)?$", std::regex::icase);
+  return std::regex_match(name, kCopy);
+}
+
+bool is_cublaslt(const std::string& name) {
+  std::string l = name;
+  std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return l.find("cublaslt") != std::string::npos || l.find("cublas") != std::string::npos;
+}
+
+/// The name without its first '/'-component: what a GEMM and its cuBLASLt counterpart share.
+std::string shape_key(const std::string& name) {
+  const auto s = name.find('/');
+  return s == std::string::npos ? std::string() : name.substr(s + 1);
+}
+
+void derive_tables(Model& m) {
+  for (const BenchFile& f : m.benches) {
+    double copy = 0;
+    for (const BenchPoint& p : f.points)
+      if (is_copy(p.name) && p.bandwidth_gbs() > 0) {
+        copy = p.bandwidth_gbs();
+        break;
+      }
+    std::map<std::string, double> cublas_by_key;
+    for (const BenchPoint& p : f.points)
+      if (p.tflops() > 0 && is_cublaslt(p.name)) cublas_by_key[shape_key(p.name)] = p.tflops();
+    for (const BenchPoint& p : f.points) {
+      if (p.tflops() > 0) {
+        if (is_cublaslt(p.name)) continue;
+        GemmRow g{f.suite, p.name, p.tflops(), 0.0};
+        if (auto it = p.counters.find("cublaslt_TFLOP/s"); it != p.counters.end()) g.cublaslt_tflops = it->second;
+        else if (auto c = cublas_by_key.find(shape_key(p.name)); c != cublas_by_key.end()) g.cublaslt_tflops = c->second;
+        m.gemms.push_back(g);
+        continue;
+      }
+      if (is_copy(p.name) || p.bandwidth_gbs() <= 0) continue;
+      BandwidthRow b{f.suite, p.name, p.bandwidth_gbs(), copy, 0.0, p.seconds, -1};
+      if (auto it = p.counters.find("copy_fraction"); it != p.counters.end()) b.fraction = it->second;
+      else if (copy > 0) b.fraction = b.gbs / copy;
+      if (auto it = p.counters.find("peak_extra_x_input"); it != p.counters.end()) b.peak_extra_x_input = it->second;
+      m.bandwidth.push_back(b);
+    }
+  }
+}
+
+void read_history(Model& m) {
+  if (m.in.history_dir.empty() || !fs::is_directory(m.in.history_dir)) return;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(m.in.history_dir))
+    if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path());
+  for (const auto& p : files) {
+    auto j = read_json(p, m.warnings);
+    if (!j || !j->is_object()) continue;
+    HistoryRun h;
+    h.file = p.filename().string();
+    h.date = j->value("date", "");
+    h.commit = j->value("commit", "");
+    h.machine_kind = j->value("machine_kind", "");
+    const json secs = j->value("seconds", json::object());  // a named copy: items() must not outlive it
+    for (const auto& [k, v] : secs.items())
+      if (v.is_number()) h.seconds[k] = v.get<double>();
+    m.history.push_back(h);
+  }
+  std::sort(m.history.begin(), m.history.end(), [](const HistoryRun& a, const HistoryRun& b) {
+    return a.date != b.date ? a.date < b.date : a.file < b.file;
+  });
+}
+
+}  // namespace
+
+BenchFile parse_bench(const json& j, const std::string& path) {
+  BenchFile f;
+  f.path = path;
+  if (j.contains("context") && j["context"].is_object())
+    for (const auto& [k, v] : j["context"].items())
+      if (!v.is_object() && !v.is_array()) f.context[k] = scalar_text(v);
+  f.suite = f.context.count("qtc_suite") ? f.context["qtc_suite"] : fs::path(path).stem().string();
+  // Group entries by run name: a run with repetitions contributes its median aggregate (else its mean,
+  // else the first repetition); a run without repetitions contributes its one entry.
+  struct Group {
+    const json* median = nullptr;
+    const json* mean = nullptr;
+    const json* first = nullptr;
+    int reps = 0;
+  };
+  std::vector<std::string> order;
+  std::map<std::string, Group> groups;
+  static const json kNone = json::array();
+  const json& list = j.is_object() && j.contains("benchmarks") && j["benchmarks"].is_array() ? j["benchmarks"] : kNone;
+  for (const auto& b : list) {  // Group keeps pointers into `list`: iterate the document itself, not a copy
+    if (!b.is_object() || b.value("error_occurred", false)) continue;
+    const std::string run = b.value("run_name", b.value("name", ""));
+    if (run.empty()) continue;
+    if (!groups.count(run)) order.push_back(run);
+    Group& g = groups[run];
+    const std::string type = b.value("run_type", "iteration");
+    if (type == "aggregate") {
+      const std::string agg = b.value("aggregate_name", "");
+      if (agg == "median") g.median = &b;
+      if (agg == "mean") g.mean = &b;
+    } else {
+      if (g.first == nullptr) g.first = &b;
+      ++g.reps;
+    }
+  }
+  for (const auto& run : order) {
+    const Group& g = groups[run];
+    const json* e = g.median ? g.median : (g.mean ? g.mean : g.first);
+    if (e == nullptr) continue;
+    BenchPoint p;
+    p.suite = f.suite;
+    p.name = run;
+    p.time_unit = e->value("time_unit", "ns");
+    p.real_time = e->value("real_time", 0.0);
+    p.seconds = p.real_time * unit_seconds(p.time_unit);
+    p.repetitions = std::max(1, g.reps);
+    for (const auto& [k, v] : e->items())
+      if (!is_builtin_field(k) && v.is_number()) p.counters[k] = v.get<double>();
+    f.points.push_back(p);
+  }
+  return f;
+}
+
+void parse_conform(const json& j, const std::string& source, Conformance& out) {
+  out.sources.push_back(source);
+  if (!j.is_object()) return;
+  for (const auto& [k, v] : j.items())
+    if (v.is_primitive()) out.summary[k] = scalar_text(v);
+  if (j.contains("summary") && j["summary"].is_object())
+    for (const auto& [k, v] : j["summary"].items())
+      if (v.is_primitive()) out.summary[k] = scalar_text(v);
+  // Results: an array of objects under one of these keys, each naming recipe, backend, profile and verdict.
+  auto str_of = [](const json& o, std::initializer_list<const char*> keys, const std::string& dflt) {
+    for (const char* k : keys)
+      if (o.contains(k) && !o[k].is_null()) return scalar_text(o[k]);
+    return dflt;
+  };
+  std::map<std::tuple<std::string, std::string, std::string>, size_t> index;
+  for (const char* key : {"results", "cases", "files", "vectors", "entries"}) {
+    if (!j.contains(key) || !j[key].is_array()) continue;
+    for (const auto& r : j[key]) {
+      if (!r.is_object()) continue;
+      const std::string recipe = str_of(r, {"recipe", "recipe_name", "name"}, "?");
+      const std::string backend = str_of(r, {"backend"}, "cpu");
+      const std::string profile = str_of(r, {"profile"}, "te");
+      std::string verdict = str_of(r, {"verdict", "status", "result", "outcome"}, "");
+      if (verdict.empty() && r.contains("passed") && r["passed"].is_boolean()) verdict = r["passed"].get<bool>() ? "pass" : "fail";
+      std::transform(verdict.begin(), verdict.end(), verdict.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      const auto t = std::make_tuple(recipe, backend, profile);
+      if (!index.count(t)) {
+        index[t] = out.cells.size();
+        ConformCell cell;
+        cell.recipe = recipe;
+        cell.backend = backend;
+        cell.profile = profile;
+        out.cells.push_back(cell);
+      }
+      ConformCell& c = out.cells[index[t]];
+      if (verdict.rfind("pass", 0) == 0 || verdict == "ok") ++c.passed;
+      else if (verdict.rfind("skip", 0) == 0 || verdict == "notsupported" || verdict == "not_supported" || verdict == "notrun") ++c.skipped;
+      else if (verdict.rfind("err", 0) == 0 || verdict == "failed_to_run") ++c.errors;
+      else {
+        ++c.failed;
+        if (c.notes.size() < 3) {
+          std::string what = str_of(r, {"message", "detail", "details", "reason", "case", "path", "file"}, "");
+          if (what.size() > 200) what = what.substr(0, 200) + "...";
+          c.notes.push_back(what);
+        }
+      }
+    }
+  }
+  std::sort(out.cells.begin(), out.cells.end(), [](const ConformCell& a, const ConformCell& b) {
+    return std::tie(a.recipe, a.profile, a.backend) < std::tie(b.recipe, b.profile, b.backend);
+  });
+  // Divergences of foreign vectors: any array of objects under a key naming them; columns = union of keys.
+  for (const char* key : {"divergences", "divergence", "divergence_table"}) {
+    if (!j.contains(key) || !j[key].is_array()) continue;
+    for (const auto& r : j[key]) {
+      if (!r.is_object()) continue;
+      for (const auto& [k, v] : r.items())
+        if (std::find(out.divergence_columns.begin(), out.divergence_columns.end(), k) == out.divergence_columns.end())
+          out.divergence_columns.push_back(k);
+    }
+    for (const auto& r : j[key]) {
+      if (!r.is_object()) continue;
+      std::vector<std::string> row;
+      for (const auto& c : out.divergence_columns) row.push_back(r.contains(c) ? scalar_text(r[c]) : "");
+      out.divergence_rows.push_back(row);
+    }
+  }
+}
+
+json history_record(const Model& m) {
+  json j;
+  j["date"] = m.generated_utc;
+  std::string commit, kind;
+  for (const auto& f : m.benches) {
+    if (commit.empty() && f.context.count("qtc_commit")) commit = f.context.at("qtc_commit");
+    if (kind.empty() && f.context.count("qtc_machine_kind")) kind = f.context.at("qtc_machine_kind");
+  }
+  j["commit"] = commit;
+  j["machine_kind"] = kind;
+  json secs = json::object();
+  for (const auto& f : m.benches)
+    for (const auto& p : f.points) secs[f.suite + ":" + p.name] = p.seconds;
+  j["seconds"] = secs;
+  return j;
+}
+
+Model build_model(const Inputs& in) {
+  Model m;
+  m.in = in;
+  m.generated_utc = utc_now();
+  for (const auto& p : in.bench_json)
+    if (auto j = read_json(p, m.warnings)) m.benches.push_back(parse_bench(*j, p.string()));
+  for (const auto& p : in.compare_json)
+    if (auto j = read_json(p, m.warnings)) {
+      if (!j->is_array()) {
+        m.warnings.push_back(fmt::format("{} is not a compare.py dump (expected a JSON list)", p.string()));
+        continue;
+      }
+      for (auto& c : read_comparison(*j, in.alpha, in.min_change)) m.comparison.push_back(std::move(c));
+    }
+  for (const auto& p : in.conform_json)
+    if (auto j = read_json(p, m.warnings)) parse_conform(*j, p.string(), m.conform);
+  if (in.conform) parse_conform(*in.conform, "qtc conform", m.conform);
+  derive_tables(m);
+  read_history(m);
+  if (!m.benches.empty()) {  // this run is the newest point of the history plot
+    const json r = history_record(m);
+    HistoryRun h{"(this run)", r["date"], r["commit"], r["machine_kind"], {}};
+    for (const auto& [k, v] : r["seconds"].items()) h.seconds[k] = v.get<double>();
+    m.history.push_back(h);
+  }
+  return m;
+}
+
+std::string html_escape(const std::string& s) {
+  std::string o;
+  o.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+std::string md_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '|') o += "\\|";
+    else if (c == '\n') o += ' ';
+    else o += c;
+  }
+  return o;
+}
+
+std::string fmt_num(double v, int sig) {
+  if (!std::isfinite(v)) return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+  return fmt::format("{:.{}g}", v, sig);
+}
+
+}  // namespace detail
+}  // namespace qtc::report

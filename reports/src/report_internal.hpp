@@ -1,0 +1,107 @@
+/// \file report_internal.hpp
+/// \brief The report's model (what the inputs say) and its renderers, shared by report_*.cpp.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "qtc/report.hpp"
+
+namespace qtc::report::detail {
+
+using nlohmann::json;
+
+/// One benchmark of one run, repetitions folded: the median (or the single run) real time.
+struct BenchPoint {
+  std::string suite;  ///< the file's qtc_suite context, else the file stem
+  std::string name;   ///< run name without aggregate suffix, e.g. "quantize/nvfp4_1x16/real_time"
+  std::string time_unit;
+  double real_time = 0;   ///< in time_unit
+  double seconds = 0;     ///< real_time in seconds
+  int repetitions = 1;
+  std::map<std::string, double> counters;  ///< user counters (of the median entry when aggregated)
+  double bandwidth_gbs() const;            ///< counter "GB/s", else bytes_per_second / 1e9; 0 if none
+  double tflops() const;                   ///< counter "TFLOP/s" (or "TFLOPS"); 0 if none
+};
+
+struct BenchFile {
+  std::string path;
+  std::string suite;
+  std::map<std::string, std::string> context;  ///< Google Benchmark's context, qtc fields included
+  std::vector<BenchPoint> points;
+};
+
+/// Bandwidth of one kernel against the copy benchmark of its suite.
+struct BandwidthRow {
+  std::string suite, name;
+  double gbs = 0, copy_gbs = 0, fraction = 0, seconds = 0;
+  double peak_extra_x_input = -1;  ///< counter of the same name, -1 if absent
+};
+
+/// One GEMM against cuBLASLt.
+struct GemmRow {
+  std::string suite, name;
+  double tflops = 0;
+  double cublaslt_tflops = 0;  ///< 0 when no counterpart was found
+};
+
+/// Conformance verdict counts of one (recipe, backend, profile).
+struct ConformCell {
+  std::string recipe, backend, profile;
+  int passed = 0, failed = 0, errors = 0, skipped = 0;
+  std::vector<std::string> notes;  ///< a few failure details
+};
+
+struct Conformance {
+  std::vector<std::string> sources;
+  std::vector<ConformCell> cells;
+  std::vector<std::string> divergence_columns;
+  std::vector<std::vector<std::string>> divergence_rows;
+  std::map<std::string, std::string> summary;  ///< top-level scalars (totals, backend, date, ...)
+};
+
+/// One past run (reports/history/*.json).
+struct HistoryRun {
+  std::string file, date, commit, machine_kind;
+  std::map<std::string, double> seconds;  ///< "<suite>:<name>" -> median seconds
+};
+
+struct Model {
+  Inputs in;
+  std::vector<BenchFile> benches;
+  std::vector<BandwidthRow> bandwidth;
+  std::vector<GemmRow> gemms;
+  std::vector<Comparison> comparison;
+  Conformance conform;
+  std::vector<HistoryRun> history;  ///< oldest first, this run last when it has benchmarks
+  std::vector<std::string> warnings;
+  std::string generated_utc;
+};
+
+/// Reads every input named in `in` into a model (unreadable inputs -> warnings).
+Model build_model(const Inputs& in);
+/// Parses one Google Benchmark JSON document.
+BenchFile parse_bench(const json& j, const std::string& path);
+/// Parses a `qtc conform` report.json into verdict counts and the divergence table.
+void parse_conform(const json& j, const std::string& source, Conformance& out);
+/// This run as a history record.
+json history_record(const Model& m);
+
+/// One rendered plot: its SVG text (no XML prolog, ready to inline) and the file it was saved to.
+struct Plot {
+  std::string id, title, svg, file;
+  std::string error;  ///< why it is missing, when svg is empty
+};
+/// Renders the plots of the model with gnuplot into dir/plots/.
+std::vector<Plot> render_plots(const Model& m, const fs::path& dir);
+
+std::string render_markdown(const Model& m, const std::vector<Plot>& plots);
+std::string render_html(const Model& m, const std::vector<Plot>& plots);
+json render_summary(const Model& m);
+
+/// Text helpers.
+std::string html_escape(const std::string& s);
+std::string md_escape(const std::string& s);
+std::string fmt_num(double v, int sig = 4);
+
+}  // namespace qtc::report::detail

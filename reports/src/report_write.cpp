@@ -1,0 +1,389 @@
+/// \file report_write.cpp
+/// \brief write_report(): the model rendered as Markdown, one self-contained HTML page and a JSON summary.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "qtc/error.hpp"
+#include "report_internal.hpp"
+
+namespace qtc::report {
+
+namespace detail {
+
+namespace {
+
+/// A table both renderers print: header, rows, and a CSS class per row ("" / "bad" / "good").
+struct Table {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> row_class;
+  void add(std::vector<std::string> r, std::string cls = "") {
+    rows.push_back(std::move(r));
+    row_class.push_back(std::move(cls));
+  }
+};
+
+/// One section of the report: a heading, paragraphs, tables and plots, in that order.
+struct Section {
+  std::string id, heading;
+  std::vector<std::string> paragraphs;
+  std::vector<Table> tables;
+  std::vector<std::string> plot_ids;
+};
+
+std::string short_name(const std::string& n) {
+  const std::string kSuffix = "/real_time";
+  if (n.size() > kSuffix.size() && n.compare(n.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0)
+    return n.substr(0, n.size() - kSuffix.size());
+  return n;
+}
+
+const std::vector<std::string> kContextKeys = {
+    "qtc_machine_kind", "host_name", "cpu_model", "num_cpus", "mhz_per_cpu", "gpu", "gpu_count", "gpu_sm_clock_mhz",
+    "gpu_driver", "cuda_runtime", "cublaslt", "nccl", "qtc_commit", "qtc_commit_dirty", "qtc_date_utc", "date",
+    "os", "compiler", "qtc_build_type", "library_build_type"};
+
+std::vector<Section> build_sections(const Model& m) {
+  std::vector<Section> out;
+
+  // Machine and build context of every benchmark file.
+  if (!m.benches.empty()) {
+    Section s{"context", "Machine and build", {}, {}, {}};
+    Table t;
+    t.header = {"field"};
+    for (const auto& f : m.benches) t.header.push_back(f.suite);
+    for (const auto& k : kContextKeys) {
+      std::vector<std::string> row{k};
+      bool any = false;
+      for (const auto& f : m.benches) {
+        auto it = f.context.find(k);
+        row.push_back(it != f.context.end() ? it->second : "");
+        any = any || it != f.context.end();
+      }
+      if (any) t.add(row);
+    }
+    s.tables.push_back(t);
+    out.push_back(s);
+  }
+
+  // Kernels: time, bandwidth, fraction of copy, memory.
+  {
+    Section s{"bandwidth", "Kernels: time, bandwidth and fraction of copy", {}, {}, {}};
+    if (m.bandwidth.empty()) {
+      s.paragraphs.push_back("No benchmark with a bandwidth (counter `GB/s` or bytes_per_second) in this run.");
+    } else {
+      s.paragraphs.push_back(
+          "Each kernel's bytes read and written per second, divided by the rate of the `copy` benchmark of the same "
+          "suite and machine (1.0 = as fast as a plain copy of the same bytes). Time is the median real time over the "
+          "repetitions; peak extra memory is the heap growth during one call, as a multiple of the input's size.");
+      Table t;
+      t.header = {"suite", "kernel", "seconds", "GB/s", "copy GB/s", "fraction of copy", "peak extra (x input)"};
+      for (const auto& b : m.bandwidth)
+        t.add({b.suite, short_name(b.name), fmt_num(b.seconds), fmt_num(b.gbs), b.copy_gbs > 0 ? fmt_num(b.copy_gbs) : "n/a",
+               b.fraction > 0 ? fmt_num(b.fraction, 3) : "n/a", b.peak_extra_x_input >= 0 ? fmt_num(b.peak_extra_x_input, 3) : ""});
+      s.tables.push_back(t);
+      s.plot_ids.push_back("bandwidth");
+    }
+    out.push_back(s);
+  }
+
+  // GEMMs against cuBLASLt.
+  {
+    Section s{"gemm", "GEMMs: TFLOP/s against cuBLASLt", {}, {}, {}};
+    if (m.gemms.empty()) {
+      s.paragraphs.push_back("No GEMM benchmark (counter `TFLOP/s`) in this run.");
+    } else {
+      Table t;
+      t.header = {"suite", "GEMM", "TFLOP/s", "cuBLASLt TFLOP/s", "x cuBLASLt"};
+      for (const auto& g : m.gemms)
+        t.add({g.suite, short_name(g.name), fmt_num(g.tflops), g.cublaslt_tflops > 0 ? fmt_num(g.cublaslt_tflops) : "n/a",
+               g.cublaslt_tflops > 0 ? fmt_num(g.tflops / g.cublaslt_tflops, 3) : "n/a"});
+      s.tables.push_back(t);
+      s.plot_ids.push_back("gemm");
+    }
+    out.push_back(s);
+  }
+
+  // Baseline comparison.
+  {
+    Section s{"comparison", "Comparison with the baseline", {}, {}, {}};
+    if (m.comparison.empty()) {
+      s.paragraphs.push_back("No comparison in this run (no baseline for this machine kind, or compare.py was not run).");
+    } else {
+      int reg = 0, imp = 0, untested = 0;
+      for (const auto& c : m.comparison) {
+        reg += c.verdict == Comparison::Verdict::kRegression;
+        imp += c.verdict == Comparison::Verdict::kImprovement;
+        untested += c.verdict == Comparison::Verdict::kUntested;
+      }
+      s.paragraphs.push_back(fmt::format(
+          "Baseline: {}. Google Benchmark's compare.py ran a two-sided Mann-Whitney U test over the repetitions of each "
+          "benchmark; a benchmark is a **regression** when p < {} and its median real time grew by more than {}%, an "
+          "improvement when p < {} and it shrank by more than {}%. Result: **{} regression{}**, {} improvement{}, {} "
+          "not tested (fewer than 2 repetitions; compare.py recommends 9 or more).",
+          m.in.baseline.empty() ? "(unnamed)" : m.in.baseline, fmt_num(m.in.alpha), fmt_num(100 * m.in.min_change),
+          fmt_num(m.in.alpha), fmt_num(100 * m.in.min_change), reg, reg == 1 ? "" : "s", imp, imp == 1 ? "" : "s", untested));
+      Table t;
+      t.header = {"benchmark", "unit", "baseline", "this run", "change", "U-test p", "repetitions", "verdict"};
+      for (const auto& c : m.comparison) {
+        const bool r = c.verdict == Comparison::Verdict::kRegression;
+        const bool g = c.verdict == Comparison::Verdict::kImprovement;
+        t.add({short_name(c.name), c.time_unit, fmt_num(c.old_time), fmt_num(c.new_time), fmt::format("{:+.1f}%", 100 * c.change),
+               c.pvalue ? fmt_num(*c.pvalue, 3) : "n/a", fmt::format("{} vs {}", c.reps_old, c.reps_new),
+               r ? "REGRESSION" : std::string(verdict_name(c.verdict))},
+              r ? "bad" : (g ? "good" : ""));
+      }
+      s.tables.push_back(t);
+      s.plot_ids.push_back("comparison");
+    }
+    out.push_back(s);
+  }
+
+  // Conformance.
+  {
+    Section s{"conformance", "Conformance (qtc conform)", {}, {}, {}};
+    const Conformance& c = m.conform;
+    if (c.sources.empty()) {
+      s.paragraphs.push_back("No conformance results in this run (`qtc conform` writes them; `qtc report --conform FILE` reads them).");
+    } else {
+      int p = 0, f = 0, e = 0, k = 0;
+      for (const auto& cell : c.cells) p += cell.passed, f += cell.failed, e += cell.errors, k += cell.skipped;
+      s.paragraphs.push_back(fmt::format("From {}: {} passed, {} failed, {} errors, {} skipped.", fmt::join(c.sources, ", "), p, f, e, k));
+      if (!c.summary.empty()) {
+        Table t;
+        t.header = {"field", "value"};
+        for (const auto& [key, v] : c.summary) t.add({key, v});
+        s.tables.push_back(t);
+      }
+      Table t;
+      t.header = {"recipe", "profile", "backend", "result", "passed", "failed", "errors", "skipped", "first failures"};
+      for (const auto& cell : c.cells) {
+        const bool bad = cell.failed + cell.errors > 0;
+        const std::string res = bad ? "FAIL" : (cell.passed > 0 ? "pass" : "skipped");
+        t.add({cell.recipe, cell.profile, cell.backend, res, std::to_string(cell.passed), std::to_string(cell.failed),
+               std::to_string(cell.errors), std::to_string(cell.skipped), fmt::format("{}", fmt::join(cell.notes, "; "))},
+              bad ? "bad" : "");
+      }
+      s.tables.push_back(t);
+      if (!c.divergence_rows.empty()) {
+        Table d;
+        d.header = c.divergence_columns;
+        for (const auto& r : c.divergence_rows) d.add(r);
+        s.paragraphs.push_back("Divergences of foreign vectors: the table after the results.");
+        s.tables.push_back(d);
+      } else {
+        s.paragraphs.push_back("No divergence table in the conformance results.");
+      }
+    }
+    out.push_back(s);
+  }
+
+  // History.
+  {
+    Section s{"history", "History of past runs", {}, {}, {}};
+    if (m.history.empty()) {
+      s.paragraphs.push_back("No history (reports/history/*.json) and no benchmarks in this run.");
+    } else {
+      s.paragraphs.push_back(fmt::format("{} run(s) from {}{}.", m.history.size(),
+                                         m.in.history_dir.empty() ? "(no history folder)" : m.in.history_dir.string(),
+                                         m.benches.empty() ? "" : ", this run last"));
+      Table t;
+      t.header = {"date", "commit", "machine kind", "benchmarks", "record"};
+      for (const auto& h : m.history)
+        t.add({h.date, h.commit.substr(0, 12), h.machine_kind, std::to_string(h.seconds.size()), h.file});
+      s.tables.push_back(t);
+      s.plot_ids.push_back("history");
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+const Plot* find_plot(const std::vector<Plot>& plots, const std::string& id) {
+  for (const auto& p : plots)
+    if (p.id == id) return &p;
+  return nullptr;
+}
+
+/// Markdown inline code/bold markers to HTML for the few paragraphs we write ourselves.
+std::string md_inline_to_html(const std::string& s) {
+  std::string e = html_escape(s), o;
+  bool code = false, bold = false;
+  for (size_t i = 0; i < e.size(); ++i) {
+    if (e[i] == '`') {
+      o += code ? "</code>" : "<code>";
+      code = !code;
+    } else if (e[i] == '*' && i + 1 < e.size() && e[i + 1] == '*') {
+      o += bold ? "</strong>" : "<strong>";
+      bold = !bold;
+      ++i;
+    } else {
+      o += e[i];
+    }
+  }
+  return o;
+}
+
+const char* kCss = R"(
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}
+h1{border-bottom:2px solid #2e86c1;padding-bottom:.2em}h2{margin-top:2em;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;margin:1em 0;font-size:.9em}th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left}
+th{background:#eaf2f8}tr.bad td{background:#fadbd8;font-weight:600}tr.good td{background:#d5f5e3}
+code{background:#f4f4f4;padding:0 .2em}figure{margin:1em 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}
+.warn{background:#fcf3cf;border:1px solid #f1c40f;padding:.5em 1em}.summary{font-size:1.05em}
+nav a{margin-right:1em})";
+
+}  // namespace
+
+std::string render_markdown(const Model& m, const std::vector<Plot>& plots) {
+  std::ostringstream o;
+  o << "# " << m.in.title << "\n\nGenerated " << m.generated_utc << " by `qtc report`. The same report as one page: `qtc_report.html`.\n\n";
+  for (const auto& w : m.warnings) o << "> warning: " << md_escape(w) << "\n";
+  if (!m.warnings.empty()) o << "\n";
+  for (const Section& s : build_sections(m)) {
+    o << "## " << s.heading << "\n\n";
+    for (const auto& p : s.paragraphs) o << p << "\n\n";
+    for (const Table& t : s.tables) {
+      o << "|";
+      for (const auto& h : t.header) o << " " << md_escape(h) << " |";
+      o << "\n|";
+      for (size_t i = 0; i < t.header.size(); ++i) o << "---|";
+      o << "\n";
+      for (size_t r = 0; r < t.rows.size(); ++r) {
+        o << "|";
+        for (size_t i = 0; i < t.rows[r].size(); ++i) {
+          const std::string cell = md_escape(t.rows[r][i]);
+          o << " " << (t.row_class[r] == "bad" && !cell.empty() ? "**" + cell + "**" : cell) << " |";
+        }
+        o << "\n";
+      }
+      o << "\n";
+    }
+    for (const auto& id : s.plot_ids)
+      if (const Plot* p = find_plot(plots, id)) {
+        if (!p->file.empty()) o << "![" << p->title << "](" << p->file << ")\n\n";
+        else o << "> plot " << id << " missing: " << md_escape(p->error) << "\n\n";
+      }
+  }
+  return o.str();
+}
+
+std::string render_html(const Model& m, const std::vector<Plot>& plots) {
+  const auto sections = build_sections(m);
+  std::ostringstream o;
+  o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+    << "<link rel=\"icon\" href=\"data:,\">\n"  // no favicon request: the page fetches nothing
+    << "<title>" << html_escape(m.in.title) << "</title>\n<style>" << kCss << "\n</style>\n</head>\n<body>\n"
+    << "<h1>" << html_escape(m.in.title) << "</h1>\n<p>Generated " << html_escape(m.generated_utc)
+    << " by <code>qtc report</code>. Everything on this page is inline; plots are SVG rendered by gnuplot.</p>\n<nav>";
+  for (const Section& s : sections) o << "<a href=\"#" << s.id << "\">" << html_escape(s.heading) << "</a>";
+  o << "</nav>\n";
+  for (const auto& w : m.warnings) o << "<p class=\"warn\">warning: " << html_escape(w) << "</p>\n";
+  for (const Section& s : sections) {
+    o << "<section id=\"" << s.id << "\">\n<h2>" << html_escape(s.heading) << "</h2>\n";
+    for (const auto& p : s.paragraphs) o << "<p class=\"summary\">" << md_inline_to_html(p) << "</p>\n";
+    for (const Table& t : s.tables) {
+      o << "<table>\n<thead><tr>";
+      for (const auto& h : t.header) o << "<th>" << html_escape(h) << "</th>";
+      o << "</tr></thead>\n<tbody>\n";
+      for (size_t r = 0; r < t.rows.size(); ++r) {
+        o << (t.row_class[r].empty() ? "<tr>" : "<tr class=\"" + t.row_class[r] + "\">");
+        for (const auto& c : t.rows[r]) o << "<td>" << html_escape(c) << "</td>";
+        o << "</tr>\n";
+      }
+      o << "</tbody>\n</table>\n";
+    }
+    for (const auto& id : s.plot_ids)
+      if (const Plot* p = find_plot(plots, id)) {
+        if (!p->svg.empty()) o << "<figure id=\"plot-" << id << "\">\n" << p->svg << "\n<figcaption>" << html_escape(p->title) << "</figcaption></figure>\n";
+        else o << "<p class=\"warn\">plot " << html_escape(id) << " missing: " << html_escape(p->error) << "</p>\n";
+      }
+    o << "</section>\n";
+  }
+  o << "</body>\n</html>\n";
+  return o.str();
+}
+
+json render_summary(const Model& m) {
+  json j = history_record(m);
+  j["title"] = m.in.title;
+  j["baseline"] = m.in.baseline;
+  json cmp = json::array();
+  int reg = 0;
+  for (const auto& c : m.comparison) {
+    reg += c.verdict == Comparison::Verdict::kRegression;
+    cmp.push_back({{"name", c.name}, {"time_unit", c.time_unit}, {"baseline", c.old_time}, {"new", c.new_time},
+                   {"change", c.change}, {"pvalue", c.pvalue ? json(*c.pvalue) : json(nullptr)},
+                   {"verdict", std::string(verdict_name(c.verdict))}});
+  }
+  j["comparison"] = cmp;
+  j["regressions"] = reg;
+  json bw = json::array();
+  for (const auto& b : m.bandwidth)
+    bw.push_back({{"suite", b.suite}, {"name", b.name}, {"seconds", b.seconds}, {"gbs", b.gbs}, {"copy_gbs", b.copy_gbs},
+                  {"fraction_of_copy", b.fraction}, {"peak_extra_x_input", b.peak_extra_x_input}});
+  j["bandwidth"] = bw;
+  json gm = json::array();
+  for (const auto& g : m.gemms)
+    gm.push_back({{"suite", g.suite}, {"name", g.name}, {"tflops", g.tflops}, {"cublaslt_tflops", g.cublaslt_tflops}});
+  j["gemms"] = gm;
+  json cf = json::array();
+  int failed = 0;
+  for (const auto& c : m.conform.cells) {
+    failed += c.failed + c.errors;
+    cf.push_back({{"recipe", c.recipe}, {"profile", c.profile}, {"backend", c.backend}, {"passed", c.passed},
+                  {"failed", c.failed}, {"errors", c.errors}, {"skipped", c.skipped}});
+  }
+  j["conformance"] = cf;
+  j["conform_failed"] = failed;
+  j["warnings"] = m.warnings;
+  return j;
+}
+
+}  // namespace detail
+
+Outputs write_report(const Inputs& in, const fs::path& out_dir) {
+  using namespace detail;
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  QTC_CHECK(!ec && fs::is_directory(out_dir), "report: cannot create the folder ", out_dir.string(), ": ", ec.message());
+  Model m = build_model(in);
+  const std::vector<Plot> plots = render_plots(m, out_dir);
+  for (const auto& p : plots)
+    if (!p.error.empty()) m.warnings.push_back("plot " + p.id + ": " + p.error);
+
+  Outputs o;
+  o.dir = fs::absolute(out_dir);
+  o.markdown = o.dir / "qtc_report.md";
+  o.html = o.dir / "qtc_report.html";
+  o.json = o.dir / "qtc_report.json";
+  auto write = [](const fs::path& p, const std::string& text) {
+    std::ofstream f(p, std::ios::binary);
+    f << text;
+    QTC_CHECK(f.good(), "report: cannot write ", p.string());
+  };
+  const json summary = render_summary(m);
+  write(o.markdown, render_markdown(m, plots));
+  write(o.html, render_html(m, plots));
+  write(o.json, summary.dump(2) + "\n");
+  if (in.record_history && !in.history_dir.empty() && !m.benches.empty()) {
+    fs::create_directories(in.history_dir);
+    const std::string commit = summary.value("commit", "");
+    std::string stamp = m.generated_utc;
+    for (char& c : stamp)
+      if (c == ':') c = '-';
+    o.history_record = in.history_dir / fmt::format("{}_{}_{}.json", stamp, summary.value("machine_kind", "unknown"),
+                                                    commit.substr(0, std::min<size_t>(commit.size(), 7)));
+    write(o.history_record, history_record(m).dump(2) + "\n");
+  }
+  o.regressions = summary["regressions"].get<int>();
+  o.conform_failed = summary["conform_failed"].get<int>();
+  o.warnings = m.warnings;
+  return o;
+}
+
+}  // namespace qtc::report
