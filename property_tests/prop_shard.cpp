@@ -72,7 +72,7 @@ TEST(ShardProperty, QuantizeCommutesWithShard) {
     const HostMatrix x = build(d, r, M, K);
     // Cut points: multiples of the boundary granularity, drawn from the edges.
     const int64_t g = boundary_multiple(r);
-    const int nshards = *rc::gen::inRange(1, 5);
+    const int nshards = 1 + *pick(4);
     std::vector<int64_t> cuts{0, M};
     for (int s = 1; s < nshards; ++s) {
       const int64_t c = *rc::gen::inRange<int64_t>(0, M / g + 1) * g;

@@ -177,12 +177,12 @@ std::vector<uint8_t> te_swizzle(const ScaleMatrix& padded, const Recipe& r, Plan
 
 // ---------------------------------------------------------------------------------------------------
 
-Plane derive_columnwise_oracle(const QuantizedTensor& q) {
+Plane derive_columnwise_oracle(const QuantizedTensor& q, bool force) {
   const Recipe& r = q.recipe;
   const bool ok = (r.kind == RecipeKind::kNVFP4 && r.tile_2d && !r.rht && !r.row_scaled && !r.stochastic) ||
                   (r.kind == RecipeKind::kFP8Block && r.block_2d) || (r.kind == RecipeKind::kMXFP8 && r.mx_2d) ||
                   r.kind == RecipeKind::kFP8Tensor;
-  QTC_CHECK(ok, "derive_columnwise_oracle: ", r.name(), " quantizes its columnwise plane with other blocks than its rowwise one");
+  QTC_CHECK(ok || force, "derive_columnwise_oracle: ", r.name(), " quantizes its columnwise plane with other blocks than its rowwise one");
   QTC_CHECK(q.rowwise.has_value(), "derive_columnwise_oracle: no rowwise plane");
   QTC_CHECK(q.rowwise->scale.layout == ScaleLayout::kCompact || r.kind == RecipeKind::kFP8Tensor,
             "derive_columnwise_oracle: compact scales only");

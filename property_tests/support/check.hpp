@@ -38,7 +38,8 @@ std::vector<uint8_t> te_swizzle(const ScaleMatrix& padded, const Recipe& r, Plan
 /// The test's own columnwise derivation: NVFP4 16x16 nibble transpose + scale transpose, FP8 128x128
 /// byte transpose + scale transpose, MXFP8 32x32 same bytes (same orientation) + the tile scale per
 /// 32-row block, FP8 tensor byte transpose; amax copied. Throws qtc::Error for 1-D recipes.
-Plane derive_columnwise_oracle(const QuantizedTensor& q);
+/// `force` skips the refusal (to show what a derivation would produce for a 1-D recipe).
+Plane derive_columnwise_oracle(const QuantizedTensor& q, bool force = false);
 
 /// Value of an element of a plane's grid code: E2M1 (NVFP4), E4M3/E5M2 (others).
 float grid_value(const Recipe& r, uint8_t code);

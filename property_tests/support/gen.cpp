@@ -97,6 +97,12 @@ float elem_max_of(const Recipe& r) {
 
 }  // namespace
 
+rc::Gen<int> pick(int n) {
+  std::vector<int> v(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) v[static_cast<size_t>(i)] = i;
+  return rc::gen::elementOf(v);
+}
+
 uint64_t hash64(uint64_t seed, uint64_t index) { return splitmix(splitmix(seed) ^ splitmix(index + 0x632BE59BD9B4E019ull)); }
 
 // ---------------------------------------------------------------------------------------------------
@@ -112,11 +118,11 @@ rc::Gen<Recipe> gen_recipe(const RecipeSpace& s) {
     Recipe r;
     r.kind = *rc::gen::elementOf(kinds);
     if (s.plane_subsets) {
-      const int planes = *rc::gen::inRange(0, 4);  // both planes twice as often
+      const int planes = *pick(4);  // both planes twice as often
       r.rowwise = planes != 2;
       r.columnwise = planes != 3;
     }
-    const bool pyref = s.te_pyref && *rc::gen::inRange(0, 4) == 0;
+    const bool pyref = s.te_pyref && *pick(4) == 0;
     switch (r.kind) {
       case RecipeKind::kNVFP4: {
         std::vector<int> variants;  // 0 plain 1x16, 1 2D, 2 row-scaled, 3 RHT, 4 4over6, 5 SR
@@ -173,7 +179,7 @@ rc::Gen<Recipe> gen_recipe(const RecipeSpace& s) {
         r.profile = pyref ? Profile::kTEPyRef : Profile::kTE;
         r.fp8 = *rc::gen::element(Fp8Type::kE4M3, Fp8Type::kE5M2);
         r.pow2_scales = *rc::gen::arbitrary<bool>();
-        if (s.eps && *rc::gen::inRange(0, 4) == 0) r.eps = *rc::gen::element(1.0f, 0x1p-20f, 0x1p-126f);
+        if (s.eps && *pick(4) == 0) r.eps = *rc::gen::element(1.0f, 0x1p-20f, 0x1p-126f);
         break;
     }
     r.validate();
@@ -225,12 +231,12 @@ rc::Gen<DataSpec> gen_data(const Recipe& r, uint32_t allow_specials) {
     d.spread = *rc::gen::element(0, 1, 3, 8, 20, 40);
     d.zero_block_pct = *rc::gen::element(0, 0, 10, 50);
     d.zero_row_pct = *rc::gen::element(0, 0, 0, 10, 30);
-    if (allow_specials != 0 && *rc::gen::inRange(0, 3) == 0) {
+    if (allow_specials != 0 && *pick(3) == 0) {
       d.special_pct = *rc::gen::element(1, 5, 20);
-      d.specials = *rc::gen::inRange<uint32_t>(1, 64) & allow_specials;
+      d.specials = static_cast<uint32_t>(1 + *pick(63)) & allow_specials;
       if (d.specials == 0) d.special_pct = 0;
     }
-    d.negative_only = *rc::gen::inRange(0, 8) == 0;
+    d.negative_only = *pick(8) == 0;
     return d;
   });
 }

@@ -25,6 +25,9 @@ void showValue(DType t, std::ostream& os);
 
 namespace qtc::prop {
 
+/// A uniform choice in [0, n) (rc::gen::inRange scales its range with the size; this does not).
+rc::Gen<int> pick(int n);
+
 // ---------------------------------------------------------------------------------------------------
 // Recipes
 
