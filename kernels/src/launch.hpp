@@ -41,6 +41,7 @@ struct Nvfp4Params {
   bool rowwise = true, columnwise = true;
   bool tile2d = false, row_scaled = false, fourover6 = false, mse = false, stochastic = false, rht = false;
   bool pyref = false;  ///< TE PyTorch reference semantics (-0 -> 0x0, NaN propagates)
+  bool torchao = false;  ///< torchao two-level scaling (1x16)
   float e4m3_max = 448.0f;
   uint64_t seed = 0;
   uint16_t rht_sign_mask = 0;
@@ -59,7 +60,7 @@ struct Mxfp8Params {
   int64_t M = 0, K = 0;
   bool rowwise = true, columnwise = true;
   bool e5m2 = false, floor_rule = false, tile2d = false;
-  bool ocp = false;  ///< OCP profile: a block holding NaN/Inf gets scale 0xFF
+  bool ocp = false;  ///< OCP and torchao profiles: NaN-propagating amax, a non-finite block amax gets scale 0xFF
   uint8_t* row_data = nullptr;  ///< [M, K]
   ScaleOutHost row_scale;
   uint8_t* col_data = nullptr;  ///< [M, K]
@@ -107,6 +108,7 @@ struct DequantParams {
   const float* amax = nullptr;  ///< NVFP4 amax [1] or per row/column; FP8 tensor: scale_inv
   bool per_row_amax = false;
   float nvfp4_factor = 0.0f;    ///< 1 / (6 * E4M3_MAX)
+  bool torchao = false;         ///< NVFP4 torchao: (amax / 2688) * sf
   bool e5m2 = false;
   bool tile2d = false;          ///< FP8 block 128x128 (scale index) / MXFP8 unused
   DType out = DType::kF32;

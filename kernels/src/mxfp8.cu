@@ -27,9 +27,10 @@ struct KParams {
 
 /// E8M0 scale of a block amax (NaN already ignored, or propagated under the OCP profile).
 __device__ __forceinline__ uint32_t mx_scale(float bamax, const KParams& p) {
-  if (p.floor_rule) {  // OCP: 2^(floor(log2 amax) - emax_elem); NaN -> 0xFF; Inf -> 0xFF (ocp) or 0xFE (te)
+  if (p.ocp && !(fabsf(bamax) <= kFltMax)) return 0xFF;  // OCP / torchao: a non-finite block amax -> NaN scale
+  if (p.floor_rule) {  // OCP: 2^(floor(log2 amax) - emax_elem); NaN -> 0xFF; Inf -> 0xFE (te saturates)
     if (bamax != bamax) return 0xFF;
-    if (isinf(bamax)) return p.ocp ? 0xFF : 0xFE;
+    if (isinf(bamax)) return 0xFE;
     if (bamax == 0.0f) return 0x00;
     const int e = floor_log2(bamax) - (p.e5m2 ? 15 : 8);
     return static_cast<uint32_t>((e < -127 ? -127 : e) + 127);

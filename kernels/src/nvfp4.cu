@@ -128,10 +128,12 @@ __global__ void __launch_bounds__(kThreads) nvfp4_kernel(KParams p) {
       if (p.tile2d) {
         float enc = blk_enc[g][cc >> 4];
         sf = blk_sf[g][cc >> 4];
-        if (c.sr) {  // the reference takes the columnwise global scale on this path (equal unless amax is given)
-          const float s_enc = nvfp4_s_enc(p.amax_col[0], c.e4m3_max, c.pyref);
-          nvfp4_std_scale(blk_amax[g][cc >> 4], s_enc, __fdiv_rn(1.0f, s_enc), c.pyref, sf, enc);
-        }
+        // The columnwise plane takes the columnwise global scale (TE §1.7): equal to the rowwise one unless
+        // the amaxes were supplied (quantize_with_amax); 4over6 keeps the block's rowwise choice.
+        const float s_enc_c = nvfp4_s_enc(p.amax_col[0], c.e4m3_max, c.pyref);
+        const float s_enc_r = nvfp4_s_enc(p.amax_row[0], c.e4m3_max, c.pyref);
+        if (!c.f46 && (c.sr || s_enc_c != s_enc_r))
+          nvfp4_std_scale(blk_amax[g][cc >> 4], s_enc_c, __fdiv_rn(1.0f, s_enc_c), c.pyref, sf, enc);
         packed = nvfp4_encode16(xc, enc, c, 1, idx0);
       } else {
         if (p.rht) {
@@ -163,7 +165,7 @@ void run(const detail::Nvfp4Params& h, cudaStream_t s) {
   p.row_scaled = h.row_scaled;
   p.rht = h.rht;
   p.vec_ok = (reinterpret_cast<uintptr_t>(h.x) % 16 == 0) && ((h.K * sizeof(In)) % 16 == 0);
-  p.cfg = Nvfp4Cfg{h.pyref, h.stochastic, h.fourover6, h.mse, h.e4m3_max, 6.0f * h.e4m3_max, h.seed};
+  p.cfg = Nvfp4Cfg{h.pyref, h.torchao, h.stochastic, h.fourover6, h.mse, h.e4m3_max, 6.0f * h.e4m3_max, h.seed};
   p.rht_mask = h.rht_sign_mask;
   p.amax_row = h.amax_row;
   p.amax_col = h.amax_col;

@@ -197,6 +197,7 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
       p.stochastic = r.stochastic;
       p.rht = r.rht;
       p.pyref = pyref;
+      p.torchao = r.profile == Profile::kTorchAO;
       p.e4m3_max = static_cast<float>(r.e4m3_max);
       p.seed = r.seed;
       p.rht_sign_mask = r.rht_sign_mask;
@@ -220,7 +221,7 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
       p.e5m2 = r.fp8 == Fp8Type::kE5M2;
       p.floor_rule = r.scale_rule == MxScaleRule::kOcpFloor;
       p.tile2d = r.mx_2d;
-      p.ocp = r.profile == Profile::kOCP;
+      p.ocp = r.profile == Profile::kOCP || r.profile == Profile::kTorchAO;
       p.row_data = rp ? rp->data.as<uint8_t>() : nullptr;
       p.row_scale = so(rp, PlaneKind::kRowwise);
       p.col_data = cp ? cp->data.as<uint8_t>() : nullptr;
@@ -435,6 +436,7 @@ void dequantize(const DeviceQuantized& q, PlaneKind pk, DType out, void* y, cuda
   p.nvfp4_factor = 1.0f / (6.0f * static_cast<float>(r.e4m3_max));
   p.e5m2 = r.fp8 == Fp8Type::kE5M2;
   p.tile2d = r.block_2d;
+  p.torchao = r.profile == Profile::kTorchAO;
   p.out = out;
   p.y = y;
   detail::launch_dequantize(p, stream);

@@ -1,0 +1,8 @@
+# \file quantize.cmake
+# \brief The GPU conformance suite of the quantizers (label gpu): skips without a device, fails under
+#        QTC_REQUIRE_GPU=1. Host-only C++ on the qtc::cuda API, so it compiles fast.
+qtc_add_test(test_quantize_cuda CUDA
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_quantize_cuda.cpp
+  LIBS qtc_cuda qtc_ref
+  LABELS gpu
+  TIMEOUT 1800)

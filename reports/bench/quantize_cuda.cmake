@@ -1,0 +1,13 @@
+# \file quantize_cuda.cmake
+# \brief bench_quantize_cuda: Google Benchmark of the CUDA quantizers (only with CUDA and Google Benchmark).
+if(QTC_CUDA AND benchmark_FOUND)
+  execute_process(COMMAND git rev-parse --short=12 HEAD WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
+                  OUTPUT_VARIABLE QTC_BENCH_COMMIT OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  if(NOT QTC_BENCH_COMMIT)
+    set(QTC_BENCH_COMMIT unknown)
+  endif()
+  add_executable(bench_quantize_cuda ${CMAKE_CURRENT_LIST_DIR}/quantize_cuda.cu)
+  target_link_libraries(bench_quantize_cuda PRIVATE qtc_cuda qtc_ref benchmark::benchmark)
+  target_compile_definitions(bench_quantize_cuda PRIVATE QTC_GIT_COMMIT="${QTC_BENCH_COMMIT}")
+  qtc_cuda_cxx20(bench_quantize_cuda)
+endif()

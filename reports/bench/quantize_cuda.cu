@@ -1,0 +1,284 @@
+/// \file quantize_cuda.cu
+/// \brief Google Benchmark of the CUDA quantizers at 16384x16384 (BF16; F32 too for NVFP4 1x16), timed with CUDA
+///        events (UseManualTime), against a 4 GiB device-to-device cudaMemcpy timed the same way in this binary.
+///
+/// Counters: GBps = bytes / time, where bytes = input read once + every output byte written (data, scales, amax),
+/// stated in each benchmark's label; the device amax pass that NVFP4 and FP8 tensor need (a second read of
+/// the input) is inside the timed region but not in the byte count. frac_of_copy = GBps / copy GBps.
+/// Inputs rotate between two buffers of 8x the 60 MB L2 each, so no iteration reads a cached input.
+/// Context: GPU, SM count, driver, CUDA runtime, commit (compile definition QTC_GIT_COMMIT, or env QTC_COMMIT).
+#include <benchmark/benchmark.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qtc/cuda/check.hpp"
+#include "qtc/cuda/quantize.hpp"
+
+#ifndef QTC_GIT_COMMIT
+#define QTC_GIT_COMMIT "unknown"
+#endif
+
+namespace {
+
+using namespace qtc;
+
+constexpr int64_t kM = 16384, kK = 16384;
+
+struct Events {
+  cudaEvent_t a = nullptr, b = nullptr;
+  Events() {
+    QTC_CUDA_CHECK(cudaEventCreate(&a));
+    QTC_CUDA_CHECK(cudaEventCreate(&b));
+  }
+  ~Events() {
+    (void)cudaEventDestroy(a);
+    (void)cudaEventDestroy(b);
+  }
+  double ms() const {
+    float t = 0.0f;
+    QTC_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+    return t;
+  }
+};
+
+/// Bytes/s of a 4 GiB D2D copy (read + write counted), measured once per process (median of 10).
+double copy_bytes_per_s() {
+  static double rate = [] {
+    const size_t n = size_t{4} << 30;
+    void *src = nullptr, *dst = nullptr;
+    QTC_CUDA_CHECK(cudaMalloc(&src, n));
+    QTC_CUDA_CHECK(cudaMalloc(&dst, n));
+    QTC_CUDA_CHECK(cudaMemset(src, 0x3C, n));
+    Events ev;
+    std::vector<double> t;
+    for (int i = 0; i < 12; ++i) {
+      QTC_CUDA_CHECK(cudaEventRecord(ev.a));
+      QTC_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice));
+      QTC_CUDA_CHECK(cudaEventRecord(ev.b));
+      QTC_CUDA_CHECK(cudaEventSynchronize(ev.b));
+      if (i >= 2) t.push_back(ev.ms());
+    }
+    std::sort(t.begin(), t.end());
+    QTC_CUDA_CHECK(cudaFree(src));
+    QTC_CUDA_CHECK(cudaFree(dst));
+    return 2.0 * static_cast<double>(n) / (t[t.size() / 2] * 1e-3);
+  }();
+  return rate;
+}
+
+void BM_Copy4GiB(benchmark::State& state) {
+  const size_t n = size_t{4} << 30;
+  void *src = nullptr, *dst = nullptr;
+  QTC_CUDA_CHECK(cudaMalloc(&src, n));
+  QTC_CUDA_CHECK(cudaMalloc(&dst, n));
+  QTC_CUDA_CHECK(cudaMemset(src, 0x3C, n));
+  Events ev;
+  double total = 0.0;
+  for (auto _ : state) {
+    QTC_CUDA_CHECK(cudaEventRecord(ev.a));
+    QTC_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice));
+    QTC_CUDA_CHECK(cudaEventRecord(ev.b));
+    QTC_CUDA_CHECK(cudaEventSynchronize(ev.b));
+    const double s = ev.ms() * 1e-3;
+    total += s;
+    state.SetIterationTime(s);
+  }
+  const double bytes = 2.0 * static_cast<double>(n);
+  state.SetLabel("bytes: 4 GiB read + 4 GiB written");
+  state.counters["GBps"] = bytes * static_cast<double>(state.iterations()) / total / 1e9;
+  state.counters["frac_of_copy"] = 1.0;
+  QTC_CUDA_CHECK(cudaFree(src));
+  QTC_CUDA_CHECK(cudaFree(dst));
+}
+
+/// Fills a device buffer with bf16/f32/f16 values of a normal-ish distribution (never zeros).
+__global__ void fill_input(void* p, int64_t n, int dtype, uint32_t seed) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    const float u = (static_cast<float>(h >> 8) + 0.5f) * (1.0f / 16777216.0f);
+    const float v = (u - 0.5f) * 8.0f * (1.0f + static_cast<float>((h >> 3) & 7));
+    if (dtype == 0) static_cast<float*>(p)[i] = v;
+    else if (dtype == 1) {
+      uint32_t b = __float_as_uint(v);
+      static_cast<uint16_t*>(p)[i] = static_cast<uint16_t>((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
+    } else {
+      static_cast<__half*>(p)[i] = __float2half_rn(v);
+    }
+  }
+}
+
+size_t plane_bytes(const cuda::DevicePlane& p) { return p.data.bytes() + p.scale.bytes() + p.amax.bytes(); }
+
+void BM_Quantize(benchmark::State& state, Recipe r, DType t, bool with_amax) {
+  if (cuda::device_count() == 0) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const double copy_rate = copy_bytes_per_s();
+  const size_t in_bytes = static_cast<size_t>(kM * kK) * dtype_size(t);
+  cudaStream_t s = nullptr;
+  QTC_CUDA_CHECK(cudaStreamCreate(&s));
+  void* in[2] = {nullptr, nullptr};
+  for (auto& p : in) {
+    QTC_CUDA_CHECK(cudaMalloc(&p, in_bytes));
+    fill_input<<<4096, 256, 0, s>>>(p, kM * kK, t == DType::kF32 ? 0 : (t == DType::kBF16 ? 1 : 2), 0x1234u + (p == in[1]));
+    QTC_CUDA_CHECK(cudaGetLastError());
+  }
+  {
+    cuda::DeviceQuantized q = cuda::allocate_quantized(r, t, kM, kK, ScaleLayout::kCompact, s);
+    size_t out_bytes = 0;
+    if (q.rowwise) out_bytes += plane_bytes(*q.rowwise);
+    if (q.columnwise) out_bytes += plane_bytes(*q.columnwise);
+    auto run = [&](int i) {
+      const cuda::DeviceMatrixView x{in[i & 1], t, kM, kK};
+      if (with_amax)
+        cuda::quantize_with_amax_into(x, q, 1000.0f, 1000.0f, s);
+      else
+        cuda::quantize_into(x, q, s);
+    };
+    run(0);
+    run(1);
+    QTC_CUDA_CHECK(cudaStreamSynchronize(s));
+    Events ev;
+    double total = 0.0;
+    int i = 0;
+    for (auto _ : state) {
+      QTC_CUDA_CHECK(cudaEventRecord(ev.a, s));
+      run(i++);
+      QTC_CUDA_CHECK(cudaEventRecord(ev.b, s));
+      QTC_CUDA_CHECK(cudaEventSynchronize(ev.b));
+      const double sec = ev.ms() * 1e-3;
+      total += sec;
+      state.SetIterationTime(sec);
+    }
+    const double bytes = static_cast<double>(in_bytes + out_bytes);
+    const double gbps = bytes * static_cast<double>(state.iterations()) / total / 1e9;
+    char label[256];
+    std::snprintf(label, sizeof(label), "%s %s %lldx%lld; bytes: %.1f MiB read + %.1f MiB written%s", r.name().c_str(),
+                  std::string(dtype_name(t)).c_str(), static_cast<long long>(kM), static_cast<long long>(kK),
+                  static_cast<double>(in_bytes) / 1048576.0, static_cast<double>(out_bytes) / 1048576.0,
+                  (r.kind == RecipeKind::kNVFP4 || r.kind == RecipeKind::kFP8Tensor) && !with_amax
+                      ? " (+ device amax pass: input read again, not counted)"
+                      : (with_amax ? " (amax given)" : ""));
+    state.SetLabel(label);
+    state.counters["GBps"] = gbps;
+    state.counters["frac_of_copy"] = gbps * 1e9 / copy_rate;
+    state.counters["copy_GBps"] = copy_rate / 1e9;
+    state.counters["bytes"] = bytes;
+  }
+  QTC_CUDA_CHECK(cudaStreamSynchronize(s));
+  for (auto& p : in) QTC_CUDA_CHECK(cudaFree(p));
+  QTC_CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+Recipe nvfp4(bool tile2d = false) {
+  Recipe r;
+  r.kind = RecipeKind::kNVFP4;
+  r.tile_2d = tile2d;
+  return r;
+}
+
+void add_context() {
+  int dev = 0, drv = 0, rt = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess) {
+    benchmark::AddCustomContext("gpu", prop.name);
+    benchmark::AddCustomContext("sm_count", std::to_string(prop.multiProcessorCount));
+    benchmark::AddCustomContext("l2_bytes", std::to_string(prop.l2CacheSize));
+    benchmark::AddCustomContext("compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor));
+  }
+  (void)cudaDriverGetVersion(&drv);
+  (void)cudaRuntimeGetVersion(&rt);
+  benchmark::AddCustomContext("cuda_driver_api", std::to_string(drv));
+  benchmark::AddCustomContext("cuda_runtime", std::to_string(rt));
+  const char* env_commit = std::getenv("QTC_COMMIT");
+  benchmark::AddCustomContext("commit", env_commit != nullptr && *env_commit ? env_commit : QTC_GIT_COMMIT);
+  const char* drv_ver = std::getenv("QTC_DRIVER_VERSION");
+  if (drv_ver != nullptr) benchmark::AddCustomContext("driver", drv_ver);
+  benchmark::AddCustomContext("shape", "16384x16384");
+}
+
+void register_all() {
+  benchmark::RegisterBenchmark("Copy4GiB", BM_Copy4GiB)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(10);
+  struct Item {
+    const char* name;
+    Recipe r;
+    DType t;
+    bool with_amax;
+  };
+  std::vector<Item> items;
+  items.push_back({"NVFP4_1x16_BF16", nvfp4(), DType::kBF16, false});
+  items.push_back({"NVFP4_1x16_F32", nvfp4(), DType::kF32, false});
+  items.push_back({"NVFP4_1x16_BF16_amax_given", nvfp4(), DType::kBF16, true});
+  items.push_back({"NVFP4_16x16_BF16", nvfp4(true), DType::kBF16, false});
+  {
+    Recipe r = nvfp4();
+    r.row_scaled = true;
+    items.push_back({"NVFP4_rowscaled_BF16", r, DType::kBF16, false});
+  }
+  {
+    Recipe r = nvfp4();
+    r.rht = true;
+    items.push_back({"NVFP4_RHT_BF16", r, DType::kBF16, false});
+  }
+  {
+    Recipe r = nvfp4();
+    r.fourover6 = true;
+    r.e4m3_max = 256;
+    items.push_back({"NVFP4_4over6_BF16", r, DType::kBF16, false});
+  }
+  {
+    Recipe r = nvfp4();
+    r.stochastic = true;
+    r.seed = 42;
+    items.push_back({"NVFP4_SR_BF16", r, DType::kBF16, false});
+  }
+  {
+    Recipe r;
+    r.kind = RecipeKind::kMXFP8;
+    items.push_back({"MXFP8_E4M3_rceil_BF16", r, DType::kBF16, false});
+    r.mx_2d = true;
+    items.push_back({"MXFP8_E4M3_32x32_BF16", r, DType::kBF16, false});
+  }
+  {
+    Recipe r;
+    r.kind = RecipeKind::kFP8Block;
+    items.push_back({"FP8Block_1x128_BF16", r, DType::kBF16, false});
+    r.block_2d = true;
+    r.pow2_scales = true;
+    items.push_back({"FP8Block_128x128_pow2_BF16", r, DType::kBF16, false});
+  }
+  {
+    Recipe r;
+    r.kind = RecipeKind::kFP8Tensor;
+    items.push_back({"FP8Tensor_E4M3_BF16", r, DType::kBF16, false});
+  }
+  for (const Item& it : items) {
+    benchmark::RegisterBenchmark(it.name, [it](benchmark::State& st) { BM_Quantize(st, it.r, it.t, it.with_amax); })
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(0.5);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  add_context();
+  register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
