@@ -138,7 +138,9 @@ TEST(DistAmaxReduction, WithoutItTheGatherIsWrong) {
     const HostMatrix dref = ref::dequantize(ref_q, PlaneKind::kRowwise);
     for (bool reduce : {true, false}) {
       const QuantizedTensor mine = ref::quantize_shard(x.view(), c.recipe, reduce ? dist::amax_all_reduce(comm()) : ref::AmaxAllReduce{});
+      comm().reset_stats();
       const QuantizedTensor got = dist::all_gather_quantized(comm(), mine);
+      EXPECT_EQ(comm().stats().bytes_sent, static_cast<uint64_t>(testing::expected_wire_bytes(c.recipe, shard, kK)));
       const HostMatrix d = ref::dequantize(got, PlaneKind::kRowwise);
       double worst = 0;
       int64_t wrong = 0;

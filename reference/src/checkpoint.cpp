@@ -348,10 +348,14 @@ TensorShard parse_tensor(const json& j, const uint8_t* payload, uint64_t payload
 std::vector<uint8_t> read_file(const std::string& path, const std::string& what) {
   std::error_code ec;
   QTC_CHECK(fs::exists(path, ec), "checkpoint: ", what, " ", path, " is missing");
-  std::ifstream f(path, std::ios::binary);
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
   QTC_CHECK(f.good(), "checkpoint: cannot open ", what, " ", path);
-  std::vector<uint8_t> b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  QTC_CHECK(!f.bad(), "checkpoint: error reading ", path);
+  const std::streamoff n = f.tellg();
+  QTC_CHECK(n >= 0, "checkpoint: cannot size ", path);
+  std::vector<uint8_t> b(static_cast<size_t>(n));
+  f.seekg(0);
+  f.read(reinterpret_cast<char*>(b.data()), n);
+  QTC_CHECK(f.gcount() == n, "checkpoint: error reading ", path, " (", f.gcount(), " of ", n, " bytes)");
   return b;
 }
 
