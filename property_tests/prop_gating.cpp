@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "features.hpp"
 #include "gen.hpp"
 #include "harness.hpp"
 #include "qtc/gating.hpp"
@@ -18,22 +19,6 @@ namespace qtc::prop {
 namespace {
 
 using gating::Feature;
-
-/// The quantizer features a recipe needs (what a GPU test of that recipe must gate on).
-std::vector<Feature> quantize_features(const Recipe& r) {
-  switch (r.kind) {
-    case RecipeKind::kFP8Tensor: return {Feature::kQuantizeFp8Tensor};
-    case RecipeKind::kFP8Block: return {Feature::kQuantizeFp8Block};
-    case RecipeKind::kMXFP8: return {Feature::kQuantizeMxfp8};
-    case RecipeKind::kNVFP4: {
-      std::vector<Feature> f{Feature::kQuantizeNvfp4};
-      if (r.row_scaled) f.push_back(Feature::kQuantizeNvfp4RowScaled);
-      if (r.rht) f.push_back(Feature::kQuantizeNvfp4Rht);
-      return f;
-    }
-  }
-  return {};
-}
 
 /// The GEMM features a recipe's operands need (dense and grouped).
 std::vector<Feature> gemm_features(const Recipe& r) {
