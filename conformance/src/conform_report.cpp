@@ -1,0 +1,148 @@
+/// \file conform_report.cpp
+/// \brief report.json and report.md of `qtc conform`.
+#include "conform_report.hpp"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+#include "qtc/error.hpp"
+
+namespace qtc::conformance {
+
+namespace {
+
+struct Counts {
+  int pass = 0, fail = 0, error = 0, skipped = 0;
+  void add(Verdict v) {
+    switch (v) {
+      case Verdict::kPass: ++pass; break;
+      case Verdict::kFail: ++fail; break;
+      case Verdict::kError: ++error; break;
+      case Verdict::kSkipped: ++skipped; break;
+    }
+  }
+};
+
+std::string md_escape(std::string s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n') out += ' ';
+    else out += c;
+  }
+  return out;
+}
+
+void write_text(const std::filesystem::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  QTC_CHECK(static_cast<bool>(out), p.string(), ": cannot open for writing");
+  out << text;
+  out.close();
+  QTC_CHECK(static_cast<bool>(out), p.string(), ": write failed");
+}
+
+}  // namespace
+
+void write_conform_report(const std::filesystem::path& dir, const ConformRun& run, const std::vector<ConformRecord>& records) {
+  using json = nlohmann::json;
+  // recipe x backend x profile, and per suite/check.
+  std::map<std::tuple<std::string, std::string, std::string>, Counts> matrix;
+  std::map<std::pair<std::string, std::string>, Counts> by_suite;
+  Counts total;
+  for (const auto& rec : records) {
+    const FileResult& r = rec.result;
+    const std::string recipe = r.recipe.empty() ? "(unparsed)" : r.recipe;
+    const std::string backend = r.backend.empty() ? "-" : r.backend;
+    const std::string profile = r.profile.empty() ? "-" : r.profile;
+    matrix[{recipe, backend, profile}].add(r.verdict);
+    by_suite[{rec.suite, rec.check}].add(r.verdict);
+    total.add(r.verdict);
+  }
+
+  json j;
+  j["qtc_version"] = run.version;
+  j["started_utc"] = run.started;
+  j["seconds"] = run.seconds;
+  j["seed"] = run.seed;
+  j["vectors_dir"] = run.vectors_dir;
+  j["backends"] = run.backends;
+  j["generated"] = {{"recipes", run.recipes}, {"cases", run.cases}};
+  auto counts_json = [](const Counts& c) { return json{{"pass", c.pass}, {"fail", c.fail}, {"error", c.error}, {"skipped", c.skipped}}; };
+  j["summary"] = counts_json(total);
+  j["by_check"] = json::array();
+  for (const auto& [k, c] : by_suite) {
+    json e = counts_json(c);
+    e["suite"] = k.first;
+    e["check"] = k.second;
+    j["by_check"].push_back(e);
+  }
+  j["matrix"] = json::array();
+  for (const auto& [k, c] : matrix) {
+    json e = counts_json(c);
+    e["recipe"] = std::get<0>(k);
+    e["backend"] = std::get<1>(k);
+    e["profile"] = std::get<2>(k);
+    j["matrix"].push_back(e);
+  }
+  j["results"] = json::array();
+  for (const auto& rec : records) {
+    const FileResult& r = rec.result;
+    json e{{"suite", rec.suite}, {"check", rec.check}, {"path", r.path}, {"backend", r.backend}, {"recipe", r.recipe},
+           {"profile", r.profile}, {"verdict", std::string(verdict_name(r.verdict))}};
+    if (!r.message.empty()) e["message"] = r.message;
+    if (!r.details.empty()) e["details"] = r.details;
+    if (!r.checked.empty()) e["checked"] = r.checked;
+    j["results"].push_back(e);
+  }
+  write_text(dir / "report.json", j.dump(1) + "\n");
+
+  std::string md;
+  md += "# qtc conform report\n\n";
+  md += ::fmt::format("qtc {}, started {} UTC, {:.1f} s, seed {}.\n\n", run.version, run.started, run.seconds, run.seed);
+  md += ::fmt::format("Bundled vectors: `{}`. Generated: {} recipe variants, {} cases.\n\n", run.vectors_dir, run.recipes, run.cases);
+  md += "Backends: ";
+  for (size_t i = 0; i < run.backends.size(); ++i) md += (i ? ", " : "") + run.backends[i];
+  md += "\n\n";
+  md += ::fmt::format("**{} passed, {} failed, {} skipped, {} errors.**\n\n", total.pass, total.fail, total.skipped, total.error);
+  md += "Checks: `verify` re-runs a vector on a backend and compares every expected output bit for bit; `roundtrip` "
+        "writes a generated vector with the safetensors writer and reads it back; `bound` checks dequantize(quantize(x)) "
+        "against x within the format's error bound.\n\n";
+  md += "| suite | check | pass | fail | error | skipped |\n|---|---|---:|---:|---:|---:|\n";
+  for (const auto& [k, c] : by_suite)
+    md += ::fmt::format("| {} | {} | {} | {} | {} | {} |\n", k.first, k.second, c.pass, c.fail, c.error, c.skipped);
+  md += "\n## Recipe x backend x profile\n\n| recipe | backend | profile | pass | fail | error | skipped |\n"
+        "|---|---|---|---:|---:|---:|---:|\n";
+  for (const auto& [k, c] : matrix)
+    md += ::fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", std::get<0>(k), std::get<1>(k), std::get<2>(k), c.pass,
+                        c.fail, c.error, c.skipped);
+  md += "\n## Failures and errors\n\n";
+  int shown = 0;
+  for (const auto& rec : records) {
+    const FileResult& r = rec.result;
+    if (r.verdict != Verdict::kFail && r.verdict != Verdict::kError) continue;
+    ++shown;
+    md += ::fmt::format("* **{}** `{}` [{}] ({} {}): {}\n", verdict_name(r.verdict), r.path, r.backend.empty() ? "-" : r.backend,
+                        rec.suite, rec.check, md_escape(r.message));
+    for (const auto& d : r.details) md += "  * " + md_escape(d) + "\n";
+  }
+  if (shown == 0) md += "None.\n";
+  md += "\n## Skipped\n\n";
+  std::map<std::string, int> skip_reasons;
+  for (const auto& rec : records)
+    if (rec.result.verdict == Verdict::kSkipped) ++skip_reasons[rec.result.backend + ": " + rec.result.message];
+  if (skip_reasons.empty()) md += "None.\n";
+  for (const auto& [why, n] : skip_reasons) md += ::fmt::format("* {} x {}\n", n, md_escape(why));
+  md += "\n## Per-file verdicts\n\n<details><summary>every file and check</summary>\n\n"
+        "| suite | check | file | backend | verdict |\n|---|---|---|---|---|\n";
+  for (const auto& rec : records)
+    md += ::fmt::format("| {} | {} | `{}` | {} | {} |\n", rec.suite, rec.check, rec.result.path,
+                        rec.result.backend.empty() ? "-" : rec.result.backend, verdict_name(rec.result.verdict));
+  md += "\n</details>\n";
+  write_text(dir / "report.md", md);
+}
+
+}  // namespace qtc::conformance

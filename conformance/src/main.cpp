@@ -1,0 +1,21 @@
+/// \file main.cpp
+/// \brief The `qtc` command: a CLI11 app with one subcommand per cmd_<name>.cpp (see commands.hpp).
+#include <CLI/CLI.hpp>
+
+#include "commands.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"qtc: conformance harness for low-precision tensor formats (NVFP4, MXFP8, FP8 block, FP8 tensor)"};
+  app.require_subcommand(1);
+  qtc::conformance::register_verify(app);
+  qtc::conformance::register_conform(app);
+  qtc::conformance::register_report(app);
+  qtc::conformance::register_gating(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);  // prints help (rc 0) or the usage error
+    return rc == 0 ? 0 : 2;      // a usage error is an error: exit code 2, as for unreadable input
+  }
+  return qtc::conformance::exit_code();
+}

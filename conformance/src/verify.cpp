@@ -1,0 +1,528 @@
+/// \file verify.cpp
+/// \brief `qtc verify`'s logic: the expected-output table of VECTORS.md, bitwise comparison, failure messages
+///        that name the first mismatch with both values decoded and the quantization block's inputs.
+#include "verify.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include "qtc/codec.hpp"
+#include "qtc/error.hpp"
+#include "qtc/recipe.hpp"
+
+namespace qtc::conformance {
+
+namespace {
+
+/// How the elements of a compared tensor are encoded.
+enum class Elem { kE2M1, kE4M3, kE5M2, kE8M0, kF32 };
+enum class Role { kData, kScale, kAmax, kScaleInv, kTensorAmax, kDequant };
+
+struct Spec {
+  std::string name;
+  PlaneKind plane = PlaneKind::kRowwise;
+  Role role = Role::kData;
+  Elem elem = Elem::kF32;
+  std::vector<int64_t> shape;  ///< the file's shape (VECTORS.md)
+};
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+Elem fp8_elem(const Recipe& r) { return r.fp8 == Fp8Type::kE4M3 ? Elem::kE4M3 : Elem::kE5M2; }
+
+/// The VECTORS.md table. Returns nullopt with `why` set when `name` is not an output of this recipe.
+std::optional<Spec> spec_for(const std::string& name, const Recipe& r, int64_t M, int64_t K, std::string& why) {
+  const bool nv = r.kind == RecipeKind::kNVFP4, mx = r.kind == RecipeKind::kMXFP8;
+  const bool blk = r.kind == RecipeKind::kFP8Block, ten = r.kind == RecipeKind::kFP8Tensor;
+  const std::string rk(recipe_kind_name(r.kind));
+  Spec s;
+  s.name = name;
+  const bool col = name.rfind("columnwise", 0) == 0 || name == "amax_columnwise" || name == "dequantized_columnwise";
+  s.plane = col ? PlaneKind::kColumnwise : PlaneKind::kRowwise;
+  if (name == "rowwise_data") {
+    s.role = Role::kData;
+    s.elem = nv ? Elem::kE2M1 : fp8_elem(r);
+    s.shape = nv ? std::vector<int64_t>{M, cdiv(K, 2)} : std::vector<int64_t>{M, K};
+  } else if (name == "columnwise_data" && !ten) {
+    s.role = Role::kData;
+    s.elem = nv ? Elem::kE2M1 : fp8_elem(r);
+    s.shape = nv ? std::vector<int64_t>{K, cdiv(M, 2)} : mx ? std::vector<int64_t>{M, K} : std::vector<int64_t>{K, M};
+  } else if (name == "rowwise_scale_inv" && !ten) {
+    s.role = Role::kScale;
+    s.elem = nv ? Elem::kE4M3 : mx ? Elem::kE8M0 : Elem::kF32;
+    s.shape = nv ? std::vector<int64_t>{M, cdiv(K, 16)}
+              : mx ? std::vector<int64_t>{M, cdiv(K, 32)}
+              : r.block_2d ? std::vector<int64_t>{cdiv(M, 128), cdiv(K, 128)} : std::vector<int64_t>{M, cdiv(K, 128)};
+  } else if (name == "columnwise_scale_inv" && !ten) {
+    s.role = Role::kScale;
+    s.elem = nv ? Elem::kE4M3 : mx ? Elem::kE8M0 : Elem::kF32;
+    s.shape = nv ? std::vector<int64_t>{K, cdiv(M, 16)}
+              : mx ? std::vector<int64_t>{cdiv(M, 32), K}
+              : r.block_2d ? std::vector<int64_t>{cdiv(K, 128), cdiv(M, 128)} : std::vector<int64_t>{K, cdiv(M, 128)};
+  } else if ((name == "amax_rowwise" || name == "amax_columnwise") && nv) {
+    s.role = Role::kAmax;
+    s.shape = {r.row_scaled ? (col ? K : M) : 1};
+  } else if ((name == "scale_inv" || name == "amax") && ten) {
+    s.role = name == "amax" ? Role::kTensorAmax : Role::kScaleInv;
+    s.shape = {1};
+  } else if (name == "dequantized_rowwise" || (name == "dequantized_columnwise" && !ten)) {
+    s.role = Role::kDequant;
+    s.shape = {M, K};
+  } else {
+    why = "tensor '" + name + "' is not an output of recipe " + rk + " (VECTORS.md, Tensors)";
+    return std::nullopt;
+  }
+  (void)blk;
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Element access, equality, display
+
+struct Grid {
+  const uint8_t* p = nullptr;
+  Elem elem = Elem::kF32;
+  int64_t rows = 0, cols = 0;  ///< in elements
+
+  uint32_t at(int64_t i) const {
+    switch (elem) {
+      case Elem::kE2M1: return (p[i / 2] >> (4 * (i % 2))) & 0xFu;
+      case Elem::kF32: {
+        uint32_t u;
+        std::memcpy(&u, p + 4 * i, 4);
+        return u;
+      }
+      default: return p[i];
+    }
+  }
+};
+
+bool same(Elem e, uint32_t a, uint32_t b) {
+  if (a == b) return true;
+  return e == Elem::kF32 && std::isnan(bits_f32(a)) && std::isnan(bits_f32(b));
+}
+
+std::string show(Elem e, uint32_t v) {
+  switch (e) {
+    case Elem::kE2M1: return ::fmt::format("0x{:x} (e2m1 {})", v, decode_e2m1(static_cast<uint8_t>(v)));
+    case Elem::kE4M3: return ::fmt::format("0x{:02x} (e4m3 {})", v, decode_e4m3(static_cast<uint8_t>(v)));
+    case Elem::kE5M2: return ::fmt::format("0x{:02x} (e5m2 {})", v, decode_e5m2(static_cast<uint8_t>(v)));
+    case Elem::kE8M0:
+      return v == 0xFF ? std::string("0xff (e8m0 NaN)")
+                       : ::fmt::format("0x{:02x} (e8m0 2^{} = {})", v, static_cast<int>(v) - 127, decode_e8m0(static_cast<uint8_t>(v)));
+    case Elem::kF32: return ::fmt::format("0x{:08x} ({})", v, bits_f32(v));
+  }
+  return "?";
+}
+
+/// A rectangle of x: rows [r0, r1), cols [c0, c1).
+struct Region {
+  int64_t r0 = 0, r1 = 0, c0 = 0, c1 = 0;
+};
+
+/// The quantization block of `plane` that holds x(i, j).
+Region block_of(const Recipe& r, PlaneKind p, int64_t i, int64_t j, int64_t M, int64_t K) {
+  if (r.kind == RecipeKind::kFP8Tensor) return {i, i + 1, j, j + 1};
+  const int64_t bc = r.block_cols(), br = r.block_rows();
+  Region g;
+  if (br > 1) {  // square 2-D blocks serve both planes
+    g = {i / br * br, i / br * br + br, j / bc * bc, j / bc * bc + bc};
+  } else if (p == PlaneKind::kRowwise) {
+    g = {i, i + 1, j / bc * bc, j / bc * bc + bc};
+  } else {
+    g = {i / bc * bc, i / bc * bc + bc, j, j + 1};
+  }
+  g.r1 = std::min(g.r1, M);
+  g.c1 = std::min(g.c1, K);
+  return g;
+}
+
+std::string range_text(int64_t a, int64_t b) { return b == a + 1 ? std::to_string(a) : ::fmt::format("{}:{}", a, b); }
+
+std::string describe_region(const MatrixView& x, const Region& g, const std::string& note) {
+  constexpr int64_t kMaxValues = 32;
+  std::string out = ::fmt::format("x[{}, {}]{} = {{", range_text(g.r0, g.r1), range_text(g.c0, g.c1), note);
+  int64_t n = 0;
+  const int64_t total = (g.r1 - g.r0) * (g.c1 - g.c0);
+  for (int64_t a = g.r0; a < g.r1 && n < kMaxValues; ++a)
+    for (int64_t b = g.c0; b < g.c1 && n < kMaxValues; ++b, ++n) out += ::fmt::format("{}{}", n ? ", " : "", x.at(a, b));
+  if (total > n) out += ::fmt::format(", ... {} more", total - n);
+  return out + "}";
+}
+
+/// x coordinates of the block that element (a, b) of the compared tensor belongs to.
+Region region_of(const Spec& s, const Recipe& r, int64_t a, int64_t b, int64_t M, int64_t K) {
+  const bool nv = r.kind == RecipeKind::kNVFP4, mx = r.kind == RecipeKind::kMXFP8;
+  const bool row = s.plane == PlaneKind::kRowwise;
+  int64_t i = 0, j = 0;
+  switch (s.role) {
+    case Role::kData:
+      if (row || mx) {
+        i = a, j = b;
+      } else {
+        i = b, j = a;  // [K, M] planes: element (k, m) is x(m, k)
+      }
+      break;
+    case Role::kScale:
+      if (r.kind == RecipeKind::kFP8Block && r.block_2d) {
+        i = (row ? a : b) * 128, j = (row ? b : a) * 128;
+      } else if (row) {
+        i = a, j = b * r.block_cols();
+      } else if (mx) {
+        i = a * 32, j = b;
+      } else {
+        i = b * r.block_cols(), j = a;
+      }
+      break;
+    case Role::kAmax:
+      if (s.shape[0] == 1) return {0, M, 0, K};
+      return row ? Region{a, a + 1, 0, K} : Region{0, M, a, a + 1};
+    case Role::kScaleInv:
+    case Role::kTensorAmax: return {0, M, 0, K};
+    case Role::kDequant: i = a, j = b; break;
+  }
+  (void)nv;
+  return block_of(r, s.plane, i, j, M, K);
+}
+
+/// Compares expected and actual element grids; returns an empty string on equality, else the failure line.
+std::string compare(const Spec& s, const Grid& want, const Grid& got, const Recipe& r, const MatrixView& x) {
+  const int64_t n = want.rows * want.cols;
+  int64_t bad = 0, first = -1;
+  for (int64_t i = 0; i < n; ++i)
+    if (!same(want.elem, want.at(i), got.at(i))) {
+      if (first < 0) first = i;
+      ++bad;
+    }
+  if (bad == 0) return {};
+  const int64_t a = first / want.cols, b = first % want.cols;
+  std::string coord = s.shape.size() == 1 ? ::fmt::format("[{}]", first) : ::fmt::format("[{}, {}]", a, b);
+  std::string note;
+  if (r.rht && s.plane == PlaneKind::kColumnwise && s.role != Role::kAmax) note = " (before the RHT)";
+  if (r.kind == RecipeKind::kFP8Tensor && (s.role == Role::kData || s.role == Role::kDequant)) note = " (per-tensor scale)";
+  const Region g = region_of(s, r, a, b, x.rows, x.cols);
+  return ::fmt::format("{}: {} of {} elements differ; first at {}: expected {}, got {}; block {}", s.name, bad, n, coord,
+                     show(want.elem, want.at(first)), show(want.elem, got.at(first)), describe_region(x, g, note));
+}
+
+std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
+  std::vector<uint8_t> out(v.size() * 4);
+  if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+/// Drops the " [check `...` failed at file:line]" suffix of QTC_CHECK messages: users need the rule, not our line.
+std::string clean(std::string m) {
+  const auto at = m.rfind(" [check `");
+  if (at != std::string::npos && m.back() == ']') m.erase(at);
+  return m;
+}
+
+}  // namespace
+
+std::string_view verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::kPass: return "pass";
+    case Verdict::kFail: return "fail";
+    case Verdict::kError: return "error";
+    case Verdict::kSkipped: return "skipped";
+  }
+  return "?";
+}
+
+const std::vector<std::string>& expected_tensor_names() {
+  static const std::vector<std::string> kNames = {
+      "rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv", "amax_rowwise",
+      "amax_columnwise", "scale_inv", "amax", "dequantized_rowwise", "dequantized_columnwise"};
+  return kNames;
+}
+
+FileResult verify_vector(const io::File& file, const std::string& source, QuantizeBackend& backend) {
+  FileResult res;
+  res.path = source;
+  res.backend = backend.name();
+  auto error = [&](const std::string& msg) {
+    res.verdict = Verdict::kError;
+    res.message = clean(msg);
+    return res;
+  };
+  try {
+    // Recipe: unknown recipe or parameter values throw, naming the key.
+    Recipe r;
+    try {
+      r = Recipe::from_metadata(file.metadata);
+    } catch (const Error& e) {
+      return error(e.what());
+    }
+    res.profile = std::string(profile_name(r.profile));
+
+    // Input.
+    const io::Tensor* xt = file.find("x");
+    if (xt == nullptr) return error("missing required tensor 'x' (the input)");
+    if (xt->shape.size() != 2) return error("tensor 'x' has shape " + shape_text(xt->shape) + "; VECTORS.md needs 2-D [M, K]");
+    DType xd;
+    if (xt->dtype == "F32")
+      xd = DType::kF32;
+    else if (xt->dtype == "BF16")
+      xd = DType::kBF16;
+    else if (xt->dtype == "F16")
+      xd = DType::kF16;
+    else
+      return error("tensor 'x' has dtype " + xt->dtype + "; VECTORS.md allows F32, BF16 or F16");
+    const int64_t M = xt->shape[0], K = xt->shape[1];
+    const MatrixView x{xt->bytes.data(), xd, M, K};
+
+    // Expected outputs: every tensor other than x must be one of the table's outputs for this recipe.
+    std::vector<std::pair<Spec, const io::Tensor*>> expected;
+    bool need_row = false, need_col = false;
+    for (const io::Tensor& t : file.tensors) {
+      if (t.name == "x") continue;
+      std::string why;
+      auto spec = spec_for(t.name, r, M, K, why);
+      if (!spec) return error(why);
+      if (t.shape != spec->shape)
+        return error(::fmt::format("tensor '{}' has shape {}, expected {} for x of shape [{}, {}] (recipe {})", t.name,
+                                 shape_text(t.shape), shape_text(spec->shape), M, K, recipe_kind_name(r.kind)));
+      const bool want_f32 = spec->elem == Elem::kF32;
+      if (want_f32 ? t.dtype != "F32" : !t.is_byte_tensor())
+        return error(::fmt::format("tensor '{}' has dtype {}, expected {}", t.name, t.dtype,
+                                 want_f32 ? "F32" : "a byte type (U8, F8_E4M3, F8_E5M2, F8_E8M0)"));
+      (spec->plane == PlaneKind::kRowwise ? need_row : need_col) = true;
+      expected.emplace_back(*spec, &t);
+    }
+    if (expected.empty()) return error("no expected output (the file holds only the input; VECTORS.md, Tensors)");
+    std::sort(expected.begin(), expected.end(), [](const auto& a, const auto& b) {
+      const auto& n = expected_tensor_names();
+      return std::find(n.begin(), n.end(), a.first.name) < std::find(n.begin(), n.end(), b.first.name);
+    });
+
+    // Quantize only the planes the file checks (a plane a recipe cannot produce for this input is not asked for).
+    r.rowwise = need_row;
+    r.columnwise = need_col;
+    res.recipe = r.name();
+    try {
+      r.validate_input(xd, M, K);
+    } catch (const Error& e) {
+      return error(e.what());
+    }
+    if (const std::string why = backend.unavailable_reason(); !why.empty()) {
+      res.verdict = Verdict::kSkipped;
+      res.message = clean(why);
+      return res;
+    }
+    if (const std::string why = backend.unsupported_reason(r, xd, M, K); !why.empty()) {
+      res.verdict = Verdict::kSkipped;
+      res.message = clean(why);
+      return res;
+    }
+
+    QuantizedTensor q;
+    try {
+      q = backend.quantize(x, r);
+    } catch (const std::exception& e) {
+      res.verdict = Verdict::kFail;
+      res.message = std::string("backend ") + backend.name() + " failed to quantize: " + clean(e.what());
+      return res;
+    }
+
+    std::vector<std::string> fails;
+    std::map<PlaneKind, HostMatrix> dequantized;
+    for (const auto& [s, t] : expected) {
+      res.checked.push_back(s.name);
+      const bool row = s.plane == PlaneKind::kRowwise;
+      const std::optional<Plane>& plane = row ? q.rowwise : q.columnwise;
+      const char* pname = row ? "rowwise" : "columnwise";
+      if (!plane) {
+        fails.push_back(::fmt::format("{}: backend {} produced no {} plane", s.name, backend.name(), pname));
+        continue;
+      }
+      Grid want{t->bytes.data(), s.elem, s.shape[0], s.shape.size() > 1 ? s.shape[1] : 1};
+      if (s.elem == Elem::kE2M1) want.cols *= 2;
+      std::vector<uint8_t> got_bytes;  // owns the actual values where they are not in q
+      Grid got = want;
+      switch (s.role) {
+        case Role::kData: {
+          const int64_t per_byte = s.elem == Elem::kE2M1 ? 2 : 1;
+          if (plane->data_rows != s.shape[0] || plane->data_cols != s.shape[1] ||
+              plane->data.size() != static_cast<size_t>(s.shape[0] * s.shape[1])) {
+            fails.push_back(::fmt::format("{}: backend produced {} data of shape [{}, {}] ({} bytes), expected {}", s.name,
+                                        pname, plane->data_rows, plane->data_cols, plane->data.size(), shape_text(s.shape)));
+            continue;
+          }
+          (void)per_byte;
+          got.p = plane->data.data();
+          break;
+        }
+        case Role::kScale: {
+          const ScaleMatrix& sm = plane->scale;
+          const ScaleType st = s.elem == Elem::kF32 ? ScaleType::kF32 : s.elem == Elem::kE8M0 ? ScaleType::kE8M0 : ScaleType::kE4M3;
+          if (sm.layout != ScaleLayout::kCompact || sm.type != st || sm.rows != s.shape[0] || sm.cols != s.shape[1] ||
+              sm.bytes.size() != static_cast<size_t>(sm.rows * sm.cols) * sm.elem_size()) {
+            fails.push_back(::fmt::format("{}: backend produced {} scales of shape [{}, {}] (layout {}, type {}), expected compact {}",
+                                        s.name, pname, sm.rows, sm.cols, static_cast<int>(sm.layout), static_cast<int>(sm.type),
+                                        shape_text(s.shape)));
+            continue;
+          }
+          got.p = sm.bytes.data();
+          break;
+        }
+        case Role::kAmax:
+        case Role::kTensorAmax:
+          if (static_cast<int64_t>(plane->amax.size()) != s.shape[0]) {
+            fails.push_back(::fmt::format("{}: backend produced {} amax values, expected {}", s.name, plane->amax.size(), s.shape[0]));
+            continue;
+          }
+          got_bytes = f32_bytes(plane->amax);
+          got.p = got_bytes.data();
+          break;
+        case Role::kScaleInv:
+          got_bytes = f32_bytes({q.scale_inv});
+          got.p = got_bytes.data();
+          break;
+        case Role::kDequant: {
+          auto it = dequantized.find(s.plane);
+          if (it == dequantized.end()) {
+            try {
+              it = dequantized.emplace(s.plane, backend.dequantize(q, s.plane, DType::kF32)).first;
+            } catch (const std::exception& e) {
+              fails.push_back(::fmt::format("{}: backend {} failed to dequantize: {}", s.name, backend.name(), e.what()));
+              continue;
+            }
+          }
+          const HostMatrix& d = it->second;
+          if (d.dtype != DType::kF32 || d.rows != M || d.cols != K || d.bytes.size() != static_cast<size_t>(M * K) * 4) {
+            fails.push_back(::fmt::format("{}: backend produced a dequantized matrix of shape [{}, {}], expected [{}, {}] F32",
+                                        s.name, d.rows, d.cols, M, K));
+            continue;
+          }
+          got.p = d.bytes.data();
+          break;
+        }
+      }
+      if (std::string f = compare(s, want, got, r, x); !f.empty()) fails.push_back(std::move(f));
+    }
+    if (fails.empty()) {
+      res.verdict = Verdict::kPass;
+      return res;
+    }
+    res.verdict = Verdict::kFail;
+    res.message = fails.front();
+    if (fails.size() > 1) {
+      std::string also;
+      for (size_t i = 1; i < fails.size(); ++i) also += (i > 1 ? ", " : "") + fails[i].substr(0, fails[i].find(':'));
+      res.message += " (also differ: " + also + ")";
+    }
+    res.details = std::move(fails);
+    return res;
+  } catch (const std::exception& e) {
+    return error(std::string("internal error: ") + e.what());
+  }
+}
+
+FileResult verify_file(const std::filesystem::path& path, QuantizeBackend& backend) {
+  QuantizeBackend* b = &backend;
+  return verify_file(path, std::vector<QuantizeBackend*>{b}).front();
+}
+
+std::vector<FileResult> verify_file(const std::filesystem::path& path, const std::vector<QuantizeBackend*>& backends) {
+  io::File f;
+  try {
+    f = io::read_file(path);
+  } catch (const std::exception& e) {
+    FileResult r;
+    r.path = path.string();
+    r.verdict = Verdict::kError;
+    r.message = clean(e.what());
+    // The message of qtc::io already starts with the path; don't repeat it.
+    const std::string prefix = r.path + ": ";
+    if (r.message.rfind(prefix, 0) == 0) r.message = r.message.substr(prefix.size());
+    return {r};
+  }
+  std::vector<FileResult> out;
+  for (QuantizeBackend* b : backends) out.push_back(verify_vector(f, path.string(), *b));
+  return out;
+}
+
+std::vector<std::filesystem::path> collect_vector_files(const std::vector<std::string>& paths, std::vector<FileResult>& problems) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> out;
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    const fs::file_status st = fs::status(p, ec);
+    if (ec || !fs::exists(st)) {
+      problems.push_back(FileResult{p, "", Verdict::kError, "no such file or directory", {}, {}, {}, {}});
+      continue;
+    }
+    if (!fs::is_directory(st)) {
+      out.emplace_back(p);
+      continue;
+    }
+    std::vector<fs::path> found;
+    fs::recursive_directory_iterator it(p, fs::directory_options::skip_permission_denied, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      std::error_code ec2;
+      if (it->path().extension() == ".safetensors" && it->is_regular_file(ec2)) found.push_back(it->path());
+    }
+    if (ec) {
+      problems.push_back(FileResult{p, "", Verdict::kError, "cannot list directory: " + ec.message(), {}, {}, {}, {}});
+      continue;
+    }
+    if (found.empty()) {
+      problems.push_back(FileResult{p, "", Verdict::kError, "directory holds no *.safetensors file", {}, {}, {}, {}});
+      continue;
+    }
+    std::sort(found.begin(), found.end());
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  return out;
+}
+
+std::vector<std::unique_ptr<QuantizeBackend>> make_backends(const std::string& which) {
+  std::vector<std::unique_ptr<QuantizeBackend>> out;
+  if (which == "cpu" || which == "all") out.push_back(make_cpu_backend());
+  if (which == "cuda" || which == "all") out.push_back(make_cuda_backend());
+  QTC_CHECK(!out.empty(), "unknown backend '", which, "' (expected cpu, cuda or all)");
+  return out;
+}
+
+void Summary::add(Verdict v) {
+  switch (v) {
+    case Verdict::kPass: ++passed; break;
+    case Verdict::kFail: ++failed; break;
+    case Verdict::kError: ++errors; break;
+    case Verdict::kSkipped: ++skipped; break;
+  }
+}
+
+std::string Summary::closing_line() const {
+  std::string s = ::fmt::format("{} passed, {} failed", passed, failed);
+  if (skipped) s += ::fmt::format(", {} skipped", skipped);
+  if (errors) s += ::fmt::format(", {} errors", errors);
+  return s;
+}
+
+int Summary::exit_code() const { return errors ? 2 : failed ? 1 : 0; }
+
+std::string result_line(const FileResult& r) {
+  std::string verdict(verdict_name(r.verdict));
+  std::transform(verdict.begin(), verdict.end(), verdict.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  std::string line = verdict + " " + r.path;
+  if (!r.backend.empty()) line += " [" + r.backend + "]";
+  if (!r.message.empty()) line += ": " + r.message;
+  // One line per file: messages from elsewhere must not break it.
+  std::replace(line.begin(), line.end(), '\n', ' ');
+  return line;
+}
+
+}  // namespace qtc::conformance

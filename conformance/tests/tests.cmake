@@ -1,0 +1,2 @@
+# \file tests.cmake
+# \brief placeholder
