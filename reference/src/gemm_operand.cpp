@@ -7,6 +7,7 @@
 
 #include "qtc/codec.hpp"
 #include "qtc/gemm.hpp"
+#include "qtc/layouts.hpp"
 
 namespace qtc::ref {
 namespace {
@@ -62,10 +63,16 @@ ExactOperand gemm_operand(const QuantizedTensor& q, PlaneKind pk) {
   const std::optional<Plane>& opt = pk == PlaneKind::kRowwise ? q.rowwise : q.columnwise;
   QTC_CHECK(opt.has_value(), "the GEMM reads the ", plane_name(pk), " plane of this ", q.recipe.name(),
             " tensor, which it does not have (TE_FORMATS.md §7.1)");
-  const Plane& p = *opt;
   const Recipe& rc = q.recipe;
-  QTC_CHECK(rc.kind == RecipeKind::kFP8Tensor || p.scale.layout == ScaleLayout::kCompact,
-            "reference GEMMs read compact scales; convert the ", plane_name(pk), " plane with ref::convert_layout");
+  // Padded or swizzled scales (what the GPU paths consume) are read through their compact form.
+  Plane compact_copy;
+  bool converted = false;
+  if (rc.kind != RecipeKind::kFP8Tensor && opt->scale.layout != ScaleLayout::kCompact) {
+    compact_copy = *opt;
+    compact_copy.scale = convert_layout(opt->scale, ScaleLayout::kCompact, rc, pk, q.rows, q.cols);
+    converted = true;
+  }
+  const Plane& p = converted ? compact_copy : *opt;
   // The plane as stored: [R, C] values (NVFP4 packs two per byte).
   const bool mx_col = rc.kind == RecipeKind::kMXFP8 && pk == PlaneKind::kColumnwise;
   const int64_t R = p.data_rows;

@@ -13,7 +13,7 @@
 ///   wgrad NT: A = X, B = dY               -> D = dYᵀ·X [N, K]
 /// D is row-major [b.rows, a.rows]: D[i][j] = alpha · Σ_r b[i][r]·a[j][r] (+ beta·C[i][j]) (+ bias[j]).
 ///
-/// Scales are read in the compact layout (what ref::quantize returns). Pairs (§7.1-§7.4): FP8 per-tensor
+/// Scales may be in any layout (padded and swizzled ones are read through their compact form). Pairs (§7.1-§7.4): FP8 per-tensor
 /// E4M3xE4M3, E4M3xE5M2, E5M2xE4M3; FP8 block 1x128/128x128 in any mix except 128x128 x 128x128; MXFP8 x
 /// MXFP8 (not both E5M2); NVFP4 x NVFP4 (not row-scaled: see gemm_nvfp4_row_scaled; no F16 output).
 #pragma once
@@ -67,7 +67,7 @@ struct ExactOperand {
 };
 
 /// Reads one plane of q as a GEMM operand ([M,K] rowwise, [K,M] columnwise; see the file comment).
-/// Throws when the plane is absent or its scales are not compact.
+/// Throws when the plane is absent or has the wrong shape.
 ExactOperand gemm_operand(const QuantizedTensor& q, PlaneKind plane);
 
 /// A and B resolved: the planes read, and the fp32 alpha cuBLAS would be handed.
