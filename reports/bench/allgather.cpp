@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -145,7 +146,7 @@ int main(int argc, char** argv) {
         }
         const size_t bytes = blob.size();
         std::vector<uint8_t> recv(bytes * static_cast<size_t>(n));
-        auto run_once = [&]() { comm->all_gather(blob.data(), bytes, recv.data()); };
+        std::function<void()> run_once = [&]() { comm->all_gather(blob.data(), bytes, recv.data()); };
 #ifdef QTC_HAVE_NCCL
         void *d_send = nullptr, *d_recv = nullptr;
         if (comm->name() == "nccl") {
