@@ -68,10 +68,14 @@ double quant_scale(const QuantizedTensor& q, PlaneKind p, int64_t i, int64_t j) 
   const bool col = p == PlaneKind::kColumnwise;
   switch (r.kind) {
     case RecipeKind::kNVFP4: {
+      // 1 / enc with enc = fminf(1 / (sf * S_dec), FLT_MAX) as TE computes it (§1.4): sf * S_dec when that is
+      // representable, larger when the reciprocal overflows and is clamped (tiny amax, §11.3).
       const uint8_t sf = col ? pl.scale.byte(j, i / 16) : pl.scale.byte(i, j / 16);
+      if (sf == 0) return 0.0;
       const float am = pl.amax.size() > 1 ? pl.amax[static_cast<size_t>(col ? j : i)] : pl.amax.at(0);
       const float s_dec = 1.0f / ref::nvfp4_global_encode_scale(am, r.e4m3_max, r.profile);
-      return static_cast<double>(decode_e4m3(sf)) * static_cast<double>(s_dec);
+      const float enc = std::fmin(1.0f / (decode_e4m3(sf) * s_dec), FLT_MAX);
+      return 1.0 / static_cast<double>(enc);
     }
     case RecipeKind::kMXFP8: {
       const uint8_t e = col ? pl.scale.byte(i / 32, j) : pl.scale.byte(i, j / 32);
@@ -174,6 +178,7 @@ TEST(AlgebraProperty, DequantizeErrorBound) {
             }
             const uint8_t sf = p == PlaneKind::kColumnwise ? pl.scale.byte(j, i / 16) : pl.scale.byte(i, j / 16);
             tag_if(sf > 0 && sf < 0x08, "subnormal_scale");
+            tag_if(D == 1.0 / static_cast<double>(FLT_MAX), "nvfp4_enc_clamped");
             // TE's dequantization computes (sf * amax) / 2688 in float (§1.14): it overflows to inf (and
             // 0 * inf = NaN) once sf * amax > FLT_MAX, i.e. for a tensor amax above FLT_MAX / 448.
             if (std::isinf(decode_e4m3(sf) * am)) {
@@ -341,9 +346,22 @@ TEST(AlgebraProperty, NegationFlipsSign) {
   check_property({"nvfp4", "mxfp8", "fp8_block", "fp8_tensor", "input_nan", "input_inf", "input_neg_zero", "te_pyref_zero",
                   "ocp_nonfinite_block", "pyref_poisoned", "stochastic", "rht"},
                  [] {
-    const Recipe r = *gen_recipe(RecipeSpace{});
+    Recipe r = *gen_recipe(RecipeSpace{});
+    // Half of the cases use the profile with the special rules (te_pyref, ocp), half of them with NaN/Inf.
+    if (*pick(2) == 0) {
+      if (r.kind == RecipeKind::kMXFP8) {
+        r.profile = Profile::kOCP;
+        r.scale_rule = MxScaleRule::kOcpFloor;
+      } else if (!r.stochastic) {
+        r.profile = Profile::kTEPyRef;
+      }
+    }
     const int64_t M = *gen_dim(r.kind, 144), K = *gen_dim(r.kind, 144);
-    const DataSpec d = *gen_data(r, kNaN | kInf | kNegZero | kPosZero | kSubnormal | kHuge);
+    DataSpec d = *gen_data(r, kNaN | kInf | kNegZero | kPosZero | kSubnormal | kHuge);
+    if (*pick(2) == 0) {
+      d.specials |= kNaN | kInf;
+      d.special_pct = std::max(d.special_pct, 1);
+    }
     const HostMatrix x = build(d, r, M, K);
     const HostMatrix xn = negate(x);
     tag(recipe_kind_name(r.kind));
