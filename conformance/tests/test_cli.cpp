@@ -1,0 +1,125 @@
+/// \file test_cli.cpp
+/// \brief The `qtc` binary end to end: verify's output lines and exit codes (0 pass, 1 fail, 2 error), and a
+///        small `qtc conform` run whose last stdout line is the report folder.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "qtc/safetensors.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CmdResult {
+  int code = -1;
+  std::string out;
+};
+
+CmdResult qtc(const std::string& args) {
+  const std::string cmd = std::string("'") + QTC_BINARY + "' " + args + " 2>/dev/null";
+  CmdResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = ::pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("qtc_cli_test_" + std::to_string(::getpid()) + "_" +
+                                        testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+const std::string kDir = QTC_BUNDLED_VECTORS_DIR;
+const std::string kVec = kDir + "/nvfp4_1x16_normal_16x48.safetensors";
+
+TEST(QtcVerifyCli, PassingFileExitsZero) {
+  const CmdResult r = qtc("verify '" + kVec + "'");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "1 passed, 0 failed\n");
+}
+
+TEST(QtcVerifyCli, PlantedMismatchExitsOne) {
+  TempDir d;
+  auto f = qtc::io::read_file(kVec);
+  for (auto& t : f.tensors)
+    if (t.name == "rowwise_data") t.bytes[0] ^= 0x01;
+  const fs::path bad = d.path / "bad.safetensors";
+  qtc::io::write_file(bad, f);
+  const CmdResult r = qtc("verify '" + bad.string() + "' '" + kVec + "'");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("FAIL " + bad.string() + " [cpu]: rowwise_data: 1 of 768 elements differ; first at [0, 0]"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\n1 passed, 1 failed\n"), std::string::npos) << r.out;
+}
+
+TEST(QtcVerifyCli, ErrorsExitTwoEvenWithFailures) {
+  TempDir d;
+  const fs::path trunc = d.path / "trunc.safetensors";
+  {
+    std::ifstream in(kVec, std::ios::binary);
+    std::string all((std::istreambuf_iterator<char>(in)), {});
+    std::ofstream(trunc, std::ios::binary) << all.substr(0, all.size() - 10);
+  }
+  auto f = qtc::io::read_file(kVec);
+  f.metadata["recipe"] = "nvfp9";
+  qtc::io::write_file(d.path / "badrecipe.safetensors", f);
+  const CmdResult r = qtc("verify '" + d.path.string() + "'");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("ERROR " + (d.path / "badrecipe.safetensors").string() + " [cpu]: metadata key 'recipe'"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("ERROR " + trunc.string() + ": invalid safetensors file:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0 passed, 0 failed, 2 errors\n"), std::string::npos) << r.out;
+}
+
+TEST(QtcVerifyCli, MissingPathAndUsageErrorsExitTwo) {
+  EXPECT_EQ(qtc("verify /nonexistent/qtc.safetensors").code, 2);
+  EXPECT_EQ(qtc("verify").code, 2);
+  EXPECT_EQ(qtc("verify --backend tpu '" + kVec + "'").code, 2);
+  const CmdResult h = qtc("verify --help");
+  EXPECT_EQ(h.code, 0);
+  EXPECT_NE(h.out.find("Exit status"), std::string::npos) << h.out;
+}
+
+TEST(QtcVerifyCli, CudaBackendSkipsWithoutCuda) {
+  const CmdResult r = qtc("verify --backend all '" + kVec + "'");
+  if (r.out.find("SKIPPED") == std::string::npos) GTEST_SKIP() << "the CUDA backend ran here";
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("1 passed, 0 failed, 1 skipped"), std::string::npos) << r.out;
+}
+
+TEST(QtcConformCli, SmallRunWritesReportAndPrintsItsFolderLast) {
+  TempDir d;
+  const fs::path out = d.path / "report";
+  const CmdResult r = qtc("conform --backend cpu --out '" + out.string() + "' --recipe-filter nvfp4_1x16_rht");
+  EXPECT_EQ(r.code, 0) << r.out;
+  ASSERT_FALSE(r.out.empty());
+  std::string last = r.out.substr(0, r.out.size() - 1);
+  last = last.substr(last.rfind('\n') + 1);
+  EXPECT_EQ(fs::path(last), fs::absolute(out)) << r.out;
+  EXPECT_TRUE(fs::exists(out / "report.md"));
+  EXPECT_TRUE(fs::exists(out / "report.json"));
+  EXPECT_TRUE(fs::exists(out / "vectors" / "nvfp4_1x16_rht_normal_bf16_32x128.safetensors"));
+  // The vectors it writes verify with the standalone command.
+  const CmdResult v = qtc("verify '" + (out / "vectors").string() + "'");
+  EXPECT_EQ(v.code, 0) << v.out;
+}
+
+}  // namespace
