@@ -29,20 +29,20 @@ using qtc::io::Tensor;
 
 /// A file from a header text and a data area: the 8-byte length prefix is the header's length.
 std::vector<uint8_t> make_file(const std::string& header, const std::vector<uint8_t>& data = {}) {
-  std::vector<uint8_t> out(8);
+  std::string s(8, '\0');
   const uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(n >> (8 * i));
-  out.insert(out.end(), header.begin(), header.end());
-  out.insert(out.end(), data.begin(), data.end());
-  return out;
+  for (int i = 0; i < 8; ++i) s[static_cast<size_t>(i)] = static_cast<char>(n >> (8 * i));
+  s += header;
+  s.append(data.begin(), data.end());
+  return {s.begin(), s.end()};
 }
 
 /// A file with an explicit (possibly lying) header length.
 std::vector<uint8_t> make_raw(uint64_t n, const std::string& rest) {
-  std::vector<uint8_t> out(8);
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(n >> (8 * i));
-  out.insert(out.end(), rest.begin(), rest.end());
-  return out;
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[static_cast<size_t>(i)] = static_cast<char>(n >> (8 * i));
+  s += rest;
+  return {s.begin(), s.end()};
 }
 
 Tensor tensor(std::string name, std::string dtype, std::vector<int64_t> shape, size_t esize, uint8_t seed = 1) {
