@@ -171,20 +171,24 @@ TEST(AlgebraProperty, DequantizeErrorBound) {
           if (r.kind == RecipeKind::kNVFP4) {
             const float am = pl.amax.size() > 1 ? pl.amax[static_cast<size_t>(p == PlaneKind::kColumnwise ? j : i)] : pl.amax.at(0);
             clamped = static_cast<float>(6.0f * static_cast<float>(r.e4m3_max)) / am > FLT_MAX || std::isinf(am);
+            // TE's dequantization computes (sf * amax) / 2688 in float (§1.14): it overflows to inf (and
+            // 0 * inf = NaN) once sf * amax > FLT_MAX, i.e. for a line amax above FLT_MAX / 448 or infinite (an
+            // RHT output that overflowed BF16).
+            const uint8_t sf0 = p == PlaneKind::kColumnwise ? pl.scale.byte(j, i / 16) : pl.scale.byte(i, j / 16);
+            if (!std::isfinite(decode_e4m3(sf0) * am)) {
+              tag("nvfp4_dequant_overflow");
+              dequant_overflow = true;
+            }
             if (D == 0.0) {  // block scale underflow: sf = 0 -> every element dequantizes to 0 (TE §1.4)
               tag_if(xv != 0.0, "scale_underflow");
-              if (yv != 0.0) RC_FAIL("sf = 0 block dequantizes to " + std::to_string(yv) + " at (" + std::to_string(i) + ", " + std::to_string(j) + ")");
+              if (yv != 0.0 && !dequant_overflow)
+                RC_FAIL("sf = 0 block dequantizes to " + std::to_string(yv) + " at (" + std::to_string(i) + ", " + std::to_string(j) + ")");
               continue;
             }
             const uint8_t sf = p == PlaneKind::kColumnwise ? pl.scale.byte(j, i / 16) : pl.scale.byte(i, j / 16);
             tag_if(sf > 0 && sf < 0x08, "subnormal_scale");
             tag_if(D == 1.0 / static_cast<double>(FLT_MAX), "nvfp4_enc_clamped");
-            // TE's dequantization computes (sf * amax) / 2688 in float (§1.14): it overflows to inf (and
-            // 0 * inf = NaN) once sf * amax > FLT_MAX, i.e. for a tensor amax above FLT_MAX / 448.
-            if (std::isinf(decode_e4m3(sf) * am)) {
-              tag("nvfp4_dequant_overflow");
-              dequant_overflow = true;
-            }
+
           } else if (r.kind == RecipeKind::kMXFP8) {
             const uint8_t e = p == PlaneKind::kColumnwise ? pl.scale.byte(i / 32, j) : pl.scale.byte(i, j / 32);
             tag_if(e == 0 && xv != 0.0, "subnormal_scale");

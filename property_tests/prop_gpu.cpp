@@ -65,9 +65,6 @@ QuantizedTensor gpu_quantize(const HostMatrix& x, const Recipe& r, ScaleLayout l
   return cuda::to_host(q, s);
 }
 
-MatrixView rows_of(const HostMatrix& x, int64_t r0, int64_t r1) {
-  return MatrixView{x.bytes.data() + static_cast<size_t>(r0 * x.cols) * dtype_size(x.dtype), x.dtype, r1 - r0, x.cols};
-}
 HostMatrix copy_rows(const HostMatrix& x, int64_t r0, int64_t r1) {
   HostMatrix h(x.dtype, r1 - r0, x.cols);
   const size_t es = dtype_size(x.dtype);
