@@ -66,6 +66,24 @@ __device__ __forceinline__ uint8_t enc_e5m2(float x) {
 
 __device__ __forceinline__ uint8_t enc_fp8(float x, bool e5m2) { return e5m2 ? enc_e5m2(x) : enc_e4m3(x); }
 
+/// Two floats -> two FP8 bytes (lo in bits 7:0), RN-even satfinite. sm_89+: one cvt.rn.satfinite instruction
+/// (exact RN on the value, like the software path); NaN is pinned to 0x7F as the reference does.
+__device__ __forceinline__ uint32_t cvt_fp8x2(float lo, float hi, bool e5m2) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint16_t r;
+  if (e5m2)
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  uint32_t v = r;
+  if (lo != lo) v = (v & 0xFF00u) | 0x7Fu;
+  if (hi != hi) v = (v & 0x00FFu) | 0x7F00u;
+  return v;
+#else
+  return static_cast<uint32_t>(enc_fp8(lo, e5m2)) | (static_cast<uint32_t>(enc_fp8(hi, e5m2)) << 8);
+#endif
+}
+
 /// E4M3 byte -> float (0x7F/0xFF -> NaN).
 __device__ __forceinline__ float dec_e4m3(uint32_t c) {
   const uint32_t s = (c & 0x80u) << 24;

@@ -92,10 +92,13 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockK p) {
         if (lane == 0) store_scale(p.row_scale, gr, c0 / kBT, __fdiv_rn(1.0f, scale));
       }
       uint8_t* dst = p.row_data + gr * p.K;
+      const uint32_t q01 = cvt_fp8x2(__fmul_rn(v[0], scale), __fmul_rn(v[1], scale), p.e5m2);
+      const uint32_t q23 = cvt_fp8x2(__fmul_rn(v[2], scale), __fmul_rn(v[3], scale), p.e5m2);
+      const uint32_t qs[4] = {q01 & 0xFFu, q01 >> 8, q23 & 0xFFu, q23 >> 8};
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int64_t gc = c0 + lane + 32 * j;
-        if (gc < p.K) dst[gc] = enc_fp8(__fmul_rn(v[j], scale), p.e5m2);
+        if (gc < p.K) dst[gc] = static_cast<uint8_t>(qs[j]);
       }
     }
   }
@@ -117,10 +120,13 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockK p) {
         if (lane == 0) store_scale(p.col_scale, gk, r0 / kBT, __fdiv_rn(1.0f, scale));
       }
       uint8_t* dst = p.col_data + gk * p.M;
+      const uint32_t q01 = cvt_fp8x2(__fmul_rn(v[0], scale), __fmul_rn(v[1], scale), p.e5m2);
+      const uint32_t q23 = cvt_fp8x2(__fmul_rn(v[2], scale), __fmul_rn(v[3], scale), p.e5m2);
+      const uint32_t qs[4] = {q01 & 0xFFu, q01 >> 8, q23 & 0xFFu, q23 >> 8};
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int64_t gm = r0 + lane + 32 * j;
-        if (gm < p.M) dst[gm] = enc_fp8(__fmul_rn(v[j], scale), p.e5m2);
+        if (gm < p.M) dst[gm] = static_cast<uint8_t>(qs[j]);
       }
     }
   }
@@ -171,43 +177,59 @@ struct TensorK {
 };
 
 template <typename In>
-__global__ void __launch_bounds__(kThreads) fp8_tensor_kernel(TensorK p) {
+__global__ void __launch_bounds__(kThreads, 4) fp8_tensor_kernel(TensorK p) {
   __shared__ float sm[kTT * kTLD];
-  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTT, c0 = static_cast<int64_t>(blockIdx.x) * kTT;
-  load_tile<In, kTT, kTT, kThreads>(sm, static_cast<const In*>(p.x), p.M, p.K, r0, c0, p.vec_ok);
+  const In* x = static_cast<const In*>(p.x);
+  const int64_t tiles_x = (p.K + kTT - 1) / kTT, n_tiles = tiles_x * ((p.M + kTT - 1) / kTT);
   const float scale = scale_from_amax(*p.amax, p.max_fp8, p.pow2, p.eps, kFltMax, p.pyref);
-  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *p.scale_inv = __fdiv_rn(1.0f, scale);
-  __syncthreads();
+  if (blockIdx.x == 0 && threadIdx.x == 0) *p.scale_inv = __fdiv_rn(1.0f, scale);
   const int t = threadIdx.x;
-  if (p.rowwise) {
-    const int r = t >> 2, q = t & 3;
-    const int64_t gr = r0 + r, gc = c0 + 16 * q;
-    if (gr < p.M && gc < p.K) {
-      uint32_t w[4] = {0u, 0u, 0u, 0u};
-#pragma unroll
-      for (int i = 0; i < 16; ++i)
-        w[i >> 2] |= static_cast<uint32_t>(enc_fp8(__fmul_rn(sm[r * kTLD + 16 * q + i], scale), p.e5m2)) << (8 * (i & 3));
-      uint8_t* dst = p.row_data + gr * p.K + gc;
-      if ((p.K % 16) == 0)
-        *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
-      else
-        for (int i = 0; i < 16 && gc + i < p.K; ++i) dst[i] = static_cast<uint8_t>(w[i >> 2] >> (8 * (i & 3)));
+  TilePipe<In, kTT, kTT, kThreads> pipe;
+  int64_t tile = blockIdx.x;
+  if (tile < n_tiles) pipe.fetch(x, p.M, p.K, (tile / tiles_x) * kTT, (tile % tiles_x) * kTT, p.vec_ok);
+  for (; tile < n_tiles; tile += gridDim.x) {
+    const int64_t r0 = (tile / tiles_x) * kTT, c0 = (tile % tiles_x) * kTT;
+    pipe.commit(sm, x, p.M, p.K, r0, c0, p.vec_ok);
+    __syncthreads();
+    {
+      const int64_t nt = tile + gridDim.x;
+      if (nt < n_tiles) pipe.fetch(x, p.M, p.K, (nt / tiles_x) * kTT, (nt % tiles_x) * kTT, p.vec_ok);
     }
-  }
-  if (p.columnwise) {
-    const int c = t >> 2, g = t & 3;
-    const int64_t gk = c0 + c, gm = r0 + 16 * g;
-    if (gk < p.K && gm < p.M) {
-      uint32_t w[4] = {0u, 0u, 0u, 0u};
+    if (p.rowwise) {
+      const int r = t >> 2, q = t & 3;
+      const int64_t gr = r0 + r, gc = c0 + 16 * q;
+      if (gr < p.M && gc < p.K) {
+        uint32_t w[4];
+        const float* src = sm + r * kTLD + 16 * q;
 #pragma unroll
-      for (int i = 0; i < 16; ++i)
-        w[i >> 2] |= static_cast<uint32_t>(enc_fp8(__fmul_rn(sm[(16 * g + i) * kTLD + c], scale), p.e5m2)) << (8 * (i & 3));
-      uint8_t* dst = p.col_data + gk * p.M + gm;
-      if ((p.M % 16) == 0)
-        *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
-      else
-        for (int i = 0; i < 16 && gm + i < p.M; ++i) dst[i] = static_cast<uint8_t>(w[i >> 2] >> (8 * (i & 3)));
+        for (int i = 0; i < 4; ++i)
+          w[i] = cvt_fp8x2(__fmul_rn(src[4 * i], scale), __fmul_rn(src[4 * i + 1], scale), p.e5m2) |
+                 (cvt_fp8x2(__fmul_rn(src[4 * i + 2], scale), __fmul_rn(src[4 * i + 3], scale), p.e5m2) << 16);
+        uint8_t* dst = p.row_data + gr * p.K + gc;
+        if ((p.K % 16) == 0)
+          __stcs(reinterpret_cast<uint4*>(dst), make_uint4(w[0], w[1], w[2], w[3]));
+        else
+          for (int i = 0; i < 16 && gc + i < p.K; ++i) dst[i] = static_cast<uint8_t>(w[i >> 2] >> (8 * (i & 3)));
+      }
     }
+    if (p.columnwise) {
+      const int c = t >> 2, g = t & 3;
+      const int64_t gk = c0 + c, gm = r0 + 16 * g;
+      if (gk < p.K && gm < p.M) {
+        uint32_t w[4];
+        const float* src = sm + (16 * g) * kTLD + c;
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          w[i] = cvt_fp8x2(__fmul_rn(src[(4 * i) * kTLD], scale), __fmul_rn(src[(4 * i + 1) * kTLD], scale), p.e5m2) |
+                 (cvt_fp8x2(__fmul_rn(src[(4 * i + 2) * kTLD], scale), __fmul_rn(src[(4 * i + 3) * kTLD], scale), p.e5m2) << 16);
+        uint8_t* dst = p.col_data + gk * p.M + gm;
+        if ((p.M % 16) == 0)
+          __stcs(reinterpret_cast<uint4*>(dst), make_uint4(w[0], w[1], w[2], w[3]));
+        else
+          for (int i = 0; i < 16 && gm + i < p.M; ++i) dst[i] = static_cast<uint8_t>(w[i >> 2] >> (8 * (i & 3)));
+      }
+    }
+    __syncthreads();
   }
 }
 
@@ -230,9 +252,7 @@ void run_tensor(const detail::Fp8TensorParams& h, cudaStream_t s) {
   p.row_data = h.row_data;
   p.col_data = h.col_data;
   if (h.M == 0 || h.K == 0) return;
-  const dim3 grid(static_cast<unsigned>((h.K + kTT - 1) / kTT), static_cast<unsigned>((h.M + kTT - 1) / kTT));
-  fp8_tensor_kernel<In><<<grid, kThreads, 0, s>>>(p);
-  QTC_CUDA_CHECK_LAUNCH();
+  launch_persistent(fp8_tensor_kernel<In>, ((h.K + kTT - 1) / kTT) * ((h.M + kTT - 1) / kTT), p, s);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -57,13 +58,29 @@ gating::Support device_supports(Feature f) {
 // ------------------------------------------------------------------------------------------------
 // Context
 
+/// Descriptors and algorithm of one GEMM problem, made once (gemm_cublaslt.cpp: run_lt).
+struct LtPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  LtPlan() = default;
+  LtPlan(const LtPlan&) = delete;
+  LtPlan& operator=(const LtPlan&) = delete;
+  ~LtPlan() {
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (ld) cublasLtMatrixLayoutDestroy(ld);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
 struct GemmContext::Impl {
   cudaStream_t stream = nullptr;
   cublasLtHandle_t handle = nullptr;
   gating::Capability cap;
   DeviceBuffer workspace;
   std::vector<DeviceBuffer> scratch;
-  std::map<std::string, cublasLtMatmulAlgo_t> algos;
+  std::map<std::string, std::unique_ptr<LtPlan>> plans;
   static constexpr size_t kWorkspace = 32u << 20;
 };
 
@@ -76,7 +93,9 @@ GemmContext::GemmContext(cudaStream_t stream) : impl_(std::make_unique<Impl>()) 
 }
 
 GemmContext::~GemmContext() {
-  if (impl_ && impl_->handle != nullptr) cublasLtDestroy(impl_->handle);
+  if (!impl_) return;
+  impl_->plans.clear();
+  if (impl_->handle != nullptr) cublasLtDestroy(impl_->handle);
 }
 
 cudaStream_t GemmContext::stream() const { return impl_->stream; }
@@ -134,64 +153,71 @@ void set_attr(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, const T&
 
 void run_lt(GemmContext& ctx, const LtCall& c) {
   GemmContext::Impl& im = ctx.impl();
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
-  cublasLtMatmulPreference_t pref = nullptr;
-  auto cleanup = [&] {
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (la) cublasLtMatrixLayoutDestroy(la);
-    if (lb) cublasLtMatrixLayoutDestroy(lb);
-    if (ld) cublasLtMatrixLayoutDestroy(ld);
-    if (op) cublasLtMatmulDescDestroy(op);
-  };
-  try {
-    QTC_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const bool fp8 = c.a_type == CUDA_R_8F_E4M3 || c.a_type == CUDA_R_8F_E5M2;
+  // cuBLASLt's FP8 table: with F32 output the bias is BF16; otherwise it has the output type.
+  const cudaDataType bias_type = fp8 && c.d_type == CUDA_R_32F ? CUDA_R_16BF : c.d_type;
+  std::ostringstream key;
+  key << c.a_type << "," << c.b_type << "," << c.d_type << "," << c.m << "," << c.n << "," << c.k << "," << c.a_t
+      << c.b_t << "," << c.lda << "," << c.ldb << "," << c.a_scale_mode << "," << c.b_scale_mode << ","
+      << (c.a_scale != nullptr) << (c.bias != nullptr) << (c.c != nullptr) << c.device_scalars << c.fast_accum;
+  auto it = im.plans.find(key.str());
+  if (it == im.plans.end()) {
+    // Descriptors, layouts and the algorithm are made once per problem and reused: a repeated call only
+    // sets the data pointers (NOTES in the file comment of gemm.hpp: no heuristic query per call).
+    auto plan = std::make_unique<LtPlan>();
+    QTC_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = c.a_t ? CUBLAS_OP_T : CUBLAS_OP_N, tb = c.b_t ? CUBLAS_OP_T : CUBLAS_OP_N;
-    set_attr(op, CUBLASLT_MATMUL_DESC_TRANSA, ta);
-    set_attr(op, CUBLASLT_MATMUL_DESC_TRANSB, tb);
-    if (c.device_scalars) set_attr(op, CUBLASLT_MATMUL_DESC_POINTER_MODE, CUBLASLT_POINTER_MODE_DEVICE);
+    set_attr(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, ta);
+    set_attr(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, tb);
+    if (c.device_scalars) set_attr(plan->op, CUBLASLT_MATMUL_DESC_POINTER_MODE, CUBLASLT_POINTER_MODE_DEVICE);
     if (c.a_scale != nullptr) {
-      set_attr(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, c.a_scale);
-      set_attr(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, c.b_scale);
+      set_attr(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, c.a_scale);
+      set_attr(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, c.b_scale);
       if (c.a_scale_mode >= 0) {
-        set_attr(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, static_cast<cublasLtMatmulMatrixScale_t>(c.a_scale_mode));
-        set_attr(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, static_cast<cublasLtMatmulMatrixScale_t>(c.b_scale_mode));
+        set_attr(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, static_cast<cublasLtMatmulMatrixScale_t>(c.a_scale_mode));
+        set_attr(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, static_cast<cublasLtMatmulMatrixScale_t>(c.b_scale_mode));
       }
     }
-    const bool fp8 = c.a_type == CUDA_R_8F_E4M3 || c.a_type == CUDA_R_8F_E5M2;
-    if (fp8) set_attr(op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, static_cast<int8_t>(c.fast_accum ? 1 : 0));
+    if (fp8) set_attr(plan->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, static_cast<int8_t>(c.fast_accum ? 1 : 0));
     if (c.bias != nullptr) {
-      set_attr(op, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
-      set_attr(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, c.bias);
-      set_attr(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, c.d_type);
+      set_attr(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+      set_attr(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, c.bias);
+      set_attr(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type);
     }
     // operand layouts (column-major): A is [k, m] for op T, [m, k] for op N; B is [k, n] for op N.
-    QTC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, c.a_type, c.a_t ? c.k : c.m, c.a_t ? c.m : c.k, c.lda));
-    QTC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, c.b_type, c.b_t ? c.n : c.k, c.b_t ? c.k : c.n, c.ldb));
-    QTC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, c.d_type, c.m, c.n, c.m));
-
-    std::ostringstream key;
-    key << c.a_type << "," << c.b_type << "," << c.d_type << "," << c.m << "," << c.n << "," << c.k << "," << c.a_t
-        << c.b_t << "," << c.lda << "," << c.ldb << "," << c.a_scale_mode << "," << c.b_scale_mode << ","
-        << (c.bias != nullptr) << (c.c != nullptr) << c.device_scalars << c.fast_accum;
-    auto it = im.algos.find(key.str());
-    if (it == im.algos.end()) {
-      QTC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-      const size_t ws = GemmContext::Impl::kWorkspace;
-      QTC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-      cublasLtMatmulHeuristicResult_t res{};
-      int found = 0;
-      QTC_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(im.handle, op, la, lb, ld, ld, pref, 1, &res, &found));
-      QTC_CHECK(found > 0, "cuBLASLt found no algorithm for this GEMM (", key.str(), ")");
-      it = im.algos.emplace(key.str(), res.algo).first;
+    QTC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->la, c.a_type, c.a_t ? c.k : c.m, c.a_t ? c.m : c.k, c.lda));
+    QTC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->lb, c.b_type, c.b_t ? c.n : c.k, c.b_t ? c.k : c.n, c.ldb));
+    QTC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->ld, c.d_type, c.m, c.n, c.m));
+    cublasLtMatmulPreference_t pref = nullptr;
+    QTC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t ws = GemmContext::Impl::kWorkspace;
+    cublasLtMatmulHeuristicResult_t res{};
+    int found = 0;
+    const cublasStatus_t st1 =
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    const cublasStatus_t st2 = st1 != CUBLAS_STATUS_SUCCESS
+                                   ? st1
+                                   : cublasLtMatmulAlgoGetHeuristic(im.handle, plan->op, plan->la, plan->lb, plan->ld,
+                                                                    plan->ld, pref, 1, &res, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    QTC_CHECK(st2 == CUBLAS_STATUS_SUCCESS && found > 0, "cuBLASLt has no algorithm for this GEMM (",
+              cublasLtGetStatusName(st2), "; types A ", c.a_type, " B ", c.b_type, " D ", c.d_type, ", m n k ", c.m,
+              " ", c.n, " ", c.k, ", scale modes ", c.a_scale_mode, "/", c.b_scale_mode,
+              c.bias != nullptr ? ", bias" : "", c.c != nullptr ? ", beta*C" : "", ")");
+    plan->algo = res.algo;
+    it = im.plans.emplace(key.str(), std::move(plan)).first;
+  } else {
+    LtPlan& plan = *it->second;
+    if (c.a_scale != nullptr) {
+      set_attr(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, c.a_scale);
+      set_attr(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, c.b_scale);
     }
-    QTC_CUBLAS_CHECK(cublasLtMatmul(im.handle, op, c.alpha, c.a, la, c.b, lb, c.beta, c.c != nullptr ? c.c : c.d, ld,
-                                    c.d, ld, &it->second, im.workspace.data(), GemmContext::Impl::kWorkspace, im.stream));
-  } catch (...) {
-    cleanup();
-    throw;
+    if (c.bias != nullptr) set_attr(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, c.bias);
   }
-  cleanup();
+  const LtPlan& plan = *it->second;
+  QTC_CUBLAS_CHECK(cublasLtMatmul(im.handle, plan.op, c.alpha, c.a, plan.la, c.b, plan.lb, c.beta,
+                                  c.c != nullptr ? c.c : c.d, plan.ld, c.d, plan.ld, &plan.algo, im.workspace.data(),
+                                  GemmContext::Impl::kWorkspace, im.stream));
 }
 
 const char* plane_name(PlaneKind p) { return p == PlaneKind::kRowwise ? "rowwise" : "columnwise"; }

@@ -19,4 +19,10 @@ void launch_row_scaled_epilogue(const float* scratch, int64_t n, int64_t m, cons
                                 const float* col_scales, int64_t n_col, const void* bias, const void* c, DType out,
                                 void* d, cudaStream_t stream);
 
+/// blockIdx.y = group; reads each group's rows and first row from device memory (max_rows bounds the grid).
+void launch_grouped_row_scaled_epilogue(const float* scratch, int64_t n_cols, int64_t groups, int64_t max_rows,
+                                        const int64_t* first_dims, const int64_t* row_offsets,
+                                        const float* row_scales, int64_t n_row, const float* col_scales,
+                                        const void* bias, DType out, void* d, cudaStream_t stream);
+
 }  // namespace qtc::cuda::detail

@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "gemm_internal.hpp"
@@ -24,8 +25,15 @@ __device__ __forceinline__ float e4m3_to_float(uint32_t s) {
   return __uint_as_float(__float_as_uint(v) | sign);
 }
 
-__device__ __constant__ float kE2M1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
-                                           -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+/// E2M1 code -> float without a memory table (a __constant__ table serializes when the 32 lanes of a warp
+/// read different entries): the BF16 bit patterns of the 8 magnitudes packed into two 64-bit immediates.
+__device__ __forceinline__ float e2m1_to_float(uint32_t c) {
+  constexpr uint64_t kLo = 0x3FC03F803F000000ull;  // 1.5, 1.0, 0.5, 0.0 (BF16 bits, entry 0 lowest)
+  constexpr uint64_t kHi = 0x40C0408040404000ull;  // 6.0, 4.0, 3.0, 2.0
+  const uint32_t mag = c & 7u;
+  const uint32_t h = static_cast<uint32_t>(((mag < 4 ? kLo : kHi) >> (16u * (mag & 3u))) & 0xFFFFu);
+  return __uint_as_float((h | ((c & 8u) << 12)) << 16);
+}
 
 /// Index of scale (row, kb) in a compact [rows, num_kb], padded [.., padded_cols] or swizzled buffer.
 __device__ __forceinline__ int64_t scale_index(int layout, int64_t row, int64_t kb, int64_t num_kb, int64_t cols) {
@@ -52,8 +60,8 @@ __global__ void nvfp4_to_bf16_kernel(const uint8_t* __restrict__ data, const uin
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const uint32_t byte = ((i < 4 ? packed.x : packed.y) >> (8 * (i % 4))) & 0xFFu;
-      v[2 * i] = __float2bfloat16_rn(__fmul_rn(kE2M1[byte & 0xF], sf));       // exact: <= 6 significant bits
-      v[2 * i + 1] = __float2bfloat16_rn(__fmul_rn(kE2M1[byte >> 4], sf));
+      v[2 * i] = __float2bfloat16_rn(__fmul_rn(e2m1_to_float(byte & 0xF), sf));       // exact: <= 6 significant bits
+      v[2 * i + 1] = __float2bfloat16_rn(__fmul_rn(e2m1_to_float(byte >> 4), sf));
     }
     uint4* dst = reinterpret_cast<uint4*>(out + r * k + kb * 16);
     dst[0] = reinterpret_cast<const uint4*>(v)[0];
@@ -119,6 +127,32 @@ __global__ void row_scaled_epilogue_kernel(const float* __restrict__ scratch, in
   }
 }
 
+
+/// Grouped §7.5 epilogue: blockIdx.y = group; the group's row count and first row are read from device
+/// memory (no host synchronisation). Each live row r: v = scratch[r][j] · (row_scales[r] · col_scale[g])
+/// (one fused factor: the weight side is a scalar), + bias[g][j] in FP32, cast.
+template <typename T>
+__global__ void grouped_row_scaled_epilogue_kernel(const float* __restrict__ scratch, int64_t n_cols,
+                                                   const int64_t* __restrict__ first_dims,
+                                                   const int64_t* __restrict__ row_offsets,
+                                                   const float* __restrict__ row_scales, int64_t n_row,
+                                                   const float* __restrict__ col_scales, const T* __restrict__ bias,
+                                                   T* __restrict__ d) {
+  const int64_t g = blockIdx.y;
+  const int64_t rows = first_dims[g];
+  const int64_t r0 = row_offsets[g];
+  const float cs = col_scales[g];
+  const int64_t total = rows * n_cols;
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = r0 + t / n_cols;
+    const int64_t j = t % n_cols;
+    float v = __fmul_rn(scratch[r * n_cols + j], __fmul_rn(row_scales[n_row == 1 ? 0 : r], cs));
+    if (bias != nullptr) v = __fadd_rn(v, load_f(bias, g * n_cols + j));
+    d[r * n_cols + j] = store_t<T>(v);
+  }
+}
+
 int grid_for(int64_t work, int threads) {
   const int64_t blocks = (work + threads - 1) / threads;
   return static_cast<int>(blocks < 1 ? 1 : (blocks > 65535 * 8 ? 65535 * 8 : blocks));
@@ -162,6 +196,35 @@ void launch_row_scaled_epilogue(const float* scratch, int64_t n, int64_t m, cons
           static_cast<const __half*>(c), static_cast<__half*>(d));
       break;
     default: QTC_FAIL("row-scaled GEMM output must be F32, BF16 or F16");
+  }
+  QTC_CUDA_CHECK_LAUNCH();
+}
+
+void launch_grouped_row_scaled_epilogue(const float* scratch, int64_t n_cols, int64_t groups, int64_t max_rows,
+                                        const int64_t* first_dims, const int64_t* row_offsets,
+                                        const float* row_scales, int64_t n_row, const float* col_scales,
+                                        const void* bias, DType out, void* d, cudaStream_t stream) {
+  if (groups == 0) return;
+  const int threads = 256;
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((max_rows * n_cols + threads - 1) / threads + 1, 2048)),
+                  static_cast<unsigned>(groups));
+  switch (out) {
+    case DType::kF32:
+      grouped_row_scaled_epilogue_kernel<float><<<grid, threads, 0, stream>>>(
+          scratch, n_cols, first_dims, row_offsets, row_scales, n_row, col_scales, static_cast<const float*>(bias),
+          static_cast<float*>(d));
+      break;
+    case DType::kBF16:
+      grouped_row_scaled_epilogue_kernel<__nv_bfloat16><<<grid, threads, 0, stream>>>(
+          scratch, n_cols, first_dims, row_offsets, row_scales, n_row, col_scales,
+          static_cast<const __nv_bfloat16*>(bias), static_cast<__nv_bfloat16*>(d));
+      break;
+    case DType::kF16:
+      grouped_row_scaled_epilogue_kernel<__half><<<grid, threads, 0, stream>>>(
+          scratch, n_cols, first_dims, row_offsets, row_scales, n_row, col_scales, static_cast<const __half*>(bias),
+          static_cast<__half*>(d));
+      break;
+    default: QTC_FAIL("grouped row-scaled GEMM output must be F32, BF16 or F16");
   }
   QTC_CUDA_CHECK_LAUNCH();
 }

@@ -40,74 +40,84 @@ __device__ __forceinline__ uint32_t mx_scale(float bamax, const KParams& p) {
 }
 
 template <typename In>
-__global__ void __launch_bounds__(kThreads) mxfp8_kernel(KParams p) {
+__global__ void __launch_bounds__(kThreads, 4) mxfp8_kernel(KParams p) {
   __shared__ float sm[kTR * kLD];
   __shared__ float qa[kTR][4];      // per row, per 16-column quarter
   __shared__ float ca[4][kTC];      // per column, per 16-row quarter
   __shared__ uint32_t blk_e[2][2];  // 2D block scales
-  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTR, c0 = static_cast<int64_t>(blockIdx.x) * kTC;
-  load_tile<In, kTR, kTC, kThreads>(sm, static_cast<const In*>(p.x), p.M, p.K, r0, c0, p.vec_ok);
-  __syncthreads();
+  const In* x = static_cast<const In*>(p.x);
+  const int64_t tiles_x = (p.K + kTC - 1) / kTC, n_tiles = tiles_x * ((p.M + kTR - 1) / kTR);
   const bool pr = p.ocp;
   const int t = threadIdx.x;
+  const int r = t >> 2, q = t & 3;     // rowwise: row r, quarter q (16 columns), block q / 2
+  const int cc = t & 63, g = t >> 6;   // columnwise: column cc, quarter g (16 rows), block g / 2
+  TilePipe<In, kTR, kTC, kThreads> pipe;
+  int64_t tile = blockIdx.x;
+  if (tile < n_tiles) pipe.fetch(x, p.M, p.K, (tile / tiles_x) * kTR, (tile % tiles_x) * kTC, p.vec_ok);
+  for (; tile < n_tiles; tile += gridDim.x) {
+    const int64_t r0 = (tile / tiles_x) * kTR, c0 = (tile % tiles_x) * kTC;
+    pipe.commit(sm, x, p.M, p.K, r0, c0, p.vec_ok);
+    __syncthreads();
+    {
+      const int64_t nt = tile + gridDim.x;
+      if (nt < n_tiles) pipe.fetch(x, p.M, p.K, (nt / tiles_x) * kTR, (nt % tiles_x) * kTC, p.vec_ok);
+    }
+    float xr[16];
+    float mr = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      xr[i] = sm[r * kLD + 16 * q + i];
+      mr = max_p(mr, fabsf(xr[i]), pr);
+    }
+    float mc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) mc = max_p(mc, fabsf(sm[(16 * g + i) * kLD + cc]), pr);
+    qa[r][q] = mr;
+    ca[g][cc] = mc;
+    __syncthreads();
+    if (p.tile2d && t < 4) {
+      const int rb = t >> 1, cb = t & 1;
+      float m = 0.0f;
+      for (int i = 0; i < 32; ++i) m = max_p(m, max_p(qa[32 * rb + i][2 * cb], qa[32 * rb + i][2 * cb + 1], pr), pr);
+      blk_e[rb][cb] = mx_scale(m, p);
+    }
+    if (p.tile2d) __syncthreads();
 
-  // Rowwise work item: row r, quarter q (16 columns), block b = q / 2.
-  const int r = t >> 2, q = t & 3;
-  float xr[16];
-  float mr = 0.0f;
+    if (p.rowwise) {
+      const int64_t gr = r0 + r, gc = c0 + 16 * q;
+      if (gr < p.M && gc < p.K) {
+        const uint32_t e = p.tile2d ? blk_e[r >> 5][q >> 1] : mx_scale(max_p(mr, qa[r][q ^ 1], pr), p);
+        const float inv = e8m0_rcp(e);
+        uint32_t w[4];
 #pragma unroll
-  for (int i = 0; i < 16; ++i) {
-    xr[i] = sm[r * kLD + 16 * q + i];
-    mr = max_p(mr, fabsf(xr[i]), pr);
-  }
-  // Columnwise work item: column cc, quarter g (16 rows), block g / 2.
-  const int cc = t & 63, g = t >> 6;
-  float xc[16];
-  float mc = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 16; ++i) {
-    xc[i] = sm[(16 * g + i) * kLD + cc];
-    mc = max_p(mc, fabsf(xc[i]), pr);
-  }
-  qa[r][q] = mr;
-  ca[g][cc] = mc;
-  __syncthreads();
-  if (p.tile2d && t < 4) {
-    const int rb = t >> 1, cb = t & 1;
-    float m = 0.0f;
-    for (int i = 0; i < 32; ++i) m = max_p(m, max_p(qa[32 * rb + i][2 * cb], qa[32 * rb + i][2 * cb + 1], pr), pr);
-    blk_e[rb][cb] = mx_scale(m, p);
-  }
-  if (p.tile2d) __syncthreads();
-
-  if (p.rowwise) {
-    const int64_t gr = r0 + r, gc = c0 + 16 * q;
-    if (gr < p.M && gc < p.K) {
-      const uint32_t e = p.tile2d ? blk_e[r >> 5][q >> 1] : mx_scale(max_p(mr, qa[r][q ^ 1], pr), p);
-      const float inv = e8m0_rcp(e);
-      uint32_t w[4] = {0u, 0u, 0u, 0u};
-#pragma unroll
-      for (int i = 0; i < 16; ++i) w[i >> 2] |= static_cast<uint32_t>(enc_fp8(__fmul_rn(xr[i], inv), p.e5m2)) << (8 * (i & 3));
-      uint8_t* dst = p.row_data + gr * p.K + gc;
-      if ((p.K % 16) == 0) {
-        *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
-      } else {
-        for (int i = 0; i < 16 && gc + i < p.K; ++i) dst[i] = static_cast<uint8_t>(w[i >> 2] >> (8 * (i & 3)));
+        for (int i = 0; i < 4; ++i)
+          w[i] = cvt_fp8x2(__fmul_rn(xr[4 * i], inv), __fmul_rn(xr[4 * i + 1], inv), p.e5m2) |
+                 (cvt_fp8x2(__fmul_rn(xr[4 * i + 2], inv), __fmul_rn(xr[4 * i + 3], inv), p.e5m2) << 16);
+        uint8_t* dst = p.row_data + gr * p.K + gc;
+        if ((p.K % 16) == 0) {
+          __stcs(reinterpret_cast<uint4*>(dst), make_uint4(w[0], w[1], w[2], w[3]));
+        } else {
+          for (int i = 0; i < 16 && gc + i < p.K; ++i) dst[i] = static_cast<uint8_t>(w[i >> 2] >> (8 * (i & 3)));
+        }
+        if ((q & 1) == 0) p.row_scale.p[scale_index(p.row_scale, gr, gc / 32)] = static_cast<uint8_t>(e);
       }
-      if ((q & 1) == 0) p.row_scale.p[scale_index(p.row_scale, gr, gc / 32)] = static_cast<uint8_t>(e);
     }
-  }
-  if (p.columnwise) {
-    const int64_t gk = c0 + cc, gm = r0 + 16 * g;
-    if (gk < p.K && gm < p.M) {
-      const uint32_t e = p.tile2d ? blk_e[g >> 1][cc >> 5] : mx_scale(max_p(mc, ca[g ^ 1][cc], pr), p);
-      const float inv = e8m0_rcp(e);
-      uint8_t* dst = p.col_data + gm * p.K + gk;
+    if (p.columnwise) {
+      const int64_t gk = c0 + cc, gm = r0 + 16 * g;
+      if (gk < p.K && gm < p.M) {
+        const uint32_t e = p.tile2d ? blk_e[g >> 1][cc >> 5] : mx_scale(max_p(mc, ca[g ^ 1][cc], pr), p);
+        const float inv = e8m0_rcp(e);
+        uint8_t* dst = p.col_data + gm * p.K + gk;
 #pragma unroll
-      for (int i = 0; i < 16; ++i)
-        if (gm + i < p.M) dst[i * p.K] = enc_fp8(__fmul_rn(xc[i], inv), p.e5m2);
-      if ((g & 1) == 0) p.col_scale.p[scale_index(p.col_scale, gm / 32, gk)] = static_cast<uint8_t>(e);
+        for (int i = 0; i < 16; i += 2) {
+          const uint32_t v = cvt_fp8x2(__fmul_rn(sm[(16 * g + i) * kLD + cc], inv), __fmul_rn(sm[(16 * g + i + 1) * kLD + cc], inv), p.e5m2);
+          if (gm + i < p.M) dst[i * p.K] = static_cast<uint8_t>(v);
+          if (gm + i + 1 < p.M) dst[(i + 1) * p.K] = static_cast<uint8_t>(v >> 8);
+        }
+        if ((g & 1) == 0) p.col_scale.p[scale_index(p.col_scale, gm / 32, gk)] = static_cast<uint8_t>(e);
+      }
     }
+    __syncthreads();
   }
 }
 
@@ -131,9 +141,7 @@ void run(const detail::Mxfp8Params& h, cudaStream_t s) {
   p.col_data = h.col_data;
   p.col_scale = to_dev(h.col_scale);
   if (h.M == 0 || h.K == 0) return;
-  const dim3 grid(static_cast<unsigned>((h.K + kTC - 1) / kTC), static_cast<unsigned>((h.M + kTR - 1) / kTR));
-  mxfp8_kernel<In><<<grid, kThreads, 0, s>>>(p);
-  QTC_CUDA_CHECK_LAUNCH();
+  launch_persistent(mxfp8_kernel<In>, ((h.K + kTC - 1) / kTC) * ((h.M + kTR - 1) / kTR), p, s);
 }
 
 }  // namespace
