@@ -156,13 +156,6 @@ std::pair<uint64_t, uint64_t> write_atomic(const std::string& dir, const std::st
   return {size, h};
 }
 
-void append_plane_bytes(std::vector<uint8_t>& out, const Plane& p) {
-  out.insert(out.end(), p.data.begin(), p.data.end());
-  out.insert(out.end(), p.scale.bytes.begin(), p.scale.bytes.end());
-  const auto* a = reinterpret_cast<const uint8_t*>(p.amax.data());
-  out.insert(out.end(), a, a + p.amax.size() * sizeof(float));
-}
-
 json plane_json(const Plane& p, PlaneKind k) {
   return json{{"kind", plane_key(k)},
               {"data_rows", p.data_rows},
@@ -411,7 +404,7 @@ ShardFileInfo write_shard_file(const std::string& dir, uint64_t generation, int 
   ShardFileInfo info;
   info.rank = rank;
   info.file = shard_file_name(generation, rank, world);
-  std::vector<std::vector<uint8_t>> blobs;
+  std::vector<std::pair<const uint8_t*, size_t>> body;
   json tensors = json::array();
   uint64_t off = 0;
   std::set<std::string> names;
@@ -420,18 +413,28 @@ ShardFileInfo write_shard_file(const std::string& dir, uint64_t generation, int 
     QTC_CHECK(names.insert(s.name).second, "write_shard_file: tensor '", s.name, "' appears twice");
     QTC_CHECK(s.row_offset >= 0 && q.rows >= 0 && s.row_offset + q.rows <= s.global_rows, "write_shard_file: tensor '", s.name,
               "' rows [", s.row_offset, ", ", s.row_offset + q.rows, ") exceed ", s.global_rows);
-    std::vector<uint8_t> blob;
+    // The tensor's bytes are written straight from its buffers (no staging copy), hashed as they are listed.
     json planes = json::array();
+    XXH3_state_t* st = XXH3_createState();
+    XXH3_64bits_reset(st);
+    uint64_t length = 0;
     for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
       const auto& p = pk == PlaneKind::kRowwise ? q.rowwise : q.columnwise;
       if (!p) continue;
       QTC_CHECK(static_cast<int64_t>(p->data.size()) == p->data_rows * p->data_cols &&
                     p->scale.bytes.size() == static_cast<size_t>(p->scale.rows * p->scale.cols) * p->scale.elem_size(),
                 "write_shard_file: tensor '", s.name, "' ", plane_key(pk), " plane's buffers disagree with its shape");
-      append_plane_bytes(blob, *p);
+      for (auto piece : {std::pair<const uint8_t*, size_t>{p->data.data(), p->data.size()},
+                         std::pair<const uint8_t*, size_t>{p->scale.bytes.data(), p->scale.bytes.size()},
+                         std::pair<const uint8_t*, size_t>{reinterpret_cast<const uint8_t*>(p->amax.data()), p->amax.size() * 4}}) {
+        XXH3_64bits_update(st, piece.first, piece.second);
+        length += piece.second;
+        body.push_back(piece);
+      }
       planes.push_back(plane_json(*p, pk));
     }
-    ShardEntry e{s.name, s.global_rows, s.row_offset, q.rows, q.cols, XXH3_64bits(blob.data(), blob.size())};
+    ShardEntry e{s.name, s.global_rows, s.row_offset, q.rows, q.cols, XXH3_64bits_digest(st)};
+    XXH3_freeState(st);
     json md = json::object();
     for (const auto& [k, v] : q.recipe.to_metadata()) md[k] = v;
     uint32_t si_bits;
@@ -446,11 +449,10 @@ ShardFileInfo write_shard_file(const std::string& dir, uint64_t generation, int 
                            {"scale_inv_bits", si_bits},
                            {"planes", planes},
                            {"offset", off},
-                           {"length", blob.size()},
+                           {"length", length},
                            {"xxh3", hex64(e.checksum)}});
-    off += blob.size();
+    off += length;
     info.tensors.push_back(e);
-    blobs.push_back(std::move(blob));
   }
   const std::string header =
       json{{"format", "qtc-shard"}, {"generation", generation}, {"rank", rank}, {"world", world}, {"tensors", tensors}}.dump();
@@ -463,7 +465,7 @@ ShardFileInfo write_shard_file(const std::string& dir, uint64_t generation, int 
   std::vector<std::pair<const uint8_t*, size_t>> pieces;
   pieces.emplace_back(pre.data(), pre.size());
   pieces.emplace_back(reinterpret_cast<const uint8_t*>(header.data()), header.size());
-  for (const auto& b : blobs) pieces.emplace_back(b.data(), b.size());
+  pieces.insert(pieces.end(), body.begin(), body.end());
   const auto [size, h] = write_atomic(dir, info.file, pieces, opt, sc);
   info.size = size;
   info.checksum = h;
@@ -645,7 +647,7 @@ std::vector<TensorShard> read_shard_file(const std::string& dir, const ShardFile
 std::vector<TensorShard> load_checkpoint(const std::string& dir, int rank, int world) {
   QTC_CHECK(world >= 1 && rank >= 0 && rank < world, "load_checkpoint: rank ", rank, " outside world of ", world);
   const CheckpointIndex idx = read_index(dir);
-  std::map<int, std::vector<TensorShard>> cache;
+  std::map<int, std::vector<TensorShard>> cache;  // each old shard is used once per load: moved out below
   auto file_shards = [&](int r) -> std::vector<TensorShard>& {
     auto it = cache.find(r);
     if (it == cache.end()) it = cache.emplace(r, read_shard_file(dir, idx.files[static_cast<size_t>(r)], idx)).first;
@@ -681,11 +683,12 @@ std::vector<TensorShard> load_checkpoint(const std::string& dir, int rank, int w
       const int64_t o0 = e->row_offset, o1 = e->row_offset + e->rows;
       const int64_t a = std::max(o0, n0), z = std::min(o1, n1);
       if (a >= z) continue;
-      const QuantizedTensor* t = nullptr;
-      for (const TensorShard& s : file_shards(r))
+      QuantizedTensor* t = nullptr;
+      for (TensorShard& s : file_shards(r))
         if (s.name == name) t = &s.tensor;
       QTC_CHECK(t != nullptr, "load_checkpoint: tensor '", name, "' missing from the shard file of rank ", r);
-      parts.push_back((a == o0 && z == o1) ? *t : slice_rows(*t, a - o0, z - o0));
+      const bool whole = a == o0 && z == o1 && t != proto;
+      parts.push_back(whole ? std::move(*t) : slice_rows(*t, a - o0, z - o0));
     }
     TensorShard s;
     s.name = name;
