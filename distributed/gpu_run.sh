@@ -5,7 +5,7 @@
 #        machine has none, openmpi3/ its components). NP=1 (default): one rank as an MPI singleton, NCCL
 #        communicator of size 1. NP>1: the machine's mpirun, one rank per GPU, plus the kill-mid-all-gather
 #        job. QTC_REQUIRE_GPU=1 throughout (a fall-back to MPI fails). Writes logs and JSON to $OUT.
-# Usage: [NP=2] distributed/gpu_run.sh [BUNDLE]   (default .carry/dist)
+# Usage: [NP=2] [ROWS=2048,8192] [BENCH_ARGS=--synthetic] distributed/gpu_run.sh [BUNDLE]   (default .carry/dist)
 set -u
 b=$(cd "${1:-.carry/dist}" && pwd)
 np=${NP:-1}
@@ -36,6 +36,6 @@ if [ "$np" -gt 1 ]; then
 fi
 rows=${ROWS:-2048,8192}
 timeout 150 "${launch[@]}" "$b/bin/bench_allgather" --cols 4096 --rows "$rows" --iters 20 --warmup 5 --json "$out/allgather_$tag.json" \
-  --checkpoint-dir /tmp/qtc-ckpt-bench 2>&1 | tee "$out/bench_allgather_$tag.log"
+  --checkpoint-dir /tmp/qtc-ckpt-bench ${BENCH_ARGS:-} 2>&1 | tee "$out/bench_allgather_$tag.log"
 echo "bench_allgather exit code ${PIPESTATUS[0]}"
 exit $rc

@@ -12,7 +12,9 @@
 /// compared with its sender's hash; #wrong is the bytes of mismatching pieces, summed over ranks.
 ///
 /// Usage: mpirun -np N bench_allgather [--cols K] [--rows R1,R2,...] [--iters I] [--warmup W] [--json FILE]
-///                                     [--checkpoint-dir DIR]
+///                                     [--checkpoint-dir DIR] [--synthetic]
+/// --synthetic skips the CPU reference quantizer: each piece gets the exact byte count the protocol would
+/// send (fsdp_buffer_specs) filled with counter-based bytes, so GPU runs can sweep 64 MiB - 4 GiB per rank.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -106,6 +108,7 @@ int main(int argc, char** argv) {
   int64_t K = 4096, iters = 10, warmup = 3;
   std::vector<int64_t> rows{256, 1024, 2048};
   std::string json_path, ckpt_dir;
+  bool synthetic = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -115,6 +118,7 @@ int main(int argc, char** argv) {
     else if (a == "--warmup") warmup = std::stoll(next());
     else if (a == "--json") json_path = next();
     else if (a == "--checkpoint-dir") ckpt_dir = next();
+    else if (a == "--synthetic") synthetic = true;
   }
   try {
     auto mpi = qtc::dist::make_mpi_comm();
@@ -133,11 +137,25 @@ int main(int argc, char** argv) {
       double bf16_time = 0;
       for (const Format& f : formats()) {
         // This rank's shard of an (R * n) x K parameter, as the bytes FSDP2 would put on the wire.
-        qtc::HostMatrix x(f.bf16 ? qtc::DType::kBF16 : qtc::DType::kF32, R, K);
-        for (int64_t i = 0; i < R; ++i)
-          for (int64_t j = 0; j < K; ++j) x.set(i, j, value(7, rank * R + i, j));
         std::vector<uint8_t> blob;
-        if (f.bf16) {
+        if (synthetic) {
+          size_t nbytes = static_cast<size_t>(R * K * 2);
+          if (!f.bf16) {
+            qtc::ref::FsdpMetadata meta;
+            meta.recipe = f.recipe;
+            meta.cols = K;
+            meta.shard_rows = R;
+            nbytes = 0;
+            for (const auto& b : qtc::ref::fsdp_buffer_specs(meta)) nbytes += static_cast<size_t>(b.rows * b.row_bytes);
+          }
+          blob.resize(nbytes);
+          for (size_t i = 0; i < nbytes; ++i) blob[i] = static_cast<uint8_t>((i * 2654435761u + static_cast<size_t>(rank) * 97u) >> 7);
+        }
+        qtc::HostMatrix x(f.bf16 ? qtc::DType::kBF16 : qtc::DType::kF32, synthetic ? 0 : R, K);
+        for (int64_t i = 0; i < x.rows; ++i)
+          for (int64_t j = 0; j < K; ++j) x.set(i, j, value(7, rank * R + i, j));
+        if (synthetic) {
+        } else if (f.bf16) {
           blob = x.bytes;
         } else {
           const qtc::QuantizedTensor q = qtc::ref::quantize_shard(x.view(), f.recipe, qtc::dist::amax_all_reduce(*comm));
@@ -193,7 +211,7 @@ int main(int argc, char** argv) {
       }
     }
     // Checkpoint throughput: every rank saves its quantized shards (fsync on), then loads them back.
-    if (!ckpt_dir.empty()) {
+    if (!ckpt_dir.empty() && !synthetic) {
       if (rank == 0) std::filesystem::remove_all(ckpt_dir);
       comm->barrier();
       uint64_t mine = 0;
