@@ -63,8 +63,24 @@ std::string utc_now() {
   return buf;
 }
 
+/// The bundled vectors: the source tree's copy recorded at build time; when the build was moved (a GPU machine
+/// running a build made elsewhere), the copy next to the working directory or above the executable.
+std::string find_bundled_vectors(const std::string& configured) {
+  if (fs::is_directory(configured)) return configured;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  std::vector<fs::path> candidates = {fs::path("conformance/vectors/te")};
+  if (!ec)
+    for (fs::path d = exe.parent_path(); !d.empty() && d != d.root_path(); d = d.parent_path())
+      candidates.push_back(d / "conformance/vectors/te");
+  for (const auto& c : candidates)
+    if (fs::is_directory(c, ec)) return c.string();
+  return configured;
+}
+
 int run_conform(ConformOptions o) {
   if (const char* s = std::getenv("QTC_SEED"); s != nullptr && *s != '\0') o.seed = std::strtoull(s, nullptr, 0);
+  if (o.vectors == QTC_BUNDLED_VECTORS_DIR) o.vectors = find_bundled_vectors(o.vectors);
   const auto t0 = std::chrono::steady_clock::now();
   ConformRun run;
   run.version = QTC_VERSION;
