@@ -291,7 +291,9 @@ FileResult verify_vector(const io::File& file, const std::string& source, Quanti
       std::string why;
       auto spec = spec_for(t.name, r, M, K, why);
       if (!spec) return error(why);
-      if (t.shape != spec->shape)
+      // A 0-d tensor stands for a [1] one (torch.save of a scalar amax).
+      const bool scalar_ok = t.shape.empty() && spec->shape == std::vector<int64_t>{1};
+      if (t.shape != spec->shape && !scalar_ok)
         return error(::fmt::format("tensor '{}' has shape {}, expected {} for x of shape [{}, {}] (recipe {})", t.name,
                                  shape_text(t.shape), shape_text(spec->shape), M, K, recipe_kind_name(r.kind)));
       const bool want_f32 = spec->elem == Elem::kF32;

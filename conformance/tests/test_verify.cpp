@@ -132,6 +132,15 @@ TEST(VerifyPlanted, Fp8TensorScaleInvAndAmax) {
   expect_contains(r.message, "scale_inv: 1 of 1 elements differ; first at [0]");
 }
 
+TEST(VerifyPlanted, ScalarAmaxStandsForShapeOne) {
+  auto f = load("fp8tensor_e4m3_normal_16x48.safetensors");
+  tensor(f, "amax").shape = {};
+  tensor(f, "scale_inv").shape = {};
+  EXPECT_EQ(run(f).verdict, Verdict::kPass);
+  tensor(f, "amax").bytes[0] ^= 1;
+  EXPECT_EQ(run(f).verdict, Verdict::kFail);
+}
+
 TEST(VerifyPlanted, DequantizedF32) {
   auto f = load("mxfp8ocp_e4m3_normal_32x64.safetensors");
   auto& t = tensor(f, "dequantized_columnwise");
