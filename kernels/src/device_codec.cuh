@@ -117,6 +117,20 @@ __device__ __forceinline__ uint32_t enc_e2m1(float x, bool keep_sign = true) {
   return c | (neg ? 0x8u : 0u);
 }
 
+/// The same encoding (keep-sign variant), branch-free: E2M1 rounds to a quantum of 0.5 below 2, 1 in [2, 4) and 2
+/// above, so code = rint(a * s) + o with (s, o) = (2, 0), (1, 2), (0.5, 4), saturated at 7. One FFMA computes
+/// a * s + (1.5 * 2^23 + o) exactly rounded (RN-even at the integer quantum; o is even, so ties stay even) and the
+/// code is read off the low bits. NaN and Inf give 7. GPU arithmetic never produces a negative NaN, so the sign
+/// bit of x is the sign of the code (-0 -> 0x8), as the CUDA conversion does.
+__device__ __forceinline__ uint32_t enc_e2m1_rn(float x) {
+  const float a = fabsf(x);
+  const bool lt2 = a < 2.0f, lt4 = a < 4.0f;
+  const float s = lt2 ? 2.0f : (lt4 ? 1.0f : 0.5f);
+  const float o = lt2 ? 12582912.0f : (lt4 ? 12582914.0f : 12582916.0f);
+  const uint32_t q = min(__float_as_uint(__fmaf_rn(a, s, o)) - 0x4B400000u, 7u);
+  return q | ((__float_as_uint(x) >> 28) & 8u);
+}
+
 /// Stochastic E2M1 rounding, TE's software emulation (codec.hpp encode_e2m1_stochastic).
 __device__ __forceinline__ uint32_t enc_e2m1_sr(float v, uint32_t rbyte) {
   const float u = __fmul_rn(static_cast<float>(rbyte), 1.0f / 256.0f);
@@ -130,9 +144,10 @@ __device__ __forceinline__ uint32_t enc_e2m1_sr(float v, uint32_t rbyte) {
   return enc_e2m1(r);
 }
 
+/// E2M1 code -> float, without a table (a table indexed at run time would live in local memory).
 __device__ __forceinline__ float dec_e2m1(uint32_t c) {
-  const float m[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  const float v = m[c & 7u];
+  const uint32_t m = c & 7u;
+  const float v = m < 2u ? 0.5f * static_cast<float>(m) : __uint_as_float((((m >> 1) + 126u) << 23) | ((m & 1u) << 22));
   return (c & 8u) ? -v : v;
 }
 

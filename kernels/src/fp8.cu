@@ -177,24 +177,25 @@ struct TensorK {
 };
 
 template <typename In>
-__global__ void __launch_bounds__(kThreads, 4) fp8_tensor_kernel(TensorK p) {
+__global__ void __launch_bounds__(kThreads, sizeof(In) == 4 ? 3 : 4) fp8_tensor_kernel(TensorK p) {
   __shared__ float sm[kTT * kTLD];
   const In* x = static_cast<const In*>(p.x);
   const int64_t tiles_x = (p.K + kTT - 1) / kTT, n_tiles = tiles_x * ((p.M + kTT - 1) / kTT);
   const float scale = scale_from_amax(*p.amax, p.max_fp8, p.pow2, p.eps, kFltMax, p.pyref);
   if (blockIdx.x == 0 && threadIdx.x == 0) *p.scale_inv = __fdiv_rn(1.0f, scale);
   const int t = threadIdx.x;
-  TilePipe<In, kTT, kTT, kThreads> pipe;
-  int64_t tile = blockIdx.x;
-  if (tile < n_tiles) pipe.fetch(x, p.M, p.K, (tile / tiles_x) * kTT, (tile % tiles_x) * kTT, p.vec_ok);
-  for (; tile < n_tiles; tile += gridDim.x) {
+  using Pipe = TilePipe<In, kTT, kTT, kThreads>;
+  // Two register buffers: the loads of the next two tiles are in flight while this one is computed.
+  Pipe pipe_a, pipe_b;
+  const int64_t G = gridDim.x;
+  auto fetch = [&](Pipe& pp, int64_t tt) {
+    if (tt < n_tiles) pp.fetch(x, p.M, p.K, (tt / tiles_x) * kTT, (tt % tiles_x) * kTT, p.vec_ok);
+  };
+  auto step = [&](int64_t tile, Pipe& pipe) {
     const int64_t r0 = (tile / tiles_x) * kTT, c0 = (tile % tiles_x) * kTT;
     pipe.commit(sm, x, p.M, p.K, r0, c0, p.vec_ok);
     __syncthreads();
-    {
-      const int64_t nt = tile + gridDim.x;
-      if (nt < n_tiles) pipe.fetch(x, p.M, p.K, (nt / tiles_x) * kTT, (nt % tiles_x) * kTT, p.vec_ok);
-    }
+    fetch(pipe, tile + 2 * G);
     if (p.rowwise) {
       const int r = t >> 2, q = t & 3;
       const int64_t gr = r0 + r, gc = c0 + 16 * q;
@@ -230,6 +231,13 @@ __global__ void __launch_bounds__(kThreads, 4) fp8_tensor_kernel(TensorK p) {
       }
     }
     __syncthreads();
+  };
+  int64_t tile = blockIdx.x;
+  fetch(pipe_a, tile);
+  fetch(pipe_b, tile + G);
+  for (; tile < n_tiles; tile += 2 * G) {
+    step(tile, pipe_a);
+    if (tile + G < n_tiles) step(tile + G, pipe_b);
   }
 }
 

@@ -40,7 +40,7 @@ __device__ __forceinline__ uint32_t mx_scale(float bamax, const KParams& p) {
 }
 
 template <typename In>
-__global__ void __launch_bounds__(kThreads, 4) mxfp8_kernel(KParams p) {
+__global__ void __launch_bounds__(kThreads, sizeof(In) == 4 ? 3 : 4) mxfp8_kernel(KParams p) {
   __shared__ float sm[kTR * kLD];
   __shared__ float qa[kTR][4];      // per row, per 16-column quarter
   __shared__ float ca[4][kTC];      // per column, per 16-row quarter
@@ -51,17 +51,18 @@ __global__ void __launch_bounds__(kThreads, 4) mxfp8_kernel(KParams p) {
   const int t = threadIdx.x;
   const int r = t >> 2, q = t & 3;     // rowwise: row r, quarter q (16 columns), block q / 2
   const int cc = t & 63, g = t >> 6;   // columnwise: column cc, quarter g (16 rows), block g / 2
-  TilePipe<In, kTR, kTC, kThreads> pipe;
-  int64_t tile = blockIdx.x;
-  if (tile < n_tiles) pipe.fetch(x, p.M, p.K, (tile / tiles_x) * kTR, (tile % tiles_x) * kTC, p.vec_ok);
-  for (; tile < n_tiles; tile += gridDim.x) {
+  using Pipe = TilePipe<In, kTR, kTC, kThreads>;
+  // Two register buffers: the loads of the next two tiles are in flight while this one is computed.
+  Pipe pipe_a, pipe_b;
+  const int64_t G = gridDim.x;
+  auto fetch = [&](Pipe& pp, int64_t tt) {
+    if (tt < n_tiles) pp.fetch(x, p.M, p.K, (tt / tiles_x) * kTR, (tt % tiles_x) * kTC, p.vec_ok);
+  };
+  auto step = [&](int64_t tile, Pipe& pipe) {
     const int64_t r0 = (tile / tiles_x) * kTR, c0 = (tile % tiles_x) * kTC;
     pipe.commit(sm, x, p.M, p.K, r0, c0, p.vec_ok);
     __syncthreads();
-    {
-      const int64_t nt = tile + gridDim.x;
-      if (nt < n_tiles) pipe.fetch(x, p.M, p.K, (nt / tiles_x) * kTR, (nt % tiles_x) * kTC, p.vec_ok);
-    }
+    fetch(pipe, tile + 2 * G);
     float xr[16];
     float mr = 0.0f;
 #pragma unroll
@@ -118,6 +119,13 @@ __global__ void __launch_bounds__(kThreads, 4) mxfp8_kernel(KParams p) {
       }
     }
     __syncthreads();
+  };
+  int64_t tile = blockIdx.x;
+  fetch(pipe_a, tile);
+  fetch(pipe_b, tile + G);
+  for (; tile < n_tiles; tile += 2 * G) {
+    step(tile, pipe_a);
+    if (tile + G < n_tiles) step(tile + G, pipe_b);
   }
 }
 

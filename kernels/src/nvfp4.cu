@@ -33,7 +33,7 @@ void run(const detail::Nvfp4Params& h, cudaStream_t s) {
   p.col_scale = to_dev(h.col_scale);
   if (h.M == 0 || h.K == 0) return;
   const int64_t n_tiles = ((h.K + kTC - 1) / kTC) * ((h.M + kTR - 1) / kTR);
-  const bool full = h.fourover6 || h.stochastic || h.rht || h.torchao;
+  const bool full = h.fourover6 || h.stochastic || h.rht || h.torchao || h.pyref;
   if (full)
     launch_full(p, n_tiles, h.dtype, s);
   else if (h.tile2d)

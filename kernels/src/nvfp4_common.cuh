@@ -63,7 +63,7 @@ __device__ __forceinline__ float nvfp4_46_err(const float x[16], uint32_t sf, fl
   float err = 0.0f;
 #pragma unroll
   for (int i = 0; i < 16; ++i) {
-    const float q = dec_e2m1(enc_e2m1(__fmul_rn(x[i], enc)));
+    const float q = dec_e2m1(enc_e2m1_rn(__fmul_rn(x[i], enc)));
     const float d = __fsub_rn(__fdiv_rn(__fmul_rn(__fmul_rn(q, sff), amax), c.k6max), x[i]);
     err = __fadd_rn(err, c.mse ? __fmul_rn(d, d) : fabsf(d));
   }
@@ -84,8 +84,13 @@ __device__ __forceinline__ uint2 nvfp4_encode16(const float x[16], float enc, co
       w[i >> 3] |= enc_e2m1_sr(__fmul_rn(x[i], enc), rb) << (4 * (i & 7));
     }
   } else {
+    if (c.pyref) {
 #pragma unroll
-    for (int i = 0; i < 16; ++i) w[i >> 3] |= enc_e2m1(__fmul_rn(x[i], enc), !c.pyref) << (4 * (i & 7));
+      for (int i = 0; i < 16; ++i) w[i >> 3] |= enc_e2m1(__fmul_rn(x[i], enc), false) << (4 * (i & 7));
+    } else {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) w[i >> 3] |= enc_e2m1_rn(__fmul_rn(x[i], enc)) << (4 * (i & 7));
+    }
   }
   return make_uint2(w[0], w[1]);
 }

@@ -34,7 +34,7 @@ struct KParams {
 enum Mode : int { kPlain = 0, k2D = 1, kFull = 2 };
 
 template <typename In, int kMode>
-__global__ void __launch_bounds__(kThreads, kMode == kFull ? 2 : 4) nvfp4_kernel(KParams p) {
+__global__ void __launch_bounds__(kThreads, kMode == kFull ? 2 : (sizeof(In) == 4 ? 3 : 4)) nvfp4_kernel(KParams p) {
   __shared__ float sm[kTR * kLD];
   __shared__ float a1[kTR][4];              // 2D: row-block amaxes
   __shared__ uint32_t blk_sf[4][4];         // 2D: chosen block scale
@@ -48,6 +48,7 @@ __global__ void __launch_bounds__(kThreads, kMode == kFull ? 2 : 4) nvfp4_kernel
     c.sr = false;
     c.f46 = false;
     c.torchao = false;
+    c.pyref = false;
   }
   const bool tile2d = kMode == k2D || (kMode == kFull && p.tile2d);
   const bool rht = kMode == kFull && p.rht;
@@ -56,17 +57,18 @@ __global__ void __launch_bounds__(kThreads, kMode == kFull ? 2 : 4) nvfp4_kernel
   const int64_t tiles_x = (p.K + kTC - 1) / kTC, n_tiles = tiles_x * ((p.M + kTR - 1) / kTR);
   const int t = threadIdx.x;
   const int r = t >> 2, b = t & 3;  // rowwise work item: row r, 16-column block b
-  TilePipe<In, kTR, kTC, kThreads> pipe;
-  int64_t tile = blockIdx.x;
-  if (tile < n_tiles) pipe.fetch(x, p.M, p.K, (tile / tiles_x) * kTR, (tile % tiles_x) * kTC, p.vec_ok);
-  for (; tile < n_tiles; tile += gridDim.x) {
+  using Pipe = TilePipe<In, kTR, kTC, kThreads>;
+  // Two register buffers: the loads of the next two tiles are in flight while this one is computed.
+  Pipe pipe_a, pipe_b;
+  const int64_t G = gridDim.x;
+  auto fetch = [&](Pipe& pp, int64_t tt) {
+    if (tt < n_tiles) pp.fetch(x, p.M, p.K, (tt / tiles_x) * kTR, (tt % tiles_x) * kTC, p.vec_ok);
+  };
+  auto step = [&](int64_t tile, Pipe& pipe) {
   const int64_t r0 = (tile / tiles_x) * kTR, c0 = (tile % tiles_x) * kTC;
   pipe.commit(sm, x, p.M, p.K, r0, c0, p.vec_ok);
   __syncthreads();
-  {
-    const int64_t nt = tile + gridDim.x;
-    if (nt < n_tiles) pipe.fetch(x, p.M, p.K, (nt / tiles_x) * kTR, (nt % tiles_x) * kTC, p.vec_ok);
-  }
+  fetch(pipe, tile + 2 * G);
   const bool row_in = (r0 + r < p.M) && (c0 + 16 * b < p.K);
 
   if (tile2d) {
@@ -174,6 +176,13 @@ __global__ void __launch_bounds__(kThreads, kMode == kFull ? 2 : 4) nvfp4_kernel
     }
   }
   __syncthreads();  // the shared tile is overwritten by the next commit
+  };
+  int64_t tile = blockIdx.x;
+  fetch(pipe_a, tile);
+  fetch(pipe_b, tile + G);
+  for (; tile < n_tiles; tile += 2 * G) {
+    step(tile, pipe_a);
+    if (tile + G < n_tiles) step(tile + G, pipe_b);
   }
 }
 
