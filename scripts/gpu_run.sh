@@ -79,7 +79,7 @@ if [ "${QTC_SANITIZE:-1}" != "0" ] && command -v compute-sanitizer >/dev/null; t
     case "$t" in test_quantize_cuda*) ;; *) continue ;; esac
     exe=$(find "$DIR" -type f -name "$t" | head -1)
     for tool in memcheck racecheck; do
-      if [ "$tool" = memcheck ]; then f='*BF16*Normal*:*F32*NanInfNegZero*:*F16*Tiny*:QuantizeWithAmax.*:CudaBackend.*'; else f='*BF16*Normal*:*F32*Ties*'; fi
+      if [ "$tool" = memcheck ]; then f='*BF16*Normal*:*F32*NanInfNegZero*:*F16*Tiny*:QuantizeWithAmax.*:CudaBackend.*'; else f='*BF16*Normal*:*F16*128x128Ties*'; fi
       [ $QUICK -eq 1 ] && f='*BF16*128x128Normal*'
       start=$(date +%s)
       QTC_SMALL=1 timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
