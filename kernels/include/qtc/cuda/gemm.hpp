@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "qtc/cuda/quantize.hpp"
 #include "qtc/gating.hpp"
@@ -39,7 +40,8 @@ struct DeviceGemmArgs {
   float alpha = 1.0f;
   float beta = 0.0f;              ///< non-zero needs c (the row-scaled GEMM: only 1, meaning accumulate)
   const void* c = nullptr;        ///< [n, m] in the output type
-  const void* bias = nullptr;     ///< [m] in the output type (F32 for F32 output, BF16 for BF16)
+  const void* bias = nullptr;     ///< [m] in the output type; FP8 paths with F32 output take a BF16 bias
+                                  ///< (cuBLASLt's FP8 table)
   DType out = DType::kF32;
   bool fast_accum = false;        ///< FP8 per-tensor only: CUBLASLT_MATMUL_DESC_FAST_ACCUM (TE: !use_split_accumulator)
 
@@ -88,5 +90,31 @@ void gemm_bf16(GemmContext& ctx, const void* a, const void* b, int64_t m, int64_
 
 /// The NVFP4 emulation's first step on its own: plane -> BF16 [rows, k] of code·sf (exact).
 void nvfp4_plane_to_bf16(const DevicePlane& p, int64_t rows, int64_t k, void* out_bf16, cudaStream_t stream);
+
+}  // namespace qtc::cuda
+
+namespace qtc::cuda {
+
+/// The row partition of a grouped device buffer (TE GroupedTensor first_dims / offsets in rows): host copies
+/// for the per-group GEMM loop (TE's m_splits are host values too) and device copies, which the epilogue
+/// reads, so that it never needs the host to tell it a group's real row count.
+struct GroupedRowsDevice {
+  std::vector<int64_t> first_dims;   ///< host: rows per group (0 allowed)
+  std::vector<int64_t> row_offsets;  ///< host: first row of each group
+  int64_t capacity = 0;              ///< rows of the buffer; rows in no group are never read or written
+  const int64_t* d_first_dims = nullptr;   ///< device copy of first_dims
+  const int64_t* d_row_offsets = nullptr;  ///< device copy of row_offsets
+};
+
+/// Grouped row-scaled NVFP4 fprop (§7.5, MoE): x is one row-scaled NVFP4 tensor [capacity, K] (rowwise plane,
+/// one amax per row: row-scaled quantization is row-independent, so this equals quantizing each group alone),
+/// w[g] the per-tensor NVFP4 weight [N, K] of group g. For each group: outer scales neutralised, the
+/// per-tensor GEMM into an FP32 scratch [capacity, N]; then one epilogue over all groups post-scales every
+/// live row by x's row amax · w[g]'s amax (one fused factor), adds bias[g] ([G, N] in the output type, or
+/// null) in FP32 and casts into d [capacity, N]. Rows outside every group are left untouched.
+/// Equals qtc::ref::gemm_nvfp4_row_scaled_grouped_fprop. Hopper: BF16 emulation per group.
+void gemm_nvfp4_row_scaled_grouped_fprop(GemmContext& ctx, const std::vector<const DeviceQuantized*>& w,
+                                         const DeviceQuantized& x, const GroupedRowsDevice& rows, DType out, void* d,
+                                         const void* bias = nullptr);
 
 }  // namespace qtc::cuda
