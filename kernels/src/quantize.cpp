@@ -4,10 +4,12 @@
 ///        to_host / from_host.
 #include <cfloat>
 #include <cstring>
+#include <vector>
 
 #include "launch.hpp"
 #include "qtc/cuda/check.hpp"
 #include "qtc/cuda/quantize.hpp"
+#include "qtc/gating.hpp"
 #include "qtc/layouts.hpp"
 
 namespace qtc::cuda {
@@ -299,6 +301,31 @@ std::string unsupported_reason(const Recipe& r, DType input, int64_t rows, int64
     r.validate_input(input, rows, cols);
   } catch (const Error& e) {
     return e.what();
+  }
+  if (device_count() == 0) return "";  // the recipe is legal; whether a device is there is the backend's question
+  // The capability table (gating.hpp) for the current device.
+  gating::Capability cap;
+  int dev = 0, rt = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&cap.cc_major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&cap.cc_minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "cannot read the compute capability of the current CUDA device";
+  }
+  if (cudaRuntimeGetVersion(&rt) == cudaSuccess) cap.cuda_runtime = (rt / 1000) * 10000 + ((rt % 1000) / 10) * 100;
+  std::vector<gating::Feature> features;
+  switch (r.kind) {
+    case RecipeKind::kFP8Tensor: features.push_back(gating::Feature::kQuantizeFp8Tensor); break;
+    case RecipeKind::kFP8Block: features.push_back(gating::Feature::kQuantizeFp8Block); break;
+    case RecipeKind::kMXFP8: features.push_back(gating::Feature::kQuantizeMxfp8); break;
+    case RecipeKind::kNVFP4:
+      features.push_back(gating::Feature::kQuantizeNvfp4);
+      if (r.row_scaled) features.push_back(gating::Feature::kQuantizeNvfp4RowScaled);
+      if (r.rht) features.push_back(gating::Feature::kQuantizeNvfp4Rht);
+      break;
+  }
+  for (gating::Feature f : features) {
+    const gating::Support s = gating::query(f, cap);
+    if (!s.supported) return s.reason;
   }
   return "";
 }

@@ -260,6 +260,12 @@ std::string case_name(const testing::TestParamInfo<Case>& info) {
   return out;
 }
 
+/// GoogleTest prints a case by its readable name, not its bytes.
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << recipe_table()[c.recipe].label << " " << dtype_name(c.dtype) << " [" << c.shape.M << ", " << c.shape.K << "] "
+      << input_name(c.input);
+}
+
 /// Decoders for failure messages.
 std::function<std::string(uint64_t)> data_decoder(const Recipe& r) {
   return [r](uint64_t b) {

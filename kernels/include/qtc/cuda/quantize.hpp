@@ -78,7 +78,8 @@ struct DeviceQuantized {
   DeviceBuffer workspace;  ///< internal: amaxes that no plane holds
 };
 
-/// Empty when the recipe and input can run on this build and device; otherwise the reason.
+/// Empty when the recipe and input can run on this build and device; otherwise the reason: the recipe's
+/// rules (Recipe::validate_input), then, when a device is present, the capability table (qtc/gating.hpp).
 std::string unsupported_reason(const Recipe& r, DType input, int64_t rows, int64_t cols);
 
 /// Allocates the output planes for (recipe, input type, M, K) with scales in `layout`.
