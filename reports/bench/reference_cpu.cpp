@@ -16,12 +16,14 @@
 ///
 /// `copy/bf16_4096x4096` (memcpy of the input on the same threads) is the suite's bandwidth reference.
 /// Counters per benchmark: `seconds` (per operation), `GB/s` (bytes read + written per second),
+/// `cpu_s_all_threads` (process CPU seconds per operation, all threads: robust to other load on the machine),
 /// `peak_extra_x_input` and `peak_extra_MiB`: the peak of heap bytes allocated during one call above what
 /// was live before it (outputs and scratch, not the input), as a multiple of the BF16 input's size.
 /// NOTES: the heap is measured by replacing the global operator new/delete of this binary (the reference
 /// allocates through std::vector), so memory from malloc directly would not be seen; the reference has none.
 #include <benchmark/benchmark.h>
 #include <malloc.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -162,6 +164,21 @@ size_t quantized_bytes(const qtc::QuantizedTensor& q) {
   return n;
 }
 
+/// CPU seconds of the whole process (all threads), user + system.
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+/// Adds `cpu_s_all_threads`: CPU seconds per operation summed over the reference's threads. On a loaded
+/// machine (other builds) real time grows with the load; this stays close to what the work costs, and on an
+/// idle machine with T threads real time is about cpu_s_all_threads / T.
+void set_cpu_counter(benchmark::State& st, double cpu_before) {
+  const double n = static_cast<double>(std::max<benchmark::IterationCount>(st.iterations(), 1));
+  st.counters["cpu_s_all_threads"] = (process_cpu_seconds() - cpu_before) / n;
+}
+
 void set_counters(benchmark::State& st, double bytes_moved, int64_t extra) {
   const double in_bytes = static_cast<double>(input().bytes.size());
   st.counters["seconds"] = benchmark::Counter(1.0, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
@@ -174,10 +191,12 @@ void bm_quantize(benchmark::State& st, const qtc::Recipe& r) {
   const qtc::MatrixView x = input().view();
   size_t out_bytes = 0;
   const int64_t extra = peak_extra_bytes([&] { out_bytes = quantized_bytes(qtc::ref::quantize(x, r)); });
+  const double cpu0 = process_cpu_seconds();
   for (auto _ : st) {
     qtc::QuantizedTensor q = qtc::ref::quantize(x, r);
     benchmark::DoNotOptimize(q.rowwise->data.data());
   }
+  set_cpu_counter(st, cpu0);
   set_counters(st, static_cast<double>(input().bytes.size() + out_bytes), extra);
 }
 
@@ -194,7 +213,9 @@ void bm_dequantize(benchmark::State& st, const qtc::Recipe& r) {
   };
   size_t out_bytes = 0;
   const int64_t extra = peak_extra_bytes([&] { out_bytes = both(); });
+  const double cpu0 = process_cpu_seconds();
   for (auto _ : st) benchmark::DoNotOptimize(both());
+  set_cpu_counter(st, cpu0);
   set_counters(st, static_cast<double>(quantized_bytes(q) + out_bytes), extra);
 }
 
@@ -214,11 +235,13 @@ void bm_copy(benchmark::State& st) {
     for (auto& th : pool) th.join();
   };
   const int64_t extra = peak_extra_bytes(run);
+  const double cpu0 = process_cpu_seconds();
   for (auto _ : st) {
     run();
     benchmark::DoNotOptimize(dst.data());
     benchmark::ClobberMemory();
   }
+  set_cpu_counter(st, cpu0);
   set_counters(st, 2.0 * static_cast<double>(x.bytes.size()), extra);
 }
 

@@ -78,13 +78,14 @@ std::vector<Comparison> read_comparison(const nlohmann::json& dump, double alpha
 namespace detail {
 
 double BenchPoint::bandwidth_gbs() const {
-  if (auto it = counters.find("GB/s"); it != counters.end()) return it->second;
+  for (const char* k : {"GB/s", "GBps", "GBs"})
+    if (auto it = counters.find(k); it != counters.end()) return it->second;
   if (auto it = counters.find("bytes_per_second"); it != counters.end()) return it->second / 1e9;
   return 0.0;
 }
 
 double BenchPoint::tflops() const {
-  for (const char* k : {"TFLOP/s", "TFLOPS", "tflops"})
+  for (const char* k : {"TFLOP/s", "TFLOPS", "TFLOPs", "tflops"})
     if (auto it = counters.find(k); it != counters.end()) return it->second;
   return 0.0;
 }
@@ -140,7 +141,7 @@ std::string utc_now() {
 }
 
 bool is_copy(const std::string& name) {
-  static const std::regex kCopy("^(copy|memcpy)([/_].*)?$", std::regex::icase);
+  static const std::regex kCopy("^(copy|memcpy).*", std::regex::icase);  // "copy/bf16_4096x4096", "Copy4GiB"
   return std::regex_match(name, kCopy);
 }
 
@@ -170,17 +171,24 @@ void derive_tables(Model& m) {
     for (const BenchPoint& p : f.points) {
       if (p.tflops() > 0) {
         if (is_cublaslt(p.name)) continue;
-        GemmRow g{f.suite, p.name, p.tflops(), 0.0};
+        GemmRow g{f.suite, p.name, p.tflops(), 0.0, "cuBLASLt"};
+        // The suite's own measurement of the baseline (gemm_cuda: baseline_TFLOPs; frac_of_bf16 says the
+        // baseline is a BF16 cuBLASLt GEMM, for NVFP4 on Hopper), else a cuBLASLt entry of the same shape.
+        if (p.counters.count("frac_of_bf16")) g.baseline_kind = "cuBLASLt BF16";
         if (auto it = p.counters.find("cublaslt_TFLOP/s"); it != p.counters.end()) g.cublaslt_tflops = it->second;
+        else if (auto b = p.counters.find("baseline_TFLOPs"); b != p.counters.end()) g.cublaslt_tflops = b->second;
         else if (auto c = cublas_by_key.find(shape_key(p.name)); c != cublas_by_key.end()) g.cublaslt_tflops = c->second;
         m.gemms.push_back(g);
         continue;
       }
       if (is_copy(p.name) || p.bandwidth_gbs() <= 0) continue;
-      BandwidthRow b{f.suite, p.name, p.bandwidth_gbs(), copy, 0.0, p.seconds, -1};
+      BandwidthRow b{f.suite, p.name, p.bandwidth_gbs(), copy, 0.0, p.seconds, -1, -1};
+      if (auto c = p.counters.find("copy_GBps"); c != p.counters.end()) b.copy_gbs = c->second;
       if (auto it = p.counters.find("copy_fraction"); it != p.counters.end()) b.fraction = it->second;
+      else if (auto f2 = p.counters.find("frac_of_copy"); f2 != p.counters.end()) b.fraction = f2->second;
       else if (copy > 0) b.fraction = b.gbs / copy;
       if (auto it = p.counters.find("peak_extra_x_input"); it != p.counters.end()) b.peak_extra_x_input = it->second;
+      if (auto it = p.counters.find("cpu_s_all_threads"); it != p.counters.end()) b.cpu_s_all_threads = it->second;
       m.bandwidth.push_back(b);
     }
   }
@@ -215,8 +223,14 @@ BenchFile parse_bench(const json& j, const std::string& path) {
   BenchFile f;
   f.path = path;
   if (j.contains("context") && j["context"].is_object())
-    for (const auto& [k, v] : j["context"].items())
-      if (!v.is_object() && !v.is_array()) f.context[k] = scalar_text(v);
+    for (const auto& [k, v] : j["context"].items()) {
+      if (v.is_primitive()) f.context[k] = scalar_text(v);
+      if (v.is_array() && k == "load_avg") {  // other builds running while benchmarking show up here
+        std::string joined;
+        for (const auto& e : v) joined += (joined.empty() ? "" : " ") + scalar_text(e);
+        f.context[k] = joined;
+      }
+    }
   f.suite = f.context.count("qtc_suite") ? f.context["qtc_suite"] : fs::path(path).stem().string();
   // Group entries by run name: a run with repetitions contributes its median aggregate (else its mean,
   // else the first repetition); a run without repetitions contributes its one entry.
@@ -267,11 +281,18 @@ BenchFile parse_bench(const json& j, const std::string& path) {
 void parse_conform(const json& j, const std::string& source, Conformance& out) {
   out.sources.push_back(source);
   if (!j.is_object()) return;
-  for (const auto& [k, v] : j.items())
+  // Run facts: top-level scalars, lists of scalars, and one level of objects ("summary.pass", "generated.cases").
+  for (const auto& [k, v] : j.items()) {
     if (v.is_primitive()) out.summary[k] = scalar_text(v);
-  if (j.contains("summary") && j["summary"].is_object())
-    for (const auto& [k, v] : j["summary"].items())
-      if (v.is_primitive()) out.summary[k] = scalar_text(v);
+    if (v.is_array() && !v.empty() && std::all_of(v.begin(), v.end(), [](const json& e) { return e.is_primitive(); })) {
+      std::string joined;
+      for (const auto& e : v) joined += (joined.empty() ? "" : ", ") + scalar_text(e);
+      out.summary[k] = joined;
+    }
+    if (v.is_object())
+      for (const auto& [k2, v2] : v.items())
+        if (v2.is_primitive()) out.summary[k + "." + k2] = scalar_text(v2);
+  }
   // Results: an array of objects under one of these keys, each naming recipe, backend, profile and verdict.
   auto str_of = [](const json& o, std::initializer_list<const char*> keys, const std::string& dflt) {
     for (const char* k : keys)
@@ -279,13 +300,40 @@ void parse_conform(const json& j, const std::string& source, Conformance& out) {
     return dflt;
   };
   std::map<std::tuple<std::string, std::string, std::string>, size_t> index;
+  // `qtc conform` writes the matrix itself ("matrix": recipe, backend, profile, pass, fail, error, skipped):
+  // take its counts, and only the failure messages from "results".
+  const bool have_matrix = j.contains("matrix") && j["matrix"].is_array();
+  if (have_matrix) {
+    for (const auto& e : j["matrix"]) {
+      if (!e.is_object()) continue;
+      ConformCell cell;
+      cell.recipe = str_of(e, {"recipe"}, "?");
+      cell.backend = str_of(e, {"backend"}, "-");
+      cell.profile = str_of(e, {"profile"}, "-");
+      cell.passed = e.value("pass", 0);
+      cell.failed = e.value("fail", 0);
+      cell.errors = e.value("error", 0);
+      cell.skipped = e.value("skipped", 0);
+      index[std::make_tuple(cell.recipe, cell.backend, cell.profile)] = out.cells.size();
+      out.cells.push_back(cell);
+    }
+  }
   for (const char* key : {"results", "cases", "files", "vectors", "entries"}) {
     if (!j.contains(key) || !j[key].is_array()) continue;
     for (const auto& r : j[key]) {
       if (!r.is_object()) continue;
-      const std::string recipe = str_of(r, {"recipe", "recipe_name", "name"}, "?");
-      const std::string backend = str_of(r, {"backend"}, "cpu");
-      const std::string profile = str_of(r, {"profile"}, "te");
+      std::string recipe = str_of(r, {"recipe", "recipe_name", "name"}, "");
+      std::string backend = str_of(r, {"backend"}, "");
+      std::string profile = str_of(r, {"profile"}, "");
+      if (have_matrix) {  // the names conform_report.cpp gives empty fields in its matrix
+        if (recipe.empty()) recipe = "(unparsed)";
+        if (backend.empty()) backend = "-";
+        if (profile.empty()) profile = "-";
+      } else {
+        if (recipe.empty()) recipe = "?";
+        if (backend.empty()) backend = "cpu";
+        if (profile.empty()) profile = "te";
+      }
       std::string verdict = str_of(r, {"verdict", "status", "result", "outcome"}, "");
       if (verdict.empty() && r.contains("passed") && r["passed"].is_boolean()) verdict = r["passed"].get<bool>() ? "pass" : "fail";
       std::transform(verdict.begin(), verdict.end(), verdict.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -299,6 +347,12 @@ void parse_conform(const json& j, const std::string& source, Conformance& out) {
         out.cells.push_back(cell);
       }
       ConformCell& c = out.cells[index[t]];
+      const bool bad = !(verdict.rfind("pass", 0) == 0 || verdict == "ok" || verdict.rfind("skip", 0) == 0);
+      if (have_matrix) {  // counts are the matrix's; keep a few failure messages
+        const std::string note = str_of(r, {"message", "path"}, "").substr(0, 200);
+        if (bad && c.notes.size() < 3 && std::find(c.notes.begin(), c.notes.end(), note) == c.notes.end()) c.notes.push_back(note);
+        continue;
+      }
       if (verdict.rfind("pass", 0) == 0 || verdict == "ok") ++c.passed;
       else if (verdict.rfind("skip", 0) == 0 || verdict == "notsupported" || verdict == "not_supported" || verdict == "notrun") ++c.skipped;
       else if (verdict.rfind("err", 0) == 0 || verdict == "failed_to_run") ++c.errors;
@@ -307,12 +361,14 @@ void parse_conform(const json& j, const std::string& source, Conformance& out) {
         if (c.notes.size() < 3) {
           std::string what = str_of(r, {"message", "detail", "details", "reason", "case", "path", "file"}, "");
           if (what.size() > 200) what = what.substr(0, 200) + "...";
-          c.notes.push_back(what);
+          if (std::find(c.notes.begin(), c.notes.end(), what) == c.notes.end()) c.notes.push_back(what);
         }
       }
     }
   }
-  std::sort(out.cells.begin(), out.cells.end(), [](const ConformCell& a, const ConformCell& b) {
+  std::sort(out.cells.begin(), out.cells.end(), [](const ConformCell& a, const ConformCell& b) {  // failures first
+    const bool fa = a.failed + a.errors > 0, fb = b.failed + b.errors > 0;
+    if (fa != fb) return fa;
     return std::tie(a.recipe, a.profile, a.backend) < std::tie(b.recipe, b.profile, b.backend);
   });
   // Divergences of foreign vectors: any array of objects under a key naming them; columns = union of keys.

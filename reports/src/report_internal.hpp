@@ -20,8 +20,8 @@ struct BenchPoint {
   double seconds = 0;     ///< real_time in seconds
   int repetitions = 1;
   std::map<std::string, double> counters;  ///< user counters (of the median entry when aggregated)
-  double bandwidth_gbs() const;            ///< counter "GB/s", else bytes_per_second / 1e9; 0 if none
-  double tflops() const;                   ///< counter "TFLOP/s" (or "TFLOPS"); 0 if none
+  double bandwidth_gbs() const;            ///< counter "GB/s" (or "GBps"), else bytes_per_second / 1e9; 0 if none
+  double tflops() const;                   ///< counter "TFLOP/s" (or "TFLOPS", "TFLOPs"); 0 if none
 };
 
 struct BenchFile {
@@ -36,6 +36,7 @@ struct BandwidthRow {
   std::string suite, name;
   double gbs = 0, copy_gbs = 0, fraction = 0, seconds = 0;
   double peak_extra_x_input = -1;  ///< counter of the same name, -1 if absent
+  double cpu_s_all_threads = -1;   ///< counter of the same name (CPU suites), -1 if absent
 };
 
 /// One GEMM against cuBLASLt.
@@ -43,6 +44,7 @@ struct GemmRow {
   std::string suite, name;
   double tflops = 0;
   double cublaslt_tflops = 0;  ///< 0 when no counterpart was found
+  std::string baseline_kind = "cuBLASLt";  ///< what cublaslt_tflops measured
 };
 
 /// Conformance verdict counts of one (recipe, backend, profile).

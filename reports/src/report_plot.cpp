@@ -126,7 +126,7 @@ Plot bandwidth_plot(const Model& m, const fs::path& dir) {
     d << gp_quote(b.suite + ": " + short_name(b.name)) << " " << (have_copy ? b.fraction : b.gbs) << "\n";
   const std::string xlabel = have_copy ? "achieved bandwidth / copy bandwidth of the same suite" : "GB/s (no copy benchmark in the suite)";
   const std::string script = fmt::format(
-      "set xlabel {}\nset xrange [0:*]\nset ytics nomirror\nset yrange [-0.6:{}] reverse\nset lmargin 46\n{}"
+      "set xlabel {}\nset xrange [0:*]\nset ytics nomirror\nset yrange [{}:-0.6]\nset lmargin 46\n{}"
       "plot datafile using (0):0:(0):2:($0-0.4):($0+0.4):ytic(1) with boxxyerror lc rgb '{}' notitle, \\\n"
       "     datafile using 2:0:(sprintf('%.3g', $2)) with labels left offset 0.5,0 notitle\n",
       gp_quote(xlabel), m.bandwidth.size() - 0.4, have_copy ? "set arrow from 1, graph 0 to 1, graph 1 nohead dt 2 lc rgb '#555555'\n" : "",
@@ -138,9 +138,9 @@ Plot gemm_plot(const Model& m, const fs::path& dir) {
   std::ostringstream d;
   for (const auto& g : m.gemms) d << gp_quote(g.suite + ": " + short_name(g.name)) << " " << g.tflops << " " << g.cublaslt_tflops << "\n";
   const std::string script = fmt::format(
-      "set xlabel 'TFLOP/s'\nset xrange [0:*]\nset yrange [-0.6:{}] reverse\nset lmargin 46\nset key outside top center horizontal\n"
+      "set xlabel 'TFLOP/s'\nset xrange [0:*]\nset yrange [{}:-0.6]\nset lmargin 46\nset key outside top center horizontal\n"
       "plot datafile using (0):0:(0):2:($0-0.4):($0):ytic(1) with boxxyerror lc rgb '{}' title 'qtc', \\\n"
-      "     datafile using (0):0:(0):3:($0):($0+0.4) with boxxyerror lc rgb '{}' title 'cuBLASLt'\n",
+      "     datafile using (0):0:(0):3:($0):($0+0.4) with boxxyerror lc rgb '{}' title 'cuBLASLt baseline'\n",
       m.gemms.size() - 0.4, kBlue, kOrange);
   return render(dir, "gemm", "GEMM throughput against cuBLASLt", 1000, bar_height(m.gemms.size()), d.str(), script);
 }
@@ -154,7 +154,7 @@ Plot comparison_plot(const Model& m, const fs::path& dir) {
   }
   const std::string script = fmt::format(
       "set xlabel 'change of median real time against the baseline (%); red: regression (U test p < {}, slower by > {}%), green: improvement'\n"
-      "set yrange [-0.6:{}] reverse\nset lmargin 46\nset arrow from 0, graph 0 to 0, graph 1 nohead lc rgb '#333333'\n"
+      "set yrange [{}:-0.6]\nset lmargin 46\nset arrow from 0, graph 0 to 0, graph 1 nohead lc rgb '#333333'\n"
       "plot datafile using (0):0:(0):2:($0-0.4):($0+0.4):3:ytic(1) with boxxyerror lc rgb variable notitle\n",
       fmt_num(m.in.alpha), fmt_num(100 * m.in.min_change), m.comparison.size() - 0.4);
   return render(dir, "comparison", "Comparison with the baseline", 1000, bar_height(m.comparison.size()), d.str(), script);

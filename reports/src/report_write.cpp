@@ -43,7 +43,8 @@ std::string short_name(const std::string& n) {
 
 const std::vector<std::string> kContextKeys = {
     "qtc_machine_kind", "host_name", "cpu_model", "num_cpus", "mhz_per_cpu", "gpu", "gpu_count", "gpu_sm_clock_mhz",
-    "gpu_driver", "cuda_runtime", "cublaslt", "nccl", "qtc_commit", "qtc_commit_dirty", "qtc_date_utc", "date",
+    "gpu_driver", "driver", "cuda_driver_api", "cuda_runtime", "compute_capability", "sm_count", "cublaslt", "nccl",
+    "ranks", "qtc_commit", "commit", "qtc_commit_dirty", "qtc_date_utc", "date", "load_avg",
     "os", "compiler", "qtc_build_type", "library_build_type"};
 
 std::vector<Section> build_sections(const Model& m) {
@@ -78,12 +79,14 @@ std::vector<Section> build_sections(const Model& m) {
       s.paragraphs.push_back(
           "Each kernel's bytes read and written per second, divided by the rate of the `copy` benchmark of the same "
           "suite and machine (1.0 = as fast as a plain copy of the same bytes). Time is the median real time over the "
-          "repetitions; peak extra memory is the heap growth during one call, as a multiple of the input's size.");
+          "repetitions; CPU seconds are summed over the threads of the process (less sensitive to other load on the machine); "
+          "peak extra memory is the heap growth during one call, as a multiple of the input's size.");
       Table t;
-      t.header = {"suite", "kernel", "seconds", "GB/s", "copy GB/s", "fraction of copy", "peak extra (x input)"};
+      t.header = {"suite", "kernel", "seconds", "CPU s, all threads", "GB/s", "copy GB/s", "fraction of copy", "peak extra (x input)"};
       for (const auto& b : m.bandwidth)
-        t.add({b.suite, short_name(b.name), fmt_num(b.seconds), fmt_num(b.gbs), b.copy_gbs > 0 ? fmt_num(b.copy_gbs) : "n/a",
-               b.fraction > 0 ? fmt_num(b.fraction, 3) : "n/a", b.peak_extra_x_input >= 0 ? fmt_num(b.peak_extra_x_input, 3) : ""});
+        t.add({b.suite, short_name(b.name), fmt_num(b.seconds), b.cpu_s_all_threads >= 0 ? fmt_num(b.cpu_s_all_threads) : "",
+               fmt_num(b.gbs), b.copy_gbs > 0 ? fmt_num(b.copy_gbs) : "n/a", b.fraction > 0 ? fmt_num(b.fraction, 3) : "n/a",
+               b.peak_extra_x_input >= 0 ? fmt_num(b.peak_extra_x_input, 3) : ""});
       s.tables.push_back(t);
       s.plot_ids.push_back("bandwidth");
     }
@@ -94,12 +97,16 @@ std::vector<Section> build_sections(const Model& m) {
   {
     Section s{"gemm", "GEMMs: TFLOP/s against cuBLASLt", {}, {}, {}};
     if (m.gemms.empty()) {
-      s.paragraphs.push_back("No GEMM benchmark (counter `TFLOP/s`) in this run.");
+      s.paragraphs.push_back("No GEMM benchmark (counter `TFLOP/s` or `TFLOPs`) in this run.");
     } else {
+      s.paragraphs.push_back(
+          "Each GEMM's throughput against cuBLASLt on the same machine: the suite's `baseline_TFLOPs` (for NVFP4 on "
+          "Hopper, emulated through BF16, the BF16 cuBLASLt GEMM of the same shape), else a `cublaslt...` benchmark of "
+          "the same shape.");
       Table t;
-      t.header = {"suite", "GEMM", "TFLOP/s", "cuBLASLt TFLOP/s", "x cuBLASLt"};
+      t.header = {"suite", "GEMM", "TFLOP/s", "baseline", "baseline TFLOP/s", "x baseline"};
       for (const auto& g : m.gemms)
-        t.add({g.suite, short_name(g.name), fmt_num(g.tflops), g.cublaslt_tflops > 0 ? fmt_num(g.cublaslt_tflops) : "n/a",
+        t.add({g.suite, short_name(g.name), fmt_num(g.tflops), g.baseline_kind, g.cublaslt_tflops > 0 ? fmt_num(g.cublaslt_tflops) : "n/a",
                g.cublaslt_tflops > 0 ? fmt_num(g.tflops / g.cublaslt_tflops, 3) : "n/a"});
       s.tables.push_back(t);
       s.plot_ids.push_back("gemm");
@@ -232,7 +239,7 @@ body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2em
 h1{border-bottom:2px solid #2e86c1;padding-bottom:.2em}h2{margin-top:2em;border-bottom:1px solid #ccc}
 table{border-collapse:collapse;margin:1em 0;font-size:.9em}th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left}
 th{background:#eaf2f8}tr.bad td{background:#fadbd8;font-weight:600}tr.good td{background:#d5f5e3}
-code{background:#f4f4f4;padding:0 .2em}figure{margin:1em 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}
+code{background:#f4f4f4;padding:0 .2em}td{max-width:40em;overflow-wrap:anywhere}figure{margin:1em 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}
 .warn{background:#fcf3cf;border:1px solid #f1c40f;padding:.5em 1em}.summary{font-size:1.05em}
 nav a{margin-right:1em})";
 
@@ -329,7 +336,8 @@ json render_summary(const Model& m) {
   j["bandwidth"] = bw;
   json gm = json::array();
   for (const auto& g : m.gemms)
-    gm.push_back({{"suite", g.suite}, {"name", g.name}, {"tflops", g.tflops}, {"cublaslt_tflops", g.cublaslt_tflops}});
+    gm.push_back({{"suite", g.suite}, {"name", g.name}, {"tflops", g.tflops}, {"baseline", g.baseline_kind},
+                  {"baseline_tflops", g.cublaslt_tflops}});
   j["gemms"] = gm;
   json cf = json::array();
   int failed = 0;
