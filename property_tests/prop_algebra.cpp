@@ -23,8 +23,6 @@
 namespace qtc::prop {
 namespace {
 
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 /// The code of logical element (i, j) in plane p (NVFP4: 4-bit code; others: the FP8 byte).
 uint8_t code_at(const QuantizedTensor& q, PlaneKind p, int64_t i, int64_t j) {
   const Plane& pl = q.plane(p);
