@@ -532,3 +532,43 @@ TEST(RowScaled, AccumulateAddsInTheOutputDtypeAndBetaIsRejected) {
 
 }  // namespace
 }  // namespace qtc::ref
+
+namespace qtc::ref {
+namespace {
+
+// ------------------------------------------------------------------------------------------------
+// FP8 block scaling in cuBLAS's order (§7.3)
+
+TEST(Fp8BlockCublasOrder, EqualsExactOnExactInputsAndStaysCloseOnRandom) {
+  const std::pair<bool, bool> mixes[] = {{true, false}, {false, false}, {false, true}};  // (A 2D, B 2D)
+  for (auto [a2, b2] : mixes)
+    for (GemmKind k : {GemmKind::kFprop, GemmKind::kWgrad}) {
+      SCOPED_TRACE(std::string(a2 ? "128x128" : "1x128") + " x " + (b2 ? "128x128" : "1x128") +
+                   (k == GemmKind::kFprop ? " fprop" : " wgrad"));
+      std::mt19937_64 rng(test_seed() + 40);
+      PairCase pc{"", fp8_block(a2, true), fp8_block(b2, true)};
+      // exact inputs: small integers, power-of-two scales -> both models give the exact result
+      const Operands o = make_operands(pc, k, rng, /*small_ints=*/true, DType::kF32);
+      const HostMatrix ex = gemm_exact(o.a, o.b, o.args), cb = gemm_fp8_block_cublas_order(o.a, o.b, o.args);
+      ASSERT_EQ(ex.bytes, cb.bytes);
+      // random inputs, non-power-of-two scales: the per-block FP32 roundings stay within nkb·2 roundings of S
+      PairCase pr{"", fp8_block(a2), fp8_block(b2)};
+      const Operands r = make_operands(pr, k, rng, /*small_ints=*/false, DType::kF32);
+      const ResolvedGemm g = resolve_gemm(r.a, r.b, r.args);
+      const HostMatrix ex2 = gemm_exact(g, r.args), cb2 = gemm_fp8_block_cublas_order(r.a, r.b, r.args);
+      const std::vector<double> e = gemm_eigen_error_bound(g, r.args);
+      const double nk = static_cast<double>(g.a.k + 3), gamma = nk * 0x1p-53 / (1 - nk * 0x1p-53) * 1.01;
+      const double nkb = static_cast<double>((g.a.k + 127) / 128);
+      int64_t differ = 0;
+      for (int64_t i = 0; i < ex2.numel(); ++i) {
+        const double x = value_at(ex2, i / ex2.cols, i % ex2.cols), y = value_at(cb2, i / ex2.cols, i % ex2.cols);
+        const double s = e[static_cast<size_t>(i)] / gamma;
+        differ += x != y;
+        ASSERT_LE(std::fabs(x - y), ulp_of(DType::kF32, x) + 3.0 * nkb * 0x1p-24 * s) << "element " << i;
+      }
+      RecordProperty("differing_outputs", static_cast<int>(differ));
+    }
+}
+
+}  // namespace
+}  // namespace qtc::ref

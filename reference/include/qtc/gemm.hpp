@@ -137,3 +137,15 @@ void row_scaled_post_scale(std::span<float> scratch, int64_t n, int64_t m, std::
 HostMatrix gemm_nvfp4_row_scaled(const QuantizedTensor& A, const QuantizedTensor& B, const GemmArgs& args);
 
 }  // namespace qtc::ref
+
+namespace qtc::ref {
+
+/// FP8 block scaling in cuBLAS's order (TE_FORMATS.md §7.3, TE's `CuBLASRefBlockwiseGemm`, which TE requires
+/// to match cuBLAS bit for bit): for each output and each 128-wide k block, p = the block's dot product of the
+/// raw FP8 values rounded once to FP32 (exact here, in long double, so this matches the hardware whenever
+/// the 128-term sum is exact in FP32), then y = fma(RN(p · s1), s2, y) in FP32, where s1 is the 1x128
+/// operand's scale (B's when both are 1x128) and s2 the other one; finally + bias in FP32 and the cast.
+/// alpha must be 1 and beta 0 (TE's block-scaled GEMMs use neither).
+HostMatrix gemm_fp8_block_cublas_order(const QuantizedTensor& A, const QuantizedTensor& B, const GemmArgs& args);
+
+}  // namespace qtc::ref
