@@ -16,6 +16,7 @@
 #include "commands.hpp"
 #include "conform_report.hpp"
 #include "qtc/error.hpp"
+#include "qtc/report.hpp"
 #include "verify.hpp"
 
 namespace qtc::conformance {
@@ -197,6 +198,14 @@ int run_conform(ConformOptions o) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "qtc conform: %s\n", e.what());
     return 2;
+  }
+  // The project report (reports/: qtc_report.{md,html,json} and plots beside report.{md,json}) from the same
+  // report.json; a problem there is a warning, never a verdict.
+  try {
+    const auto made = qtc::report::write_report_for_conform(out);
+    for (const auto& w : made.warnings) std::fprintf(stderr, "qtc conform: report generator: %s\n", w.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "qtc conform: warning: the qtc report generator failed: %s\n", e.what());
   }
   std::fprintf(stderr, "qtc conform: report written (%.1f s)\n", run.seconds);
   std::printf("%s\n", sum.closing_line().c_str());
