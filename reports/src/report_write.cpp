@@ -2,6 +2,7 @@
 /// \brief write_report(): the model rendered as Markdown, one self-contained HTML page and a JSON summary.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -392,6 +393,28 @@ Outputs write_report(const Inputs& in, const fs::path& out_dir) {
   o.conform_failed = summary["conform_failed"].get<int>();
   o.warnings = m.warnings;
   return o;
+}
+
+Outputs write_report_for_conform(const fs::path& dir, const fs::path& bench_dir) {
+  Inputs in;
+  in.title = "qtc conform report";
+  in.conform_json = {dir / "report.json"};
+#ifdef QTC_SOURCE_DIR
+  if (fs::is_directory(fs::path(QTC_SOURCE_DIR) / "reports" / "history")) in.history_dir = fs::path(QTC_SOURCE_DIR) / "reports" / "history";
+#endif
+  if (!bench_dir.empty()) {
+    auto add = [](const fs::path& d, std::vector<fs::path>& out) {
+      std::error_code ec;
+      if (!fs::is_directory(d, ec)) return;
+      for (const auto& e : fs::directory_iterator(d, ec))
+        if (e.path().extension() == ".json") out.push_back(e.path());
+      std::sort(out.begin(), out.end());
+    };
+    add(bench_dir / "bench", in.bench_json);
+    add(bench_dir / "compare", in.compare_json);
+    in.baseline = "see " + bench_dir.string();
+  }
+  return write_report(in, dir);
 }
 
 }  // namespace qtc::report

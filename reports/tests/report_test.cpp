@@ -12,6 +12,7 @@
 /// | ReportHtml.SelfContained                | full report from crafted inputs                | no external URL, all sections  |
 /// | ReportHtml.RendersInChromium            | same page in headless Chromium                 | DOM dumped, no console message,|
 /// |                                         |                                                | screenshot saved               |
+/// | ReportConform.ReadsConformMatrix        | `qtc conform`'s report.json                    | counts, failures first, notes  |
 ///
 /// compare.py and Chromium are external programs: without them the tests skip with the reason, except in CI
 /// (CI=true), where scripts/setup.sh has installed them and their absence is a failure.
@@ -367,6 +368,40 @@ TEST_F(ReportHtml, RendersInChromium) {
   std::istringstream slines(slurp(slog));
   while (std::getline(slines, line)) EXPECT_EQ(line.find(":CONSOLE"), std::string::npos) << line;
   std::printf("screenshot: %s\n", fs::absolute(shot).c_str());
+}
+
+/// `qtc conform`'s report.json (conformance/src/conform_report.cpp): matrix counts, per-file results.
+TEST(ReportConform, ReadsConformMatrix) {
+  const fs::path dir = fs::path(testing::TempDir()) / "qtc_report_conform";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const json j = {
+      {"qtc_version", "0.1.0"}, {"started_utc", "2026-11-29T16:54:14Z"}, {"seconds", 7.8}, {"seed", 20261129},
+      {"backends", {"cpu", "cuda (skipped: built without CUDA)"}}, {"generated", {{"recipes", 103}, {"cases", 1327}}},
+      {"summary", {{"pass", 5}, {"fail", 2}, {"error", 1}, {"skipped", 3}}},
+      {"matrix", json::array({{{"recipe", "nvfp4_1x16"}, {"backend", "cpu"}, {"profile", "te"}, {"pass", 5}, {"fail", 0}, {"error", 0}, {"skipped", 0}},
+                              {{"recipe", "nvfp4_1x16"}, {"backend", "cuda"}, {"profile", "te"}, {"pass", 0}, {"fail", 0}, {"error", 0}, {"skipped", 3}},
+                              {{"recipe", "mxfp8_e4m3_rceil"}, {"backend", "cpu"}, {"profile", "te"}, {"pass", 0}, {"fail", 2}, {"error", 0}, {"skipped", 0}},
+                              {{"recipe", "(unparsed)"}, {"backend", "-"}, {"profile", "-"}, {"pass", 0}, {"fail", 0}, {"error", 1}, {"skipped", 0}}})},
+      {"results", json::array({{{"suite", "generated"}, {"check", "verify"}, {"path", "a.safetensors"}, {"backend", "cpu"},
+                                {"recipe", "mxfp8_e4m3_rceil"}, {"profile", "te"}, {"verdict", "fail"}, {"message", "rowwise_scale_inv differs"}},
+                               {{"suite", "generated"}, {"check", "verify"}, {"path", "b.safetensors"}, {"backend", "cpu"},
+                                {"recipe", "mxfp8_e4m3_rceil"}, {"profile", "te"}, {"verdict", "fail"}, {"message", "rowwise_scale_inv differs"}},
+                               {{"suite", "bundled"}, {"check", "verify"}, {"path", "bad.safetensors"}, {"backend", ""},
+                                {"recipe", ""}, {"profile", ""}, {"verdict", "error"}, {"message", "header length beyond the file"}}})}};
+  std::ofstream(dir / "report.json") << j.dump();
+  const auto out = qtc::report::write_report_for_conform(dir);
+  EXPECT_EQ(out.conform_failed, 3);
+  const json summary = json::parse(slurp(out.json));
+  ASSERT_EQ(summary["conformance"].size(), 4u);
+  EXPECT_EQ(summary["conformance"][0]["failed"].get<int>() + summary["conformance"][0]["errors"].get<int>() > 0, true)
+      << "failures are listed first";
+  const std::string html = slurp(out.html);
+  EXPECT_NE(html.find("rowwise_scale_inv differs"), std::string::npos);
+  EXPECT_EQ(html.find("rowwise_scale_inv differs; rowwise_scale_inv differs"), std::string::npos) << "notes are deduplicated";
+  EXPECT_NE(html.find("header length beyond the file"), std::string::npos);
+  EXPECT_NE(html.find("cuda (skipped: built without CUDA)"), std::string::npos);
+  EXPECT_TRUE(fs::exists(dir / "report.json")) << "conform's own files stay";
 }
 
 }  // namespace

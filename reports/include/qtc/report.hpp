@@ -48,6 +48,12 @@ struct Outputs {
 /// not exceptions; only an unwritable out_dir throws.
 Outputs write_report(const Inputs& in, const fs::path& out_dir);
 
+/// What `qtc conform` calls after writing dir/report.json: write_report() into the same folder with that
+/// report.json, the committed history (<source tree>/reports/history) and, when bench_dir names the folder of a
+/// scripts/bench_report.sh run (e.g. build/bench-report/latest), its benchmark JSON (bench/*.json) and
+/// comparisons (compare/*.json). Adds qtc_report.{md,html,json} and plots/ beside report.{md,json}.
+Outputs write_report_for_conform(const fs::path& dir, const fs::path& bench_dir = {});
+
 /// One benchmark of the baseline comparison.
 struct Comparison {
   std::string name;
