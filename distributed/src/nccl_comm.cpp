@@ -68,6 +68,10 @@ class NcclComm final : public Comm {
   std::string name() const override { return "nccl"; }
 
   void all_gather(const void* send, size_t bytes, void* recv) override {
+    if (bytes == 0) {  // nothing to move; NCCL rejects null buffers even for a count of 0
+      ++stats_.collectives;
+      return;
+    }
     reserve(bytes);
     QTC_CUDA_RT_CHECK(cudaMemcpyAsync(d_send_, send, bytes, cudaMemcpyHostToDevice, stream_));
     device_all_gather(d_send_, bytes, d_recv_);
@@ -81,6 +85,9 @@ class NcclComm final : public Comm {
   void device_all_gather(const void* d_send, size_t bytes, void* d_recv) {
     const ncclResult_t rc = ncclAllGather(d_send, d_recv, bytes, ncclUint8, comm_, stream_);
     QTC_CHECK(rc == ncclSuccess || rc == ncclInProgress, "ncclAllGather: ", ncclGetErrorString(rc));
+    // A non-blocking communicator may still be enqueueing the operation (ncclInProgress): the stream is
+    // idle until it is, and no other NCCL call may be made before it reports ncclSuccess.
+    wait_nccl("ncclAllGather enqueue");
     wait_stream("ncclAllGather");
     ++stats_.collectives;
     stats_.bytes_sent += bytes;
