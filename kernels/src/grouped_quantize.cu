@@ -17,9 +17,10 @@ using dev::InputTraits;
 /// Per-group amax (per-tensor) or per-row amax (row-scaled), NaN ignored (§0.5). One warp per row.
 template <typename T>
 __global__ void grouped_amax_kernel(const T* __restrict__ x, int64_t K, const int64_t* __restrict__ first_dims,
-                                    const int64_t* __restrict__ row_offsets, bool row_scaled, float* __restrict__ amax) {
+                                    const int64_t* __restrict__ row_offsets, int64_t stride, bool row_scaled,
+                                    float* __restrict__ amax) {
   const int64_t g = blockIdx.y;
-  const int64_t rows = first_dims[g], r0 = row_offsets[g];
+  const int64_t rows = first_dims[g * stride], r0 = row_offsets[g * stride];
   const int warps = blockDim.x / 32, lane = threadIdx.x % 32;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(warps) + threadIdx.x / 32; i < rows;
        i += static_cast<int64_t>(gridDim.x) * warps) {
@@ -39,11 +40,11 @@ __global__ void grouped_amax_kernel(const T* __restrict__ x, int64_t K, const in
 /// One thread per 16-element block of a live row: §1.4 with the group's (or the row's) S_enc.
 template <typename T>
 __global__ void grouped_nvfp4_kernel(const T* __restrict__ x, int64_t K, const int64_t* __restrict__ first_dims,
-                                     const int64_t* __restrict__ row_offsets, bool row_scaled,
+                                     const int64_t* __restrict__ row_offsets, int64_t stride, bool row_scaled,
                                      const float* __restrict__ amax, uint8_t* __restrict__ data,
                                      uint8_t* __restrict__ scale) {
   const int64_t g = blockIdx.y;
-  const int64_t rows = first_dims[g], r0 = row_offsets[g];
+  const int64_t rows = first_dims[g * stride], r0 = row_offsets[g * stride];
   const int64_t nkb = K / 16;
   const dev::Nvfp4Cfg cfg{false, false, false, false, false, 448.0f, 2688.0f, 0};
   for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < rows * nkb;
@@ -62,17 +63,18 @@ __global__ void grouped_nvfp4_kernel(const T* __restrict__ x, int64_t K, const i
 }
 
 template <typename T>
-void launch(const DeviceMatrixView& x, const int64_t* fd, const int64_t* off, DeviceGroupedNvfp4& o, cudaStream_t s) {
+void launch(const DeviceMatrixView& x, const int64_t* fd, const int64_t* off, int64_t stride, DeviceGroupedNvfp4& o,
+            cudaStream_t s) {
   const T* px = static_cast<const T*>(x.data);
   auto* amax = o.amax.as<float>();
   if (!o.row_scaled) QTC_CUDA_CHECK(cudaMemsetAsync(amax, 0, static_cast<size_t>(o.groups) * sizeof(float), s));
   // grids sized for a group as large as the whole buffer: the real sizes are only known on the device
   const dim3 ga(static_cast<unsigned>(std::min<int64_t>((o.capacity + 7) / 8, 4096)), static_cast<unsigned>(o.groups));
-  grouped_amax_kernel<T><<<ga, 256, 0, s>>>(px, o.cols, fd, off, o.row_scaled, amax);
+  grouped_amax_kernel<T><<<ga, 256, 0, s>>>(px, o.cols, fd, off, stride, o.row_scaled, amax);
   QTC_CUDA_CHECK_LAUNCH();
   const int64_t blocks = o.capacity * (o.cols / 16);
   const dim3 gq(static_cast<unsigned>(std::min<int64_t>((blocks + 255) / 256, 4096)), static_cast<unsigned>(o.groups));
-  grouped_nvfp4_kernel<T><<<gq, 256, 0, s>>>(px, o.cols, fd, off, o.row_scaled, amax, o.data.as<uint8_t>(),
+  grouped_nvfp4_kernel<T><<<gq, 256, 0, s>>>(px, o.cols, fd, off, stride, o.row_scaled, amax, o.data.as<uint8_t>(),
                                               o.scale.as<uint8_t>());
   QTC_CUDA_CHECK_LAUNCH();
 }
@@ -95,13 +97,14 @@ DeviceGroupedNvfp4 allocate_grouped_nvfp4(int64_t capacity, int64_t cols, int64_
 }
 
 void quantize_grouped_nvfp4_into(const DeviceMatrixView& x, const int64_t* d_first_dims, const int64_t* d_row_offsets,
-                                 DeviceGroupedNvfp4& out, cudaStream_t stream) {
+                                 DeviceGroupedNvfp4& out, cudaStream_t stream, int64_t stride) {
+  QTC_CHECK(stride >= 1, "grouped NVFP4: the group-size stride must be >= 1 element, got ", stride);
   QTC_CHECK(x.rows == out.capacity && x.cols == out.cols, "grouped NVFP4: input ", x.rows, "x", x.cols,
             ", outputs for ", out.capacity, "x", out.cols);
   switch (x.dtype) {
-    case DType::kF32: launch<float>(x, d_first_dims, d_row_offsets, out, stream); break;
-    case DType::kBF16: launch<__nv_bfloat16>(x, d_first_dims, d_row_offsets, out, stream); break;
-    case DType::kF16: launch<__half>(x, d_first_dims, d_row_offsets, out, stream); break;
+    case DType::kF32: launch<float>(x, d_first_dims, d_row_offsets, stride, out, stream); break;
+    case DType::kBF16: launch<__nv_bfloat16>(x, d_first_dims, d_row_offsets, stride, out, stream); break;
+    case DType::kF16: launch<__half>(x, d_first_dims, d_row_offsets, stride, out, stream); break;
     default: QTC_FAIL("grouped NVFP4: input must be F32, BF16 or F16");
   }
 }

@@ -9,6 +9,7 @@
 /// | row-scaled NVFP4 (§7.5) | fprop F32/BF16 + bias, wgrad two-vector | —                                          |
 /// | grouped row-scaled NVFP4| uneven/empty groups, capacity padding, F32/BF16 vs ref grouped | —          |
 /// | grouped NVFP4 quantize  | device group sizes, CUDA graph captured once, replayed with two size sets | — |
+/// | grouped NVFP4 quantize  | strided (stride-2) view of the device group-size array; stride 0 rejected | — |
 /// | MXFP8, NVFP4 native     | skipped with the gating reason on SM 9.0; refusal carries it             |
 ///
 /// Exact inputs (STYLE.md item 6): element values from {0, ±0.5, ±1, ±1.5, ±2, ±3} and power-of-two scales,
@@ -634,6 +635,42 @@ TEST(GroupedQuantizeCuda, GraphCapturedReplayWithDifferentGroupSizes) {
   }
   QTC_CUDA_CHECK(cudaStreamSynchronize(st));
   QTC_CUDA_CHECK(cudaStreamDestroy(st));
+}
+
+TEST(GroupedQuantizeCuda, StridedViewOfTheGroupSizeArray) {
+  // sizes and offsets interleaved in one [G, 2] int64 tensor: each is a stride-2 view
+  QTC_REQUIRE_FEATURE(gating::Feature::kQuantizeGrouped);
+  const int64_t cap = 256, K = 64, G = 4;
+  std::mt19937_64 g(seed() + 31);
+  std::normal_distribution<float> dn(0.0f, 1.0f);
+  HostMatrix x(DType::kF32, cap, K);
+  for (int64_t i = 0; i < cap * K; ++i) x.as<float>()[i] = dn(g);
+  const std::vector<int64_t> sizes{48, 0, 16, 96}, offs{0, 48, 64, 96};
+  std::vector<int64_t> inter;
+  for (int64_t i = 0; i < G; ++i) inter.insert(inter.end(), {sizes[static_cast<size_t>(i)], offs[static_cast<size_t>(i)]});
+  DeviceBuffer dx(x.bytes.size(), nullptr), dint(inter.size() * 8, nullptr);
+  QTC_CUDA_CHECK(cudaMemcpy(dx.data(), x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice));
+  QTC_CUDA_CHECK(cudaMemcpy(dint.data(), inter.data(), dint.bytes(), cudaMemcpyHostToDevice));
+  DeviceGroupedNvfp4 out = allocate_grouped_nvfp4(cap, K, G, /*row_scaled=*/false, nullptr);
+  quantize_grouped_nvfp4_into({dx.data(), DType::kF32, cap, K}, dint.as<int64_t>(), dint.as<int64_t>() + 1, out, nullptr, 2);
+  std::vector<uint8_t> data(out.data.bytes());
+  std::vector<float> amax(G);
+  QTC_CUDA_CHECK(cudaMemcpy(data.data(), out.data.data(), data.size(), cudaMemcpyDeviceToHost));
+  QTC_CUDA_CHECK(cudaMemcpy(amax.data(), out.amax.data(), G * 4, cudaMemcpyDeviceToHost));
+  ref::GroupedRows rows = ref::GroupedRows::packed(sizes, K, cap);
+  Recipe r;
+  r.kind = RecipeKind::kNVFP4;
+  r.columnwise = false;
+  const auto want = ref::quantize_grouped(x.view(), rows, r);
+  for (int64_t gi = 0; gi < G; ++gi) {
+    if (sizes[static_cast<size_t>(gi)] == 0) continue;
+    const Plane& p = *want[static_cast<size_t>(gi)].rowwise;
+    EXPECT_EQ(std::memcmp(data.data() + offs[static_cast<size_t>(gi)] * K / 2, p.data.data(), p.data.size()), 0) << "group " << gi;
+    EXPECT_EQ(amax[static_cast<size_t>(gi)], p.amax[0]) << "group " << gi;
+  }
+  EXPECT_THROW(quantize_grouped_nvfp4_into({dx.data(), DType::kF32, cap, K}, dint.as<int64_t>(), dint.as<int64_t>() + 1, out,
+                                           nullptr, 0),
+               qtc::Error);
 }
 
 // ------------------------------------------------------------------------------------------------

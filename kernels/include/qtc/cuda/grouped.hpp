@@ -30,9 +30,11 @@ struct DeviceGroupedNvfp4 {
 DeviceGroupedNvfp4 allocate_grouped_nvfp4(int64_t capacity, int64_t cols, int64_t groups, bool row_scaled,
                                           cudaStream_t stream);
 
-/// Quantizes every group of x ([capacity, K], F32/BF16/F16): group g is rows [row_offsets[g], +first_dims[g]),
-/// both device arrays of `groups` int64. Stream-ordered, no host synchronization, no allocation.
+/// Quantizes every group of x ([capacity, K], F32/BF16/F16): group g is rows [row_offsets[g·stride],
+/// + first_dims[g·stride]), both device int64 arrays; `stride` (elements, >= 1) reads a strided view of them,
+/// e.g. one column of a [groups, 2] tensor (one of the cases TE's grouped work had to fix). Stream-ordered, no
+/// host synchronization, no allocation.
 void quantize_grouped_nvfp4_into(const DeviceMatrixView& x, const int64_t* d_first_dims, const int64_t* d_row_offsets,
-                                 DeviceGroupedNvfp4& out, cudaStream_t stream);
+                                 DeviceGroupedNvfp4& out, cudaStream_t stream, int64_t stride = 1);
 
 }  // namespace qtc::cuda
