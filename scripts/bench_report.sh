@@ -19,6 +19,9 @@
 #   --record            add this run to reports/history (commit that file to keep it)
 #   --update-baseline   copy this run's JSON into reports/baselines/KIND (commit them to make them the baseline)
 #   --fail-on-regression  exit 1 when the comparison finds a regression
+# The CPU suites run here are judged on process CPU time (MeasureProcessCPUTime; set QTC_COMPARE_METRIC=real
+# for real time): on a machine shared with other builds, real time follows their load. Repetitions are
+# interleaved at random (--benchmark_enable_random_interleaving) so drift spreads over all benchmarks.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="$ROOT/build"
@@ -47,7 +50,7 @@ while [ $# -gt 0 ]; do
     --record) RECORD=(--record); shift ;;
     --update-baseline) UPDATE=1; shift ;;
     --fail-on-regression) FAIL=(--fail-on-regression); shift ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench_report.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -82,6 +85,7 @@ QTC="$(find "$BUILD" -type f -name qtc -perm -u+x | head -n 1)"
 [ -n "$QTC" ] || { echo "bench_report.sh: qtc was not built" >&2; exit 2; }
 
 JSONS=()
+CPU_SUITES=()  # run here: judged on process CPU time (this machine is shared; real time follows the load)
 if [ "$RUN" = 1 ]; then
   # CPU suites: every bench_* executable that is not a GPU suite (GPU suites run on the GPU machine).
   for exe in "$BUILD"/reports/bench_*; do
@@ -92,8 +96,9 @@ if [ "$RUN" = 1 ]; then
     echo "bench_report.sh: running $name ($REPS repetitions; other work on this machine adds noise)" >&2
     QTC_MACHINE_KIND="$KIND" "$exe" --benchmark_repetitions="$REPS" --benchmark_min_time="$MIN_TIME" \
       ${FILTER:+--benchmark_filter="$FILTER"} --benchmark_out="$OUT/bench/$suite.json" --benchmark_out_format=json \
-      --benchmark_report_aggregates_only=false >&2
+      --benchmark_enable_random_interleaving=true >&2
     JSONS+=("$OUT/bench/$suite.json")
+    CPU_SUITES+=("$suite.json")
   done
 fi
 if [ -n "$RESULTS" ]; then
@@ -108,7 +113,11 @@ for f in "${JSONS[@]}"; do
   if [ -n "$COMPARE" ] && [ -f "$b" ]; then
     c="$OUT/compare/$(basename "$f")"
     if "$PY" "$COMPARE" --no-color -d "$c" benchmarks "$b" "$f" > "${c%.json}.txt" 2>&1; then
-      ARGS+=(--compare "$c")
+      if [[ " ${CPU_SUITES[*]} " == *" $(basename "$f") "* ]] && [ "${QTC_COMPARE_METRIC:-cpu}" = cpu ]; then
+        ARGS+=(--compare-cpu "$c")
+      else
+        ARGS+=(--compare "$c")
+      fi
     else
       echo "bench_report.sh: compare.py failed on $(basename "$f"):" >&2; cat "${c%.json}.txt" >&2
     fi

@@ -17,7 +17,7 @@ namespace qtc::conformance {
 namespace {
 
 struct ReportOptions {
-  std::vector<std::string> bench, compare, conform;
+  std::vector<std::string> bench, compare, compare_cpu, conform;
   std::string baseline, history, out = "qtc-report", title = "qtc report";
   bool record = false;
   bool fail_on_regression = false;
@@ -30,6 +30,7 @@ int run_report(const ReportOptions& o) {
   in.title = o.title;
   for (const auto& p : o.bench) in.bench_json.emplace_back(p);
   for (const auto& p : o.compare) in.compare_json.emplace_back(p);
+  for (const auto& p : o.compare_cpu) in.compare_cpu_json.emplace_back(p);
   for (const auto& p : o.conform) in.conform_json.emplace_back(p);
   in.baseline = o.baseline;
   in.history_dir = o.history;
@@ -62,11 +63,13 @@ void register_report(CLI::App& app) {
       "Writes qtc_report.md, qtc_report.html (self-contained: open it in any browser) and qtc_report.json into\n"
       "--out, plots beside them in plots/ (rendered by gnuplot). Prints the folder's path last.\n"
       "A benchmark counts as a regression when compare.py's U test over the repetitions gives p < --alpha and its\n"
-      "median real time grew by more than --min-change. scripts/bench_report.sh runs the benchmarks and compare.py\n"
+      "median time (real, or CPU with --compare-cpu) grew by more than --min-change. scripts/bench_report.sh runs the benchmarks and compare.py\n"
       "and then this command. Exit status: 0; 1 with --fail-on-regression when something regressed; 2 when the\n"
       "report cannot be written.");
   cmd->add_option("--bench", o->bench, "Google Benchmark JSON files of this run")->check(CLI::ExistingFile);
-  cmd->add_option("--compare", o->compare, "compare.py -d dumps (baseline vs this run)")->check(CLI::ExistingFile);
+  cmd->add_option("--compare", o->compare, "compare.py -d dumps (baseline vs this run), judged on real time")->check(CLI::ExistingFile);
+  cmd->add_option("--compare-cpu", o->compare_cpu, "compare.py -d dumps judged on CPU time (CPU suites on a shared machine)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--baseline", o->baseline, "Where the baseline came from (shown in the report)");
   cmd->add_option("--conform", o->conform, "`qtc conform` report.json files")->check(CLI::ExistingFile);
   cmd->add_option("--history", o->history, "Folder of past runs' records (reports/history)");

@@ -24,7 +24,10 @@ std::string_view verdict_name(Comparison::Verdict v) {
   return "?";
 }
 
-std::vector<Comparison> read_comparison(const nlohmann::json& dump, double alpha, double min_change) {
+std::vector<Comparison> read_comparison(const nlohmann::json& dump, double alpha, double min_change, bool cpu_time) {
+  const char* const kOld = cpu_time ? "cpu_time" : "real_time";
+  const char* const kNew = cpu_time ? "cpu_time_other" : "real_time_other";
+  const char* const kP = cpu_time ? "cpu_pvalue" : "time_pvalue";
   // compare.py -d writes a list of {name, run_type, aggregate_name, measurements[], time_unit, utest{}}:
   // per-repetition entries ("iteration") carry the U test over all repetitions; the "_median"/"_mean"
   // aggregates carry the central values. We take the U test's p-value for real time and the median's change.
@@ -45,24 +48,25 @@ std::vector<Comparison> read_comparison(const nlohmann::json& dump, double alpha
     if (name.empty() || name == "OVERALL_GEOMEAN") continue;
     Comparison c;
     c.name = name;
+    c.metric = cpu_time ? "CPU time" : "real time";
     c.time_unit = e.value("time_unit", "");
     const auto& ms = e.value("measurements", nlohmann::json::array());
     c.reps_old = c.reps_new = static_cast<int>(ms.size());
     const nlohmann::json* central = median.count(name) ? median[name] : (mean.count(name) ? mean[name] : nullptr);
     if (central != nullptr && !(*central)["measurements"].empty()) {
       const auto& m0 = (*central)["measurements"][0];
-      c.old_time = m0.value("real_time", 0.0);
-      c.new_time = m0.value("real_time_other", 0.0);
+      c.old_time = m0.value(kOld, 0.0);
+      c.new_time = m0.value(kNew, 0.0);
     } else if (!ms.empty()) {  // no aggregates (one repetition): the plain means of the measurements
       for (const auto& m : ms) {
-        c.old_time += m.value("real_time", 0.0) / static_cast<double>(ms.size());
-        c.new_time += m.value("real_time_other", 0.0) / static_cast<double>(ms.size());
+        c.old_time += m.value(kOld, 0.0) / static_cast<double>(ms.size());
+        c.new_time += m.value(kNew, 0.0) / static_cast<double>(ms.size());
       }
     }
     c.change = c.old_time != 0 ? (c.new_time - c.old_time) / std::fabs(c.old_time) : 0.0;
     const auto& ut = e.value("utest", nlohmann::json::object());
-    if (ut.is_object() && ut.contains("time_pvalue") && ut["time_pvalue"].is_number()) {
-      c.pvalue = ut["time_pvalue"].get<double>();
+    if (ut.is_object() && ut.contains(kP) && ut[kP].is_number()) {
+      c.pvalue = ut[kP].get<double>();
       c.reps_old = ut.value("nr_of_repetitions", c.reps_old);
       c.reps_new = ut.value("nr_of_repetitions_other", c.reps_new);
       const bool significant = *c.pvalue < alpha;
@@ -194,6 +198,15 @@ void derive_tables(Model& m) {
   }
 }
 
+/// History keys: "<suite>:<name>" without the timing suffixes, so a suite that switches between real,
+/// process and manual time keeps one line in the history plot.
+std::string history_key(const std::string& suite, std::string name) {
+  for (const std::string suffix : {"/real_time", "/process_time", "/manual_time"})
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      name.resize(name.size() - suffix.size());
+  return suite + ":" + name;
+}
+
 void read_history(Model& m) {
   if (m.in.history_dir.empty() || !fs::is_directory(m.in.history_dir)) return;
   std::vector<fs::path> files;
@@ -209,7 +222,10 @@ void read_history(Model& m) {
     h.machine_kind = j->value("machine_kind", "");
     const json secs = j->value("seconds", json::object());  // a named copy: items() must not outlive it
     for (const auto& [k, v] : secs.items())
-      if (v.is_number()) h.seconds[k] = v.get<double>();
+      if (v.is_number()) {
+        const auto colon = k.find(':');
+        h.seconds[colon == std::string::npos ? k : history_key(k.substr(0, colon), k.substr(colon + 1))] = v.get<double>();
+      }
     m.history.push_back(h);
   }
   std::sort(m.history.begin(), m.history.end(), [](const HistoryRun& a, const HistoryRun& b) {
@@ -401,7 +417,7 @@ json history_record(const Model& m) {
   j["machine_kind"] = kind;
   json secs = json::object();
   for (const auto& f : m.benches)
-    for (const auto& p : f.points) secs[f.suite + ":" + p.name] = p.seconds;
+    for (const auto& p : f.points) secs[history_key(f.suite, p.name)] = p.seconds;
   j["seconds"] = secs;
   return j;
 }
@@ -419,6 +435,14 @@ Model build_model(const Inputs& in) {
         continue;
       }
       for (auto& c : read_comparison(*j, in.alpha, in.min_change)) m.comparison.push_back(std::move(c));
+    }
+  for (const auto& p : in.compare_cpu_json)
+    if (auto j = read_json(p, m.warnings)) {
+      if (!j->is_array()) {
+        m.warnings.push_back(fmt::format("{} is not a compare.py dump (expected a JSON list)", p.string()));
+        continue;
+      }
+      for (auto& c : read_comparison(*j, in.alpha, in.min_change, true)) m.comparison.push_back(std::move(c));
     }
   for (const auto& p : in.conform_json)
     if (auto j = read_json(p, m.warnings)) parse_conform(*j, p.string(), m.conform);

@@ -35,10 +35,9 @@ struct Section {
   std::vector<std::string> plot_ids;
 };
 
-std::string short_name(const std::string& n) {
-  const std::string kSuffix = "/real_time";
-  if (n.size() > kSuffix.size() && n.compare(n.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0)
-    return n.substr(0, n.size() - kSuffix.size());
+std::string short_name(std::string n) {
+  for (const std::string suffix : {"/real_time", "/process_time", "/manual_time"})
+    if (n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) n.resize(n.size() - suffix.size());
   return n;
 }
 
@@ -129,17 +128,19 @@ std::vector<Section> build_sections(const Model& m) {
       }
       s.paragraphs.push_back(fmt::format(
           "Baseline: {}. Google Benchmark's compare.py ran a two-sided Mann-Whitney U test over the repetitions of each "
-          "benchmark; a benchmark is a **regression** when p < {} and its median real time grew by more than {}%, an "
+          "benchmark; a benchmark is a **regression** when p < {} and its median time grew by more than {}%, an "
           "improvement when p < {} and it shrank by more than {}%. Result: **{} regression{}**, {} improvement{}, {} "
-          "not tested (fewer than 2 repetitions; compare.py recommends 9 or more).",
+          "not tested (fewer than 2 repetitions; compare.py recommends 9 or more). The metric is real time, or for CPU "
+          "suites run on a machine shared with other work, the process's CPU time over all threads (real time there "
+          "follows the other load).",
           m.in.baseline.empty() ? "(unnamed)" : m.in.baseline, fmt_num(m.in.alpha), fmt_num(100 * m.in.min_change),
           fmt_num(m.in.alpha), fmt_num(100 * m.in.min_change), reg, reg == 1 ? "" : "s", imp, imp == 1 ? "" : "s", untested));
       Table t;
-      t.header = {"benchmark", "unit", "baseline", "this run", "change", "U-test p", "repetitions", "verdict"};
+      t.header = {"benchmark", "metric", "unit", "baseline", "this run", "change", "U-test p", "repetitions", "verdict"};
       for (const auto& c : m.comparison) {
         const bool r = c.verdict == Comparison::Verdict::kRegression;
         const bool g = c.verdict == Comparison::Verdict::kImprovement;
-        t.add({short_name(c.name), c.time_unit, fmt_num(c.old_time), fmt_num(c.new_time), fmt::format("{:+.1f}%", 100 * c.change),
+        t.add({short_name(c.name), c.metric, c.time_unit, fmt_num(c.old_time), fmt_num(c.new_time), fmt::format("{:+.1f}%", 100 * c.change),
                c.pvalue ? fmt_num(*c.pvalue, 3) : "n/a", fmt::format("{} vs {}", c.reps_old, c.reps_new),
                r ? "REGRESSION" : std::string(verdict_name(c.verdict))},
               r ? "bad" : (g ? "good" : ""));
@@ -324,7 +325,7 @@ json render_summary(const Model& m) {
   int reg = 0;
   for (const auto& c : m.comparison) {
     reg += c.verdict == Comparison::Verdict::kRegression;
-    cmp.push_back({{"name", c.name}, {"time_unit", c.time_unit}, {"baseline", c.old_time}, {"new", c.new_time},
+    cmp.push_back({{"name", c.name}, {"metric", c.metric}, {"time_unit", c.time_unit}, {"baseline", c.old_time}, {"new", c.new_time},
                    {"change", c.change}, {"pvalue", c.pvalue ? json(*c.pvalue) : json(nullptr)},
                    {"verdict", std::string(verdict_name(c.verdict))}});
   }

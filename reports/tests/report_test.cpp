@@ -9,6 +9,7 @@
 /// | ReportCompare.NoisyShiftWithinSpread    | +8% median shift inside a +-25% spread         | not significant, not flagged   |
 /// | ReportCompare.FewRepetitionsUntested    | 1 vs 1 repetition, 50% slower                  | "not tested", never flagged    |
 /// | ReportCompare.SpeedupIsImprovement      | one benchmark 30% faster                       | improvement, not regression    |
+/// | ReportCompare.CpuMetricIgnoresLoad      | real time +30% from load, CPU time unchanged   | flagged on real, not on CPU    |
 /// | ReportHtml.SelfContained                | full report from crafted inputs                | no external URL, all sections  |
 /// | ReportHtml.RendersInChromium            | same page in headless Chromium                 | DOM dumped, no console message,|
 /// |                                         |                                                | screenshot saved               |
@@ -250,6 +251,19 @@ TEST_F(ReportCompare, SpeedupIsImprovement) {
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->verdict, Comparison::Verdict::kImprovement);
   EXPECT_EQ(count(v, Comparison::Verdict::kRegression), 0);
+}
+
+TEST_F(ReportCompare, CpuMetricIgnoresLoad) {
+  // Other load on the machine: real time 30% longer, CPU time of the process unchanged.
+  json next = run_with(3);
+  for (auto& b : next["benchmarks"])
+    if (b["run_name"] == "quantize/nvfp4_1x16/real_time") b["real_time"] = b["real_time"].get<double>() * 1.3;
+  const auto real = compare(run_with(0), next);
+  EXPECT_EQ(count(real, Comparison::Verdict::kRegression), 1) << "on real time the load looks like a regression";
+  const json dump = json::parse(slurp(dir_ / "diff.json"));
+  const auto cpu = qtc::report::read_comparison(dump, 0.05, 0.05, /*cpu_time=*/true);
+  EXPECT_EQ(count(cpu, Comparison::Verdict::kRegression), 0) << slurp(dir_ / "compare.txt");
+  for (const auto& c : cpu) EXPECT_EQ(c.metric, "CPU time");
 }
 
 /// A whole report from crafted inputs: a CPU suite with a copy benchmark, a GEMM suite with cuBLASLt

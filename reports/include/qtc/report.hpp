@@ -22,7 +22,9 @@ namespace fs = std::filesystem;
 struct Inputs {
   std::string title = "qtc report";
   std::vector<fs::path> bench_json;    ///< Google Benchmark JSON files of this run (--benchmark_format=json)
-  std::vector<fs::path> compare_json;  ///< `compare.py -d OUT benchmarks BASELINE NEW` dumps
+  std::vector<fs::path> compare_json;  ///< `compare.py -d OUT benchmarks BASELINE NEW` dumps, judged on real time
+  std::vector<fs::path> compare_cpu_json;  ///< same, judged on cpu_time: CPU suites that MeasureProcessCPUTime on
+                                           ///< a machine shared with other work (real time follows the load)
   std::string baseline;                ///< where the baseline came from (shown), e.g. reports/baselines/<kind>
   std::vector<fs::path> conform_json;  ///< `qtc conform`'s report.json files
   std::optional<nlohmann::json> conform;  ///< or the same JSON in memory (what `qtc conform` passes)
@@ -58,16 +60,18 @@ Outputs write_report_for_conform(const fs::path& dir, const fs::path& bench_dir 
 struct Comparison {
   std::string name;
   std::string time_unit;
-  double old_time = 0;  ///< median real time of the baseline (mean if the dump has no median)
+  std::string metric = "real time";  ///< or "CPU time"
+  double old_time = 0;  ///< median time of the baseline (mean if the dump has no median)
   double new_time = 0;
   double change = 0;    ///< (new - old) / old
-  std::optional<double> pvalue;  ///< U-test p-value of real time; empty with too few repetitions
+  std::optional<double> pvalue;  ///< U-test p-value of that time; empty with too few repetitions
   int reps_old = 0, reps_new = 0;
   enum class Verdict { kRegression, kImprovement, kSame, kUntested } verdict = Verdict::kUntested;
 };
 
-/// Reads a compare.py dump: a regression is a slowdown with p < alpha and change > min_change.
-std::vector<Comparison> read_comparison(const nlohmann::json& dump, double alpha, double min_change);
+/// Reads a compare.py dump: a regression is a slowdown with p < alpha and change > min_change, on real time
+/// (or on cpu_time when cpu_time is set).
+std::vector<Comparison> read_comparison(const nlohmann::json& dump, double alpha, double min_change, bool cpu_time = false);
 std::string_view verdict_name(Comparison::Verdict v);
 
 }  // namespace qtc::report
