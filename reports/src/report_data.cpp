@@ -251,6 +251,7 @@ BenchFile parse_bench(const json& j, const std::string& path) {
   // Group entries by run name: a run with repetitions contributes its median aggregate (else its mean,
   // else the first repetition); a run without repetitions contributes its one entry.
   struct Group {
+    int64_t family = -1;  // registration order: random interleaving shuffles the entries, not the families
     const json* median = nullptr;
     const json* mean = nullptr;
     const json* first = nullptr;
@@ -266,6 +267,7 @@ BenchFile parse_bench(const json& j, const std::string& path) {
     if (run.empty()) continue;
     if (!groups.count(run)) order.push_back(run);
     Group& g = groups[run];
+    if (g.family < 0 && b.contains("family_index") && b["family_index"].is_number_integer()) g.family = b["family_index"].get<int64_t>();
     const std::string type = b.value("run_type", "iteration");
     if (type == "aggregate") {
       const std::string agg = b.value("aggregate_name", "");
@@ -276,6 +278,7 @@ BenchFile parse_bench(const json& j, const std::string& path) {
       ++g.reps;
     }
   }
+  std::stable_sort(order.begin(), order.end(), [&](const std::string& a, const std::string& b) { return groups[a].family < groups[b].family; });
   for (const auto& run : order) {
     const Group& g = groups[run];
     const json* e = g.median ? g.median : (g.mean ? g.mean : g.first);
