@@ -241,6 +241,12 @@ __global__ void __launch_bounds__(kThreads, sizeof(In) == 4 ? 3 : 4) fp8_tensor_
   }
 }
 
+/// An empty tensor still has a scale: TE computes it from amax 0 (raised to eps when eps > 0).
+__global__ void fp8_tensor_scale_only_kernel(TensorK p) {
+  const float scale = scale_from_amax(*p.amax, p.max_fp8, p.pow2, p.eps, kFltMax, p.pyref);
+  *p.scale_inv = __fdiv_rn(1.0f, scale);
+}
+
 template <typename In>
 void run_tensor(const detail::Fp8TensorParams& h, cudaStream_t s) {
   TensorK p{};
@@ -259,7 +265,11 @@ void run_tensor(const detail::Fp8TensorParams& h, cudaStream_t s) {
   p.scale_inv = h.scale_inv;
   p.row_data = h.row_data;
   p.col_data = h.col_data;
-  if (h.M == 0 || h.K == 0) return;
+  if (h.M == 0 || h.K == 0) {
+    fp8_tensor_scale_only_kernel<<<1, 1, 0, s>>>(p);
+    QTC_CUDA_CHECK_LAUNCH();
+    return;
+  }
   launch_persistent(fp8_tensor_kernel<In>, ((h.K + kTT - 1) / kTT) * ((h.M + kTT - 1) / kTT), p, s);
 }
 

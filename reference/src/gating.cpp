@@ -185,9 +185,10 @@ Support query(Feature f, const Capability& cap) {
     return {false, why.str()};
   }
   // The SM 8.9 special case of FP8 per-tensor: Ada needs cuBLASLt >= 12.1.3 (§7.7).
-  if (f == Feature::kGemmFp8Tensor && sm == 89 && cap.cublas != 0 && cap.cublas < 120103) {
-    why << name << " needs cuBLAS >= 12.1.3 on SM 8.9 (" << r.row.source << "), found cuBLAS "
-        << cublas_version_string(cap.cublas);
+  // cuBLAS 0 means "no cuBLAS" here as in every other rule, so support stays monotone in the version.
+  if (f == Feature::kGemmFp8Tensor && sm == 89 && cap.cublas < 120103) {
+    why << name << " needs cuBLAS >= 12.1.3 on SM 8.9 (" << r.row.source << "), found "
+        << (cap.cublas == 0 ? std::string("none") : "cuBLAS " + cublas_version_string(cap.cublas));
     return {false, why.str()};
   }
   if (!sm_in(r.ranges[0], sm) && !sm_in(r.ranges[1], sm) && !(f == Feature::kQuantizeNvfp4StochasticHw && sm == 107)) {
