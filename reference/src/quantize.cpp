@@ -164,39 +164,65 @@ HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
   const int64_t M = q.rows, K = q.cols;
   const bool col = pk == PlaneKind::kColumnwise;
   HostMatrix y(out, M, K);
-  // Each plane row a is decoded into a float buffer, then stored at row a (rowwise) or column a
-  // (columnwise) of the output, rounded once to the output type.
+  // Plane rows are decoded in groups of kGroup into a float buffer, then stored at rows a (rowwise) or
+  // columns a (columnwise) of the output, rounded once to the output type. Grouping keeps the columnwise
+  // stores contiguous: kGroup consecutive output elements per output row.
   const int64_t len = col ? M : K;
-  auto store = [&](int64_t a, const float* v) {
+  constexpr int64_t kGroup = 16;
+  auto store_group = [&](int64_t a0, int64_t n, const float* v) {  // v: n rows of len
+    if (!col) {
+      for (int64_t t = 0; t < n; ++t) {
+        const float* src = v + t * len;
+        const int64_t base = (a0 + t) * K;
+        switch (out) {
+          case DType::kF32: std::copy_n(src, len, y.as<float>() + base); break;
+          case DType::kBF16: for (int64_t b = 0; b < len; ++b) y.as<uint16_t>()[base + b] = f32_to_bf16(src[b]); break;
+          default: for (int64_t b = 0; b < len; ++b) y.as<uint16_t>()[base + b] = f32_to_f16(src[b]); break;
+        }
+      }
+      return;
+    }
     for (int64_t b = 0; b < len; ++b) {
-      const int64_t idx = col ? b * K + a : a * K + b;
-      switch (out) {
-        case DType::kF32: y.as<float>()[idx] = v[b]; break;
-        case DType::kBF16: y.as<uint16_t>()[idx] = f32_to_bf16(v[b]); break;
-        default: y.as<uint16_t>()[idx] = f32_to_f16(v[b]); break;
+      const int64_t base = b * K + a0;
+      for (int64_t t = 0; t < n; ++t) {
+        const float val = v[t * len + b];
+        switch (out) {
+          case DType::kF32: y.as<float>()[base + t] = val; break;
+          case DType::kBF16: y.as<uint16_t>()[base + t] = f32_to_bf16(val); break;
+          default: y.as<uint16_t>()[base + t] = f32_to_f16(val); break;
+        }
       }
     }
+  };
+  // Runs decode(a, row_buffer) for every plane row, kGroup rows at a time, on both threads.
+  auto for_plane_rows = [&](int64_t nrows, const auto& decode) {
+    detail::parallel_for(detail::ceil_div(nrows, kGroup), [&](int64_t g0, int64_t g1) {
+      std::vector<float> v(static_cast<size_t>(kGroup * len));
+      for (int64_t g = g0; g < g1; ++g) {
+        const int64_t a0 = g * kGroup, n = std::min(kGroup, nrows - a0);
+        for (int64_t t = 0; t < n; ++t) decode(a0 + t, v.data() + t * len);
+        store_group(a0, n, v.data());
+      }
+    });
   };
   const int64_t rows = col ? K : M;  // plane rows in x's terms (MXFP8 keeps x's orientation: col handled below)
   switch (r.kind) {
     case RecipeKind::kNVFP4: {
       const float factor = 1.0f / (6.0f * static_cast<float>(r.e4m3_max));
-      detail::parallel_for(p.data_rows, [&](int64_t b0, int64_t e0) {
-        std::vector<float> v(static_cast<size_t>(len));
-        for (int64_t a = b0; a < e0; ++a) {
-          const float am = p.amax.size() > 1 ? p.amax[static_cast<size_t>(a)] : p.amax.at(0);
-          const uint8_t* d = p.data.data() + a * p.data_cols;
-          const uint8_t* sc = p.scale.bytes.data() + a * p.scale.cols;
-          const bool torchao = r.profile == Profile::kTorchAO;  // per_tensor_scale * sf
-          for (int64_t blk = 0; blk < len / 16; ++blk) {
-            const float final_scale = torchao ? (am / 2688.0f) * decode_e4m3(sc[blk]) : (decode_e4m3(sc[blk]) * am) * factor;
-            for (int64_t t = 0; t < 8; ++t) {
-              const uint8_t byte = d[blk * 8 + t];
-              v[static_cast<size_t>(blk * 16 + 2 * t)] = decode_e2m1(byte & 0xF) * final_scale;
-              v[static_cast<size_t>(blk * 16 + 2 * t + 1)] = decode_e2m1(byte >> 4) * final_scale;
-            }
+      const bool torchao = r.profile == Profile::kTorchAO;  // per_tensor_scale * sf
+      for_plane_rows(p.data_rows, [&](int64_t a, float* v) {
+        const float am = p.amax.size() > 1 ? p.amax[static_cast<size_t>(a)] : p.amax.at(0);
+        const uint8_t* d = p.data.data() + a * p.data_cols;
+        const uint8_t* sc = p.scale.bytes.data() + a * p.scale.cols;
+        for (int64_t blk = 0; blk < len / 16; ++blk) {
+          const float s_blk = torchao ? (am / 2688.0f) * decode_e4m3(sc[blk]) : (decode_e4m3(sc[blk]) * am) * factor;
+          float table[16];  // every E2M1 value times this block's scale: the same products as per element
+          for (int c = 0; c < 16; ++c) table[c] = kE2M1Values[c] * s_blk;
+          for (int64_t t = 0; t < 8; ++t) {
+            const uint8_t byte = d[blk * 8 + t];
+            v[blk * 16 + 2 * t] = table[byte & 0xF];
+            v[blk * 16 + 2 * t + 1] = table[byte >> 4];
           }
-          store(a, v.data());
         }
       });
       break;
@@ -217,16 +243,12 @@ HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
     }
     case RecipeKind::kFP8Block:
     case RecipeKind::kFP8Tensor: {
-      detail::parallel_for(rows, [&](int64_t b0, int64_t e0) {
-        std::vector<float> v(static_cast<size_t>(len));
-        for (int64_t a = b0; a < e0; ++a) {
-          const uint8_t* d = p.data.data() + a * p.data_cols;
-          for (int64_t b = 0; b < len; ++b) {
-            float s = q.scale_inv;
-            if (r.kind == RecipeKind::kFP8Block) s = r.block_2d ? p.scale.f32(a / 128, b / 128) : p.scale.f32(a, b / 128);
-            v[static_cast<size_t>(b)] = detail::decode_fp8(d[b], r.fp8) * s;
-          }
-          store(a, v.data());
+      for_plane_rows(rows, [&](int64_t a, float* v) {
+        const uint8_t* d = p.data.data() + a * p.data_cols;
+        for (int64_t b = 0; b < len; ++b) {
+          float s_b = q.scale_inv;
+          if (r.kind == RecipeKind::kFP8Block) s_b = r.block_2d ? p.scale.f32(a / 128, b / 128) : p.scale.f32(a, b / 128);
+          v[b] = detail::decode_fp8(d[b], r.fp8) * s_b;
         }
       });
       break;
