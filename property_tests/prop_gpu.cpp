@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 
@@ -153,10 +154,12 @@ TEST(GpuProperty, GpuQuantizeDequantize) {
       if (!dd.empty()) RC_FAIL(std::string(p == PlaneKind::kRowwise ? "rowwise " : "columnwise ") + dd);
     }
   });
-  EXPECT_EQ(g_dequant_nan_payload_cases, 0) << "the kernels' dequantized NaNs have other bit patterns than the reference's in "
-                                            << g_dequant_nan_payload_cases << " cases";
-  EXPECT_EQ(g_nan_payload_cases, 0) << "the kernels record a NaN amax with another bit pattern than the reference in "
-                                    << g_nan_payload_cases << " cases, e.g. " << g_nan_payload_example;
+  // VECTORS.md compares F32 tensors bit for bit "except that any NaN equals any NaN" (NaN payloads are not
+  // part of any format's contract here, DIVERGENCES.md #10), so payload differences are reported, not failed.
+  std::printf("NaN payloads: the kernels' dequantized NaNs differ in bits from the reference's in %d cases, the recorded "
+              "NaN amax in %d cases%s%s (equal under VECTORS.md's comparison)\n",
+              g_dequant_nan_payload_cases, g_nan_payload_cases, g_nan_payload_example.empty() ? "" : ", e.g. ",
+              g_nan_payload_example.c_str());
 }
 
 // Guards against: padded or swizzled scales written by the kernels at other positions than the layout
