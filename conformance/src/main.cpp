@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   qtc::conformance::register_conform(app);
   qtc::conformance::register_report(app);
   qtc::conformance::register_gating(app);
+  qtc::conformance::register_identify(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -11,3 +11,7 @@ add_test(NAME qtc_verify_bundled COMMAND qtc verify ${QTC_BUNDLED_VECTORS_DIR})
 set_tests_properties(qtc_verify_bundled PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "^135 passed, 0 failed\n$")
 add_test(NAME qtc_verify_missing_file COMMAND qtc verify ${CMAKE_CURRENT_BINARY_DIR}/no_such_vector.safetensors)
 set_tests_properties(qtc_verify_missing_file PROPERTIES LABELS cpu WILL_FAIL TRUE)
+# qtc identify attributes every bundled TE vector to the profile it claims (and lists the others that agree).
+add_test(NAME qtc_identify_bundled COMMAND qtc identify ${QTC_BUNDLED_VECTORS_DIR})
+set_tests_properties(qtc_identify_bundled PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "\n135 identified, 0 unmatched\n$"
+                     FAIL_REGULAR_EXPRESSION "(^|\n)(NONE|OTHER|ERROR) ")
