@@ -7,15 +7,7 @@ namespace qtc::ref::detail {
 namespace {
 
 Plane make_f32_plane(int64_t data_rows, int64_t data_cols, int64_t srows, int64_t scols) {
-  Plane p;
-  p.data_rows = data_rows;
-  p.data_cols = data_cols;
-  p.data.assign(static_cast<size_t>(data_rows * data_cols), 0);
-  p.scale.type = ScaleType::kF32;
-  p.scale.rows = srows;
-  p.scale.cols = scols;
-  p.scale.bytes.assign(static_cast<size_t>(srows * scols) * 4, 0);
-  return p;
+  return make_plane(data_rows, data_cols, ScaleType::kF32, srows, scols);
 }
 
 }  // namespace

@@ -47,6 +47,20 @@ inline void pack_fp4(const uint8_t* codes, int64_t n, uint8_t* out) {
   for (int64_t j = 0; j < n / 2; ++j) out[j] = static_cast<uint8_t>((codes[2 * j] & 0xF) | ((codes[2 * j + 1] & 0xF) << 4));
 }
 
+/// An empty plane: data_rows x data_cols data bytes and an srows x scols compact scale matrix, all zero.
+inline Plane make_plane(int64_t data_rows, int64_t data_cols, ScaleType st, int64_t srows, int64_t scols) {
+  Plane p;
+  p.data_rows = data_rows;
+  p.data_cols = data_cols;
+  p.data.assign(static_cast<size_t>(data_rows * data_cols), 0);
+  p.scale.type = st;
+  p.scale.layout = ScaleLayout::kCompact;
+  p.scale.rows = srows;
+  p.scale.cols = scols;
+  p.scale.bytes.assign(static_cast<size_t>(srows * scols) * p.scale.elem_size(), 0);
+  return p;
+}
+
 // Quantizers of each recipe family (nvfp4.cpp, mxfp8.cpp, fp8.cpp).
 QuantizedTensor quantize_nvfp4(const MatrixView& x, const Recipe& r, const float* amax_override);
 QuantizedTensor quantize_mxfp8(const MatrixView& x, const Recipe& r);

@@ -42,17 +42,7 @@ QuantizedTensor quantize_mxfp8(const MatrixView& x, const Recipe& r) {
   q.input_dtype = x.dtype;
   q.rows = M;
   q.cols = K;
-  auto make = [&](int64_t srows, int64_t scols) {
-    Plane p;
-    p.data_rows = M;
-    p.data_cols = K;
-    p.data.assign(static_cast<size_t>(M * K), 0);
-    p.scale.type = ScaleType::kE8M0;
-    p.scale.rows = srows;
-    p.scale.cols = scols;
-    p.scale.bytes.assign(static_cast<size_t>(srows * scols), 0);
-    return p;
-  };
+  auto make = [&](int64_t srows, int64_t scols) { return make_plane(M, K, ScaleType::kE8M0, srows, scols); };
   if (r.rowwise) q.rowwise = make(M, kbs);
   if (r.columnwise) q.columnwise = make(mbs, K);
   const MxRule rule{r};

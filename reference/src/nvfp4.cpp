@@ -133,18 +133,8 @@ void quantize_rows_1d(const Nvfp4Block& nb, const float* src, int64_t n, int64_t
   }
 }
 
-Plane make_plane(int64_t rows, int64_t len) {
-  Plane p;
-  p.data_rows = rows;
-  p.data_cols = len / 2;
-  p.data.assign(static_cast<size_t>(rows * len / 2), 0);
-  p.scale.type = ScaleType::kE4M3;
-  p.scale.layout = ScaleLayout::kCompact;
-  p.scale.rows = rows;
-  p.scale.cols = len / 16;
-  p.scale.bytes.assign(static_cast<size_t>(rows * (len / 16)), 0);
-  return p;
-}
+/// An NVFP4 plane of `rows` rows of `len` elements: len/2 bytes and len/16 E4M3 scales per row.
+Plane make_fp4_plane(int64_t rows, int64_t len) { return make_plane(rows, len / 2, ScaleType::kE4M3, rows, len / 16); }
 
 /// Per-row (or per-column) NaN-aware amax of a strip-loaded matrix.
 std::vector<float> line_amax(const MatrixView& x, bool per_column, bool propagate) {
@@ -282,13 +272,13 @@ QuantizedTensor quantize_nvfp4(const MatrixView& x, const Recipe& r, const float
   }
 
   if (r.rowwise) {
-    q.rowwise = make_plane(M, K);
+    q.rowwise = make_fp4_plane(M, K);
     q.rowwise->amax = r.row_scaled ? std::vector<float>() : std::vector<float>{g_row.amax};
     if (r.row_scaled)
       for (const auto& g : row_scales) q.rowwise->amax.push_back(g.amax);
   }
   if (r.columnwise) {
-    q.columnwise = make_plane(K, M);
+    q.columnwise = make_fp4_plane(K, M);
     q.columnwise->amax = r.row_scaled ? std::vector<float>() : std::vector<float>{g_col.amax};
     if (r.row_scaled)
       for (const auto& g : col_scales) q.columnwise->amax.push_back(g.amax);
