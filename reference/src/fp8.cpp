@@ -31,55 +31,49 @@ QuantizedTensor quantize_fp8_block(const MatrixView& x, const Recipe& r) {
     if (r.rowwise) q.rowwise = make_f32_plane(M, K, M, kbs);
     if (r.columnwise) q.columnwise = make_f32_plane(K, M, K, mbs);
   }
-  parallel_for(mbs, [&](int64_t b, int64_t e) {
-    std::vector<float> strip(static_cast<size_t>(128 * K));
+  for_each_row_strip(x, 128, [&](int64_t g, int64_t i0, int64_t n, const float* s) {
     std::vector<float> tile_scale(static_cast<size_t>(kbs));
     std::vector<float> col_amax(static_cast<size_t>(K));
-    for (int64_t g = b; g < e; ++g) {
-      const int64_t i0 = g * 128, n = std::min<int64_t>(128, M - i0);
-      load_rows(x, i0, n, strip.data());
-      const float* s = strip.data();
-      if (r.block_2d) {
-        for (int64_t c = 0; c < kbs; ++c) {
-          float a = 0.0f;
-          const int64_t j1 = std::min(K, c * 128 + 128);
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = c * 128; j < j1; ++j) a = amax_step(a, s[i * K + j], prop);
-          const float sc = scale_of(a);
-          tile_scale[static_cast<size_t>(c)] = sc;
-          if (r.rowwise) q.rowwise->scale.set_f32(g, c, 1.0f / sc);
-          if (r.columnwise) q.columnwise->scale.set_f32(c, g, 1.0f / sc);
-        }
+    if (r.block_2d) {
+      for (int64_t c = 0; c < kbs; ++c) {
+        float a = 0.0f;
+        const int64_t j1 = std::min(K, c * 128 + 128);
         for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < K; ++j) {
-            const uint8_t code = encode_fp8(s[i * K + j] * tile_scale[static_cast<size_t>(j / 128)], r.fp8);
-            if (r.rowwise) q.rowwise->data[static_cast<size_t>((i0 + i) * K + j)] = code;
-            if (r.columnwise) q.columnwise->data[static_cast<size_t>(j * M + i0 + i)] = code;
-          }
-        continue;
+          for (int64_t j = c * 128; j < j1; ++j) a = amax_step(a, s[i * K + j], prop);
+        const float sc = scale_of(a);
+        tile_scale[static_cast<size_t>(c)] = sc;
+        if (r.rowwise) q.rowwise->scale.set_f32(g, c, 1.0f / sc);
+        if (r.columnwise) q.columnwise->scale.set_f32(c, g, 1.0f / sc);
       }
-      if (r.rowwise) {
-        Plane& p = *q.rowwise;
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t c = 0; c < kbs; ++c) {
-            const int64_t j0 = c * 128, j1 = std::min(K, j0 + 128);
-            float a = 0.0f;
-            for (int64_t j = j0; j < j1; ++j) a = amax_step(a, s[i * K + j], prop);
-            const float sc = scale_of(a);
-            p.scale.set_f32(i0 + i, c, 1.0f / sc);
-            for (int64_t j = j0; j < j1; ++j) p.data[static_cast<size_t>((i0 + i) * K + j)] = encode_fp8(s[i * K + j] * sc, r.fp8);
-          }
-      }
-      if (r.columnwise) {
-        Plane& p = *q.columnwise;
-        std::fill(col_amax.begin(), col_amax.end(), 0.0f);
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < K; ++j) col_amax[static_cast<size_t>(j)] = amax_step(col_amax[static_cast<size_t>(j)], s[i * K + j], prop);
+      for (int64_t i = 0; i < n; ++i)
         for (int64_t j = 0; j < K; ++j) {
-          const float sc = scale_of(col_amax[static_cast<size_t>(j)]);
-          p.scale.set_f32(j, g, 1.0f / sc);
-          for (int64_t i = 0; i < n; ++i) p.data[static_cast<size_t>(j * M + i0 + i)] = encode_fp8(s[i * K + j] * sc, r.fp8);
+          const uint8_t code = encode_fp8(s[i * K + j] * tile_scale[static_cast<size_t>(j / 128)], r.fp8);
+          if (r.rowwise) q.rowwise->data[static_cast<size_t>((i0 + i) * K + j)] = code;
+          if (r.columnwise) q.columnwise->data[static_cast<size_t>(j * M + i0 + i)] = code;
         }
+      return;
+    }
+    if (r.rowwise) {
+      Plane& p = *q.rowwise;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t c = 0; c < kbs; ++c) {
+          const int64_t j0 = c * 128, j1 = std::min(K, j0 + 128);
+          float a = 0.0f;
+          for (int64_t j = j0; j < j1; ++j) a = amax_step(a, s[i * K + j], prop);
+          const float sc = scale_of(a);
+          p.scale.set_f32(i0 + i, c, 1.0f / sc);
+          for (int64_t j = j0; j < j1; ++j) p.data[static_cast<size_t>((i0 + i) * K + j)] = encode_fp8(s[i * K + j] * sc, r.fp8);
+        }
+    }
+    if (r.columnwise) {
+      Plane& p = *q.columnwise;
+      std::fill(col_amax.begin(), col_amax.end(), 0.0f);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < K; ++j) col_amax[static_cast<size_t>(j)] = amax_step(col_amax[static_cast<size_t>(j)], s[i * K + j], prop);
+      for (int64_t j = 0; j < K; ++j) {
+        const float sc = scale_of(col_amax[static_cast<size_t>(j)]);
+        p.scale.set_f32(j, g, 1.0f / sc);
+        for (int64_t i = 0; i < n; ++i) p.data[static_cast<size_t>(j * M + i0 + i)] = encode_fp8(s[i * K + j] * sc, r.fp8);
       }
     }
   });
@@ -105,18 +99,13 @@ QuantizedTensor quantize_fp8_tensor(const MatrixView& x, const Recipe& r, const 
   };
   if (r.rowwise) q.rowwise = make(M, K);
   if (r.columnwise) q.columnwise = make(K, M);
-  parallel_for(ceil_div(M, 64), [&](int64_t b, int64_t e) {
-    std::vector<float> strip(static_cast<size_t>(64 * K));
-    for (int64_t g = b; g < e; ++g) {
-      const int64_t i0 = g * 64, n = std::min<int64_t>(64, M - i0);
-      load_rows(x, i0, n, strip.data());
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < K; ++j) {
-          const uint8_t code = encode_fp8(strip[static_cast<size_t>(i * K + j)] * scale, r.fp8);
-          if (r.rowwise) q.rowwise->data[static_cast<size_t>((i0 + i) * K + j)] = code;
-          if (r.columnwise) q.columnwise->data[static_cast<size_t>(j * M + i0 + i)] = code;
-        }
-    }
+  for_each_row_strip(x, 64, [&](int64_t, int64_t i0, int64_t n, const float* s) {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < K; ++j) {
+        const uint8_t code = encode_fp8(s[i * K + j] * scale, r.fp8);
+        if (r.rowwise) q.rowwise->data[static_cast<size_t>((i0 + i) * K + j)] = code;
+        if (r.columnwise) q.columnwise->data[static_cast<size_t>(j * M + i0 + i)] = code;
+      }
   });
   return q;
 }

@@ -20,6 +20,23 @@ void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 /// Rows [r0, r0 + count) of x as float, row-major, `count * x.cols` values.
 void load_rows(const MatrixView& x, int64_t r0, int64_t count, float* out);
 
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// Runs fn(g, i0, n, s) for every strip g of `strip_rows` rows of x (rows [i0, i0 + n), the last strip may be
+/// shorter), with s the strip's n x K values as float. Strips are spread over the threads; each thread loads
+/// into its own buffer.
+template <typename Fn>
+void for_each_row_strip(const MatrixView& x, int64_t strip_rows, Fn&& fn) {
+  parallel_for(ceil_div(x.rows, strip_rows), [&](int64_t b, int64_t e) {
+    std::vector<float> strip(static_cast<size_t>(strip_rows * x.cols));
+    for (int64_t g = b; g < e; ++g) {
+      const int64_t i0 = g * strip_rows, n = std::min(strip_rows, x.rows - i0);
+      load_rows(x, i0, n, strip.data());
+      fn(g, i0, n, static_cast<const float*>(strip.data()));
+    }
+  });
+}
+
 /// NaN-ignoring (maxNum) or NaN-propagating absolute maximum step. `acc` starts at 0; in the ignoring mode
 /// it never becomes NaN, so a plain comparison (false for a NaN operand) is maxNum.
 inline float amax_step(float acc, float v, bool propagate_nan) {
@@ -40,7 +57,6 @@ inline constexpr float kInv6 = 0x1.555556p-3f;  // RN(1/6), TE fp4_max_inv
 inline uint8_t encode_fp8(float v, Fp8Type t) { return t == Fp8Type::kE4M3 ? encode_e4m3(v) : encode_e5m2(v); }
 inline float decode_fp8(uint8_t c, Fp8Type t) { return t == Fp8Type::kE4M3 ? decode_e4m3(c) : decode_e5m2(c); }
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /// Packs FP4 codes (one per byte, low 4 bits) two per byte: element 2j in the low nibble of byte j.
 inline void pack_fp4(const uint8_t* codes, int64_t n, uint8_t* out) {

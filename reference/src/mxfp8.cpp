@@ -47,54 +47,48 @@ QuantizedTensor quantize_mxfp8(const MatrixView& x, const Recipe& r) {
   if (r.columnwise) q.columnwise = make(mbs, K);
   const MxRule rule{r};
   const bool prop = rule.propagate();
-  parallel_for(mbs, [&](int64_t b, int64_t e) {
-    std::vector<float> strip(static_cast<size_t>(32 * K));
+  for_each_row_strip(x, 32, [&](int64_t g, int64_t i0, int64_t n, const float* s) {
     std::vector<float> col_amax(static_cast<size_t>(K));
     std::vector<uint8_t> tile_scale(static_cast<size_t>(kbs));
-    for (int64_t g = b; g < e; ++g) {
-      const int64_t i0 = g * 32, n = std::min<int64_t>(32, M - i0);
-      load_rows(x, i0, n, strip.data());
-      const float* s = strip.data();
-      if (r.mx_2d) {
+    if (r.mx_2d) {
+      for (int64_t c = 0; c < kbs; ++c) {
+        float a = 0.0f;
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = c * 32; j < std::min(K, c * 32 + 32); ++j) a = amax_step(a, s[i * K + j], prop);
+        tile_scale[static_cast<size_t>(c)] = rule.scale(a);
+      }
+    }
+    if (r.rowwise) {
+      Plane& p = *q.rowwise;
+      for (int64_t i = 0; i < n; ++i)
         for (int64_t c = 0; c < kbs; ++c) {
-          float a = 0.0f;
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = c * 32; j < std::min(K, c * 32 + 32); ++j) a = amax_step(a, s[i * K + j], prop);
-          tile_scale[static_cast<size_t>(c)] = rule.scale(a);
-        }
-      }
-      if (r.rowwise) {
-        Plane& p = *q.rowwise;
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t c = 0; c < kbs; ++c) {
-            const int64_t j0 = c * 32, j1 = std::min(K, j0 + 32);
-            uint8_t sc;
-            if (r.mx_2d) {
-              sc = tile_scale[static_cast<size_t>(c)];
-            } else {
-              float a = 0.0f;
-              for (int64_t j = j0; j < j1; ++j) a = amax_step(a, s[i * K + j], prop);
-              sc = rule.scale(a);
-            }
-            p.scale.bytes[static_cast<size_t>((i0 + i) * kbs + c)] = sc;
-            for (int64_t j = j0; j < j1; ++j) p.data[static_cast<size_t>((i0 + i) * K + j)] = rule.code(s[i * K + j], sc);
+          const int64_t j0 = c * 32, j1 = std::min(K, j0 + 32);
+          uint8_t sc;
+          if (r.mx_2d) {
+            sc = tile_scale[static_cast<size_t>(c)];
+          } else {
+            float a = 0.0f;
+            for (int64_t j = j0; j < j1; ++j) a = amax_step(a, s[i * K + j], prop);
+            sc = rule.scale(a);
           }
-      }
-      if (r.columnwise) {
-        Plane& p = *q.columnwise;
-        if (!r.mx_2d) {
-          std::fill(col_amax.begin(), col_amax.end(), 0.0f);
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = 0; j < K; ++j) col_amax[static_cast<size_t>(j)] = amax_step(col_amax[static_cast<size_t>(j)], s[i * K + j], prop);
+          p.scale.bytes[static_cast<size_t>((i0 + i) * kbs + c)] = sc;
+          for (int64_t j = j0; j < j1; ++j) p.data[static_cast<size_t>((i0 + i) * K + j)] = rule.code(s[i * K + j], sc);
         }
-        for (int64_t j = 0; j < K; ++j) {
-          const uint8_t sc = r.mx_2d ? tile_scale[static_cast<size_t>(j / 32)] : rule.scale(col_amax[static_cast<size_t>(j)]);
-          p.scale.bytes[static_cast<size_t>(g * K + j)] = sc;
-        }
+    }
+    if (r.columnwise) {
+      Plane& p = *q.columnwise;
+      if (!r.mx_2d) {
+        std::fill(col_amax.begin(), col_amax.end(), 0.0f);
         for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < K; ++j)
-            p.data[static_cast<size_t>((i0 + i) * K + j)] = rule.code(s[i * K + j], p.scale.bytes[static_cast<size_t>(g * K + j)]);
+          for (int64_t j = 0; j < K; ++j) col_amax[static_cast<size_t>(j)] = amax_step(col_amax[static_cast<size_t>(j)], s[i * K + j], prop);
       }
+      for (int64_t j = 0; j < K; ++j) {
+        const uint8_t sc = r.mx_2d ? tile_scale[static_cast<size_t>(j / 32)] : rule.scale(col_amax[static_cast<size_t>(j)]);
+        p.scale.bytes[static_cast<size_t>(g * K + j)] = sc;
+      }
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < K; ++j)
+          p.data[static_cast<size_t>((i0 + i) * K + j)] = rule.code(s[i * K + j], p.scale.bytes[static_cast<size_t>(g * K + j)]);
     }
   });
   return q;

@@ -63,17 +63,11 @@ void load_rows(const MatrixView& x, int64_t r0, int64_t count, float* out) {
 
 float amax(const MatrixView& x, bool propagate_nan) {
   const int64_t kStrip = 64;
-  const int64_t strips = detail::ceil_div(x.rows, kStrip);
-  std::vector<float> partial(static_cast<size_t>(std::max<int64_t>(strips, 1)), 0.0f);
-  detail::parallel_for(strips, [&](int64_t b, int64_t e) {
-    std::vector<float> buf(static_cast<size_t>(kStrip * x.cols));
-    for (int64_t s = b; s < e; ++s) {
-      const int64_t r0 = s * kStrip, n = std::min(kStrip, x.rows - r0);
-      detail::load_rows(x, r0, n, buf.data());
-      float acc = 0.0f;
-      for (int64_t i = 0; i < n * x.cols; ++i) acc = detail::amax_step(acc, buf[static_cast<size_t>(i)], propagate_nan);
-      partial[static_cast<size_t>(s)] = acc;
-    }
+  std::vector<float> partial(static_cast<size_t>(std::max<int64_t>(detail::ceil_div(x.rows, kStrip), 1)), 0.0f);
+  detail::for_each_row_strip(x, kStrip, [&](int64_t g, int64_t, int64_t n, const float* s) {
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n * x.cols; ++i) acc = detail::amax_step(acc, s[i], propagate_nan);
+    partial[static_cast<size_t>(g)] = acc;
   });
   float acc = 0.0f;
   for (float p : partial) acc = detail::amax_step(acc, p, propagate_nan);
