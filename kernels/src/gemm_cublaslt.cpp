@@ -9,6 +9,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -81,6 +82,11 @@ struct GemmContext::Impl {
   DeviceBuffer workspace;
   std::vector<DeviceBuffer> scratch;
   std::map<std::string, std::unique_ptr<LtPlan>> plans;
+  // concurrent lanes (gemm_internal.hpp): stream, workspace and "done" event per lane, one fork event
+  std::vector<cudaStream_t> lane_streams;
+  std::vector<cudaEvent_t> lane_done;
+  std::vector<DeviceBuffer> lane_ws;
+  cudaEvent_t fork = nullptr;
   static constexpr size_t kWorkspace = 32u << 20;
 };
 
@@ -94,6 +100,13 @@ GemmContext::GemmContext(cudaStream_t stream) : impl_(std::make_unique<Impl>()) 
 
 GemmContext::~GemmContext() {
   if (!impl_) return;
+  for (size_t i = 0; i < impl_->lane_streams.size(); ++i) {
+    (void)cudaStreamSynchronize(impl_->lane_streams[i]);
+    (void)cudaEventDestroy(impl_->lane_done[i]);
+  }
+  impl_->lane_ws.clear();  // freed on the context's stream, before the lane streams go
+  for (cudaStream_t s : impl_->lane_streams) (void)cudaStreamDestroy(s);
+  if (impl_->fork != nullptr) (void)cudaEventDestroy(impl_->fork);
   impl_->plans.clear();
   if (impl_->handle != nullptr) cublasLtDestroy(impl_->handle);
 }
@@ -144,6 +157,7 @@ struct LtCall {
   const void* b_scale = nullptr;
   const void* bias = nullptr;
   bool fast_accum = false;
+  int lane = -1;  ///< >= 0: run on that lane's stream with its workspace (gemm_internal.hpp)
 };
 
 template <typename T>
@@ -215,9 +229,13 @@ void run_lt(GemmContext& ctx, const LtCall& c) {
     if (c.bias != nullptr) set_attr(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, c.bias);
   }
   const LtPlan& plan = *it->second;
+  const bool on_lane = c.lane >= 0;
+  QTC_CHECK(!on_lane || static_cast<size_t>(c.lane) < im.lane_streams.size(), "GEMM lane ", c.lane, " not created");
+  void* ws = on_lane ? im.lane_ws[static_cast<size_t>(c.lane)].data() : im.workspace.data();
+  const cudaStream_t st = on_lane ? im.lane_streams[static_cast<size_t>(c.lane)] : im.stream;
   QTC_CUBLAS_CHECK(cublasLtMatmul(im.handle, plan.op, c.alpha, c.a, plan.la, c.b, plan.lb, c.beta,
-                                  c.c != nullptr ? c.c : c.d, plan.ld, c.d, plan.ld, &plan.algo, im.workspace.data(),
-                                  GemmContext::Impl::kWorkspace, im.stream));
+                                  c.c != nullptr ? c.c : c.d, plan.ld, c.d, plan.ld, &plan.algo, ws,
+                                  GemmContext::Impl::kWorkspace, st));
 }
 
 const char* plane_name(PlaneKind p) { return p == PlaneKind::kRowwise ? "rowwise" : "columnwise"; }
@@ -448,6 +466,60 @@ void gemm_bf16(GemmContext& ctx, const void* a, const void* b, int64_t m, int64_
   c.beta = &kZero;
   run_lt(ctx, c);
 }
+
+namespace detail {
+
+int gemm_lanes(GemmContext& ctx, int want) {
+  GemmContext::Impl& im = ctx.impl();
+  if (im.fork == nullptr) QTC_CUDA_CHECK(cudaEventCreateWithFlags(&im.fork, cudaEventDisableTiming));
+  while (static_cast<int>(im.lane_streams.size()) < want) {
+    cudaStream_t s = nullptr;
+    QTC_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    im.lane_streams.push_back(s);
+    cudaEvent_t e = nullptr;
+    QTC_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    im.lane_done.push_back(e);
+    // made on the context's stream: the fork orders its allocation before the lane's first use
+    im.lane_ws.emplace_back(GemmContext::Impl::kWorkspace, im.stream);
+  }
+  return std::max(1, std::min(want, static_cast<int>(im.lane_streams.size())));
+}
+
+cudaStream_t lane_stream(GemmContext& ctx, int lane) { return ctx.impl().lane_streams.at(static_cast<size_t>(lane)); }
+
+void lanes_fork(GemmContext& ctx, int lanes) {
+  GemmContext::Impl& im = ctx.impl();
+  QTC_CUDA_CHECK(cudaEventRecord(im.fork, im.stream));
+  for (int i = 0; i < lanes; ++i) QTC_CUDA_CHECK(cudaStreamWaitEvent(im.lane_streams[static_cast<size_t>(i)], im.fork, 0));
+}
+
+void lanes_join(GemmContext& ctx, int lanes) {
+  GemmContext::Impl& im = ctx.impl();
+  for (int i = 0; i < lanes; ++i) {
+    QTC_CUDA_CHECK(cudaEventRecord(im.lane_done[static_cast<size_t>(i)], im.lane_streams[static_cast<size_t>(i)]));
+    QTC_CUDA_CHECK(cudaStreamWaitEvent(im.stream, im.lane_done[static_cast<size_t>(i)], 0));
+  }
+}
+
+void gemm_bf16_lane(GemmContext& ctx, int lane, const void* a, const void* b, int64_t m, int64_t n, int64_t k,
+                    DType out, void* d, float alpha) {
+  static const float kZero = 0.0f;
+  LtCall c;
+  c.m = m;
+  c.n = n;
+  c.k = k;
+  c.lda = c.ldb = k;
+  c.a = a;
+  c.b = b;
+  c.d = d;
+  c.d_type = cuda_type(out);
+  c.alpha = &alpha;
+  c.beta = &kZero;
+  c.lane = lane;
+  run_lt(ctx, c);
+}
+
+}  // namespace detail
 
 void nvfp4_plane_to_bf16(const DevicePlane& p, int64_t rows, int64_t k, void* out_bf16, cudaStream_t stream) {
   const int layout = p.scale_layout == ScaleLayout::kSwizzled ? 2 : (p.scale_layout == ScaleLayout::kPadded ? 1 : 0);

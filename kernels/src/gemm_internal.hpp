@@ -7,7 +7,28 @@
 
 #include "qtc/tensor.hpp"
 
+namespace qtc::cuda {
+class GemmContext;
+}
+
 namespace qtc::cuda::detail {
+
+// ---- Concurrent lanes of a GemmContext (gemm_cublaslt.cpp), for the per-group GEMMs of grouped calls ----
+// Lane i has its own non-blocking stream and cuBLASLt workspace; fork makes every lane wait for the work
+// queued so far on the context's stream, join makes the context's stream wait for every lane (events only:
+// graph-capturable, no host synchronisation).
+
+/// Creates (once) and returns the number of lanes, at most `want` (>= 1).
+int gemm_lanes(GemmContext& ctx, int want);
+cudaStream_t lane_stream(GemmContext& ctx, int lane);
+void lanes_fork(GemmContext& ctx, int lanes);
+void lanes_join(GemmContext& ctx, int lanes);
+/// gemm_bf16 (gemm.hpp) on lane `lane`'s stream and workspace; host alpha.
+void gemm_bf16_lane(GemmContext& ctx, int lane, const void* a, const void* b, int64_t m, int64_t n, int64_t k,
+                    DType out, void* d, float alpha);
+
+/// out[i] = *ptrs[i] for i < n (device floats gathered in one launch per 256 pointers).
+void launch_gather_scalars(const float* const* ptrs, int64_t n, float* out, cudaStream_t stream);
 
 /// layout: 0 compact, 1 padded (scale_cols = padded column count), 2 swizzled.
 void launch_nvfp4_to_bf16(const uint8_t* data, const uint8_t* scale, int64_t rows, int64_t k, int layout,

@@ -153,6 +153,16 @@ __global__ void grouped_row_scaled_epilogue_kernel(const float* __restrict__ scr
   }
 }
 
+constexpr int kGather = 256;
+struct GatherPtrs {
+  const float* p[kGather];
+};
+/// out[i] = *ptrs.p[i]: the per-group weight amaxes of a grouped GEMM in one launch (not one copy each).
+__global__ void gather_scalars_kernel(GatherPtrs ptrs, int n, float* __restrict__ out) {
+  const int i = static_cast<int>(threadIdx.x);
+  if (i < n) out[i] = *ptrs.p[i];
+}
+
 int grid_for(int64_t work, int threads) {
   const int64_t blocks = (work + threads - 1) / threads;
   return static_cast<int>(blocks < 1 ? 1 : (blocks > 65535 * 8 ? 65535 * 8 : blocks));
@@ -166,6 +176,16 @@ void launch_nvfp4_to_bf16(const uint8_t* data, const uint8_t* scale, int64_t row
   nvfp4_to_bf16_kernel<<<grid_for(rows * (k / 16), threads), threads, 0, stream>>>(
       data, scale, rows, k, layout, scale_cols, static_cast<__nv_bfloat16*>(out));
   QTC_CUDA_CHECK_LAUNCH();
+}
+
+void launch_gather_scalars(const float* const* ptrs, int64_t n, float* out, cudaStream_t stream) {
+  for (int64_t i0 = 0; i0 < n; i0 += kGather) {
+    GatherPtrs g{};
+    const int cnt = static_cast<int>(std::min<int64_t>(kGather, n - i0));
+    for (int i = 0; i < cnt; ++i) g.p[i] = ptrs[i0 + i];
+    gather_scalars_kernel<<<1, kGather, 0, stream>>>(g, cnt, out + i0);
+    QTC_CUDA_CHECK_LAUNCH();
+  }
 }
 
 void launch_nvfp4_alpha(const float* amax_a, const float* amax_b, float alpha_in, float factor, float beta,

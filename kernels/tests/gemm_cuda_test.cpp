@@ -10,6 +10,8 @@
 /// | grouped row-scaled NVFP4| uneven/empty groups, capacity padding, F32/BF16 vs ref grouped | —          |
 /// | grouped NVFP4 quantize  | device group sizes, CUDA graph captured once, replayed with two size sets | — |
 /// | grouped NVFP4 quantize  | strided (stride-2) view of the device group-size array; stride 0 rejected | — |
+/// | grouped quantize, every grouped recipe (NVFP4 compact/swizzled/row-scaled, MXFP8, FP8 tensor, FP8 1x128): graph-captured replay, 70 groups with K = 80 | — |
+/// | grouped GEMM named cases| widths differ / explicit beta / listed row-scaled rejected before any write; mixed list per-group; 70 groups, K = 80; wgrad | — |
 /// | MXFP8, NVFP4 native     | skipped with the gating reason on SM 9.0; refusal carries it             |
 ///
 /// Exact inputs (STYLE.md item 6): element values from {0, ±0.5, ±1, ±1.5, ±2, ±3} and power-of-two scales,
@@ -23,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 
@@ -567,12 +570,27 @@ TEST(GemmCudaGrouped, Nvfp4RowScaledFpropEqualsPerGroupReference) {
     QTC_CUDA_CHECK(cudaMemset(d.data(), 0x3F, d.bytes()));
     gemm_nvfp4_row_scaled_grouped_fprop(ctx, dwp, dx, gr, out, d.data());
     QTC_CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
-    EXPECT_TRUE(bitwise_equal(download(d, out, cap, N), want));
+    const HostMatrix got = download(d, out, cap, N);
+    EXPECT_TRUE(bitwise_equal(got, want));  // padding rows: the sentinel, untouched
+    for (int64_t i = 0; i < got.numel(); ++i) ASSERT_TRUE(std::isfinite(at(got, i))) << "output " << i << " not finite";
   }
 }
 
 // ------------------------------------------------------------------------------------------------
 // Grouped NVFP4 quantization with device group sizes, captured once in a CUDA graph and replayed
+
+/// A non-blocking stream destroyed (after a synchronisation) when it goes out of scope: declare it before
+/// the buffers made on it, so they are freed while it is alive.
+struct OwnedStream {
+  cudaStream_t s = nullptr;
+  OwnedStream() { QTC_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
+  ~OwnedStream() {
+    (void)cudaStreamSynchronize(s);
+    (void)cudaStreamDestroy(s);
+  }
+  OwnedStream(const OwnedStream&) = delete;
+  OwnedStream& operator=(const OwnedStream&) = delete;
+};
 
 TEST(GroupedQuantizeCuda, GraphCapturedReplayWithDifferentGroupSizes) {
   QTC_REQUIRE_FEATURE(gating::Feature::kQuantizeGrouped);
@@ -581,8 +599,11 @@ TEST(GroupedQuantizeCuda, GraphCapturedReplayWithDifferentGroupSizes) {
   std::normal_distribution<float> dn(0.0f, 1.0f);
   HostMatrix x(DType::kBF16, cap, K);
   for (int64_t i = 0; i < cap * K; ++i) x.as<uint16_t>()[i] = f32_to_bf16(dn(g) * (1.0f + static_cast<float>(i % 7)));
-  cudaStream_t st;
-  QTC_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  // The stream outlives every buffer made on it: a DeviceBuffer frees with cudaFreeAsync on its stream, and
+  // freeing on a destroyed stream (buffers declared after a raw stream, destroyed after cudaStreamDestroy at
+  // the end of the scope) was the segmentation fault of the first H200 run.
+  OwnedStream stream;
+  const cudaStream_t st = stream.s;
   DeviceBuffer dx(x.bytes.size(), st), d_fd(G * 8, st), d_off(G * 8, st);
   QTC_CUDA_CHECK(cudaMemcpyAsync(dx.data(), x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice, st));
   for (bool row_scaled : {false, true}) {
@@ -634,7 +655,6 @@ TEST(GroupedQuantizeCuda, GraphCapturedReplayWithDifferentGroupSizes) {
     QTC_CUDA_CHECK(cudaGraphDestroy(graph));
   }
   QTC_CUDA_CHECK(cudaStreamSynchronize(st));
-  QTC_CUDA_CHECK(cudaStreamDestroy(st));
 }
 
 TEST(GroupedQuantizeCuda, StridedViewOfTheGroupSizeArray) {
@@ -671,6 +691,415 @@ TEST(GroupedQuantizeCuda, StridedViewOfTheGroupSizeArray) {
   EXPECT_THROW(quantize_grouped_nvfp4_into({dx.data(), DType::kF32, cap, K}, dint.as<int64_t>(), dint.as<int64_t>() + 1, out,
                                            nullptr, 0),
                qtc::Error);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Grouped quantization, every grouped recipe (quantize_grouped_into), captured in a CUDA graph
+
+struct GroupCase {
+  const char* name;
+  Recipe r;
+  ScaleLayout layout;
+};
+
+std::vector<GroupCase> grouped_recipes() {
+  std::vector<GroupCase> v;
+  auto add = [&](const char* n, RecipeKind k, ScaleLayout l, auto&& tweak) {
+    Recipe r;
+    r.kind = k;
+    r.columnwise = false;
+    tweak(r);
+    v.push_back({n, r, l});
+  };
+  add("nvfp4 per-tensor compact", RecipeKind::kNVFP4, ScaleLayout::kCompact, [](Recipe&) {});
+  add("nvfp4 per-tensor swizzled", RecipeKind::kNVFP4, ScaleLayout::kSwizzled, [](Recipe&) {});
+  add("nvfp4 row-scaled swizzled", RecipeKind::kNVFP4, ScaleLayout::kSwizzled, [](Recipe& r) { r.row_scaled = true; });
+  add("mxfp8 e4m3 compact", RecipeKind::kMXFP8, ScaleLayout::kCompact, [](Recipe&) {});
+  add("mxfp8 e5m2 swizzled", RecipeKind::kMXFP8, ScaleLayout::kSwizzled, [](Recipe& r) { r.fp8 = Fp8Type::kE5M2; });
+  add("mxfp8 e4m3 ocp floor swizzled", RecipeKind::kMXFP8, ScaleLayout::kSwizzled,
+      [](Recipe& r) { r.scale_rule = MxScaleRule::kOcpFloor; });
+  add("fp8 tensor e4m3", RecipeKind::kFP8Tensor, ScaleLayout::kCompact, [](Recipe&) {});
+  add("fp8 block 1x128", RecipeKind::kFP8Block, ScaleLayout::kCompact, [](Recipe&) {});
+  add("fp8 block 1x128 pow2", RecipeKind::kFP8Block, ScaleLayout::kCompact, [](Recipe& r) { r.pow2_scales = true; });
+  return v;
+}
+
+template <typename T>
+std::vector<T> to_host_vec(const DeviceBuffer& b, cudaStream_t st) {
+  std::vector<T> h(b.bytes() / sizeof(T));
+  if (!h.empty()) QTC_CUDA_CHECK(cudaMemcpyAsync(h.data(), b.data(), h.size() * sizeof(T), cudaMemcpyDeviceToHost, st));
+  return h;
+}
+
+/// Compares every group of a grouped quantization with quantizing the group alone (reference), and checks
+/// that rows in no group kept the sentinel byte of the data buffer.
+void expect_groups_equal(const GroupCase& c, const HostMatrix& x, const std::vector<int64_t>& sizes,
+                         const std::vector<int64_t>& offs, const DeviceGroupedQuantized& out, uint8_t sentinel,
+                         cudaStream_t st) {
+  const int64_t K = x.cols, cap = x.rows, G = static_cast<int64_t>(sizes.size());
+  const auto data = to_host_vec<uint8_t>(out.data, st);
+  const auto scale = to_host_vec<uint8_t>(out.scale, st);
+  const auto amax = to_host_vec<float>(out.amax, st);
+  const auto sinv = to_host_vec<float>(out.scale_inv, st);
+  const auto soff = to_host_vec<int64_t>(out.scale_offsets, st);
+  QTC_CUDA_CHECK(cudaStreamSynchronize(st));
+  ref::GroupedRows rows;
+  rows.first_dims = sizes;
+  for (int64_t o : offs) rows.tensor_offsets.push_back(o * K);
+  rows.last_dim = K;
+  rows.capacity = cap;
+  const auto want = ref::quantize_grouped(x.view(), rows, c.r);
+  const int64_t row_bytes = c.r.kind == RecipeKind::kNVFP4 ? K / 2 : K;
+  std::vector<uint8_t> live(static_cast<size_t>(cap), 0);
+  for (int64_t gi = 0; gi < G; ++gi) {
+    const int64_t n = sizes[static_cast<size_t>(gi)], o = offs[static_cast<size_t>(gi)];
+    for (int64_t i = 0; i < n; ++i) live[static_cast<size_t>(o + i)] = 1;
+    if (n == 0) continue;
+    QuantizedTensor q = want[static_cast<size_t>(gi)];
+    if (c.layout == ScaleLayout::kSwizzled) ref::convert_layout(q, ScaleLayout::kSwizzled);
+    const Plane& p = *q.rowwise;
+    EXPECT_EQ(std::memcmp(data.data() + o * row_bytes, p.data.data(), p.data.size()), 0) << c.name << " group " << gi << " data";
+    if (c.r.kind != RecipeKind::kFP8Tensor) {
+      const size_t at = c.layout == ScaleLayout::kSwizzled ? static_cast<size_t>(soff[static_cast<size_t>(gi)])
+                                                           : static_cast<size_t>(o * out.scale_cols) * p.scale.elem_size();
+      ASSERT_LE(at + p.scale.bytes.size(), scale.size()) << c.name << " group " << gi;
+      EXPECT_EQ(std::memcmp(scale.data() + at, p.scale.bytes.data(), p.scale.bytes.size()), 0)
+          << c.name << " group " << gi << " scales (" << p.scale.bytes.size() << " bytes at " << at << ")";
+    }
+    if (c.r.kind == RecipeKind::kNVFP4) {
+      for (int64_t i = 0; i < static_cast<int64_t>(p.amax.size()); ++i) {
+        EXPECT_EQ(amax[static_cast<size_t>(c.r.row_scaled ? o + i : gi)], p.amax[static_cast<size_t>(i)])
+            << c.name << " group " << gi << " amax " << i;
+      }
+    }
+    if (c.r.kind == RecipeKind::kFP8Tensor) {
+      EXPECT_EQ(amax[static_cast<size_t>(gi)], p.amax[0]) << c.name << " group " << gi << " amax";
+      EXPECT_EQ(sinv[static_cast<size_t>(gi)], q.scale_inv) << c.name << " group " << gi << " scale_inv";
+    }
+  }
+  int64_t touched = 0;
+  for (int64_t r = 0; r < cap; ++r)
+    if (!live[static_cast<size_t>(r)])
+      for (int64_t j = 0; j < row_bytes; ++j) touched += data[static_cast<size_t>(r * row_bytes + j)] != sentinel;
+  EXPECT_EQ(touched, 0) << c.name << ": bytes of rows in no group were written";
+}
+
+HostMatrix random_input(DType t, int64_t rows, int64_t cols, std::mt19937_64& g) {
+  std::normal_distribution<float> dn(0.0f, 1.0f);
+  HostMatrix x(t, rows, cols);
+  for (int64_t i = 0; i < rows * cols; ++i) x.set(i / cols, i % cols, dn(g) * (1.0f + static_cast<float>(i % 7)));
+  return x;
+}
+
+TEST(GroupedQuantizeCuda, EveryGroupedRecipeEqualsEachGroupAloneUnderGraphReplay) {
+  // Captured once per recipe, replayed with two size sets (uneven, empty, gaps, fewer rows than the buffer);
+  // K = 160: not a multiple of 128 (a partial FP8 block), two scale columns of padding in the swizzled NVFP4 tiles.
+  QTC_REQUIRE_FEATURE(gating::Feature::kQuantizeGrouped);
+  const int64_t cap = 512, K = 160, G = 5;
+  std::mt19937_64 g(seed() + 32);
+  const HostMatrix x = random_input(DType::kBF16, cap, K, g);
+  OwnedStream stream;
+  const cudaStream_t st = stream.s;
+  DeviceBuffer dx(x.bytes.size(), st), d_fd(G * 8, st), d_off(G * 8, st);
+  QTC_CUDA_CHECK(cudaMemcpyAsync(dx.data(), x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice, st));
+  const std::vector<std::vector<int64_t>> size_sets{{32, 0, 96, 16, 64}, {128, 64, 0, 150, 33}};
+  for (const GroupCase& c : grouped_recipes()) {
+    SCOPED_TRACE(c.name);
+    DeviceGroupedQuantized out = allocate_grouped(c.r, DType::kBF16, cap, K, G, c.layout, st);
+    QTC_CUDA_CHECK(cudaMemsetAsync(out.data.data(), 0xA5, out.data.bytes(), st));
+    QTC_CUDA_CHECK(cudaStreamSynchronize(st));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    QTC_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    quantize_grouped_into({dx.data(), DType::kBF16, cap, K}, d_fd.as<int64_t>(), d_off.as<int64_t>(), out, st);
+    QTC_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+    QTC_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (const auto& sizes : size_sets) {
+      std::vector<int64_t> offs(G);
+      for (int64_t i = 0, o = 0; i < G; o += sizes[static_cast<size_t>(i)] + 16, ++i) offs[static_cast<size_t>(i)] = o;
+      QTC_CUDA_CHECK(cudaMemcpyAsync(d_fd.data(), sizes.data(), G * 8, cudaMemcpyHostToDevice, st));
+      QTC_CUDA_CHECK(cudaMemcpyAsync(d_off.data(), offs.data(), G * 8, cudaMemcpyHostToDevice, st));
+      QTC_CUDA_CHECK(cudaMemsetAsync(out.data.data(), 0xA5, out.data.bytes(), st));
+      QTC_CUDA_CHECK(cudaGraphLaunch(exec, st));
+      expect_groups_equal(c, x, sizes, offs, out, 0xA5, st);
+    }
+    QTC_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    QTC_CUDA_CHECK(cudaGraphDestroy(graph));
+  }
+}
+
+TEST(GroupedQuantizeCuda, MoreThan64GroupsAndLastDimNotMultipleOf128) {
+  // TE's fused grouped kernels take <= 64 tensors and K % 128 (§1.13); here 70 groups and K = 80 (a partial
+  // MXFP8 block, a partial FP8 block) must give the per-group result.
+  QTC_REQUIRE_FEATURE(gating::Feature::kQuantizeGrouped);
+  const int64_t G = 70, K = 80;
+  std::vector<int64_t> sizes(G), offs(G);
+  int64_t cap = 0;
+  for (int64_t i = 0; i < G; ++i) {
+    sizes[static_cast<size_t>(i)] = (i * 7) % 13;  // 0..12, several empty
+    offs[static_cast<size_t>(i)] = cap;
+    cap += sizes[static_cast<size_t>(i)];
+  }
+  std::mt19937_64 g(seed() + 33);
+  const HostMatrix x = random_input(DType::kF32, cap, K, g);
+  OwnedStream stream;
+  const cudaStream_t st = stream.s;
+  DeviceBuffer dx(x.bytes.size(), st), d_fd(G * 8, st), d_off(G * 8, st);
+  QTC_CUDA_CHECK(cudaMemcpyAsync(dx.data(), x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice, st));
+  QTC_CUDA_CHECK(cudaMemcpyAsync(d_fd.data(), sizes.data(), G * 8, cudaMemcpyHostToDevice, st));
+  QTC_CUDA_CHECK(cudaMemcpyAsync(d_off.data(), offs.data(), G * 8, cudaMemcpyHostToDevice, st));
+  for (const GroupCase& c : grouped_recipes()) {
+    SCOPED_TRACE(c.name);
+    DeviceGroupedQuantized out = allocate_grouped(c.r, DType::kF32, cap, K, G, c.layout, st);
+    quantize_grouped_into({dx.data(), DType::kF32, cap, K}, d_fd.as<int64_t>(), d_off.as<int64_t>(), out, st);
+    expect_groups_equal(c, x, sizes, offs, out, 0, st);
+  }
+}
+
+TEST(GroupedQuantizeCuda, RefusedRecipesNameTheRule) {
+  Recipe r;
+  r.kind = RecipeKind::kNVFP4;  // columnwise by default
+  EXPECT_NE(grouped_unsupported_reason(r, 128, ScaleLayout::kCompact).find("rowwise plane only"), std::string::npos);
+  r.columnwise = false;
+  EXPECT_EQ(grouped_unsupported_reason(r, 128, ScaleLayout::kCompact), "");
+  EXPECT_NE(grouped_unsupported_reason(r, 120, ScaleLayout::kCompact).find("multiple of 16"), std::string::npos);
+  r.kind = RecipeKind::kFP8Block;
+  r.block_2d = true;
+  EXPECT_NE(grouped_unsupported_reason(r, 128, ScaleLayout::kCompact).find("128x128"), std::string::npos);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Grouped GEMM: the named cases (rejections before any work, listed/mixed fallback, > 64 groups, wgrad)
+
+struct GroupedFixture {
+  GemmContext ctx;
+  ref::GroupedRows rows;
+  QuantizedTensor x;                       ///< contiguous row-scaled [cap, K]
+  std::vector<QuantizedTensor> wq, xq;     ///< host weights, per-group slices of x
+  DeviceQuantized dx;
+  std::vector<DeviceQuantized> dw;
+  std::vector<const DeviceQuantized*> dwp;
+  GroupedRowsDevice gr;
+  DeviceBuffer d_fd, d_off;
+
+  GroupedFixture(std::vector<int64_t> sizes, std::vector<int64_t> offs, int64_t cap, int64_t N, int64_t K, uint64_t s) {
+    std::mt19937_64 g(s);
+    rows.first_dims = sizes;
+    for (int64_t o : offs) rows.tensor_offsets.push_back(o * K);
+    rows.last_dim = K;
+    rows.capacity = cap;
+    x = exact_nvfp4(cap, K, g, 1.0f, 1.0f);
+    make_row_scaled(x, g);
+    x.columnwise.reset();
+    x.recipe.columnwise = false;
+    for (int64_t i = 0; i < rows.groups(); ++i) {
+      QuantizedTensor w = exact_nvfp4(N, K, g, 2688.0f * std::ldexp(1.0f, static_cast<int>(i % 5) - 2), 1.0f);
+      w.columnwise.reset();
+      wq.push_back(w);
+      xq.push_back(slice_rows(x, rows.row_offset(i), rows.first_dims[static_cast<size_t>(i)]));
+    }
+    dx = from_host(x, ctx.stream());
+    for (const auto& w : wq) dw.push_back(from_host(w, ctx.stream()));
+    for (const auto& w : dw) dwp.push_back(&w);
+    gr.first_dims = rows.first_dims;
+    for (int64_t i = 0; i < rows.groups(); ++i) gr.row_offsets.push_back(rows.row_offset(i));
+    gr.capacity = cap;
+    d_fd = DeviceBuffer(8 * gr.first_dims.size(), ctx.stream());
+    d_off = DeviceBuffer(8 * gr.row_offsets.size(), ctx.stream());
+    QTC_CUDA_CHECK(cudaMemcpy(d_fd.data(), gr.first_dims.data(), d_fd.bytes(), cudaMemcpyHostToDevice));
+    QTC_CUDA_CHECK(cudaMemcpy(d_off.data(), gr.row_offsets.data(), d_off.bytes(), cudaMemcpyHostToDevice));
+    gr.d_first_dims = d_fd.as<int64_t>();
+    gr.d_row_offsets = d_off.as<int64_t>();
+  }
+};
+
+#define QTC_REQUIRE_GROUPED_GEMM()                                                                                  \
+  do {                                                                                                              \
+    QTC_REQUIRE_FEATURE(gating::Feature::kGemmGroupedNvfp4RowScaled);                                               \
+    if (!device_supports(gating::Feature::kGemmNvfp4Emulated))                                                      \
+      GTEST_SKIP() << device_supports(gating::Feature::kGemmNvfp4Emulated).reason;                                  \
+  } while (0)
+
+/// The output filled with a sentinel; returns whether a call threw a qtc::Error containing `needle` and left
+/// every byte of the output as it was.
+void expect_rejected_untouched(const std::function<void(void*)>& call, size_t bytes, const std::string& needle) {
+  DeviceBuffer d(bytes, nullptr);
+  QTC_CUDA_CHECK(cudaMemset(d.data(), 0x11, bytes));
+  try {
+    call(d.data());
+    ADD_FAILURE() << "accepted; expected a rejection naming \"" << needle << "\"";
+  } catch (const qtc::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+  QTC_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<uint8_t> h(bytes);
+  QTC_CUDA_CHECK(cudaMemcpy(h.data(), d.data(), bytes, cudaMemcpyDeviceToHost));
+  int64_t changed = 0;
+  for (uint8_t b : h) changed += b != 0x11;
+  EXPECT_EQ(changed, 0) << "a rejected call wrote into the output";
+}
+
+TEST(GemmCudaGrouped, OutputWidthsDifferRejectedBeforeGemm) {
+  QTC_REQUIRE_GROUPED_GEMM();
+  const int64_t N = 64, K = 128, cap = 256;
+  GroupedFixture f({32, 0, 48, 16, 64}, {0, 40, 40, 96, 160}, cap, N, K, seed() + 40);
+  std::mt19937_64 g(seed() + 41);
+  QuantizedTensor w4 = exact_nvfp4(N + 32, K, g, 2688.0f, 1.0f);  // expert 4: 96 outputs
+  w4.columnwise.reset();
+  const DeviceQuantized dw4 = from_host(w4, f.ctx.stream());
+  f.dwp[4] = &dw4;
+  expect_rejected_untouched(
+      [&](void* d) { gemm_nvfp4_row_scaled_grouped_fprop(f.ctx, f.dwp, f.dx, f.gr, DType::kBF16, d); },
+      static_cast<size_t>(cap * N) * 2, "output width");
+}
+
+TEST(GemmCudaGrouped, ExplicitBetaRejected) {
+  QTC_REQUIRE_GROUPED_GEMM();
+  const int64_t N = 64, K = 128, cap = 256;
+  GroupedFixture f({32, 0, 48, 16, 64}, {0, 40, 40, 96, 160}, cap, N, K, seed() + 42);
+  DeviceBuffer c(static_cast<size_t>(cap * N) * 4, nullptr);
+  DeviceGemmArgs a = DeviceGemmArgs::of(ref::GemmKind::kFprop, DType::kF32);
+  a.beta = 0.5f;
+  a.c = c.data();
+  expect_rejected_untouched([&](void* d) { gemm_nvfp4_row_scaled_grouped_fprop(f.ctx, f.dwp, f.dx, f.gr, a, d); },
+                            static_cast<size_t>(cap * N) * 4, "explicit beta");
+}
+
+TEST(GemmCudaGrouped, ListedRowScaledOperandsRejected) {
+  QTC_REQUIRE_GROUPED_GEMM();
+  const int64_t N = 64, K = 128, cap = 256;
+  GroupedFixture f({32, 0, 48, 16, 64}, {0, 40, 40, 96, 160}, cap, N, K, seed() + 43);
+  std::vector<DeviceQuantized> dxs;
+  for (const auto& q : f.xq) dxs.push_back(q.rows > 0 ? from_host(q, f.ctx.stream()) : DeviceQuantized{});
+  for (size_t i = 0; i < dxs.size(); ++i) {
+    dxs[i].recipe = f.xq[i].recipe;
+    dxs[i].cols = K;
+  }
+  std::vector<const DeviceQuantized*> xp;
+  for (const auto& q : dxs) xp.push_back(&q);
+  const DeviceGemmArgs a = DeviceGemmArgs::of(ref::GemmKind::kFprop, DType::kF32);
+  expect_rejected_untouched(
+      [&](void* d) { gemm_nvfp4_row_scaled_grouped_fprop_listed(f.ctx, f.dwp, xp, f.gr, a, d); },
+      static_cast<size_t>(cap * N) * 4, "listed (non-contiguous) row-scaled");
+}
+
+TEST(GemmCudaGrouped, MixedRowScaledAndPerTensorGroupsFallBackPerGroup) {
+  QTC_REQUIRE_GROUPED_GEMM();
+  const int64_t N = 64, K = 128, cap = 256;
+  GroupedFixture f({32, 0, 48, 16, 64}, {0, 40, 40, 96, 160}, cap, N, K, seed() + 44);
+  std::mt19937_64 g(seed() + 45);
+  // group 2 quantized per-tensor (one amax), its neighbours row-scaled
+  QuantizedTensor x2 = exact_nvfp4(48, K, g, 2688.0f, 1.0f);
+  x2.columnwise.reset();
+  x2.recipe.columnwise = false;
+  f.xq[2] = x2;
+  std::vector<DeviceQuantized> dxs;
+  for (const auto& q : f.xq) {
+    DeviceQuantized d = q.rows > 0 ? from_host(q, f.ctx.stream()) : DeviceQuantized{};
+    d.recipe = q.recipe;
+    d.cols = K;
+    dxs.push_back(std::move(d));
+  }
+  std::vector<const DeviceQuantized*> xp;
+  for (const auto& q : dxs) xp.push_back(&q);
+  const std::vector<float> amax3_before = f.xq[3].rowwise->amax;
+  for (DType out : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(out == DType::kF32 ? "F32" : "BF16");
+    HostMatrix want(out, cap, N);
+    std::fill(want.bytes.begin(), want.bytes.end(), 0x3F);
+    ref::gemm_nvfp4_row_scaled_grouped_fprop(f.wq, f.xq, f.rows, ref::GemmArgs::of(ref::GemmKind::kFprop, out), want);
+    DeviceBuffer d(want.bytes.size(), nullptr);
+    QTC_CUDA_CHECK(cudaMemset(d.data(), 0x3F, d.bytes()));
+    gemm_nvfp4_row_scaled_grouped_fprop_listed(f.ctx, f.dwp, xp, f.gr, DeviceGemmArgs::of(ref::GemmKind::kFprop, out),
+                                               d.data());
+    QTC_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_TRUE(bitwise_equal(download(d, out, cap, N), want));
+  }
+  std::vector<float> amax3(amax3_before.size());
+  QTC_CUDA_CHECK(cudaMemcpy(amax3.data(), dxs[3].rowwise->amax.data(), amax3.size() * 4, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(amax3, amax3_before) << "the neighbour's (group 3's) amax was written";
+  float amax2 = 0;
+  QTC_CUDA_CHECK(cudaMemcpy(&amax2, dxs[2].rowwise->amax.data(), 4, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(amax2, 2688.0f) << "the per-tensor group's own amax was written";
+}
+
+TEST(GemmCudaGrouped, MoreThan64GroupsAndKNotMultipleOf128) {
+  QTC_REQUIRE_GROUPED_GEMM();
+  const int64_t G = 70, N = 64, K = 80;
+  std::vector<int64_t> sizes(G), offs(G);
+  int64_t cap = 0;
+  for (int64_t i = 0; i < G; ++i) {
+    sizes[static_cast<size_t>(i)] = (i * 7) % 13;
+    offs[static_cast<size_t>(i)] = cap + (i % 3 == 0 ? 2 : 0);  // some padding rows between groups
+    cap = offs[static_cast<size_t>(i)] + sizes[static_cast<size_t>(i)];
+  }
+  cap += 5;
+  GroupedFixture f(sizes, offs, cap, N, K, seed() + 46);
+  HostMatrix want(DType::kBF16, cap, N);
+  std::fill(want.bytes.begin(), want.bytes.end(), 0x3F);
+  ref::gemm_nvfp4_row_scaled_grouped_fprop(f.wq, f.xq, f.rows, ref::GemmArgs::of(ref::GemmKind::kFprop, DType::kBF16), want);
+  DeviceBuffer d(want.bytes.size(), nullptr);
+  QTC_CUDA_CHECK(cudaMemset(d.data(), 0x3F, d.bytes()));
+  gemm_nvfp4_row_scaled_grouped_fprop(f.ctx, f.dwp, f.dx, f.gr, DType::kBF16, d.data());
+  QTC_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_TRUE(bitwise_equal(download(d, DType::kBF16, cap, N), want));
+}
+
+TEST(GemmCudaGrouped, WgradEqualsPerGroupReference) {
+  QTC_REQUIRE_GROUPED_GEMM();
+  if (!device_supports(gating::Feature::kGemmNvfp4RowScaled)) GTEST_SKIP() << device_supports(gating::Feature::kGemmNvfp4RowScaled).reason;
+  GemmContext ctx;
+  std::mt19937_64 g(seed() + 47);
+  const int64_t N = 96, K = 128;
+  const std::vector<int64_t> sizes{32, 0, 64, 16};
+  std::vector<QuantizedTensor> x, dy;
+  for (int64_t n : sizes) {
+    if (n == 0) {
+      QuantizedTensor ex, ed;
+      ex.recipe.kind = ed.recipe.kind = RecipeKind::kNVFP4;
+      ex.recipe.row_scaled = true;
+      ex.cols = K;
+      ed.cols = N;
+      x.push_back(ex);
+      dy.push_back(ed);
+      continue;
+    }
+    QuantizedTensor xa = exact_nvfp4(n, K, g, 1.0f, 1.0f);
+    make_row_scaled(xa, g);  // per-token amax rowwise, per-column amax columnwise
+    x.push_back(xa);
+    dy.push_back(exact_nvfp4(n, N, g, 2688.0f, 2688.0f));
+  }
+  for (DType out : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(out == DType::kF32 ? "F32" : "BF16");
+    const auto want = ref::gemm_nvfp4_row_scaled_grouped_wgrad(x, dy, out);
+    std::vector<DeviceQuantized> dx, ddy;
+    for (size_t i = 0; i < x.size(); ++i) {
+      DeviceQuantized a = x[i].rows > 0 ? from_host(x[i], ctx.stream()) : DeviceQuantized{};
+      DeviceQuantized b = dy[i].rows > 0 ? from_host(dy[i], ctx.stream()) : DeviceQuantized{};
+      a.recipe = x[i].recipe;
+      a.cols = K;
+      b.recipe = dy[i].recipe;
+      b.cols = N;
+      dx.push_back(std::move(a));
+      ddy.push_back(std::move(b));
+    }
+    std::vector<const DeviceQuantized*> xp, dyp;
+    std::vector<DeviceBuffer> outs;
+    std::vector<void*> dp;
+    for (size_t i = 0; i < x.size(); ++i) {
+      xp.push_back(&dx[i]);
+      dyp.push_back(&ddy[i]);
+      outs.emplace_back(static_cast<size_t>(N * K) * dtype_size(out), nullptr);
+      QTC_CUDA_CHECK(cudaMemset(outs.back().data(), 0x5A, outs.back().bytes()));  // the empty group must be zeroed
+      dp.push_back(outs.back().data());
+    }
+    gemm_nvfp4_row_scaled_grouped_wgrad(ctx, xp, dyp, out, dp);
+    QTC_CUDA_CHECK(cudaDeviceSynchronize());
+    for (size_t i = 0; i < x.size(); ++i) {
+      SCOPED_TRACE("group " + std::to_string(i));
+      EXPECT_TRUE(bitwise_equal(download(outs[i], out, N, K), want[i]));
+    }
+  }
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -112,9 +112,37 @@ struct GroupedRowsDevice {
 /// per-tensor GEMM into an FP32 scratch [capacity, N]; then one epilogue over all groups post-scales every
 /// live row by x's row amax · w[g]'s amax (one fused factor), adds bias[g] ([G, N] in the output type, or
 /// null) in FP32 and casts into d [capacity, N]. Rows outside every group are left untouched.
-/// Equals qtc::ref::gemm_nvfp4_row_scaled_grouped_fprop. Hopper: BF16 emulation per group.
+/// Equals qtc::ref::gemm_nvfp4_row_scaled_grouped_fprop. Hopper: BF16 emulation per group; the per-group GEMMs
+/// run on up to 4 concurrent lanes of the context (own stream and workspace each, event fork/join: still
+/// stream-ordered and graph-capturable once the context has run the same shapes outside capture).
+/// Every check (widths, shapes, overlap, beta) runs before any work: a rejected call writes nothing.
 void gemm_nvfp4_row_scaled_grouped_fprop(GemmContext& ctx, const std::vector<const DeviceQuantized*>& w,
                                          const DeviceQuantized& x, const GroupedRowsDevice& rows, DType out, void* d,
                                          const void* bias = nullptr);
+/// Same with explicit GEMM arguments: TN only, alpha = 1, and beta must be 0 — an explicit beta is rejected
+/// (the grouped output is written, not accumulated; TE's grouped row-scaled path has no beta either);
+/// args.bias is [G, N] in the output type, args.c is ignored.
+void gemm_nvfp4_row_scaled_grouped_fprop(GemmContext& ctx, const std::vector<const DeviceQuantized*>& w,
+                                         const DeviceQuantized& x, const GroupedRowsDevice& rows,
+                                         const DeviceGemmArgs& args, void* d);
+
+/// The per-group path with x given as a list (one tensor per group, x[g] has first_dims[g] rows, empty
+/// groups may be 0-row tensors): each group runs gemm_nvfp4_row_scaled(w[g], x[g]) alone into its rows of d,
+/// reading only its own amaxes, so a list that mixes row-scaled and per-tensor groups (a group quantized
+/// per-tensor, §7.5 grouped fallback) never touches a neighbour's amax. A list whose groups are all
+/// row-scaled is rejected with the rule: listed (non-contiguous) row-scaled operands are not a grouped
+/// row-scaled input — the grouped path takes one contiguous row-scaled [capacity, K] tensor (per-row amax
+/// vector over the whole buffer, e.g. from quantize_grouped_into). Same argument rules as above.
+void gemm_nvfp4_row_scaled_grouped_fprop_listed(GemmContext& ctx, const std::vector<const DeviceQuantized*>& w,
+                                                const std::vector<const DeviceQuantized*>& x,
+                                                const GroupedRowsDevice& rows, const DeviceGemmArgs& args, void* d);
+
+/// Grouped row-scaled NVFP4 wgrad (MoE): d[g] ([N, K] row-major, `out`) = dY_gᵀ·X_g through
+/// gemm_nvfp4_row_scaled (wgrad NT: x[g]'s columnwise plane, per-column amax post-scale with each group's own
+/// rows), for every group; a group with no tokens (x[g]->rows == 0) gets zeros. Equals
+/// qtc::ref::gemm_nvfp4_row_scaled_grouped_wgrad. All shapes checked before any work.
+void gemm_nvfp4_row_scaled_grouped_wgrad(GemmContext& ctx, const std::vector<const DeviceQuantized*>& x,
+                                         const std::vector<const DeviceQuantized*>& dy, DType out,
+                                         const std::vector<void*>& d);
 
 }  // namespace qtc::cuda
