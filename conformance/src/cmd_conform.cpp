@@ -33,6 +33,8 @@ struct ConformOptions {
   uint64_t seed = 20261129;
   bool no_generated = false;
   bool no_bundled = false;
+  bool no_identify = false;
+  std::vector<std::string> foreign;  ///< vectors dumped by other implementations
 };
 
 /// Progress on stderr: a line at each tenth of a phase.
@@ -128,6 +130,41 @@ int run_conform(ConformOptions o) {
         record("bundled", "verify", std::move(r), &prog);
       }
   }
+
+  // 1b. Foreign vectors (dumps of other implementations): verified on every backend against the profile each claims.
+  std::vector<fs::path> foreign_files;
+  if (!o.foreign.empty()) {
+    std::vector<FileResult> problems;
+    foreign_files = collect_vector_files(o.foreign, problems);
+    for (auto& p : problems) record("foreign", "verify", p, nullptr);
+    Progress prog("foreign vectors x " + std::to_string(backends.size()) + " backend(s)", foreign_files.size() * backends.size());
+    for (const auto& f : foreign_files)
+      for (FileResult& r : verify_file(f, backends)) {
+        r.path = f.string();
+        record("foreign", "verify", std::move(r), &prog);
+      }
+  }
+
+  // 1c. The divergence table: each bundled and foreign vector attributed to the profiles that reproduce it.
+  if (!o.no_identify) {
+    std::vector<std::pair<std::string, fs::path>> todo;
+    if (!o.no_bundled) {
+      std::vector<FileResult> ignored;  // already recorded by step 1
+      for (const auto& f : collect_vector_files({o.vectors}, ignored)) todo.emplace_back("bundled", f);
+    }
+    for (const auto& f : foreign_files) todo.emplace_back("foreign", f);
+    Progress prog("attributing vectors to profiles", todo.size());
+    for (const auto& [suite, f] : todo) {
+      VectorIdentity id = identify_vector(f, *cpu);
+      if (suite == "bundled") {
+        const fs::path rel = fs::relative(f, o.vectors, ec);
+        if (!ec && !rel.empty()) id.path = rel.string();
+      }
+      prog.step(id.verdict == IdentityVerdict::kError ? Verdict::kError : Verdict::kPass);
+      run.identities.emplace_back(suite, std::move(id));
+    }
+  }
+  run.foreign_dirs = o.foreign;
 
   // 2. Generated cases: quantize with the CPU reference, write, read back, verify on every backend, bound-check.
   if (!o.no_generated) {
@@ -227,6 +264,8 @@ void register_conform(CLI::App& app) {
       "kernels against the CPU reference) and checked for dequantize(quantize(x)) within the format's bound.\n"
       "Progress goes to stderr. stdout gets one line per failure or error, the closing 'N passed, N failed'\n"
       "line, and last the absolute path of the report folder (report.md, report.json).\n"
+      "The report's divergence table says, for every bundled and --foreign vector, which profiles (te, te_pyref,\n"
+      "ocp, torchao; MXFP8 also the scale rule) reproduce it bit for bit, or the closest one and its first mismatch.\n"
       "Exit status: 0 when nothing failed or errored, 1 when something failed, 2 when anything errored.\n"
       "Environment: QTC_SEED overrides --seed.");
   cmd->add_option("--out", opts->out, "Report folder (created)")->capture_default_str();
@@ -238,6 +277,10 @@ void register_conform(CLI::App& app) {
   cmd->add_option("--recipe-filter", opts->filter, "Only generated recipes whose name contains this text");
   cmd->add_flag("--no-generated", opts->no_generated, "Skip the generated cases");
   cmd->add_flag("--no-bundled", opts->no_bundled, "Skip the bundled vectors");
+  cmd->add_option("--foreign", opts->foreign,
+                   "Vectors dumped by another implementation (files or folders, repeatable): verified against the "
+                   "profile each claims, and attributed to the profiles that reproduce it in the divergence table");
+  cmd->add_flag("--no-identify", opts->no_identify, "Skip the divergence table (profile attribution of the vectors)");
   cmd->callback([opts] { exit_code() = run_conform(*opts); });
 }
 

@@ -102,6 +102,40 @@ void write_conform_report(const std::filesystem::path& dir, const ConformRun& ru
     if (!r.checked.empty()) e["checked"] = r.checked;
     j["results"].push_back(e);
   }
+  // The divergence table: vectors grouped by (suite, source, recipe, claimed profile, verdict, profiles that
+  // reproduce them); the per-file attribution under "identities".
+  struct DivGroup {
+    int count = 0;
+    std::string example, mismatch;
+  };
+  using DivKey = std::tuple<std::string, std::string, std::string, std::string, std::string, std::string>;
+  std::map<DivKey, DivGroup> div;
+  j["identities"] = json::array();
+  for (const auto& [suite, id] : run.identities) {
+    const std::string tag = identity_tag(id.verdict);
+    const std::string matches = id.verdict == IdentityVerdict::kError ? "-" : join_labels(id.matches);
+    DivGroup& g = div[{suite, id.source.empty() ? "-" : id.source, id.recipe.empty() ? "-" : id.recipe, id.claimed, tag, matches}];
+    if (g.count++ == 0) {
+      g.example = std::filesystem::path(id.path).filename().string();
+      if (id.verdict == IdentityVerdict::kOther) g.mismatch = "as " + id.claimed + ": " + id.claimed_mismatch;
+      if (id.verdict == IdentityVerdict::kNone) g.mismatch = "closest " + id.closest + ": " + id.closest_mismatch;
+      if (id.verdict == IdentityVerdict::kError) g.mismatch = id.error;
+    }
+    json e{{"suite", suite}, {"path", id.path}, {"source", id.source}, {"recipe", id.recipe}, {"claims", id.claimed},
+           {"result", tag}, {"matches", id.matches}};
+    if (!id.claimed_mismatch.empty()) e["claimed_mismatch"] = id.claimed_mismatch;
+    if (!id.closest.empty()) e["closest"] = id.closest, e["closest_mismatch"] = id.closest_mismatch;
+    if (!id.error.empty()) e["error"] = id.error;
+    j["identities"].push_back(e);
+  }
+  j["divergences"] = json::array();
+  for (const auto& [k, g] : div)
+    j["divergences"].push_back(json{{"suite", std::get<0>(k)}, {"source", std::get<1>(k)}, {"recipe", std::get<2>(k)},
+                                    {"claims", std::get<3>(k)}, {"result", std::get<4>(k)},
+                                    {"reproduced by", std::get<5>(k)}, {"vectors", g.count}, {"example", g.example},
+                                    {"first mismatch", g.mismatch.empty() ? "-" : g.mismatch}});
+  j["divergence_columns"] = {"suite", "source", "recipe", "claims", "result", "reproduced by", "vectors", "example", "first mismatch"};
+  j["foreign_dirs"] = run.foreign_dirs;
   write_text(dir / "report.json", j.dump(1) + "\n");
 
   std::string md;
@@ -123,6 +157,21 @@ void write_conform_report(const std::filesystem::path& dir, const ConformRun& ru
   for (const auto& [k, c] : matrix)
     md += ::fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", std::get<0>(k), std::get<1>(k), std::get<2>(k), c.pass,
                         c.fail, c.error, c.skipped);
+  md += "\n## Divergences: which profile reproduces each vector\n\n"
+        "Every bundled and foreign vector is re-run on the CPU reference under each profile qtc models (te, te_pyref, "
+        "ocp, torchao; MXFP8 also under both scale rules). OK: the profile it claims reproduces it; OTHER: only other "
+        "profiles do (the producer follows their rules, DIVERGENCES.md); NONE: no profile does (the closest one and "
+        "its first mismatch are shown).\n\n";
+  if (div.empty()) {
+    md += "No vectors were attributed.\n";
+  } else {
+    md += "| suite | source | recipe | claims | result | reproduced by | vectors | example | first mismatch |\n"
+          "|---|---|---|---|---|---|---:|---|---|\n";
+    for (const auto& [k, g] : div)
+      md += ::fmt::format("| {} | {} | {} | {} | {} | {} | {} | `{}` | {} |\n", std::get<0>(k), md_escape(std::get<1>(k)),
+                          std::get<2>(k), std::get<3>(k), std::get<4>(k), std::get<5>(k), g.count, g.example,
+                          md_escape(g.mismatch.empty() ? "-" : g.mismatch));
+  }
   md += "\n## Failures and errors\n\n";
   int shown = 0;
   for (const auto& rec : records) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "identify.hpp"
 #include "verify.hpp"
 
 namespace qtc::conformance {
@@ -27,6 +28,10 @@ struct ConformRun {
   std::vector<std::string> backends;  ///< "cpu", "cuda (skipped: reason)"
   int recipes = 0;                    ///< generated recipe variants
   int cases = 0;                      ///< generated cases
+  std::vector<std::string> foreign_dirs;  ///< --foreign paths
+  /// Attribution of every bundled and foreign vector to the profiles that reproduce it (identify.hpp); the
+  /// divergence table of the report groups them.
+  std::vector<std::pair<std::string, VectorIdentity>> identities;  ///< (suite, identity)
 };
 
 /// Writes report.json and report.md into `dir`.

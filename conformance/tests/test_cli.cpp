@@ -122,4 +122,45 @@ TEST(QtcConformCli, SmallRunWritesReportAndPrintsItsFolderLast) {
   EXPECT_EQ(v.code, 0) << v.out;
 }
 
+// Foreign vectors: a dump whose claimed rule is not the one it follows (OTHER, attributed to the profiles that
+// reproduce it), one that no profile reproduces (NONE, closest profile and first mismatch), one that conforms (OK).
+TEST(QtcConformCli, ForeignVectorsFillTheDivergenceTable) {
+  TempDir d;
+  const fs::path foreign = d.path / "foreign";
+  fs::create_directories(foreign);
+  const std::string special = kDir + "/mxfp8rceil_e4m3_special_bf16_32x32.safetensors";
+  qtc::io::File relabelled = qtc::io::read_file(special);  // RCEIL scales claimed as OCP floor
+  relabelled.metadata["scale_rule"] = "ocp_floor";
+  relabelled.metadata["source"] = "planted: claims the floor rule";
+  qtc::io::write_file(foreign / "claims_floor.safetensors", relabelled);
+  qtc::io::File broken = qtc::io::read_file(kVec);  // one data byte changed
+  broken.metadata["source"] = "planted: one byte off";
+  qtc::io::Tensor t = broken.at("rowwise_data");
+  t.bytes[5] ^= 0x11;
+  broken.put(t);
+  qtc::io::write_file(foreign / "one_byte_off.safetensors", broken);
+  fs::copy_file(kVec, foreign / "conforming.safetensors");
+
+  const fs::path out = d.path / "report";
+  const CmdResult r = qtc("conform --backend cpu --no-generated --no-bundled --foreign '" + foreign.string() + "' --out '" +
+                          out.string() + "'");
+  EXPECT_EQ(r.code, 1) << r.out;  // the two planted dumps fail against the profile they claim
+  std::ifstream in(out / "report.json");
+  const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(json.find("\"divergences\""), std::string::npos);
+  EXPECT_NE(json.find("\"result\": \"OTHER\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"reproduced by\": \"te+rceil, te_pyref+rceil\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"result\": \"NONE\""), std::string::npos) << json;
+  EXPECT_NE(json.find("closest te"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"result\": \"OK\""), std::string::npos) << json;
+  std::ifstream md_in(out / "report.md");
+  const std::string md((std::istreambuf_iterator<char>(md_in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(md.find("## Divergences"), std::string::npos);
+  EXPECT_NE(md.find("planted: claims the floor rule"), std::string::npos) << md;
+  // The project report carries the same table.
+  std::ifstream rep_in(out / "qtc_report.md");
+  const std::string rep((std::istreambuf_iterator<char>(rep_in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(rep.find("planted: one byte off"), std::string::npos) << rep;
+}
+
 }  // namespace

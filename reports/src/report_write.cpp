@@ -181,7 +181,7 @@ std::vector<Section> build_sections(const Model& m) {
         Table d;
         d.header = c.divergence_columns;
         for (const auto& r : c.divergence_rows) d.add(r);
-        s.paragraphs.push_back("Divergences of foreign vectors: the table after the results.");
+        s.paragraphs.push_back("Divergence table (the last one): for each group of bundled and foreign vectors, the profiles that reproduce them bit for bit; OTHER or NONE rows name the first mismatch.");
         s.tables.push_back(d);
       } else {
         s.paragraphs.push_back("No divergence table in the conformance results.");
