@@ -9,6 +9,7 @@
 /// Context: GPU, SM count, driver, CUDA runtime, commit (compile definition QTC_GIT_COMMIT, or env QTC_COMMIT).
 #include <benchmark/benchmark.h>
 #include <cuda_fp16.h>
+#include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -20,6 +21,9 @@
 
 #include "qtc/cuda/check.hpp"
 #include "qtc/cuda/quantize.hpp"
+#ifdef QTC_HAVE_BENCH_CONTEXT
+#include "qtc/bench_context.hpp"
+#endif
 
 #ifndef QTC_GIT_COMMIT
 #define QTC_GIT_COMMIT "unknown"
@@ -189,23 +193,40 @@ Recipe nvfp4(bool tile2d = false) {
   return r;
 }
 
+/// The shared context (qtc::bench::add_bench_context: commit, date, machine, GPU, driver, CUDA, cuBLASLt), plus
+/// the facts of this suite: SM count, L2 size, compute capability, shape.
 void add_context() {
   int dev = 0, drv = 0, rt = 0;
   cudaDeviceProp prop{};
-  if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess) {
+  const bool have = cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess;
+  (void)cudaDriverGetVersion(&drv);
+  (void)cudaRuntimeGetVersion(&rt);
+#ifdef QTC_HAVE_BENCH_CONTEXT
+  qtc::bench::GpuContext g;
+  if (have) {
+    g.gpu = prop.name;
+    int clk = 0;
+    (void)cudaDeviceGetAttribute(&clk, cudaDevAttrClockRate, dev);
+    g.sm_clock_mhz = std::to_string(clk / 1000);
+  }
+  const char* drv_ver = std::getenv("QTC_DRIVER_VERSION");  // nvidia-smi's string, set by scripts/gpu_run.sh
+  g.driver = drv_ver != nullptr && *drv_ver ? std::string(drv_ver) : std::to_string(drv);
+  g.cuda_runtime = std::to_string(rt);
+  g.cublaslt = std::to_string(cublasLtGetVersion());
+  g.gpu_count = "1";
+  qtc::bench::add_bench_context(g);
+#endif
+  if (have) {
+#ifndef QTC_HAVE_BENCH_CONTEXT
     benchmark::AddCustomContext("gpu", prop.name);
+#endif
     benchmark::AddCustomContext("sm_count", std::to_string(prop.multiProcessorCount));
     benchmark::AddCustomContext("l2_bytes", std::to_string(prop.l2CacheSize));
     benchmark::AddCustomContext("compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor));
   }
-  (void)cudaDriverGetVersion(&drv);
-  (void)cudaRuntimeGetVersion(&rt);
   benchmark::AddCustomContext("cuda_driver_api", std::to_string(drv));
-  benchmark::AddCustomContext("cuda_runtime", std::to_string(rt));
   const char* env_commit = std::getenv("QTC_COMMIT");
   benchmark::AddCustomContext("commit", env_commit != nullptr && *env_commit ? env_commit : QTC_GIT_COMMIT);
-  const char* drv_ver = std::getenv("QTC_DRIVER_VERSION");
-  if (drv_ver != nullptr) benchmark::AddCustomContext("driver", drv_ver);
   benchmark::AddCustomContext("shape", "16384x16384");
 }
 
