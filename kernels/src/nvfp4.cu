@@ -34,7 +34,9 @@ void run(const detail::Nvfp4Params& h, cudaStream_t s) {
   if (h.M == 0 || h.K == 0) return;
   const int64_t n_tiles = ((h.K + kTC - 1) / kTC) * ((h.M + kTR - 1) / kTR);
   const bool full = h.fourover6 || h.stochastic || h.rht || h.torchao || h.pyref;
-  if (full)
+  if (fast_eligible(p, h.dtype, full))
+    launch_fast(p, h.dtype, s);
+  else if (full)
     launch_full(p, n_tiles, h.dtype, s);
   else if (h.tile2d)
     launch_persistent(nvfp4_kernel<In, k2D>, n_tiles, p, s);

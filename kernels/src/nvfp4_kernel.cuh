@@ -189,4 +189,9 @@ __global__ void __launch_bounds__(kThreads, kMode == kFull ? 2 : (sizeof(In) == 
 /// Launches the kFull specialization (nvfp4_full.cu: its own translation unit, compiled in parallel).
 void launch_full(const KParams& p, int64_t n_tiles, DType t, cudaStream_t s);
 
+/// The fast kernel of nvfp4_fast.cu (1x16 or 16x16 RN, optionally row-scaled, te/ocp profiles, BF16/F16 input
+/// with 16-byte aligned rows): whether it handles p (full: the recipe needs the kFull kernel), and its launcher.
+bool fast_eligible(const KParams& p, DType t, bool full);
+void launch_fast(const KParams& p, DType t, cudaStream_t s);
+
 }  // namespace qtc::cuda::nvfp4
