@@ -9,6 +9,7 @@
 #                   libbenchmark into .carry/gpu (stripped; carry it with the run)
 #   There:          scripts/gpu_run.sh [.carry/gpu|build-gpu] [--quick]
 # Env: QTC_SEED (test seed), QTC_SANITIZE=0 (skip the sanitizer), QTC_BENCH=0 (skip benchmarks and the peer),
+#      QTC_BENCH_REPS (repetitions, default 9), QTC_BENCH_FILTER (--benchmark_filter for every benchmark binary),
 #      QTC_TEST_FILTER (gtest filter for the full test run).
 set -uo pipefail
 
@@ -96,13 +97,17 @@ fi
 if [ "${QTC_BENCH:-1}" != "0" ]; then
   for b in $(find "$DIR" -maxdepth 2 -type f -name 'bench_*cuda' | sort); do
     n=$(basename "$b")
-    timeout 300 "$b" --benchmark_format=json --benchmark_out="$OUT/$n.json" --benchmark_out_format=json > "$LOG/$n.log" 2>&1
-    say "bench $n: rc=$?"
+    # Repetitions (default 9, what compare.py's U test wants) so a baseline carries its run-to-run spread.
+    timeout 400 "$b" --benchmark_format=json --benchmark_out="$OUT/$n.json" --benchmark_out_format=json \
+      --benchmark_repetitions="${QTC_BENCH_REPS:-9}" ${QTC_BENCH_FILTER:+--benchmark_filter="$QTC_BENCH_FILTER"} > "$LOG/$n.log" 2>&1
+    say "bench $n: rc=$? (medians of ${QTC_BENCH_REPS:-9} repetitions)"
     python3 - "$OUT/$n.json" <<'EOF' | tee -a "$SUMMARY"
 import json, sys
 d = json.load(open(sys.argv[1]))
-for b in d.get("benchmarks", []):
-    print(f"  {b['name']:<32} {b.get('real_time', 0):9.3f} ms  {b.get('GBps', 0):8.1f} GB/s  frac_of_copy {b.get('frac_of_copy', 0):.3f}")
+rows = [b for b in d.get("benchmarks", []) if b.get("aggregate_name", "median") == "median"]
+for b in rows:
+    extra = "  ".join(f"{k} {b[k]:.3f}" for k in ("frac_of_copy", "frac_of_cublaslt", "frac_of_bf16", "frac_of_dense", "TFLOPs") if k in b)
+    print(f"  {b['name']:<44} {b.get('real_time', 0):9.3f} {b.get('time_unit', '')}  {b.get('GBps', 0):8.1f} GB/s  {extra}")
 EOF
   done
   if python3 -c 'import torch' 2>/dev/null; then

@@ -12,9 +12,13 @@
 /// compared with its sender's hash; #wrong is the bytes of mismatching pieces, summed over ranks.
 ///
 /// Usage: mpirun -np N bench_allgather [--cols K] [--rows R1,R2,...] [--iters I] [--warmup W] [--json FILE]
-///                                     [--checkpoint-dir DIR] [--synthetic]
+///                                     [--repetitions N] [--checkpoint-dir DIR] [--synthetic]
+/// --json writes Google Benchmark's JSON schema (context from qtc::bench::context_pairs plus the transport;
+/// one entry per repetition, and a median aggregate when N > 1), so compare.py and `qtc report` read it
+/// like every other suite; the table shows the median repetition.
 /// --synthetic skips the CPU reference quantizer: each piece gets the exact byte count the protocol would
 /// send (fsdp_buffer_specs) filled with counter-based bytes, so GPU runs can sweep 64 MiB - 4 GiB per rank.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -26,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "qtc/bench_context.hpp"
 #include "qtc/checkpoint.hpp"
 #include "qtc/dist/comm.hpp"
 #include "qtc/dist/fsdp.hpp"
@@ -34,6 +39,7 @@
 
 #ifdef QTC_HAVE_NCCL
 #include <cuda_runtime_api.h>
+#include <nccl.h>
 #endif
 
 namespace {
@@ -101,11 +107,58 @@ double max_over_ranks(qtc::dist::Comm& c, double v) {
   return m;
 }
 
+/// One Google Benchmark JSON entry (run_type iteration, or aggregate "median").
+nlohmann::json gbench_entry(const std::string& name, int64_t iterations, double time, const char* unit, int reps, int rep,
+                            const nlohmann::json& counters) {
+  nlohmann::json e = {{"name", rep < 0 ? name + "_median" : name}, {"run_name", name}, {"threads", 1},
+                      {"iterations", iterations}, {"real_time", time}, {"cpu_time", time}, {"time_unit", unit},
+                      {"repetitions", reps}};
+  if (rep < 0) {
+    e["run_type"] = "aggregate";
+    e["aggregate_name"] = "median";
+    e["aggregate_unit"] = "time";
+  } else {
+    e["run_type"] = "iteration";
+    e["repetition_index"] = rep;
+  }
+  for (const auto& [k, v] : counters.items()) e[k] = v;
+  return e;
+}
+
+nlohmann::json bench_context_json(const qtc::dist::Comm& comm, int64_t K, int64_t iters) {
+  qtc::bench::GpuContext g;
+#ifdef QTC_HAVE_NCCL
+  if (comm.name() == "nccl") {
+    cudaDeviceProp p{};
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&p, dev) == cudaSuccess) g.gpu = p.name;
+    if (cudaDriverGetVersion(&v) == cudaSuccess) g.driver = std::to_string(v);
+    if (cudaRuntimeGetVersion(&v) == cudaSuccess) g.cuda_runtime = std::to_string(v);
+    if (ncclGetVersion(&v) == ncclSuccess) g.nccl = std::to_string(v);
+    g.gpu_count = std::to_string(comm.size());
+  }
+#endif
+  nlohmann::json c = nlohmann::json::object();
+  for (const auto& [k, v] : qtc::bench::context_pairs(g)) c[k] = v;
+  c["qtc_suite"] = "allgather";
+  c["transport"] = comm.name();
+  c["ranks"] = std::to_string(comm.size());
+  c["cols"] = std::to_string(K);
+  c["iterations_per_repetition"] = std::to_string(iters);
+  return c;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   qtc::dist::Runtime rt(&argc, &argv);
   int64_t K = 4096, iters = 10, warmup = 3;
+  int reps = 1;
   std::vector<int64_t> rows{256, 1024, 2048};
   std::string json_path, ckpt_dir;
   bool synthetic = false;
@@ -119,12 +172,13 @@ int main(int argc, char** argv) {
     else if (a == "--json") json_path = next();
     else if (a == "--checkpoint-dir") ckpt_dir = next();
     else if (a == "--synthetic") synthetic = true;
+    else if (a == "--repetitions") reps = std::max(1, std::stoi(next()));
   }
   try {
     auto mpi = qtc::dist::make_mpi_comm();
     auto comm = qtc::dist::make_default_comm(*mpi);
     const int n = comm->size(), rank = comm->rank();
-    nlohmann::json report = {{"transport", comm->name()}, {"ranks", n}, {"cols", K}, {"iters", iters}, {"rows", nlohmann::json::array()}};
+    nlohmann::json report = {{"context", bench_context_json(*comm, K, iters)}, {"benchmarks", nlohmann::json::array()}};
     if (rank == 0) {
       std::printf("# qtc all-gather of quantized parameters vs BF16: %d ranks, transport %s, K = %lld, %lld iterations (+%lld warm-up)\n", n,
                   comm->name().c_str(), static_cast<long long>(K), static_cast<long long>(iters), static_cast<long long>(warmup));
@@ -175,11 +229,15 @@ int main(int argc, char** argv) {
         }
 #endif
         for (int64_t w = 0; w < warmup; ++w) run_once();
-        comm->barrier();
-        const auto t0 = Clock::now();
-        for (int64_t it = 0; it < iters; ++it) run_once();
-        const double local = std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(iters);
-        const double t = max_over_ranks(*comm, local);
+        std::vector<double> rep_times;  // per repetition: the slowest rank's mean over `iters`
+        for (int rp = 0; rp < reps; ++rp) {
+          comm->barrier();
+          const auto t0 = Clock::now();
+          for (int64_t it = 0; it < iters; ++it) run_once();
+          const double local = std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(iters);
+          rep_times.push_back(max_over_ranks(*comm, local));
+        }
+        const double t = median(rep_times);
 #ifdef QTC_HAVE_NCCL
         if (comm->name() == "nccl") {
           cudaMemcpy(recv.data(), d_recv, recv.size(), cudaMemcpyDeviceToHost);
@@ -204,9 +262,17 @@ int main(int argc, char** argv) {
           std::printf("  %-18s %8lld %12.0f %12zu %6s %10.1f %9.3f %9.3f %9.3f %7.2f %8llu\n", f.name.c_str(), static_cast<long long>(R), size,
                       bytes * static_cast<size_t>(n), f.bf16 ? "bf16" : "uint8", t * 1e6, algbw, busbw, bf16eq, speedup,
                       static_cast<unsigned long long>(wrong));
-        report["rows"].push_back({{"format", f.name},     {"rows_per_rank", R}, {"size_bytes", size}, {"time_us", t * 1e6},
-                                  {"algbw_GBps", algbw},  {"busbw_GBps", busbw}, {"bf16eq_GBps", bf16eq}, {"x_bf16", speedup},
-                                  {"wrong", wrong}});
+        const std::string bname = "AllGather/" + f.name + "/rows_per_rank:" + std::to_string(R);
+        auto counters = [&](double tt) {
+          const double a = size / tt / 1e9;
+          return nlohmann::json{{"size_bytes", size},      {"algbw_GBps", a}, {"busbw_GBps", a * (n - 1) / n},
+                                {"bf16eq_GBps", static_cast<double>(R * K * 2) * n / tt / 1e9},
+                                {"x_bf16", bf16_time / tt}, {"wrong", wrong}};
+        };
+        for (int rp = 0; rp < reps; ++rp)
+          report["benchmarks"].push_back(gbench_entry(bname, iters, rep_times[static_cast<size_t>(rp)] * 1e6, "us", reps, rp,
+                                                      counters(rep_times[static_cast<size_t>(rp)])));
+        if (reps > 1) report["benchmarks"].push_back(gbench_entry(bname, iters, t * 1e6, "us", reps, -1, counters(t)));
         if (wrong != 0) qtc::dist::Runtime::fail("all-gather moved wrong bytes");
       }
     }
@@ -239,8 +305,10 @@ int main(int argc, char** argv) {
                     bad ? "MISMATCH" : "bit for bit");
         std::filesystem::remove_all(ckpt_dir);
       }
-      report["checkpoint"] = {{"bytes", total}, {"save_s", ts}, {"load_s", tl}, {"save_GBps", total / ts / 1e9},
-                              {"load_GBps", total / tl / 1e9}, {"bitwise_equal", bad == 0}};
+      report["benchmarks"].push_back(gbench_entry("CheckpointSave/fsync", 1, ts * 1e3, "ms", 1, 0,
+                                                  {{"bytes", total}, {"GBps", total / ts / 1e9}, {"bitwise_equal", bad == 0}}));
+      report["benchmarks"].push_back(gbench_entry("CheckpointLoadVerify", 1, tl * 1e3, "ms", 1, 0,
+                                                  {{"bytes", total}, {"GBps", total / tl / 1e9}, {"bitwise_equal", bad == 0}}));
       if (bad) qtc::dist::Runtime::fail("checkpoint reload differs");
     }
     if (rank == 0 && !json_path.empty()) std::ofstream(json_path) << report.dump(1) << "\n";

@@ -12,6 +12,8 @@
 /// cudaGetDeviceProperties / cudaDriverGetVersion / cublasLtGetVersion / ncclGetVersion calls.
 #pragma once
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace qtc::bench {
 
@@ -34,6 +36,10 @@ void add_bench_context(const GpuContext& gpu = {});
 
 /// Adds one more key (suite-specific facts, e.g. "l2_flush_bytes"); the first value of a key wins.
 void add_context(const std::string& key, const std::string& value);
+
+/// The same facts as (key, value) pairs, without Google Benchmark (library qtc_bench_context_core): for suites
+/// that write Google Benchmark's JSON schema themselves.
+std::vector<std::pair<std::string, std::string>> context_pairs(const GpuContext& gpu = {});
 
 /// The commit this binary was built from (updated at every build, not only at configure time).
 std::string build_commit();
