@@ -4,7 +4,9 @@
 ///
 /// Counters: GBps = bytes / time, where bytes = input read once + every output byte written (data, scales, amax),
 /// stated in each benchmark's label; the device amax pass that NVFP4 and FP8 tensor need (a second read of
-/// the input) is inside the timed region but not in the byte count. frac_of_copy = GBps / copy GBps.
+/// the input) is inside the timed region but not in the byte count. frac_of_copy = GBps / copy GBps;
+/// frac_of_copy_moved counts that second read too (the bytes actually moved); *_amax_given rows time the
+/// cast alone, the amax coming from a producer as in a fused training step.
 /// Inputs rotate between two buffers of 8x the 60 MB L2 each, so no iteration reads a cached input.
 /// Context: GPU, SM count, driver, CUDA runtime, commit (compile definition QTC_GIT_COMMIT, or env QTC_COMMIT).
 #include <benchmark/benchmark.h>
@@ -180,6 +182,10 @@ void BM_Quantize(benchmark::State& state, Recipe r, DType t, bool with_amax) {
     state.counters["frac_of_copy"] = gbps * 1e9 / copy_rate;
     state.counters["copy_GBps"] = copy_rate / 1e9;
     state.counters["bytes"] = bytes;
+    // With the amax computed on the device, the input is read twice: the bytes actually moved.
+    const bool amax_pass = (r.kind == RecipeKind::kNVFP4 || r.kind == RecipeKind::kFP8Tensor) && !with_amax;
+    const double moved = bytes + (amax_pass ? static_cast<double>(in_bytes) : 0.0);
+    state.counters["frac_of_copy_moved"] = moved * static_cast<double>(state.iterations()) / total / copy_rate;
   }
   QTC_CUDA_CHECK(cudaStreamSynchronize(s));
   for (auto& p : in) QTC_CUDA_CHECK(cudaFree(p));
@@ -243,6 +249,7 @@ void register_all() {
   items.push_back({"NVFP4_1x16_F32", nvfp4(), DType::kF32, false});
   items.push_back({"NVFP4_1x16_BF16_amax_given", nvfp4(), DType::kBF16, true});
   items.push_back({"NVFP4_16x16_BF16", nvfp4(true), DType::kBF16, false});
+  items.push_back({"NVFP4_16x16_BF16_amax_given", nvfp4(true), DType::kBF16, true});
   {
     Recipe r = nvfp4();
     r.row_scaled = true;
@@ -284,6 +291,7 @@ void register_all() {
     Recipe r;
     r.kind = RecipeKind::kFP8Tensor;
     items.push_back({"FP8Tensor_E4M3_BF16", r, DType::kBF16, false});
+    items.push_back({"FP8Tensor_E4M3_BF16_amax_given", r, DType::kBF16, true});
   }
   for (const Item& it : items) {
     benchmark::RegisterBenchmark(it.name, [it](benchmark::State& st) { BM_Quantize(st, it.r, it.t, it.with_amax); })
