@@ -2,6 +2,9 @@
 /// \brief FP8 block scaling (TE_FORMATS.md §3: 1x128 and 128x128 blocks, pow2 scales, eps, F32 scale_inv) and
 ///        FP8 per-tensor current scaling (§4: one scale from the device global amax). Both planes come from one
 ///        read of each input tile; the columnwise plane is stored transposed ([K, M]).
+///        BF16/F16 inputs whose rows are 16-byte aligned take fp8_fast_kernel (all three modes): 128x128 tiles
+///        held in registers, the transposed plane staged as FP8 bytes in shared memory and stored 16 B per thread.
+#include "cast_common.cuh"
 #include "device_codec.cuh"
 #include "launch.hpp"
 #include "qtc/cuda/check.hpp"
@@ -132,6 +135,211 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockK p) {
   }
 }
 
+
+// ------------------------------------------------------------------------------------------------------
+// Fast path for BF16/F16 inputs with K % 8 == 0 and a 16-byte aligned x: FP8 block 1x128 (mode 0), block
+// 128x128 (mode 1) and per tensor (mode 2). One 128x128 tile per CTA of 256 threads; thread (cl = lane / 2,
+// rg = 2 warp + lane % 2) loads the 8 elements [8 cl, 8 cl + 8) of the 8 consecutive rows [8 rg, 8 rg + 8)
+// (one warp instruction = 2 rows x 256 B). Rowwise 1x128 amax: the 16 lanes of one rg (lane bits 1-4);
+// columnwise 128x1 amax: lane bit 0, then the 8 warps through shared memory. The rowwise plane is stored 8 B per
+// thread per row; the columnwise (transposed) plane is staged as bytes: row k of the staging tile is column k
+// of x (128 B = 16 chunks of 8 B, chunk rg at position rg ^ 2 (k / 8 % 8), so that a half-warp's 8-byte stores
+// and a quarter-warp's 16-byte reads hit distinct banks), then stored 16 B per thread. Rows >= M and columns
+// >= K read as 0 (out-of-range positions count as 0) and are not stored.
+
+constexpr int kFT = 128;
+
+struct FastK {
+  const void* x;
+  int64_t M, K;
+  int mode;  ///< 0: block 1x128, 1: block 128x128, 2: per tensor
+  bool rowwise, columnwise, e5m2, pow2, pyref;
+  float eps, value_for_inf, max_fp8;
+  const float* amax;  ///< mode 2: the global amax
+  float* scale_inv;   ///< mode 2
+  uint8_t* row_data;
+  ScaleOut row_scale;
+  uint8_t* col_data;
+  ScaleOut col_scale;
+};
+
+template <typename In>
+__global__ void __launch_bounds__(kThreads, 3) fp8_fast_kernel(FastK p) {
+  using P = Packed16<In>;
+  __shared__ __align__(16) uint8_t stage[kFT * kFT];
+  __shared__ uint32_t colpart[kThreads / 32][kFT / 2];
+  __shared__ __align__(16) float cscale[kFT];
+  __shared__ float red[kThreads / 32];
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  const int cl = lane >> 1, rg = 2 * w + (lane & 1);
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kFT, c0 = static_cast<int64_t>(blockIdx.x) * kFT;
+  const int64_t gc = c0 + 8 * cl, gr0 = r0 + 8 * rg;
+  const bool col_in = gc < p.K;
+  const bool pr = p.pyref;
+  const In* x = static_cast<const In*>(p.x);
+  uint4 v[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    v[i] = (col_in && gr0 + i < p.M) ? __ldcs(reinterpret_cast<const uint4*>(x + (gr0 + i) * p.K + gc))
+                                      : make_uint4(0, 0, 0, 0);
+  float s_all = 1.0f;  // modes 1 and 2: the one scale of the tile
+  float s_row = 1.0f;  // mode 0: scale of row 8 rg + (cl % 8), broadcast below
+  if (p.mode == 2) {
+    s_all = scale_from_amax(*p.amax, p.max_fp8, p.pow2, p.eps, p.value_for_inf, pr);
+    if (blockIdx.x == 0 && blockIdx.y == 0 && t == 0) *p.scale_inv = __fdiv_rn(1.0f, s_all);
+  } else {
+    uint32_t cm[4], rm[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t a0 = v[i].x & kAbs2, a1 = v[i].y & kAbs2, a2 = v[i].z & kAbs2, a3 = v[i].w & kAbs2;
+      rm[i] = P::max2(P::max2(a0, a1, pr), P::max2(a2, a3, pr), pr);
+      if (i == 0) {
+        cm[0] = a0; cm[1] = a1; cm[2] = a2; cm[3] = a3;
+      } else {
+        cm[0] = P::max2(cm[0], a0, pr); cm[1] = P::max2(cm[1], a1, pr);
+        cm[2] = P::max2(cm[2], a2, pr); cm[3] = P::max2(cm[3], a3, pr);
+      }
+    }
+    if (p.mode == 1) {
+      uint32_t m = P::max2(P::max2(cm[0], cm[1], pr), P::max2(cm[2], cm[3], pr), pr);
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) m = P::max2(m, __shfl_xor_sync(0xFFFFFFFFu, m, o), pr);
+      if (lane == 0) red[w] = max_p(P::lo(m), P::hi(m), pr);
+    } else {
+      if (p.rowwise) {
+        uint32_t rp[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          rp[k] = fold_rows<In>(rm[2 * k], rm[2 * k + 1], pr);
+#pragma unroll
+          for (int o = 2; o < 32; o <<= 1) rp[k] = P::max2(rp[k], __shfl_xor_sync(0xFFFFFFFFu, rp[k], o), pr);
+        }
+        const int i = cl & 7;  // this lane's row: one division per lane, broadcast below
+        const uint32_t wsel = (i >> 1) == 0 ? rp[0] : ((i >> 1) == 1 ? rp[1] : ((i >> 1) == 2 ? rp[2] : rp[3]));
+        const float a = amax_finish((i & 1) ? P::hi(wsel) : P::lo(wsel), pr);
+        s_row = scale_from_amax(a, p.max_fp8, p.pow2, p.eps, p.value_for_inf, pr);
+        if (cl < 8 && gr0 + i < p.M) store_scale(p.row_scale, gr0 + i, c0 / kFT, __fdiv_rn(1.0f, s_row));
+      }
+      if (p.columnwise) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          cm[j] = P::max2(cm[j], __shfl_xor_sync(0xFFFFFFFFu, cm[j], 1), pr);
+          if ((lane & 1) == 0) colpart[w][4 * cl + j] = cm[j];
+        }
+      }
+    }
+    __syncthreads();
+    if (p.mode == 1) {
+      float m = red[0];
+#pragma unroll
+      for (int k = 1; k < kThreads / 32; ++k) m = max_p(m, red[k], pr);
+      s_all = scale_from_amax(amax_finish(m, pr), p.max_fp8, p.pow2, p.eps, p.value_for_inf, pr);
+      if (t == 0) {
+        const float inv = __fdiv_rn(1.0f, s_all);
+        if (p.rowwise) store_scale(p.row_scale, r0 / kFT, c0 / kFT, inv);
+        if (p.columnwise) store_scale(p.col_scale, c0 / kFT, r0 / kFT, inv);
+      }
+    } else if (p.columnwise) {
+      if (t < kFT) {
+        uint32_t m = colpart[0][t >> 1];
+#pragma unroll
+        for (int k = 1; k < kThreads / 32; ++k) m = P::max2(m, colpart[k][t >> 1], pr);
+        const float a = amax_finish((t & 1) ? P::hi(m) : P::lo(m), pr);
+        const float sc = scale_from_amax(a, p.max_fp8, p.pow2, p.eps, p.value_for_inf, pr);
+        cscale[t] = sc;
+        if (c0 + t < p.K) store_scale(p.col_scale, c0 + t, r0 / kFT, __fdiv_rn(1.0f, sc));
+      }
+      __syncthreads();
+    }
+  }
+  // Rowwise bytes (also the source of the transposed plane in modes 1 and 2).
+  uint2 rq[8];
+  if (p.rowwise || p.mode != 0) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float sc = p.mode == 0 ? __shfl_sync(0xFFFFFFFFu, s_row, (i << 1) | (lane & 1)) : s_all;
+      uint32_t q[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t wd = word(v[i], j);
+        q[j] = cvt_fp8x2(__fmul_rn(P::lo(wd), sc), __fmul_rn(P::hi(wd), sc), p.e5m2);
+      }
+      rq[i] = make_uint2(q[0] | (q[1] << 16), q[2] | (q[3] << 16));
+      if (p.rowwise && col_in && gr0 + i < p.M) __stcs(reinterpret_cast<uint2*>(p.row_data + (gr0 + i) * p.K + gc), rq[i]);
+    }
+  }
+  if (!p.columnwise) return;
+  // Transposed bytes: column 8 cl + j, rows 8 rg .. 8 rg + 7, as one 8-byte chunk.
+  uint2 cq[8];
+  if (p.mode == 0) {
+    const float4 s_lo = *reinterpret_cast<const float4*>(&cscale[8 * cl]);
+    const float4 s_hi = *reinterpret_cast<const float4*>(&cscale[8 * cl + 4]);
+    const float sc[8] = {s_lo.x, s_lo.y, s_lo.z, s_lo.w, s_hi.x, s_hi.y, s_hi.z, s_hi.w};
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      uint32_t q[4];
+#pragma unroll
+      for (int i = 0; i < 8; i += 2) {
+        const uint32_t w0 = word(v[i], j >> 1), w1 = word(v[i + 1], j >> 1);
+        const float x0 = (j & 1) ? P::hi(w0) : P::lo(w0), x1 = (j & 1) ? P::hi(w1) : P::lo(w1);
+        q[i >> 1] = cvt_fp8x2(__fmul_rn(x0, sc[j]), __fmul_rn(x1, sc[j]), p.e5m2);
+      }
+      cq[j] = make_uint2(q[0] | (q[1] << 16), q[2] | (q[3] << 16));
+    }
+  } else {
+    uint32_t a[4], c[4];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {      // columns 4 half .. 4 half + 3
+#pragma unroll
+      for (int rh = 0; rh < 2; ++rh) {          // rows 4 rh .. 4 rh + 3
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[i] = half ? rq[4 * rh + i].y : rq[4 * rh + i].x;
+        transpose4x4(a, c);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          if (rh == 0) cq[4 * half + j].x = c[j];
+          else cq[4 * half + j].y = c[j];
+        }
+      }
+    }
+  }
+  const int f = 2 * (cl & 7);
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+    *reinterpret_cast<uint2*>(&stage[(8 * cl + j) * kFT + 8 * (rg ^ f)]) = cq[j];
+  __syncthreads();
+  const bool m16 = (p.M % 16) == 0;
+#pragma unroll
+  for (int u = 0; u < kFT * kFT / 16 / kThreads; ++u) {
+    const int idx = t + u * kThreads;
+    const int k = idx >> 3, h = idx & 7;
+    const int64_t gk = c0 + k, gm = r0 + 16 * h;
+    if (gk >= p.K || gm >= p.M) continue;
+    const uint4 val = *reinterpret_cast<const uint4*>(&stage[k * kFT + 16 * (h ^ ((k >> 3) & 7))]);
+    uint8_t* dst = p.col_data + gk * p.M + gm;
+    if (m16) {
+      __stcs(reinterpret_cast<uint4*>(dst), val);
+    } else {
+      const uint32_t wv[4] = {val.x, val.y, val.z, val.w};
+      for (int b = 0; b < 16 && gm + b < p.M; ++b) dst[b] = static_cast<uint8_t>(wv[b >> 2] >> (8 * (b & 3)));
+    }
+  }
+}
+
+/// Launches the fast kernel when it applies (16-bit input, K % 8 == 0, x 16-byte aligned); false otherwise.
+template <typename In>
+bool launch_fast(const FastK& p, bool vec_ok, cudaStream_t s) {
+  if constexpr (sizeof(In) != 2) {
+    return false;
+  } else {
+    const int64_t gx = (p.K + kFT - 1) / kFT, gy = (p.M + kFT - 1) / kFT;
+    if (!vec_ok || gy > 65535 || gx > 0x7FFFFFFF) return false;
+    fp8_fast_kernel<In><<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), kThreads, 0, s>>>(p);
+    QTC_CUDA_CHECK_LAUNCH();
+    return true;
+  }
+}
+
 template <typename In>
 void run_block(const detail::Fp8BlockParams& h, cudaStream_t s) {
   BlockK p{};
@@ -153,6 +361,26 @@ void run_block(const detail::Fp8BlockParams& h, cudaStream_t s) {
   p.col_data = h.col_data;
   p.col_scale = to_dev(h.col_scale);
   if (h.M == 0 || h.K == 0) return;
+  {
+    FastK f{};
+    f.x = h.x;
+    f.M = h.M;
+    f.K = h.K;
+    f.mode = h.tile2d ? 1 : 0;
+    f.rowwise = h.rowwise;
+    f.columnwise = h.columnwise;
+    f.e5m2 = h.e5m2;
+    f.pow2 = h.pow2;
+    f.pyref = h.pyref;
+    f.eps = h.eps;
+    f.value_for_inf = h.value_for_inf;
+    f.max_fp8 = p.max_fp8;
+    f.row_data = h.row_data;
+    f.row_scale = p.row_scale;
+    f.col_data = h.col_data;
+    f.col_scale = p.col_scale;
+    if (launch_fast<In>(f, p.vec_ok, s)) return;
+  }
   constexpr size_t kSmem = sizeof(float) * kBT * kBLD;
   QTC_CUDA_CHECK(cudaFuncSetAttribute(fp8_block_kernel<In>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   const dim3 grid(static_cast<unsigned>((h.K + kBT - 1) / kBT), static_cast<unsigned>((h.M + kBT - 1) / kBT));
@@ -269,6 +497,26 @@ void run_tensor(const detail::Fp8TensorParams& h, cudaStream_t s) {
     fp8_tensor_scale_only_kernel<<<1, 1, 0, s>>>(p);
     QTC_CUDA_CHECK_LAUNCH();
     return;
+  }
+  {
+    FastK f{};
+    f.x = h.x;
+    f.M = h.M;
+    f.K = h.K;
+    f.mode = 2;
+    f.rowwise = h.rowwise;
+    f.columnwise = h.columnwise;
+    f.e5m2 = h.e5m2;
+    f.pow2 = h.pow2;
+    f.pyref = h.pyref;
+    f.eps = h.eps;
+    f.value_for_inf = kFltMax;
+    f.max_fp8 = p.max_fp8;
+    f.amax = h.amax;
+    f.scale_inv = h.scale_inv;
+    f.row_data = h.row_data;
+    f.col_data = h.col_data;
+    if (launch_fast<In>(f, p.vec_ok, s)) return;
   }
   launch_persistent(fp8_tensor_kernel<In>, ((h.K + kTT - 1) / kTT) * ((h.M + kTT - 1) / kTT), p, s);
 }

@@ -3,6 +3,9 @@
 ///        columnwise (32x1, same orientation as x) and 2D (32x32, one scale for both planes); scale rule RCEIL
 ///        (TE: float_to_e8m0(bamax * RN(1/max)), rounded up) or OCP floor. Any M, K: partial blocks reduce over
 ///        their valid elements. One 64x64 tile per CTA gives both planes from one read.
+///        BF16/F16 inputs whose rows are 16-byte aligned take mxfp8_fast_kernel instead: no shared memory, each
+///        warp owns a 32x64 tile held in registers, both planes written with 8-byte stores.
+#include "cast_common.cuh"
 #include "device_codec.cuh"
 #include "launch.hpp"
 #include "qtc/cuda/check.hpp"
@@ -129,6 +132,120 @@ __global__ void __launch_bounds__(kThreads, sizeof(In) == 4 ? 3 : 4) mxfp8_kerne
   }
 }
 
+
+/// Fast path (BF16/F16, K % 8 == 0, x 16-byte aligned): every warp owns one 32-row x 64-column tile. Lane
+/// (rg = lane / 8, cl = lane % 8) loads the 8 elements [8 cl, 8 cl + 8) of rows rg, rg + 4, ..., rg + 28 (one
+/// warp instruction = 4 rows x 128 B). Rowwise 1x32 block = 4 lanes (shuffles over lane bits 0-1), columnwise
+/// 32x1 block = the 4 lanes of one cl (lane bits 3-4); both planes are stored 8 bytes per thread per row.
+/// Rows >= M read as 0 (out-of-range positions count as 0) and are not stored; K % 8 == 0 keeps each thread's
+/// 8 columns all in range or all out.
+constexpr int kFastWarps = 8;
+
+template <typename In>
+__global__ void __launch_bounds__(kFastWarps * 32, 3) mxfp8_fast_kernel(KParams p) {
+  using P = Packed16<In>;
+  const int lane = threadIdx.x & 31;
+  const int64_t tiles_x = (p.K + 63) / 64, n_tiles = tiles_x * ((p.M + 31) / 32);
+  const int64_t wt = static_cast<int64_t>(blockIdx.x) * kFastWarps + (threadIdx.x >> 5);
+  if (wt >= n_tiles) return;  // uniform over the warp
+  const int64_t r0 = (wt / tiles_x) * 32, c0 = (wt % tiles_x) * 64;
+  const int cl = lane & 7, rg = lane >> 3;
+  const int64_t gc = c0 + 8 * cl;
+  const bool col_in = gc < p.K;
+  const bool pr = p.ocp;
+  const In* x = static_cast<const In*>(p.x);
+  uint4 v[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int64_t gr = r0 + rg + 4 * i;
+    v[i] = (col_in && gr < p.M) ? __ldcs(reinterpret_cast<const uint4*>(x + gr * p.K + gc)) : make_uint4(0, 0, 0, 0);
+  }
+  // Block amaxes on the packed words.
+  uint32_t cm[4], rm[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t a0 = v[i].x & kAbs2, a1 = v[i].y & kAbs2, a2 = v[i].z & kAbs2, a3 = v[i].w & kAbs2;
+    rm[i] = P::max2(P::max2(a0, a1, pr), P::max2(a2, a3, pr), pr);
+    if (i == 0) {
+      cm[0] = a0; cm[1] = a1; cm[2] = a2; cm[3] = a3;
+    } else {
+      cm[0] = P::max2(cm[0], a0, pr); cm[1] = P::max2(cm[1], a1, pr);
+      cm[2] = P::max2(cm[2], a2, pr); cm[3] = P::max2(cm[3], a3, pr);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    cm[j] = P::max2(cm[j], __shfl_xor_sync(0xFFFFFFFFu, cm[j], 8), pr);
+    cm[j] = P::max2(cm[j], __shfl_xor_sync(0xFFFFFFFFu, cm[j], 16), pr);
+  }
+  uint32_t rp[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    rp[k] = fold_rows<In>(rm[2 * k], rm[2 * k + 1], pr);
+    rp[k] = P::max2(rp[k], __shfl_xor_sync(0xFFFFFFFFu, rp[k], 1), pr);
+    rp[k] = P::max2(rp[k], __shfl_xor_sync(0xFFFFFFFFu, rp[k], 2), pr);
+  }
+  // Scales: one per 32x32 block (2D: the 4 lanes of a 32-column block hold its column maxima), else per row
+  // (rp, two rows per word) and per column (cm, two columns per word), derived where they are used.
+  uint32_t e2d = 0;
+  if (p.tile2d) {
+    uint32_t m = P::max2(P::max2(cm[0], cm[1], pr), P::max2(cm[2], cm[3], pr), pr);
+    m = P::max2(m, __shfl_xor_sync(0xFFFFFFFFu, m, 1), pr);
+    m = P::max2(m, __shfl_xor_sync(0xFFFFFFFFu, m, 2), pr);
+    e2d = mx_scale(amax_finish(max_p(P::lo(m), P::hi(m), pr), pr), p);
+  }
+  auto row_e = [&](int i) {
+    if (p.tile2d) return e2d;
+    const uint32_t w = rp[i >> 1];
+    return mx_scale(amax_finish((i & 1) ? P::hi(w) : P::lo(w), pr), p);
+  };
+  auto col_e = [&](int j) {
+    if (p.tile2d) return e2d;
+    const uint32_t w = cm[j >> 1];
+    return mx_scale(amax_finish((j & 1) ? P::hi(w) : P::lo(w), pr), p);
+  };
+  if (!col_in) return;  // no shuffles below
+  if (p.rowwise) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int64_t gr = r0 + rg + 4 * i;
+      if (gr >= p.M) break;
+      const uint32_t e = row_e(i);
+      const float inv = e8m0_rcp(e);
+      uint32_t q[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t w = word(v[i], j);
+        q[j] = cvt_fp8x2(__fmul_rn(P::lo(w), inv), __fmul_rn(P::hi(w), inv), p.e5m2);
+      }
+      __stcs(reinterpret_cast<uint2*>(p.row_data + gr * p.K + gc), make_uint2(q[0] | (q[1] << 16), q[2] | (q[3] << 16)));
+      // the first lane of a 32-column block is in range whenever the block is
+      if ((cl & 3) == 0) p.row_scale.p[scale_index(p.row_scale, gr, gc / 32)] = static_cast<uint8_t>(e);
+    }
+  }
+  if (p.columnwise) {
+    float inv[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) inv[j] = e8m0_rcp(col_e(j));
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int64_t gr = r0 + rg + 4 * i;
+      if (gr >= p.M) break;
+      uint32_t q[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t w = word(v[i], j);
+        q[j] = cvt_fp8x2(__fmul_rn(P::lo(w), inv[2 * j]), __fmul_rn(P::hi(w), inv[2 * j + 1]), p.e5m2);
+      }
+      __stcs(reinterpret_cast<uint2*>(p.col_data + gr * p.K + gc), make_uint2(q[0] | (q[1] << 16), q[2] | (q[3] << 16)));
+    }
+    // Column scales of block r0 / 32: lane rg writes columns 2 rg, 2 rg + 1 of its 8.
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if ((j >> 1) == rg) p.col_scale.p[scale_index(p.col_scale, r0 / 32, gc + j)] = static_cast<uint8_t>(col_e(j));
+  }
+}
+
 ScaleOut to_dev(const detail::ScaleOutHost& h) { return ScaleOut{h.p, h.mode, h.ld, h.num_kb}; }
 
 template <typename In>
@@ -149,6 +266,16 @@ void run(const detail::Mxfp8Params& h, cudaStream_t s) {
   p.col_data = h.col_data;
   p.col_scale = to_dev(h.col_scale);
   if (h.M == 0 || h.K == 0) return;
+  if constexpr (sizeof(In) == 2) {
+    if (p.vec_ok) {
+      const int64_t n_tiles = ((h.K + 63) / 64) * ((h.M + 31) / 32);
+      const int64_t grid = (n_tiles + kFastWarps - 1) / kFastWarps;
+      QTC_CHECK(grid <= 0x7FFFFFFF, "mxfp8: tensor too large for one launch (", h.M, " x ", h.K, ")");
+      mxfp8_fast_kernel<In><<<static_cast<unsigned>(grid), kFastWarps * 32, 0, s>>>(p);
+      QTC_CUDA_CHECK_LAUNCH();
+      return;
+    }
+  }
   launch_persistent(mxfp8_kernel<In>, ((h.K + kTC - 1) / kTC) * ((h.M + kTR - 1) / kTR), p, s);
 }
 
