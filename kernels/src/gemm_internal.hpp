@@ -31,8 +31,9 @@ void gemm_bf16_lane(GemmContext& ctx, int lane, const void* a, const void* b, in
 void launch_gather_scalars(const float* const* ptrs, int64_t n, float* out, cudaStream_t stream);
 
 /// layout: 0 compact, 1 padded (scale_cols = padded column count), 2 swizzled.
+/// max_blocks > 0 caps the grid (grid-stride loop), so the pass leaves SMs to GEMMs running beside it.
 void launch_nvfp4_to_bf16(const uint8_t* data, const uint8_t* scale, int64_t rows, int64_t k, int layout,
-                          int64_t scale_cols, void* out, cudaStream_t stream);
+                          int64_t scale_cols, void* out, cudaStream_t stream, int max_blocks = 0);
 /// out[0] = alpha (§7.4, amax pointers may be null = 1), out[1] = beta.
 void launch_nvfp4_alpha(const float* amax_a, const float* amax_b, float alpha_in, float factor, float beta,
                         float* out, cudaStream_t stream);

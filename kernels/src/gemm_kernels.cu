@@ -171,9 +171,11 @@ int grid_for(int64_t work, int threads) {
 }  // namespace
 
 void launch_nvfp4_to_bf16(const uint8_t* data, const uint8_t* scale, int64_t rows, int64_t k, int layout,
-                          int64_t scale_cols, void* out, cudaStream_t stream) {
+                          int64_t scale_cols, void* out, cudaStream_t stream, int max_blocks) {
   const int threads = 256;
-  nvfp4_to_bf16_kernel<<<grid_for(rows * (k / 16), threads), threads, 0, stream>>>(
+  int grid = grid_for(rows * (k / 16), threads);
+  if (max_blocks > 0) grid = std::min(grid, max_blocks);
+  nvfp4_to_bf16_kernel<<<grid, threads, 0, stream>>>(
       data, scale, rows, k, layout, scale_cols, static_cast<__nv_bfloat16*>(out));
   QTC_CUDA_CHECK_LAUNCH();
 }

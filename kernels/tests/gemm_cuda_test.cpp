@@ -678,6 +678,7 @@ TEST(GroupedQuantizeCuda, StridedViewOfTheGroupSizeArray) {
   QTC_CUDA_CHECK(cudaMemcpy(data.data(), out.data.data(), data.size(), cudaMemcpyDeviceToHost));
   QTC_CUDA_CHECK(cudaMemcpy(amax.data(), out.amax.data(), G * 4, cudaMemcpyDeviceToHost));
   ref::GroupedRows rows = ref::GroupedRows::packed(sizes, K, cap);
+  for (int64_t o : offs) rows.tensor_offsets.push_back(o * K);  // the offsets the device read (not packed)
   Recipe r;
   r.kind = RecipeKind::kNVFP4;
   r.columnwise = false;
@@ -794,6 +795,8 @@ HostMatrix random_input(DType t, int64_t rows, int64_t cols, std::mt19937_64& g)
 TEST(GroupedQuantizeCuda, EveryGroupedRecipeEqualsEachGroupAloneUnderGraphReplay) {
   // Captured once per recipe, replayed with two size sets (uneven, empty, gaps, fewer rows than the buffer);
   // K = 160: not a multiple of 128 (a partial FP8 block), two scale columns of padding in the swizzled NVFP4 tiles.
+  // Sizes are multiples of 16 (NVFP4's M % 16, a caller contract: the sizes live on the device); odd sizes for
+  // the other recipes are in MoreThan64GroupsAndLastDimNotMultipleOf128.
   QTC_REQUIRE_FEATURE(gating::Feature::kQuantizeGrouped);
   const int64_t cap = 512, K = 160, G = 5;
   std::mt19937_64 g(seed() + 32);
@@ -802,7 +805,7 @@ TEST(GroupedQuantizeCuda, EveryGroupedRecipeEqualsEachGroupAloneUnderGraphReplay
   const cudaStream_t st = stream.s;
   DeviceBuffer dx(x.bytes.size(), st), d_fd(G * 8, st), d_off(G * 8, st);
   QTC_CUDA_CHECK(cudaMemcpyAsync(dx.data(), x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice, st));
-  const std::vector<std::vector<int64_t>> size_sets{{32, 0, 96, 16, 64}, {128, 64, 0, 150, 33}};
+  const std::vector<std::vector<int64_t>> size_sets{{32, 0, 96, 16, 64}, {128, 64, 0, 144, 32}};
   for (const GroupCase& c : grouped_recipes()) {
     SCOPED_TRACE(c.name);
     DeviceGroupedQuantized out = allocate_grouped(c.r, DType::kBF16, cap, K, G, c.layout, st);
@@ -831,25 +834,27 @@ TEST(GroupedQuantizeCuda, EveryGroupedRecipeEqualsEachGroupAloneUnderGraphReplay
 TEST(GroupedQuantizeCuda, MoreThan64GroupsAndLastDimNotMultipleOf128) {
   // TE's fused grouped kernels take <= 64 tensors and K % 128 (§1.13); here 70 groups and K = 80 (a partial
   // MXFP8 block, a partial FP8 block) must give the per-group result.
+  // Sizes 0..12 rows (odd ones included) for MXFP8 and FP8; 16x that for NVFP4 (M % 16).
   QTC_REQUIRE_FEATURE(gating::Feature::kQuantizeGrouped);
   const int64_t G = 70, K = 80;
-  std::vector<int64_t> sizes(G), offs(G);
-  int64_t cap = 0;
-  for (int64_t i = 0; i < G; ++i) {
-    sizes[static_cast<size_t>(i)] = (i * 7) % 13;  // 0..12, several empty
-    offs[static_cast<size_t>(i)] = cap;
-    cap += sizes[static_cast<size_t>(i)];
-  }
-  std::mt19937_64 g(seed() + 33);
-  const HostMatrix x = random_input(DType::kF32, cap, K, g);
   OwnedStream stream;
   const cudaStream_t st = stream.s;
-  DeviceBuffer dx(x.bytes.size(), st), d_fd(G * 8, st), d_off(G * 8, st);
-  QTC_CUDA_CHECK(cudaMemcpyAsync(dx.data(), x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice, st));
-  QTC_CUDA_CHECK(cudaMemcpyAsync(d_fd.data(), sizes.data(), G * 8, cudaMemcpyHostToDevice, st));
-  QTC_CUDA_CHECK(cudaMemcpyAsync(d_off.data(), offs.data(), G * 8, cudaMemcpyHostToDevice, st));
   for (const GroupCase& c : grouped_recipes()) {
     SCOPED_TRACE(c.name);
+    const int64_t mult = c.r.kind == RecipeKind::kNVFP4 ? 16 : 1;
+    std::vector<int64_t> sizes(G), offs(G);
+    int64_t cap = 0;
+    for (int64_t i = 0; i < G; ++i) {
+      sizes[static_cast<size_t>(i)] = mult * ((i * 7) % 13);  // several empty
+      offs[static_cast<size_t>(i)] = cap;
+      cap += sizes[static_cast<size_t>(i)];
+    }
+    std::mt19937_64 g(seed() + 33);
+    const HostMatrix x = random_input(DType::kF32, cap, K, g);
+    DeviceBuffer dx(x.bytes.size(), st), d_fd(G * 8, st), d_off(G * 8, st);
+    QTC_CUDA_CHECK(cudaMemcpyAsync(dx.data(), x.bytes.data(), x.bytes.size(), cudaMemcpyHostToDevice, st));
+    QTC_CUDA_CHECK(cudaMemcpyAsync(d_fd.data(), sizes.data(), G * 8, cudaMemcpyHostToDevice, st));
+    QTC_CUDA_CHECK(cudaMemcpyAsync(d_off.data(), offs.data(), G * 8, cudaMemcpyHostToDevice, st));
     DeviceGroupedQuantized out = allocate_grouped(c.r, DType::kF32, cap, K, G, c.layout, st);
     quantize_grouped_into({dx.data(), DType::kF32, cap, K}, d_fd.as<int64_t>(), d_off.as<int64_t>(), out, st);
     expect_groups_equal(c, x, sizes, offs, out, 0, st);

@@ -311,6 +311,27 @@ void BM_GroupedRowScaled(benchmark::State& state) {
     state.counters["TFLOPs"] = benchmark::Counter(flops / 1e12, benchmark::Counter::kIsIterationInvariantRate);
     state.counters["frac_of_dense"] = t_dense / (total_t / static_cast<double>(n));
     state.counters["dense_TFLOPs"] = flops / t_dense / 1e12;
+    // Where the time goes (each part alone, one stream, microseconds per call): the 64 weight
+    // dequantizations to BF16 (the emulation's extra traffic: 64 weights instead of 1), the 64 per-group BF16
+    // GEMMs into FP32 (small-M GEMMs), and one BF16 GEMM of all tokens into FP32 (what one dense GEMM costs).
+    {
+      DeviceBuffer w16(static_cast<size_t>(N * K) * 2, nullptr), x16(static_cast<size_t>(kTokens * K) * 2, nullptr);
+      DeviceBuffer acc(static_cast<size_t>(kTokens * N) * 4, nullptr);
+      const double t_wdq = time_calls([&] {
+        for (int64_t g = 0; g < kGroups; ++g) qtc::cuda::nvfp4_plane_to_bf16(*w[g].rowwise, N, K, w16.data(), nullptr);
+      }, 1, 3);
+      const double t_gemms = time_calls([&] {
+        for (int64_t g = 0; g < kGroups; ++g)
+          qtc::cuda::gemm_bf16(ctx, w16.data(), x16.as<uint8_t>() + offsets[g] * K * 2, N, sizes[g], K, DType::kF32,
+                               acc.as<float>() + offsets[g] * N);
+      }, 1, 3);
+      const double t_one = time_calls([&] {
+        qtc::cuda::gemm_bf16(ctx, w16.data(), x16.data(), N, kTokens, K, DType::kF32, acc.data());
+      }, 1, 3);
+      state.counters["us_weight_dequant_x64"] = t_wdq * 1e6;
+      state.counters["us_group_gemms_f32"] = t_gemms * 1e6;
+      state.counters["us_one_gemm_f32"] = t_one * 1e6;
+    }
   } catch (const std::exception& ex) {
     state.SkipWithError(ex.what());
   }

@@ -62,6 +62,8 @@ std::string grouped_unsupported_reason(const Recipe& r, int64_t cols, ScaleLayou
 DeviceGroupedQuantized allocate_grouped(const Recipe& r, DType input, int64_t capacity, int64_t cols, int64_t groups,
                                         ScaleLayout layout, cudaStream_t stream);
 
+/// Caller contract (the sizes are on the device, so nothing can check it without a host sync): NVFP4 groups
+/// have a multiple of 16 rows (TE_FORMATS.md §1.1, M % 16), as TE's grouped NVFP4 quantization requires.
 /// Quantizes every group of x ([capacity, K]) as out.recipe: group g is rows [row_offsets[g·stride],
 /// + first_dims[g·stride]) (device int64 arrays, strided views allowed). Each group equals quantizing it
 /// alone (qtc::ref::quantize_grouped; swizzled: convert_layout of that result). Stream-ordered, no host
