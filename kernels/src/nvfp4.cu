@@ -1,6 +1,8 @@
 /// \file nvfp4.cu
 /// \brief NVFP4 quantization (TE_FORMATS.md §1): host launcher and the kPlain / k2D specializations
 ///        (nvfp4_kernel.cuh holds the kernel; nvfp4_full.cu the kFull one).
+#include <cstdlib>
+
 #include "nvfp4_kernel.cuh"
 
 namespace qtc::cuda {
@@ -34,7 +36,8 @@ void run(const detail::Nvfp4Params& h, cudaStream_t s) {
   if (h.M == 0 || h.K == 0) return;
   const int64_t n_tiles = ((h.K + kTC - 1) / kTC) * ((h.M + kTR - 1) / kTR);
   const bool full = h.fourover6 || h.stochastic || h.rht || h.torchao || h.pyref;
-  if (fast_eligible(p, h.dtype, full))
+  const char* off = std::getenv("QTC_NVFP4_FAST_OFF");  // A/B switch while tuning: the generic kernel
+  if ((off == nullptr || *off != '1') && fast_eligible(p, h.dtype, full))
     launch_fast(p, h.dtype, s);
   else if (full)
     launch_full(p, n_tiles, h.dtype, s);

@@ -16,8 +16,6 @@
 ///    and S_dec are computed once per tile;
 ///  * sf through the hardware cvt.rn.satfinite.e4m3x2.f32 (exact RN, like the software encoder; the input is
 ///    never NaN here), two scales per instruction.
-#include <cstdlib>
-
 #include "nvfp4_fast.cuh"
 #include "nvfp4_kernel.cuh"
 
@@ -60,14 +58,6 @@ __device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
 /// v = fminf(bamax * k, FLT_MAX), k = S_enc * RN(1/6) (the reference's product order).
 __device__ __forceinline__ float sf_arg(float bamax, float k) { return fminf(__fmul_rn(bamax, k), kFltMax); }
 
-/// 8 values times enc, E2M1 RN codes packed low nibble first.
-__device__ __forceinline__ uint32_t encode8(const float x[8], float enc) {
-  uint32_t w = 0;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) w |= enc_e2m1_rn(__fmul_rn(x[i], enc)) << (4 * i);
-  return w;
-}
-
 struct PlaneConst {
   float k;      ///< S_enc * RN(1/6)
   float s_dec;  ///< 1 / S_enc
@@ -78,8 +68,8 @@ __device__ __forceinline__ PlaneConst plane_const(float amax, float e4m3_max) {
   return PlaneConst{__fmul_rn(s_enc, kRcp6), __fdiv_rn(1.0f, s_enc)};
 }
 
-template <typename In, bool k2d, bool kPacked>
-__global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
+template <typename In, bool k2d, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks) nvfp4_fast_kernel(KParams p) {
   __shared__ __align__(16) uint32_t tile_w[kFR * kWords];
   __shared__ float enc_tab[2][128];  // [plane][sf]: enc of a block scale byte (per-tensor S_dec)
   __shared__ float blk2d[4][4];      // 16x16 block amaxes of the tile
@@ -97,12 +87,16 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
   const In* x = static_cast<const In*>(p.x);
   const int64_t M = p.M, K = p.K;
   const int64_t tiles_x = (K + kFC - 1) / kFC, n_tiles = tiles_x * ((M + kFR - 1) / kFR);
+  const uint32_t tx32 = static_cast<uint32_t>(tiles_x);  // fast_eligible: n_tiles < 2^31
   using Pipe = TilePipe<In, kFR, kFC, kThreads>;
   static_assert(Pipe::kIters == 2, "fast NVFP4 tile: two 16-byte vectors per thread");
   Pipe pipe_a, pipe_b;
   const int64_t G = gridDim.x;
   auto fetch = [&](Pipe& pp, int64_t tt) {
-    if (tt < n_tiles) pp.fetch(x, M, K, (tt / tiles_x) * kFR, (tt % tiles_x) * kFC, true);
+    if (tt < n_tiles) {
+      const uint32_t ty = static_cast<uint32_t>(tt) / tx32;
+      pp.fetch(x, M, K, static_cast<int64_t>(ty) * kFR, static_cast<int64_t>(static_cast<uint32_t>(tt) - ty * tx32) * kFC, true);
+    }
   };
   // Rowwise work: vector it of this thread is row (t >> 3) + 32 * it, 8 columns 8 * (t & 7) ...; the two halves of
   // a 16-column block are lanes t and t ^ 1.
@@ -112,7 +106,8 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
   const int cw = 16 * (wp & 1) + (ln >> 1), cg = wp >> 1, ch = ln & 1;
 
   auto step = [&](int64_t tile, Pipe& pipe) {
-    const int64_t r0 = (tile / tiles_x) * kFR, c0 = (tile % tiles_x) * kFC;
+    const uint32_t ty = static_cast<uint32_t>(tile) / tx32;
+    const int64_t r0 = static_cast<int64_t>(ty) * kFR, c0 = static_cast<int64_t>(static_cast<uint32_t>(tile) - ty * tx32) * kFC;
 #pragma unroll
     for (int it = 0; it < 2; ++it) {
       const int row = rrow + 32 * it;
@@ -165,8 +160,7 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
           e0 = enc_tab[1][sf0 & 127u];
           e1 = enc_tab[1][sf1 & 127u];
         }
-        const uint32_t w0 = kPacked ? encode8_packed(lo, e0) : encode8(lo, e0);
-        const uint32_t w1 = kPacked ? encode8_packed(hi, e1) : encode8(hi, e1);
+        const uint32_t w0 = encode8_packed(lo, e0), w1 = encode8_packed(hi, e1);
         const int64_t mh = M / 2, off = (gm + 8 * ch) / 2;
         __stcs(reinterpret_cast<uint32_t*>(p.col_data + gk * mh + off), w0);
         __stcs(reinterpret_cast<uint32_t*>(p.col_data + (gk + 1) * mh + off), w1);
@@ -206,7 +200,7 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
         const int64_t gr = r0 + rrow + 32 * it, gb = c0 + 16 * (chunk >> 1);
         const uint32_t sf = (sfs >> (8 * it)) & 0xFFu;
         const float e = row_scaled ? nvfp4_enc(sf, rs_row[rrow + 32 * it].s_dec) : enc_tab[0][sf & 127u];
-        const uint32_t w = kPacked ? encode8_packed(v[it], e) : encode8(v[it], e);
+        const uint32_t w = encode8_packed(v[it], e);
         if (gr < M && gb < K) {
           __stcs(reinterpret_cast<uint32_t*>(p.row_data + gr * (K / 2) + (c0 + 8 * chunk) / 2), w);
           if ((chunk & 1) == 0) p.row_scale.p[scale_index(p.row_scale, gr, gb / 16)] = static_cast<uint8_t>(sf);
@@ -229,12 +223,11 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
 template <typename In>
 void launch_fast_t(const KParams& p, int64_t M, int64_t K, cudaStream_t s) {
   const int64_t n_tiles = ((K + kFC - 1) / kFC) * ((M + kFR - 1) / kFR);
-  const char* sc = std::getenv("QTC_NVFP4_FAST_SCALAR");  // A/B switch while tuning: scalar E2M1 encoder
-  const bool packed = sc == nullptr || *sc != '1';
+  // 4 CTAs per SM (64 registers); 5 (51 registers) measured slower on the H200 (0.702 vs 0.644 ms, 1x16 amax given).
   if (p.tile2d)
-    launch_persistent(packed ? nvfp4_fast_kernel<In, true, true> : nvfp4_fast_kernel<In, true, false>, n_tiles, p, s);
+    launch_persistent(nvfp4_fast_kernel<In, true, 4>, n_tiles, p, s);
   else
-    launch_persistent(packed ? nvfp4_fast_kernel<In, false, true> : nvfp4_fast_kernel<In, false, false>, n_tiles, p, s);
+    launch_persistent(nvfp4_fast_kernel<In, false, 4>, n_tiles, p, s);
 }
 
 }  // namespace
@@ -242,6 +235,7 @@ void launch_fast_t(const KParams& p, int64_t M, int64_t K, cudaStream_t s) {
 bool fast_eligible(const KParams& p, DType t, bool full) {
   if (full || (t != DType::kBF16 && t != DType::kF16) || !p.vec_ok) return false;
   if (p.M % 16 != 0 || p.K % 16 != 0) return false;
+  if (((p.M + kFR - 1) / kFR) * ((p.K + kFC - 1) / kFC) >= (int64_t{1} << 31)) return false;
   const auto a4 = [](const void* q) { return q == nullptr || reinterpret_cast<uintptr_t>(q) % 4 == 0; };
   return a4(p.row_data) && a4(p.col_data);
 }
