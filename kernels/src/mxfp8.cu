@@ -132,7 +132,6 @@ __global__ void __launch_bounds__(kThreads, sizeof(In) == 4 ? 3 : 4) mxfp8_kerne
   }
 }
 
-
 /// Fast path (BF16/F16, K % 8 == 0, x 16-byte aligned): every warp owns one 32-row x 64-column tile. Lane
 /// (rg = lane / 8, cl = lane % 8) loads the 8 elements [8 cl, 8 cl + 8) of rows rg, rg + 4, ..., rg + 28 (one
 /// warp instruction = 4 rows x 128 B). Rowwise 1x32 block = 4 lanes (shuffles over lane bits 0-1), columnwise
@@ -194,24 +193,37 @@ __global__ void __launch_bounds__(kFastWarps * 32, 3) mxfp8_fast_kernel(KParams 
     m = P::max2(m, __shfl_xor_sync(0xFFFFFFFFu, m, 2), pr);
     e2d = mx_scale(amax_finish(max_p(P::lo(m), P::hi(m), pr), pr), p);
   }
-  auto row_e = [&](int i) {
-    if (p.tile2d) return e2d;
-    const uint32_t w = rp[i >> 1];
-    return mx_scale(amax_finish((i & 1) ? P::hi(w) : P::lo(w), pr), p);
+  // Each scale is computed once per warp: lane (cl % 4 = k) of a 32-column block derives rows 2k, 2k + 1 from
+  // rp[k]; lane rg derives columns 2 rg, 2 rg + 1 from cm[rg]; the E8M0 bytes travel by shuffle, two per word.
+  auto sel4 = [](const uint32_t a[4], int k) { return k == 0 ? a[0] : (k == 1 ? a[1] : (k == 2 ? a[2] : a[3])); };
+  auto pair_e = [&](uint32_t w) {
+    if (p.tile2d) return e2d | (e2d << 8);
+    return mx_scale(amax_finish(P::lo(w), pr), p) | (mx_scale(amax_finish(P::hi(w), pr), p) << 8);
   };
-  auto col_e = [&](int j) {
-    if (p.tile2d) return e2d;
-    const uint32_t w = cm[j >> 1];
-    return mx_scale(amax_finish((j & 1) ? P::hi(w) : P::lo(w), pr), p);
-  };
+  const uint32_t my_re = pair_e(sel4(rp, cl & 3));  // rows 2 (cl % 4), +1
+  const uint32_t my_ce = pair_e(sel4(cm, rg));      // columns 2 rg, +1
+  uint32_t re[4], ce[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    re[k] = __shfl_sync(0xFFFFFFFFu, my_re, (lane & ~3) | k);
+    ce[k] = __shfl_sync(0xFFFFFFFFu, my_ce, (lane & 7) | (k << 3));
+  }
+  // Row scales: lane k of a 32-column block writes rows 2k, 2k + 1 of its 8, also when its own 8 columns lie
+  // past K (the block does whenever its first column is in range).
+  if (p.rowwise && gc - 8 * (cl & 3) < p.K) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t gr = r0 + rg + 4 * (2 * (cl & 3) + h);
+      if (gr < p.M) p.row_scale.p[scale_index(p.row_scale, gr, gc / 32)] = static_cast<uint8_t>(my_re >> (8 * h));
+    }
+  }
   if (!col_in) return;  // no shuffles below
   if (p.rowwise) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const int64_t gr = r0 + rg + 4 * i;
       if (gr >= p.M) break;
-      const uint32_t e = row_e(i);
-      const float inv = e8m0_rcp(e);
+      const float inv = e8m0_rcp((re[i >> 1] >> (8 * (i & 1))) & 0xFFu);
       uint32_t q[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -219,14 +231,12 @@ __global__ void __launch_bounds__(kFastWarps * 32, 3) mxfp8_fast_kernel(KParams 
         q[j] = cvt_fp8x2(__fmul_rn(P::lo(w), inv), __fmul_rn(P::hi(w), inv), p.e5m2);
       }
       __stcs(reinterpret_cast<uint2*>(p.row_data + gr * p.K + gc), make_uint2(q[0] | (q[1] << 16), q[2] | (q[3] << 16)));
-      // the first lane of a 32-column block is in range whenever the block is
-      if ((cl & 3) == 0) p.row_scale.p[scale_index(p.row_scale, gr, gc / 32)] = static_cast<uint8_t>(e);
     }
   }
   if (p.columnwise) {
     float inv[8];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) inv[j] = e8m0_rcp(col_e(j));
+    for (int j = 0; j < 8; ++j) inv[j] = e8m0_rcp((ce[j >> 1] >> (8 * (j & 1))) & 0xFFu);
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const int64_t gr = r0 + rg + 4 * i;
@@ -241,8 +251,8 @@ __global__ void __launch_bounds__(kFastWarps * 32, 3) mxfp8_fast_kernel(KParams 
     }
     // Column scales of block r0 / 32: lane rg writes columns 2 rg, 2 rg + 1 of its 8.
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
-      if ((j >> 1) == rg) p.col_scale.p[scale_index(p.col_scale, r0 / 32, gc + j)] = static_cast<uint8_t>(col_e(j));
+    for (int h = 0; h < 2; ++h)
+      p.col_scale.p[scale_index(p.col_scale, r0 / 32, gc + 2 * rg + h)] = static_cast<uint8_t>(my_ce >> (8 * h));
   }
 }
 
