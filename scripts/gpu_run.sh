@@ -10,6 +10,7 @@
 #   There:          scripts/gpu_run.sh [.carry/gpu|build-gpu] [--quick]
 # Env: QTC_SEED (test seed), QTC_SANITIZE=0 (skip the sanitizer), QTC_BENCH=0 (skip benchmarks and the peer),
 #      QTC_BENCH_REPS (repetitions, default 9), QTC_BENCH_FILTER (--benchmark_filter for every benchmark binary),
+#      QTC_TESTS=0 (skip the test executables; with QTC_SANITIZE=0, a benchmark-only call),
 #      QTC_TEST_FILTER (gtest filter for the full test run).
 set -uo pipefail
 
@@ -62,8 +63,9 @@ say "cuda $(nvcc --version 2>/dev/null | tail -2 | head -1)"
 # 1. tests labelled gpu
 if [ -f "$DIR/gpu_tests.txt" ]; then TESTS=$(cat "$DIR/gpu_tests.txt"); else TESTS=$(gpu_test_names "$DIR"); fi
 FAILED=0
-for t in $TESTS; do
-  exe=$(find "$DIR" -type f -name "$t" | head -1)
+[ "${QTC_TESTS:-1}" = "0" ] && TESTS_RUN="" || TESTS_RUN="$TESTS"
+for t in $TESTS_RUN; do
+  exe=$(find -L "$DIR" -type f -name "$t" | head -1)
   [ -z "$exe" ] && { say "test $t: executable missing"; FAILED=1; continue; }
   start=$(date +%s)
   filter="${QTC_TEST_FILTER:-*}"
@@ -74,11 +76,23 @@ for t in $TESTS; do
   [ $rc -ne 0 ] && { FAILED=1; grep -E '^\[  FAILED  \]' "$LOG/$t.log" | head -20 | tee -a "$SUMMARY"; }
 done
 
+# 1b. The NVFP4 fast kernel serves only calls with a given amax by default (kernels/src/nvfp4.cu): run every NVFP4
+#     conformance case through it too.
+qexe=$(find -L "$DIR" -type f -name test_quantize_cuda | head -1)
+if [ "${QTC_TESTS:-1}" != "0" ] && [ -n "$qexe" ]; then
+  start=$(date +%s)
+  QTC_NVFP4_KERNEL=fast timeout 300 "$qexe" --gtest_brief=1 --gtest_filter='*Nvfp4*:*NVFP4*:QuantizeWithAmax.*' \
+    > "$LOG/test_quantize_cuda_nvfp4_fast.log" 2>&1
+  rc=$?
+  say "test test_quantize_cuda (QTC_NVFP4_KERNEL=fast, NVFP4 cases): rc=$rc ($(( $(date +%s) - start )) s) $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$LOG/test_quantize_cuda_nvfp4_fast.log" | tr '\n' ' ')"
+  [ $rc -ne 0 ] && FAILED=1
+fi
+
 # 2. compute-sanitizer on the kernel tests, small shapes
 if [ "${QTC_SANITIZE:-1}" != "0" ] && command -v compute-sanitizer >/dev/null; then
   for t in $TESTS; do
     case "$t" in test_quantize_cuda*) ;; *) continue ;; esac
-    exe=$(find "$DIR" -type f -name "$t" | head -1)
+    exe=$(find -L "$DIR" -type f -name "$t" | head -1)
     for tool in memcheck racecheck; do
       if [ "$tool" = memcheck ]; then f='*BF16*Normal*:*F32*NanInfNegZero*:*F16*Tiny*:QuantizeWithAmax.*:CudaBackend.*'; else f='*BF16*Normal*:*F16*128x128Ties*'; fi
       [ $QUICK -eq 1 ] && f='*BF16*128x128Normal*'
@@ -95,7 +109,7 @@ fi
 
 # 3. benchmarks and the torch.compile peer
 if [ "${QTC_BENCH:-1}" != "0" ]; then
-  for b in $(find "$DIR" -maxdepth 2 -type f -name 'bench_*cuda' | sort); do
+  for b in $(find -L "$DIR" -maxdepth 2 -type f -name 'bench_*cuda' | sort); do
     n=$(basename "$b")
     # Repetitions (default 9, what compare.py's U test wants) so a baseline carries its run-to-run spread.
     timeout 400 "$b" --benchmark_format=json --benchmark_out="$OUT/$n.json" --benchmark_out_format=json \
@@ -104,7 +118,9 @@ if [ "${QTC_BENCH:-1}" != "0" ]; then
     python3 - "$OUT/$n.json" <<'EOF' | tee -a "$SUMMARY"
 import json, sys
 d = json.load(open(sys.argv[1]))
-rows = [b for b in d.get("benchmarks", []) if b.get("aggregate_name", "median") == "median"]
+rows = d.get("benchmarks", [])
+if any(b.get("run_type") == "aggregate" for b in rows):  # repetitions: print their medians only
+    rows = [b for b in rows if b.get("aggregate_name") == "median"]
 for b in rows:
     extra = "  ".join(f"{k} {b[k]:.3f}" for k in ("frac_of_copy", "frac_of_cublaslt", "frac_of_bf16", "frac_of_dense", "TFLOPs") if k in b)
     print(f"  {b['name']:<44} {b.get('real_time', 0):9.3f} {b.get('time_unit', '')}  {b.get('GBps', 0):8.1f} GB/s  {extra}")

@@ -47,6 +47,7 @@ struct Nvfp4Params {
   uint16_t rht_sign_mask = 0;
   const float* amax_row = nullptr;  ///< [1] or [M]
   const float* amax_col = nullptr;  ///< [1] or [K]
+  bool amax_from_host = false;      ///< the caller gave the amaxes (quantize_with_amax): no device amax pass ran
   uint8_t* row_data = nullptr;      ///< [M, K/2]
   ScaleOutHost row_scale;
   uint8_t* col_data = nullptr;      ///< [K, M/2]

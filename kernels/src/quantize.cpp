@@ -205,6 +205,7 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
       p.rht_sign_mask = r.rht_sign_mask;
       p.amax_row = ar;
       p.amax_col = ac;
+      p.amax_from_host = host_amax != nullptr;
       p.row_data = rp ? rp->data.as<uint8_t>() : nullptr;
       p.row_scale = so(rp, PlaneKind::kRowwise);
       p.col_data = cp ? cp->data.as<uint8_t>() : nullptr;

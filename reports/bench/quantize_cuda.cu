@@ -129,7 +129,10 @@ __global__ void fill_input(void* p, int64_t n, int dtype, uint32_t seed) {
 
 size_t plane_bytes(const cuda::DevicePlane& p) { return p.data.bytes() + p.scale.bytes() + p.amax.bytes(); }
 
-void BM_Quantize(benchmark::State& state, Recipe r, DType t, bool with_amax) {
+/// given_amax: 0 = the amax pass runs on the device; else quantize_with_amax with that value (1000: a loose bound;
+/// 32: the input's exact bound, the value the device pass finds, so the scales are the same as with the pass).
+void BM_Quantize(benchmark::State& state, Recipe r, DType t, float given_amax) {
+  const bool with_amax = given_amax > 0.0f;
   if (cuda::device_count() == 0) {
     state.SkipWithError("no CUDA device");
     return;
@@ -152,7 +155,7 @@ void BM_Quantize(benchmark::State& state, Recipe r, DType t, bool with_amax) {
     auto run = [&](int i) {
       const cuda::DeviceMatrixView x{in[i & 1], t, kM, kK};
       if (with_amax)
-        cuda::quantize_with_amax_into(x, q, 1000.0f, 1000.0f, s);
+        cuda::quantize_with_amax_into(x, q, given_amax, given_amax, s);
       else
         cuda::quantize_into(x, q, s);
     };
@@ -245,59 +248,60 @@ void register_all() {
     const char* name;
     Recipe r;
     DType t;
-    bool with_amax;
+    float given_amax;  ///< 0: device amax pass
   };
   std::vector<Item> items;
-  items.push_back({"NVFP4_1x16_BF16", nvfp4(), DType::kBF16, false});
-  items.push_back({"NVFP4_1x16_F32", nvfp4(), DType::kF32, false});
-  items.push_back({"NVFP4_1x16_BF16_amax_given", nvfp4(), DType::kBF16, true});
-  items.push_back({"NVFP4_16x16_BF16", nvfp4(true), DType::kBF16, false});
-  items.push_back({"NVFP4_16x16_BF16_amax_given", nvfp4(true), DType::kBF16, true});
+  items.push_back({"NVFP4_1x16_BF16", nvfp4(), DType::kBF16, 0.0f});
+  items.push_back({"NVFP4_1x16_F32", nvfp4(), DType::kF32, 0.0f});
+  items.push_back({"NVFP4_1x16_BF16_amax_given", nvfp4(), DType::kBF16, 1000.0f});
+  items.push_back({"NVFP4_1x16_BF16_amax_given_exact", nvfp4(), DType::kBF16, 32.0f});
+  items.push_back({"NVFP4_16x16_BF16", nvfp4(true), DType::kBF16, 0.0f});
+  items.push_back({"NVFP4_16x16_BF16_amax_given", nvfp4(true), DType::kBF16, 1000.0f});
   {
     Recipe r = nvfp4();
     r.row_scaled = true;
-    items.push_back({"NVFP4_rowscaled_BF16", r, DType::kBF16, false});
+    items.push_back({"NVFP4_rowscaled_BF16", r, DType::kBF16, 0.0f});
   }
   {
     Recipe r = nvfp4();
     r.rht = true;
-    items.push_back({"NVFP4_RHT_BF16", r, DType::kBF16, false});
+    items.push_back({"NVFP4_RHT_BF16", r, DType::kBF16, 0.0f});
   }
   {
     Recipe r = nvfp4();
     r.fourover6 = true;
     r.e4m3_max = 256;
-    items.push_back({"NVFP4_4over6_BF16", r, DType::kBF16, false});
+    items.push_back({"NVFP4_4over6_BF16", r, DType::kBF16, 0.0f});
   }
   {
     Recipe r = nvfp4();
     r.stochastic = true;
     r.seed = 42;
-    items.push_back({"NVFP4_SR_BF16", r, DType::kBF16, false});
+    items.push_back({"NVFP4_SR_BF16", r, DType::kBF16, 0.0f});
   }
   {
     Recipe r;
     r.kind = RecipeKind::kMXFP8;
-    items.push_back({"MXFP8_E4M3_rceil_BF16", r, DType::kBF16, false});
+    items.push_back({"MXFP8_E4M3_rceil_BF16", r, DType::kBF16, 0.0f});
     r.mx_2d = true;
-    items.push_back({"MXFP8_E4M3_32x32_BF16", r, DType::kBF16, false});
+    items.push_back({"MXFP8_E4M3_32x32_BF16", r, DType::kBF16, 0.0f});
   }
   {
     Recipe r;
     r.kind = RecipeKind::kFP8Block;
-    items.push_back({"FP8Block_1x128_BF16", r, DType::kBF16, false});
+    items.push_back({"FP8Block_1x128_BF16", r, DType::kBF16, 0.0f});
     r.block_2d = true;
     r.pow2_scales = true;
-    items.push_back({"FP8Block_128x128_pow2_BF16", r, DType::kBF16, false});
+    items.push_back({"FP8Block_128x128_pow2_BF16", r, DType::kBF16, 0.0f});
   }
   {
     Recipe r;
     r.kind = RecipeKind::kFP8Tensor;
-    items.push_back({"FP8Tensor_E4M3_BF16", r, DType::kBF16, false});
-    items.push_back({"FP8Tensor_E4M3_BF16_amax_given", r, DType::kBF16, true});
+    items.push_back({"FP8Tensor_E4M3_BF16", r, DType::kBF16, 0.0f});
+    items.push_back({"FP8Tensor_E4M3_BF16_amax_given", r, DType::kBF16, 1000.0f});
   }
   for (const Item& it : items) {
-    benchmark::RegisterBenchmark(it.name, [it](benchmark::State& st) { BM_Quantize(st, it.r, it.t, it.with_amax); })
+    benchmark::RegisterBenchmark(it.name, [it](benchmark::State& st) { BM_Quantize(st, it.r, it.t, it.given_amax); })
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond)
         ->MinTime(0.5);
