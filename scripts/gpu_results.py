@@ -4,6 +4,7 @@ machine) under reports/: DEST/quantize.json (bench_quantize_cuda's Google Benchm
 peer under "torch_peer" and the GPU test/sanitizer summary under "conformance"), DEST/gemm.json (bench_gemm_cuda),
 and prints the Markdown tables of quantize.md / gemm.md (medians over the repetitions) for the write-up.
 With --baseline KIND it also copies both JSON files to reports/baselines/KIND/ (the comparison baseline)."""
+import argparse
 import json
 import pathlib
 import shutil
@@ -20,10 +21,12 @@ def medians(bench):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    if len(args) != 2:
-        sys.exit(__doc__)
-    src, dest = pathlib.Path(args[0]), pathlib.Path(args[1])
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("out_dir")
+    ap.add_argument("dest_dir")
+    ap.add_argument("--baseline", metavar="KIND")
+    a = ap.parse_args()
+    src, dest = pathlib.Path(a.out_dir), pathlib.Path(a.dest_dir)
     dest.mkdir(parents=True, exist_ok=True)
     summary = (src / "summary.txt").read_text().splitlines() if (src / "summary.txt").exists() else []
     q = json.loads((src / "bench_quantize_cuda.json").read_text())
@@ -35,19 +38,19 @@ def main():
     if (src / "bench_gemm_cuda.json").exists():
         g = json.loads((src / "bench_gemm_cuda.json").read_text())
         (dest / "gemm.json").write_text(json.dumps(g, indent=1) + "\n")
-    if "--baseline" in sys.argv:
-        kind = sys.argv[sys.argv.index("--baseline") + 1]
+    if a.baseline:
+        kind = a.baseline
         base = pathlib.Path(__file__).resolve().parent.parent / "reports" / "baselines" / kind
         base.mkdir(parents=True, exist_ok=True)
         shutil.copy(dest / "quantize.json", base / "quantize.json")
         if g is not None:
             shutil.copy(dest / "gemm.json", base / "gemm.json")
-    print("| quantizer | ms | GB/s | frac_of_copy | bytes moved / bytes counted |\n|---|---:|---:|---:|---:|")
+    print("| quantizer | ms | GB/s | frac_of_copy | frac_of_copy_moved |\n|---|---:|---:|---:|---:|")
     for b in medians(q):
         if "frac_of_copy" not in b:
             continue
-        moved = b.get("bytes_moved_over_counted", "")
-        print(f"| {b['name']} | {b['real_time']:.3f} | {b.get('GBps', 0):.0f} | {b['frac_of_copy']:.3f} | {moved if moved == '' else f'{moved:.2f}'} |")
+        moved = f"{b['frac_of_copy_moved']:.3f}" if "frac_of_copy_moved" in b else ""
+        print(f"| {b['name']} | {b['real_time']:.3f} | {b.get('GBps', 0):.0f} | {b['frac_of_copy']:.3f} | {moved} |")
     peer = q.get("torch_peer", {}).get("benchmarks", [])
     if peer:
         ours = {b["name"]: b for b in medians(q)}
