@@ -54,6 +54,7 @@ SUMMARY="$OUT/summary.txt"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 
 export QTC_REQUIRE_GPU=1
+export QTC_MACHINE_KIND="${QTC_MACHINE_KIND:-h200}"  # the benchmark context names the kind (reports/baselines/<kind>)
 export LD_LIBRARY_PATH="$DIR:${LD_LIBRARY_PATH:-}"
 COMMIT=$(cat "$DIR/commit.txt" 2>/dev/null || git -C "$ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 export QTC_COMMIT="$COMMIT"
