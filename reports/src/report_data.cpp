@@ -339,12 +339,6 @@ void parse_conform(const json& j, const std::string& source, Conformance& out) {
   }
   for (const char* key : {"results", "cases", "files", "vectors", "entries"}) {
     if (!j.contains(key) || !j[key].is_array()) continue;
-    // The producer's column order when it gives one (JSON objects do not keep key order), then any other key.
-    if (j.contains("divergence_columns") && j["divergence_columns"].is_array())
-      for (const auto& c : j["divergence_columns"])
-        if (c.is_string() && std::find(out.divergence_columns.begin(), out.divergence_columns.end(), c.get<std::string>()) ==
-                                 out.divergence_columns.end())
-          out.divergence_columns.push_back(c.get<std::string>());
     for (const auto& r : j[key]) {
       if (!r.is_object()) continue;
       std::string recipe = str_of(r, {"recipe", "recipe_name", "name"}, "");
