@@ -440,9 +440,9 @@ void gemm_nvfp4_row_scaled(GemmContext& ctx, const DeviceQuantized& A, const Dev
                                      n_col, args.bias, args.beta != 0.0f ? args.c : nullptr, args.out, d, ctx.stream());
 }
 
-void gemm_bf16(GemmContext& ctx, const void* a, const void* b, int64_t m, int64_t n, int64_t k, DType out, void* d,
-               const float* alpha_device, float alpha_host) {
-  static const float kZero = 0.0f;
+namespace {
+/// A BF16 TN cuBLASLt call D[m, n] = A[m, k] · B[n, k]^T (scalars left to the caller).
+LtCall bf16_call(const void* a, const void* b, int64_t m, int64_t n, int64_t k, DType out, void* d) {
   LtCall c;
   c.m = m;
   c.n = n;
@@ -452,6 +452,14 @@ void gemm_bf16(GemmContext& ctx, const void* a, const void* b, int64_t m, int64_
   c.b = b;
   c.d = d;
   c.d_type = cuda_type(out);
+  return c;
+}
+}  // namespace
+
+void gemm_bf16(GemmContext& ctx, const void* a, const void* b, int64_t m, int64_t n, int64_t k, DType out, void* d,
+               const float* alpha_device, float alpha_host) {
+  static const float kZero = 0.0f;
+  LtCall c = bf16_call(a, b, m, n, k, out, d);
   if (alpha_device != nullptr) {
     auto* scalars = static_cast<float*>(ctx.scratch(4, 2 * sizeof(float)));
     QTC_CUDA_CHECK(cudaMemcpyAsync(scalars, alpha_device, sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream()));
@@ -504,15 +512,7 @@ void lanes_join(GemmContext& ctx, int lanes) {
 void gemm_bf16_lane(GemmContext& ctx, int lane, const void* a, const void* b, int64_t m, int64_t n, int64_t k,
                     DType out, void* d, float alpha) {
   static const float kZero = 0.0f;
-  LtCall c;
-  c.m = m;
-  c.n = n;
-  c.k = k;
-  c.lda = c.ldb = k;
-  c.a = a;
-  c.b = b;
-  c.d = d;
-  c.d_type = cuda_type(out);
+  LtCall c = bf16_call(a, b, m, n, k, out, d);
   c.alpha = &alpha;
   c.beta = &kZero;
   c.lane = lane;

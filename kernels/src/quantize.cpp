@@ -151,6 +151,33 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
   float* ws = out.workspace.as<float>();
   const bool pyref = r.profile == Profile::kTEPyRef;
   auto so = [&](DevicePlane* p, PlaneKind pk) { return p ? scale_out(*p, r, pk, M, K) : detail::ScaleOutHost{}; };
+  // The fields every launcher's parameters share (Nvfp4/Mxfp8/Fp8Block/Fp8TensorParams, AmaxParams).
+  auto input_and_planes = [&](auto& p) {
+    p.x = x.data;
+    p.dtype = x.dtype;
+    p.M = M;
+    p.K = K;
+    p.rowwise = rp != nullptr;
+    p.columnwise = cp != nullptr;
+  };
+  auto outputs = [&](auto& p) {
+    p.row_data = rp ? rp->data.as<uint8_t>() : nullptr;
+    p.col_data = cp ? cp->data.as<uint8_t>() : nullptr;
+  };
+  auto outputs_with_scales = [&](auto& p) {
+    outputs(p);
+    p.row_scale = so(rp, PlaneKind::kRowwise);
+    p.col_scale = so(cp, PlaneKind::kColumnwise);
+  };
+  auto amax_params = [&] {
+    detail::AmaxParams a;
+    a.x = x.data;
+    a.dtype = x.dtype;
+    a.rows = M;
+    a.cols = K;
+    a.propagate_nan = pyref;
+    return a;
+  };
 
   switch (r.kind) {
     case RecipeKind::kNVFP4: {
@@ -158,12 +185,7 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
       float* ac = cp ? cp->amax.as<float>() : ws + 1;
       if (r.row_scaled) {
         QTC_CHECK(host_amax == nullptr, "quantize_with_amax: row-scaled NVFP4 computes its own per-row amax (§1.11)");
-        detail::AmaxParams a;
-        a.x = x.data;
-        a.dtype = x.dtype;
-        a.rows = M;
-        a.cols = K;
-        a.propagate_nan = pyref;
+        detail::AmaxParams a = amax_params();
         a.per_row = ar;
         a.per_col = cp ? ac : nullptr;
         detail::launch_amax(a, s);
@@ -171,12 +193,7 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
         detail::launch_fill(ar, 1, host_amax[0], s);
         detail::launch_fill(ac, 1, host_amax[1], s);
       } else {
-        detail::AmaxParams a;
-        a.x = x.data;
-        a.dtype = x.dtype;
-        a.rows = M;
-        a.cols = K;
-        a.propagate_nan = pyref;
+        detail::AmaxParams a = amax_params();
         a.global = ar;
         const bool rht_col = r.rht && cp != nullptr;
         a.rht_global = rht_col ? ac : nullptr;
@@ -186,12 +203,7 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
         if (!rht_col) copy_f32(ac, ar, s);
       }
       detail::Nvfp4Params p;
-      p.x = x.data;
-      p.dtype = x.dtype;
-      p.M = M;
-      p.K = K;
-      p.rowwise = rp != nullptr;
-      p.columnwise = cp != nullptr;
+      input_and_planes(p);
       p.tile2d = r.tile_2d;
       p.row_scaled = r.row_scaled;
       p.fourover6 = r.fourover6;
@@ -206,50 +218,31 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
       p.amax_row = ar;
       p.amax_col = ac;
       p.amax_from_host = host_amax != nullptr;
-      p.row_data = rp ? rp->data.as<uint8_t>() : nullptr;
-      p.row_scale = so(rp, PlaneKind::kRowwise);
-      p.col_data = cp ? cp->data.as<uint8_t>() : nullptr;
-      p.col_scale = so(cp, PlaneKind::kColumnwise);
+      outputs_with_scales(p);
       detail::launch_nvfp4(p, s);
       break;
     }
     case RecipeKind::kMXFP8: {
       detail::Mxfp8Params p;
-      p.x = x.data;
-      p.dtype = x.dtype;
-      p.M = M;
-      p.K = K;
-      p.rowwise = rp != nullptr;
-      p.columnwise = cp != nullptr;
+      input_and_planes(p);
       p.e5m2 = r.fp8 == Fp8Type::kE5M2;
       p.floor_rule = r.scale_rule == MxScaleRule::kOcpFloor;
       p.tile2d = r.mx_2d;
       p.ocp = r.profile == Profile::kOCP || r.profile == Profile::kTorchAO;
-      p.row_data = rp ? rp->data.as<uint8_t>() : nullptr;
-      p.row_scale = so(rp, PlaneKind::kRowwise);
-      p.col_data = cp ? cp->data.as<uint8_t>() : nullptr;
-      p.col_scale = so(cp, PlaneKind::kColumnwise);
+      outputs_with_scales(p);
       detail::launch_mxfp8(p, s);
       break;
     }
     case RecipeKind::kFP8Block: {
       detail::Fp8BlockParams p;
-      p.x = x.data;
-      p.dtype = x.dtype;
-      p.M = M;
-      p.K = K;
-      p.rowwise = rp != nullptr;
-      p.columnwise = cp != nullptr;
+      input_and_planes(p);
       p.e5m2 = r.fp8 == Fp8Type::kE5M2;
       p.tile2d = r.block_2d;
       p.pow2 = r.pow2_scales;
       p.pyref = pyref;
       p.eps = r.eps;
       p.value_for_inf = dtype_max(x.dtype);
-      p.row_data = rp ? rp->data.as<uint8_t>() : nullptr;
-      p.row_scale = so(rp, PlaneKind::kRowwise);
-      p.col_data = cp ? cp->data.as<uint8_t>() : nullptr;
-      p.col_scale = so(cp, PlaneKind::kColumnwise);
+      outputs_with_scales(p);
       detail::launch_fp8_block(p, s);
       break;
     }
@@ -258,34 +251,22 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
       if (host_amax != nullptr) {
         detail::launch_fill(a0, 1, host_amax[0], s);
       } else {
-        detail::AmaxParams a;
-        a.x = x.data;
-        a.dtype = x.dtype;
-        a.rows = M;
-        a.cols = K;
-        a.propagate_nan = pyref;
+        detail::AmaxParams a = amax_params();
         a.global = a0;
         detail::launch_amax(a, s);
       }
       if (rp && cp) copy_f32(cp->amax.as<float>(), a0, s);
       detail::Fp8TensorParams p;
-      p.x = x.data;
-      p.dtype = x.dtype;
-      p.M = M;
-      p.K = K;
-      p.rowwise = rp != nullptr;
-      p.columnwise = cp != nullptr;
+      input_and_planes(p);
       p.e5m2 = r.fp8 == Fp8Type::kE5M2;
       p.pow2 = r.pow2_scales;
       p.pyref = pyref;
       p.eps = r.eps;
       p.amax = a0;
       p.scale_inv = out.scale_inv.as<float>();
-      p.row_data = rp ? rp->data.as<uint8_t>() : nullptr;
-      p.col_data = cp ? cp->data.as<uint8_t>() : nullptr;
+      outputs(p);
       if (M * K == 0) {  // no tile runs: the scale still follows from amax = 0
-        const float sc = 1.0f;
-        detail::launch_fill(p.scale_inv, 1, 1.0f / sc, s);
+        detail::launch_fill(p.scale_inv, 1, 1.0f, s);
       }
       detail::launch_fp8_tensor(p, s);
       for (DevicePlane* pl : {rp, cp})
