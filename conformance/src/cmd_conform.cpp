@@ -118,9 +118,11 @@ int run_conform(ConformOptions o) {
   };
 
   // 1. The bundled vectors, on every backend.
+  std::vector<fs::path> bundled_files;
   if (!o.no_bundled) {
     std::vector<FileResult> problems;
-    const auto files = collect_vector_files({o.vectors}, problems);
+    bundled_files = collect_vector_files({o.vectors}, problems);
+    const auto& files = bundled_files;
     for (auto& p : problems) record("bundled", "verify", p, nullptr);
     Progress prog("bundled vectors x " + std::to_string(backends.size()) + " backend(s)", files.size() * backends.size());
     for (const auto& f : files)
@@ -148,10 +150,7 @@ int run_conform(ConformOptions o) {
   // 1c. The divergence table: each bundled and foreign vector attributed to the profiles that reproduce it.
   if (!o.no_identify) {
     std::vector<std::pair<std::string, fs::path>> todo;
-    if (!o.no_bundled) {
-      std::vector<FileResult> ignored;  // already recorded by step 1
-      for (const auto& f : collect_vector_files({o.vectors}, ignored)) todo.emplace_back("bundled", f);
-    }
+    for (const auto& f : bundled_files) todo.emplace_back("bundled", f);
     for (const auto& f : foreign_files) todo.emplace_back("foreign", f);
     Progress prog("attributing vectors to profiles", todo.size());
     for (const auto& [suite, f] : todo) {
