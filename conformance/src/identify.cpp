@@ -1,12 +1,12 @@
 /// \file identify.cpp
 /// \brief identify_vector: one CPU verification per candidate profile (and MXFP8 scale rule).
-#include "identify.hpp"
+#include "qtc/identify.hpp"
 
 #include <cstdint>
 
 #include "qtc/error.hpp"
 #include "qtc/safetensors.hpp"
-#include "verify.hpp"
+#include "qtc/verify.hpp"
 
 namespace qtc::conformance {
 
