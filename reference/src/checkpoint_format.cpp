@@ -20,6 +20,7 @@
 #include "qtc/layouts.hpp"
 #include "qtc/sharding.hpp"
 #include "checkpoint_internal.hpp"
+#include "qtc/untrusted.hpp"
 
 namespace qtc::ref::ckpt_detail {
 
@@ -30,8 +31,8 @@ std::string hex64(uint64_t v) {
 }
 
 uint64_t parse_hex64(const std::string& s, const std::string& where) {
-  QTC_CHECK(s.size() == 16 && s.find_first_not_of("0123456789abcdef") == std::string::npos, where, ": checksum '", s,
-            "' is not 16 lowercase hex digits");
+  QTC_CHECK(s.size() == 16 && s.find_first_not_of("0123456789abcdef") == std::string::npos, where, ": checksum ", printable_name(s),
+            " is not 16 lowercase hex digits");
   return std::stoull(s, nullptr, 16);
 }
 
@@ -69,7 +70,7 @@ ScaleType expected_scale_type(const Recipe& r) {
 DType dtype_from_name(const std::string& s, const std::string& where) {
   for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kU8})
     if (dtype_name(t) == s) return t;
-  QTC_FAIL(where, ": unknown input dtype '", s, "'");
+  QTC_FAIL(where, ": unknown input dtype ", printable_name(s));
 }
 
 json plane_json(const Plane& p, PlaneKind k) {
@@ -103,7 +104,7 @@ ShardEntry entry_from_json(const json& j, const std::string& where) {
   e.cols = get<int64_t>(j, "cols", where);
   e.checksum = parse_hex64(get<std::string>(j, "xxh3", where), where);
   QTC_CHECK(e.global_rows <= kMaxDim && e.cols <= kMaxDim && e.row_offset <= e.global_rows && e.rows <= e.global_rows - e.row_offset,
-            where, ": tensor '", e.name, "' rows [", e.row_offset, ", ", e.row_offset + e.rows, ") do not fit in ", e.global_rows);
+            where, ": tensor ", printable_name(e.name), " rows [", e.row_offset, ", ", e.row_offset + e.rows, ") do not fit in ", e.global_rows);
   return e;
 }
 
@@ -111,8 +112,8 @@ ShardFileInfo info_from_json(const json& j, const std::string& where) {
   ShardFileInfo f;
   f.rank = get<int>(j, "rank", where);
   f.file = get<std::string>(j, "file", where);
-  QTC_CHECK(!f.file.empty() && f.file.find('/') == std::string::npos && f.file[0] != '.', where, ": file name '", f.file,
-            "' must be a plain name inside the checkpoint directory");
+  QTC_CHECK(!f.file.empty() && f.file.find('/') == std::string::npos && f.file[0] != '.', where, ": file name ", printable_name(f.file),
+            " must be a plain name inside the checkpoint directory");
   f.size = get<uint64_t>(j, "size", where);
   f.checksum = parse_hex64(get<std::string>(j, "xxh3", where), where);
   QTC_CHECK(j.contains("tensors") && j.at("tensors").is_array(), where, ": 'tensors' must be an array");
@@ -140,7 +141,7 @@ int64_t expected_amax_count(const Recipe& r, PlaneKind p, int64_t M, int64_t K) 
 TensorShard parse_tensor(const json& j, const uint8_t* payload, uint64_t payload_size, const std::string& where0) {
   TensorShard s;
   s.name = get<std::string>(j, "name", where0);
-  const std::string where = where0 + ", tensor '" + s.name + "'";
+  const std::string where = where0 + ", tensor " + printable_name(s.name);
   s.global_rows = get<int64_t>(j, "global_rows", where);
   s.row_offset = get<int64_t>(j, "row_offset", where);
   QuantizedTensor& q = s.tensor;
@@ -153,7 +154,7 @@ TensorShard parse_tensor(const json& j, const uint8_t* payload, uint64_t payload
   QTC_CHECK(j.contains("recipe") && j.at("recipe").is_object(), where, ": 'recipe' must be an object of strings");
   std::map<std::string, std::string> md;
   for (auto it = j.at("recipe").begin(); it != j.at("recipe").end(); ++it) {
-    QTC_CHECK(it.value().is_string(), where, ": recipe key '", it.key(), "' must be a string");
+    QTC_CHECK(it.value().is_string(), where, ": recipe key ", printable_name(it.key()), " must be a string");
     md[it.key()] = it.value().get<std::string>();
   }
   try {
@@ -176,7 +177,7 @@ TensorShard parse_tensor(const json& j, const uint8_t* payload, uint64_t payload
   const Recipe& r = q.recipe;
   for (const json& pj : j.at("planes")) {
     const std::string kind = get<std::string>(pj, "kind", where);
-    QTC_CHECK(kind == "rowwise" || kind == "columnwise", where, ": unknown plane kind '", kind, "'");
+    QTC_CHECK(kind == "rowwise" || kind == "columnwise", where, ": unknown plane kind ", printable_name(kind));
     const PlaneKind pk = kind == "rowwise" ? PlaneKind::kRowwise : PlaneKind::kColumnwise;
     auto& slot = pk == PlaneKind::kRowwise ? q.rowwise : q.columnwise;
     QTC_CHECK(!slot.has_value(), where, ": plane ", kind, " appears twice");
@@ -189,11 +190,11 @@ TensorShard parse_tensor(const json& j, const uint8_t* payload, uint64_t payload
               q.rows, ", ", q.cols, "] has ", er, " x ", ec);
     const std::string st = get<std::string>(pj, "scale_type", pw), sl = get<std::string>(pj, "scale_layout", pw);
     p.scale.type = expected_scale_type(r);
-    QTC_CHECK(st == scale_type_name(p.scale.type), pw, ": scale type '", st, "', ", r.name(), " has ", scale_type_name(p.scale.type));
+    QTC_CHECK(st == scale_type_name(p.scale.type), pw, ": scale type ", printable_name(st), ", ", r.name(), " has ", scale_type_name(p.scale.type));
     if (sl == "compact") p.scale.layout = ScaleLayout::kCompact;
     else if (sl == "padded") p.scale.layout = ScaleLayout::kPadded;
     else if (sl == "swizzled") p.scale.layout = ScaleLayout::kSwizzled;
-    else QTC_FAIL(pw, ": unknown scale layout '", sl, "'");
+    else QTC_FAIL(pw, ": unknown scale layout ", printable_name(sl));
     p.scale.rows = get<int64_t>(pj, "scale_rows", pw);
     p.scale.cols = get<int64_t>(pj, "scale_cols", pw);
     int64_t xr = 1, xc = 1;
@@ -210,36 +211,24 @@ TensorShard parse_tensor(const json& j, const uint8_t* payload, uint64_t payload
     const int64_t na = get<int64_t>(pj, "amax_count", pw);
     QTC_CHECK(na == expected_amax_count(r, pk, q.rows, q.cols), pw, ": ", na, " amax values, expected ",
               expected_amax_count(r, pk, q.rows, q.cols));
-    const uint64_t nd = static_cast<uint64_t>(p.data_rows) * static_cast<uint64_t>(p.data_cols);
-    const uint64_t ns = static_cast<uint64_t>(p.scale.rows) * static_cast<uint64_t>(p.scale.cols) * p.scale.elem_size();
-    const uint64_t nb = static_cast<uint64_t>(na) * 4;
-    QTC_CHECK(nd <= len && ns <= len && nb <= len && pos + nd + ns + nb <= len, pw, ": the plane's ", nd + ns + nb,
-              " bytes overrun the tensor's ", len, " bytes");
+    // Every size derived from the header is computed without wrapping and compared with the bytes present.
+    const int64_t nd = checked_size({p.data_rows, p.data_cols}, pw + ": data");
+    const int64_t ns = checked_size({p.scale.rows, p.scale.cols, static_cast<int64_t>(p.scale.elem_size())}, pw + ": scales");
+    const int64_t nb = checked_size({na, 4}, pw + ": amax");
+    const int64_t plane_bytes = checked_add(checked_add(nd, ns, pw), nb, pw);
+    QTC_CHECK(static_cast<uint64_t>(plane_bytes) <= len - pos, pw, ": the plane's ", plane_bytes, " bytes (data ", nd, ", scales ", ns,
+              ", amax ", nb, ") overrun the tensor's ", len - pos, " remaining bytes");
     const uint8_t* b = payload + off + pos;
     p.data.assign(b, b + nd);
     p.scale.bytes.assign(b + nd, b + nd + ns);
     p.amax.resize(static_cast<size_t>(na));
-    if (na) std::memcpy(p.amax.data(), b + nd + ns, nb);
-    pos += nd + ns + nb;
+    if (na) std::memcpy(p.amax.data(), b + nd + ns, static_cast<size_t>(nb));
+    pos += static_cast<uint64_t>(plane_bytes);
     slot = std::move(p);
   }
   QTC_CHECK(pos == len, where, ": planes hold ", pos, " bytes, the header says ", len);
   QTC_CHECK(q.rowwise || q.columnwise, where, ": no plane");
   return s;
-}
-
-std::vector<uint8_t> read_file(const std::string& path, const std::string& what) {
-  std::error_code ec;
-  QTC_CHECK(fs::exists(path, ec), "checkpoint: ", what, " ", path, " is missing");
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  QTC_CHECK(f.good(), "checkpoint: cannot open ", what, " ", path);
-  const std::streamoff n = f.tellg();
-  QTC_CHECK(n >= 0, "checkpoint: cannot size ", path);
-  std::vector<uint8_t> b(static_cast<size_t>(n));
-  f.seekg(0);
-  f.read(reinterpret_cast<char*>(b.data()), n);
-  QTC_CHECK(f.gcount() == n, "checkpoint: error reading ", path, " (", f.gcount(), " of ", n, " bytes)");
-  return b;
 }
 
 uint64_t read_u64(const uint8_t* p) {
@@ -272,13 +261,13 @@ void check_consistent(int world, std::span<const ShardFileInfo> files, const std
     std::sort(es.begin(), es.end(), [](const ShardEntry* a, const ShardEntry* b) { return a->row_offset < b->row_offset; });
     int64_t next = 0;
     for (const ShardEntry* e : es) {
-      QTC_CHECK(e->global_rows == es[0]->global_rows && e->cols == es[0]->cols, where, ": tensor '", name,
-                "' has shards of different global shapes");
-      QTC_CHECK(e->row_offset == next, where, ": tensor '", name, "' rows ", next, "..", e->row_offset,
+      QTC_CHECK(e->global_rows == es[0]->global_rows && e->cols == es[0]->cols, where, ": tensor ", printable_name(name),
+                " has shards of different global shapes");
+      QTC_CHECK(e->row_offset == next, where, ": tensor ", printable_name(name), " rows ", next, "..", e->row_offset,
                 e->row_offset > next ? " are in no shard" : " are in two shards");
       next += e->rows;
     }
-    QTC_CHECK(next == es[0]->global_rows, where, ": tensor '", name, "' shards cover ", next, " of ", es[0]->global_rows, " rows");
+    QTC_CHECK(next == es[0]->global_rows, where, ": tensor ", printable_name(name), " shards cover ", next, " of ", es[0]->global_rows, " rows");
   }
 }
 

@@ -77,7 +77,6 @@ int64_t expected_amax_count(const Recipe& r, PlaneKind p, int64_t M, int64_t K);
 /// Parses and validates one tensor of a shard file; `payload` is the file's payload region.
 TensorShard parse_tensor(const json& j, const uint8_t* payload, uint64_t payload_size, const std::string& where0);
 
-std::vector<uint8_t> read_file(const std::string& path, const std::string& what);
 uint64_t read_u64(const uint8_t* p);
 uint32_t read_u32(const uint8_t* p);
 bool plane_bits_equal(const std::optional<Plane>& a, const std::optional<Plane>& b);

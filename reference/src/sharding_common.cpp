@@ -9,6 +9,7 @@
 #include "qtc/error.hpp"
 #include "qtc/layouts.hpp"
 #include "qtc/quantize.hpp"
+#include "qtc/untrusted.hpp"
 #include "sharding_internal.hpp"
 
 namespace qtc::ref::shard_detail {
@@ -43,6 +44,13 @@ int64_t data_extent(const Recipe& r, PlaneKind p, int64_t M) {
 /// Copies elements [b0, b1) along `axis` of a row-major matrix of rows x cols elements of `elem` bytes.
 std::vector<uint8_t> slice_matrix(const std::vector<uint8_t>& src, int64_t rows, int64_t cols, size_t elem, Axis axis,
                                   int64_t b0, int64_t b1) {
+  // Sizes come from tensors that may have been read from a file: checked, and compared with the bytes present.
+  const int64_t e = static_cast<int64_t>(elem);
+  const int64_t total = checked_size({rows, cols, e}, "slice of a quantized plane");
+  QTC_CHECK(static_cast<int64_t>(src.size()) == total, "slice of a quantized plane: the buffer has ", src.size(), " bytes, its shape ",
+            rows, " x ", cols, " x ", elem, " needs ", total);
+  const int64_t extent = axis == Axis::kRows ? rows : cols;
+  QTC_CHECK(0 <= b0 && b0 <= b1 && b1 <= extent, "slice of a quantized plane: [", b0, ", ", b1, ") is outside [0, ", extent, ")");
   std::vector<uint8_t> out;
   if (axis == Axis::kRows) {
     const size_t rb = static_cast<size_t>(cols) * elem;
@@ -51,14 +59,14 @@ std::vector<uint8_t> slice_matrix(const std::vector<uint8_t>& src, int64_t rows,
     return out;
   }
   const size_t w = static_cast<size_t>(b1 - b0) * elem;
+  if (w == 0 || rows == 0) return out;  // an empty slice (a rank without rows): nothing to copy
   out.resize(static_cast<size_t>(rows) * w);
   for (int64_t i = 0; i < rows; ++i)
     std::memcpy(out.data() + static_cast<size_t>(i) * w,
-                src.data() + (static_cast<size_t>(i * cols) + static_cast<size_t>(b0)) * elem, w);
+                src.data() + (static_cast<size_t>(i) * static_cast<size_t>(cols) + static_cast<size_t>(b0)) * elem, w);
   return out;
 }
 
-/// Concatenates row-major matrices (rows_i x cols_i elements) along `axis`.
 std::vector<uint8_t> concat_matrices(const std::vector<const std::vector<uint8_t>*>& parts,
                                      const std::vector<std::pair<int64_t, int64_t>>& shapes, size_t elem, Axis axis) {
   std::vector<uint8_t> out;
@@ -68,13 +76,24 @@ std::vector<uint8_t> concat_matrices(const std::vector<const std::vector<uint8_t
   }
   const int64_t rows = shapes.empty() ? 0 : shapes[0].first;
   int64_t total = 0;
-  for (const auto& s : shapes) total += s.second;
-  out.resize(static_cast<size_t>(rows * total) * elem);
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    QTC_CHECK(shapes[k].first == rows, "concat of quantized planes: part ", k, " has ", shapes[k].first, " rows, part 0 has ", rows);
+    QTC_CHECK(static_cast<int64_t>(parts[k]->size()) ==
+                  checked_size({shapes[k].first, shapes[k].second, static_cast<int64_t>(elem)}, "concat of quantized planes"),
+              "concat of quantized planes: part ", k, " has ", parts[k]->size(), " bytes, its shape ", shapes[k].first, " x ",
+              shapes[k].second, " disagrees");
+    total = checked_add(total, shapes[k].second, "concat of quantized planes");
+  }
+  const int64_t bytes = checked_size({rows, total, static_cast<int64_t>(elem)}, "concat of quantized planes");
+  if (bytes == 0) return out;
+  out.resize(static_cast<size_t>(bytes));
   int64_t off = 0;
   for (size_t k = 0; k < parts.size(); ++k) {
     const size_t w = static_cast<size_t>(shapes[k].second) * elem;
-    for (int64_t i = 0; i < rows; ++i)
-      std::memcpy(out.data() + (static_cast<size_t>(i * total + off)) * elem, parts[k]->data() + static_cast<size_t>(i) * w, w);
+    if (w != 0)
+      for (int64_t i = 0; i < rows; ++i)
+        std::memcpy(out.data() + (static_cast<size_t>(i) * static_cast<size_t>(total) + static_cast<size_t>(off)) * elem,
+                    parts[k]->data() + static_cast<size_t>(i) * w, w);
     off += shapes[k].second;
   }
   return out;
@@ -105,11 +124,17 @@ ScaleMatrix to_layout(const ScaleMatrix& compact, ScaleLayout to, const Recipe& 
 }
 
 void check_shape_consistency(const QuantizedTensor& q) {
+  QTC_CHECK(q.rows >= 0 && q.cols >= 0, "quantized tensor ", q.recipe.name(), ": negative shape [", q.rows, ", ", q.cols, "]");
   for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
     const auto& p = pk == PlaneKind::kRowwise ? q.rowwise : q.columnwise;
     if (!p) continue;
-    QTC_CHECK(static_cast<int64_t>(p->data.size()) == p->data_rows * p->data_cols, "quantized tensor ", q.recipe.name(),
-              ": ", plane_name(pk), " data has ", p->data.size(), " bytes, shape says ", p->data_rows, " x ", p->data_cols);
+    const std::string what = std::string("quantized tensor ") + q.recipe.name() + ": " + plane_name(pk);
+    const int64_t nd = checked_size({p->data_rows, p->data_cols}, what + " data");
+    QTC_CHECK(static_cast<int64_t>(p->data.size()) == nd, "quantized tensor ", q.recipe.name(), ": ", plane_name(pk), " data has ",
+              p->data.size(), " bytes, shape says ", p->data_rows, " x ", p->data_cols);
+    const int64_t ns = checked_size({p->scale.rows, p->scale.cols, static_cast<int64_t>(p->scale.elem_size())}, what + " scales");
+    QTC_CHECK(static_cast<int64_t>(p->scale.bytes.size()) == ns, "quantized tensor ", q.recipe.name(), ": ", plane_name(pk),
+              " scales have ", p->scale.bytes.size(), " bytes, their shape says ", p->scale.rows, " x ", p->scale.cols);
   }
 }
 

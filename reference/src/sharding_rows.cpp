@@ -47,6 +47,8 @@ Plane slice_plane(const Plane& pl, const QuantizedTensor& q, PlaneKind pk, int64
   if (r.kind == RecipeKind::kNVFP4 && r.row_scaled) {
     QTC_CHECK(pk == PlaneKind::kRowwise,
               "slice_rows: a row-scaled columnwise plane has one amax per column over all rows; it cannot be sliced");
+    QTC_CHECK(static_cast<int64_t>(pl.amax.size()) == q.rows, "slice_rows: a row-scaled plane has ", pl.amax.size(),
+              " amax values for ", q.rows, " rows");
     out.amax.assign(pl.amax.begin() + r0, pl.amax.begin() + r1);
   } else {
     out.amax = pl.amax;
