@@ -1,7 +1,7 @@
 /// \file verify.cpp
 /// \brief `qtc verify`'s logic: the expected-output table of VECTORS.md, bitwise comparison, failure messages
 ///        that name the first mismatch with both values decoded and the quantization block's inputs.
-#include "verify.hpp"
+#include "qtc/verify.hpp"
 
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -579,14 +579,6 @@ std::vector<std::filesystem::path> collect_vector_files(const std::vector<std::s
     std::sort(found.begin(), found.end());
     out.insert(out.end(), found.begin(), found.end());
   }
-  return out;
-}
-
-std::vector<std::unique_ptr<QuantizeBackend>> make_backends(const std::string& which) {
-  std::vector<std::unique_ptr<QuantizeBackend>> out;
-  if (which == "cpu" || which == "all") out.push_back(make_cpu_backend());
-  if (which == "cuda" || which == "all") out.push_back(make_cuda_backend());
-  QTC_CHECK(!out.empty(), "unknown backend '", which, "' (expected cpu, cuda or all)");
   return out;
 }
 
