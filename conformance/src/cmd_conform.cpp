@@ -36,6 +36,7 @@ struct ConformOptions {
   bool no_bundled = false;
   bool no_identify = false;
   std::vector<std::string> foreign;  ///< vectors dumped by other implementations
+  VerifyOptions verify;              ///< --strict-padding
 };
 
 /// Progress on stderr: a line at each tenth of a phase.
@@ -127,7 +128,7 @@ int run_conform(ConformOptions o) {
     for (auto& p : problems) record("bundled", "verify", p, nullptr);
     Progress prog("bundled vectors x " + std::to_string(backends.size()) + " backend(s)", files.size() * backends.size());
     for (const auto& f : files)
-      for (FileResult& r : verify_file(f, backends)) {
+      for (FileResult& r : verify_file(f, backends, o.verify)) {
         r.path = fs::relative(f, o.vectors, ec).string();
         if (ec || r.path.empty()) r.path = f.string();
         record("bundled", "verify", std::move(r), &prog);
@@ -142,7 +143,7 @@ int run_conform(ConformOptions o) {
     for (auto& p : problems) record("foreign", "verify", p, nullptr);
     Progress prog("foreign vectors x " + std::to_string(backends.size()) + " backend(s)", foreign_files.size() * backends.size());
     for (const auto& f : foreign_files)
-      for (FileResult& r : verify_file(f, backends)) {
+      for (FileResult& r : verify_file(f, backends, o.verify)) {
         r.path = f.string();
         record("foreign", "verify", std::move(r), &prog);
       }
@@ -280,6 +281,8 @@ void register_conform(CLI::App& app) {
   cmd->add_option("--foreign", opts->foreign,
                    "Vectors dumped by another implementation (files or folders, repeatable): verified against the "
                    "profile each claims, and attributed to the profiles that reproduce it in the divergence table");
+  cmd->add_flag("--strict-padding", opts->verify.strict_padding,
+                "Vectors with layout=te: padding entries must be zero (by default they are not compared)");
   cmd->add_flag("--no-identify", opts->no_identify, "Skip the divergence table (profile attribution of the vectors)");
   cmd->callback([opts] { exit_code() = run_conform(*opts); });
 }
