@@ -17,7 +17,8 @@
 #include "conform_report.hpp"
 #include "qtc/error.hpp"
 #include "qtc/report.hpp"
-#include "verify.hpp"
+#include "backends.hpp"
+#include "qtc/verify.hpp"
 
 namespace qtc::conformance {
 

@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "verify.hpp"
+#include "backends.hpp"
+#include "qtc/verify.hpp"
 
 namespace qtc::conformance {
 

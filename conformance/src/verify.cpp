@@ -1,11 +1,13 @@
 /// \file verify.cpp
 /// \brief `qtc verify`'s logic: the expected-output table of VECTORS.md, bitwise comparison, failure messages
 ///        that name the first mismatch with both values decoded and the quantization block's inputs.
-#include "verify.hpp"
+#include "qtc/verify.hpp"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -15,6 +17,7 @@
 #include "qtc/error.hpp"
 #include "qtc/native_layout.hpp"
 #include "qtc/recipe.hpp"
+#include "qtc/untrusted.hpp"
 
 namespace qtc::conformance {
 
@@ -36,7 +39,7 @@ struct Spec {
   std::vector<uint8_t> compact_bytes;  ///< the file's values in the compact order
 };
 
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t cdiv(int64_t a, int64_t b) { return ceil_div_nonneg(a, b); }  // no overflow at 2^63 - 1
 
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string out = "[";
@@ -85,7 +88,7 @@ std::optional<Spec> spec_for(const std::string& name, const Recipe& r, int64_t M
     s.role = Role::kDequant;
     s.shape = {M, K};
   } else {
-    why = "tensor '" + name + "' is not an output of recipe " + rk + " (VECTORS.md, Tensors)";
+    why = "tensor " + printable_name(name) + " is not an output of recipe " + rk + " (VECTORS.md, Tensors)";
     return std::nullopt;
   }
   (void)blk;
@@ -315,7 +318,7 @@ FileResult verify_vector(const io::File& file, const std::string& source, Quanti
       if (!spec->layout->accepts_shape(t.shape)) return error(spec->layout->shape_error(t.shape));
       const bool want_f32 = spec->elem == Elem::kF32;
       if (want_f32 ? t.dtype != "F32" : !t.is_byte_tensor())
-        return error(::fmt::format("tensor '{}' has dtype {}, expected {}", t.name, t.dtype,
+        return error(::fmt::format("tensor {} has dtype {}, expected {}", printable_name(t.name), t.dtype,
                                  want_f32 ? "F32" : "a byte type (U8, F8_E4M3, F8_E5M2, F8_E8M0)"));
       (spec->plane == PlaneKind::kRowwise ? need_row : need_col) = true;
       spec->file_shape = t.shape;
@@ -337,6 +340,23 @@ FileResult verify_vector(const io::File& file, const std::string& source, Quanti
     } catch (const Error& e) {
       return error(e.what());
     }
+    // Resources: what the backend will hold for this input (every output of the planes asked for), computed
+    // without wrapping. An impossible or too large shape is an error (exit 2), never an allocation failure.
+    try {
+      int64_t need = 0;
+      for (const std::string& n : expected_tensor_names()) {
+        std::string why;
+        const auto sp = spec_for(n, r, M, K, why);
+        if (!sp || (sp->plane == PlaneKind::kRowwise ? !need_row : !need_col)) continue;
+        if (sp->role == Role::kDequant && file.find(n) == nullptr) continue;  // dequantized only when asked for
+        int64_t bytes = sp->elem == Elem::kF32 ? 4 : 1;
+        for (int64_t d : sp->shape) bytes = checked_size({bytes, d}, "recipe " + r.name() + " for x of shape " + shape_text({M, K}) + ": " + n);
+        need = checked_add(need, bytes, "recipe " + r.name() + " for x of shape " + shape_text({M, K}));
+      }
+      check_fits_in_memory(static_cast<uint64_t>(need), "recipe " + r.name() + " for x of shape " + shape_text({M, K}) + ": its outputs");
+    } catch (const Error& e) {
+      return error(e.what());
+    }
     if (const std::string why = backend.unavailable_reason(); !why.empty()) {
       res.verdict = Verdict::kSkipped;
       res.message = clean(why);
@@ -351,6 +371,9 @@ FileResult verify_vector(const io::File& file, const std::string& source, Quanti
     QuantizedTensor q;
     try {
       q = backend.quantize(x, r);
+    } catch (const std::bad_alloc&) {
+      return error("backend " + backend.name() + " ran out of memory quantizing x of shape " + shape_text({M, K}) +
+                   " (resource limit, not a wrong answer)");
     } catch (const std::exception& e) {
       res.verdict = Verdict::kFail;
       res.message = std::string("backend ") + backend.name() + " failed to quantize: " + clean(e.what());
@@ -424,6 +447,8 @@ FileResult verify_vector(const io::File& file, const std::string& source, Quanti
           if (it == dequantized.end()) {
             try {
               it = dequantized.emplace(s.plane, backend.dequantize(q, s.plane, DType::kF32)).first;
+            } catch (const std::bad_alloc&) {
+              return error("backend " + backend.name() + " ran out of memory dequantizing " + s.name + " (resource limit)");
             } catch (const std::exception& e) {
               fails.push_back(::fmt::format("{}: backend {} failed to dequantize: {}", s.name, backend.name(), e.what()));
               continue;
@@ -484,6 +509,79 @@ std::vector<FileResult> verify_file(const std::filesystem::path& path, const std
   return out;
 }
 
+namespace {
+
+/// Why `p` cannot be followed (a symlink loop, a dangling symlink), or "" when its target exists.
+std::string unreachable_reason(const std::filesystem::path& p, const std::error_code& ec) {
+  namespace fs = std::filesystem;
+  if (ec.value() == ELOOP) return "symlink loop (" + ec.message() + ")";
+  std::error_code e2;
+  if (fs::is_symlink(fs::symlink_status(p, e2))) {
+    std::error_code e3;
+    const fs::path target = fs::read_symlink(p, e3);
+    return "dangling symlink" + (e3 ? std::string() : " to " + target.string());
+  }
+  return ec && ec.value() != ENOENT ? ec.message() : "no such file or directory";
+}
+
+/// Collects the *.safetensors files under `dir` (following directory symlinks once each); every entry that
+/// cannot be read or followed is a problem naming its path, never a silent skip.
+void scan_directory(const std::filesystem::path& dir, std::vector<std::filesystem::path>& found, std::vector<FileResult>& problems,
+                    std::vector<std::pair<uint64_t, uint64_t>>& visited) {
+  namespace fs = std::filesystem;
+  auto problem = [&](const fs::path& p, const std::string& msg) {
+    problems.push_back(FileResult{p.string(), "", Verdict::kError, msg, {}, {}, {}, {}});
+  };
+  // `visited` holds the directories being scanned (this one's ancestors): meeting one again is a loop.
+  struct stat sb {};
+  const size_t depth = visited.size();
+  struct Pop {
+    std::vector<std::pair<uint64_t, uint64_t>>& v;
+    size_t n;
+    ~Pop() { v.resize(n); }
+  } pop{visited, depth};
+  if (::stat(dir.c_str(), &sb) == 0) {
+    const std::pair<uint64_t, uint64_t> id{static_cast<uint64_t>(sb.st_dev), static_cast<uint64_t>(sb.st_ino)};
+    if (std::find(visited.begin(), visited.end(), id) != visited.end()) {
+      problem(dir, "symlink loop (a directory symlink leads back to a directory being scanned)");
+      return;
+    }
+    visited.push_back(id);
+  }
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  if (ec) {
+    problem(dir, "cannot list directory: " + ec.message());
+    return;
+  }
+  std::vector<fs::path> entries;
+  for (; it != end; it.increment(ec)) {
+    entries.push_back(it->path());
+  }
+  if (ec) problem(dir, "cannot list directory: " + ec.message());
+  std::sort(entries.begin(), entries.end());
+  for (const fs::path& e : entries) {
+    std::error_code sec;
+    const fs::file_status st = fs::status(e, sec);
+    const bool vector_name = e.extension() == ".safetensors";
+    if (sec || !fs::exists(st)) {
+      // A symlink loop is an error whatever its name; a dangling link only when it names a vector.
+      if (sec.value() == ELOOP || vector_name) problem(e, unreachable_reason(e, sec));
+      continue;
+    }
+    if (fs::is_directory(st)) {
+      scan_directory(e, found, problems, visited);
+    } else if (vector_name) {
+      if (fs::is_regular_file(st))
+        found.push_back(e);
+      else
+        problem(e, "not a regular file");
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<std::filesystem::path> collect_vector_files(const std::vector<std::string>& paths, std::vector<FileResult>& problems) {
   namespace fs = std::filesystem;
   std::vector<fs::path> out;
@@ -491,7 +589,7 @@ std::vector<std::filesystem::path> collect_vector_files(const std::vector<std::s
     std::error_code ec;
     const fs::file_status st = fs::status(p, ec);
     if (ec || !fs::exists(st)) {
-      problems.push_back(FileResult{p, "", Verdict::kError, "no such file or directory", {}, {}, {}, {}});
+      problems.push_back(FileResult{p, "", Verdict::kError, unreachable_reason(p, ec), {}, {}, {}, {}});
       continue;
     }
     if (!fs::is_directory(st)) {
@@ -499,30 +597,16 @@ std::vector<std::filesystem::path> collect_vector_files(const std::vector<std::s
       continue;
     }
     std::vector<fs::path> found;
-    fs::recursive_directory_iterator it(p, fs::directory_options::skip_permission_denied, ec), end;
-    for (; !ec && it != end; it.increment(ec)) {
-      std::error_code ec2;
-      if (it->path().extension() == ".safetensors" && it->is_regular_file(ec2)) found.push_back(it->path());
-    }
-    if (ec) {
-      problems.push_back(FileResult{p, "", Verdict::kError, "cannot list directory: " + ec.message(), {}, {}, {}, {}});
-      continue;
-    }
-    if (found.empty()) {
+    std::vector<std::pair<uint64_t, uint64_t>> visited;
+    const size_t before = problems.size();
+    scan_directory(p, found, problems, visited);
+    if (found.empty() && problems.size() == before) {
       problems.push_back(FileResult{p, "", Verdict::kError, "directory holds no *.safetensors file", {}, {}, {}, {}});
       continue;
     }
     std::sort(found.begin(), found.end());
     out.insert(out.end(), found.begin(), found.end());
   }
-  return out;
-}
-
-std::vector<std::unique_ptr<QuantizeBackend>> make_backends(const std::string& which) {
-  std::vector<std::unique_ptr<QuantizeBackend>> out;
-  if (which == "cpu" || which == "all") out.push_back(make_cpu_backend());
-  if (which == "cuda" || which == "all") out.push_back(make_cuda_backend());
-  QTC_CHECK(!out.empty(), "unknown backend '", which, "' (expected cpu, cuda or all)");
   return out;
 }
 

@@ -102,6 +102,15 @@ ShardFileInfo shard_info_from_json(const std::string& text);
 /// Reads and checks index.json (its own checksum, types, file list).
 CheckpointIndex read_index(const std::string& dir);
 
+/// Parses and checks the text of an index.json (`path` names it in messages): what read_index does after
+/// reading the file.
+CheckpointIndex parse_index(std::span<const uint8_t> text, const std::string& path);
+
+/// Parses and checks a whole shard file held in memory against the index: what read_shard_file does after
+/// it has checked the file's size and header and read the payload they declare.
+std::vector<TensorShard> parse_shard_file(std::span<const uint8_t> bytes, const std::string& path, const ShardFileInfo& expected,
+                                          const CheckpointIndex& index);
+
 /// Reads and checks one shard file against the index: magic, version, header checksum, every offset and
 /// shape, every tensor checksum, file size and checksum, and that its tensors are the ones the index says.
 std::vector<TensorShard> read_shard_file(const std::string& dir, const ShardFileInfo& expected, const CheckpointIndex& index);

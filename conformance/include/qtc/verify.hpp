@@ -53,9 +53,6 @@ std::vector<FileResult> verify_file(const std::filesystem::path& path, const std
 std::vector<std::filesystem::path> collect_vector_files(const std::vector<std::string>& paths,
                                                         std::vector<FileResult>& problems);
 
-/// Backends by name: "cpu", "cuda" or "all" (cpu then cuda). Throws qtc::Error for another name.
-std::vector<std::unique_ptr<QuantizeBackend>> make_backends(const std::string& which);
-
 /// Counts of verdicts, the closing line and the exit code of `qtc verify`.
 struct Summary {
   int passed = 0, failed = 0, skipped = 0, errors = 0;
