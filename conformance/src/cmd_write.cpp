@@ -20,7 +20,7 @@
 #include "commands.hpp"
 #include "qtc/error.hpp"
 #include "qtc/native_layout.hpp"
-#include "verify.hpp"
+#include "qtc/verify.hpp"
 
 namespace qtc::conformance {
 

@@ -157,6 +157,12 @@ TEST(QtcConformCli, ForeignVectorsFillTheDivergenceTable) {
   const std::string md((std::istreambuf_iterator<char>(md_in)), std::istreambuf_iterator<char>());
   EXPECT_NE(md.find("## Divergences"), std::string::npos);
   EXPECT_NE(md.find("planted: claims the floor rule"), std::string::npos) << md;
+  // report.md opens with the verdict (matrix, failures with their message), then divergences, then details.
+  EXPECT_EQ(md.find("## "), md.find("## Verdict\n\n**")) << md;
+  EXPECT_LT(md.find("## Verdict"), md.find("## Divergences"));
+  EXPECT_LT(md.find("## Divergences"), md.find("## Details"));
+  EXPECT_LT(md.find("Failures and errors, first 2 of 2"), md.find("## Divergences")) << md;
+  EXPECT_NE(md.find("| recipe | te / cpu |"), std::string::npos) << md;
   // The project report carries the same table.
   std::ifstream rep_in(out / "qtc_report.md");
   const std::string rep((std::istreambuf_iterator<char>(rep_in)), std::istreambuf_iterator<char>());

@@ -24,7 +24,7 @@
 
 #include "cases.hpp"
 #include "qtc/native_layout.hpp"
-#include "verify.hpp"
+#include "qtc/verify.hpp"
 
 namespace {
 
