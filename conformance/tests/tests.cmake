@@ -15,3 +15,6 @@ set_tests_properties(qtc_verify_missing_file PROPERTIES LABELS cpu WILL_FAIL TRU
 add_test(NAME qtc_identify_bundled COMMAND qtc identify ${QTC_BUNDLED_VECTORS_DIR})
 set_tests_properties(qtc_identify_bundled PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "\n135 identified, 0 unmatched\n$"
                      FAIL_REGULAR_EXPRESSION "(^|\n)(NONE|OTHER|ERROR) ")
+# Hostile inputs (issue 14): huge empty shapes, overflowing dimensions, directory scans, messages. The timeout
+# catches the old behaviour of looping over 2^35 empty row strips.
+qtc_add_test(test_verify_hostile SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_verify_hostile.cpp LIBS qtc_conformance LABELS cpu TIMEOUT 120)
