@@ -28,3 +28,6 @@ add_test(NAME qtc_conform_foreign_te_layout
          COMMAND qtc conform --backend cpu --no-generated --no-bundled --foreign ${QTC_TE_LAYOUT_VECTORS_DIR}
                  --out ${CMAKE_CURRENT_BINARY_DIR}/conform_te_layout)
 set_tests_properties(qtc_conform_foreign_te_layout PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "\n184 passed, 0 failed\n")
+# Hostile inputs (issue 14): huge empty shapes, overflowing dimensions, directory scans, messages. The timeout
+# catches the old behaviour of looping over 2^35 empty row strips.
+qtc_add_test(test_verify_hostile SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_verify_hostile.cpp LIBS qtc_conformance LABELS cpu TIMEOUT 120)
