@@ -15,3 +15,11 @@ set_tests_properties(qtc_verify_missing_file PROPERTIES LABELS cpu WILL_FAIL TRU
 add_test(NAME qtc_identify_bundled COMMAND qtc identify ${QTC_BUNDLED_VECTORS_DIR})
 set_tests_properties(qtc_identify_bundled PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "\n135 identified, 0 unmatched\n$"
                      FAIL_REGULAR_EXPRESSION "(^|\n)(NONE|OTHER|ERROR) ")
+# The vectorized CPU reference against the scalar one, byte for byte, on every instruction set this machine runs.
+qtc_add_test(test_simd_exact SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_simd_exact.cpp LIBS qtc_conformance LABELS cpu vectors
+             ARGS --gtest_filter=-SimdEnv.*)
+# QTC_SCALAR=1 forces the scalar path; unset, the vectorized one is taken.
+add_test(NAME test_simd_env_scalar COMMAND test_simd_exact --gtest_filter=SimdEnv.*)
+set_tests_properties(test_simd_env_scalar PROPERTIES LABELS cpu ENVIRONMENT QTC_SCALAR=1)
+add_test(NAME test_simd_env_default COMMAND test_simd_exact --gtest_filter=SimdEnv.*)
+set_tests_properties(test_simd_env_default PROPERTIES LABELS cpu ENVIRONMENT QTC_SCALAR=)
