@@ -2,6 +2,8 @@
 /// \brief Entry points of the reference quantizers, shared scale formulas, dequantization.
 #include "qtc/quantize.hpp"
 
+#include <sched.h>
+
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -13,9 +15,16 @@ namespace qtc::ref {
 
 namespace detail {
 
+int64_t cpu_threads() {
+  // The CPUs this process may run on (taskset, cgroup cpusets), not every CPU of the machine.
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max<int64_t>(1, CPU_COUNT(&set));
+  return std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
+}
+
 void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
-  const int64_t hw = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
+  const int64_t hw = cpu_threads();
   const int64_t threads = std::min<int64_t>(hw, n);
   if (threads == 1) {
     fn(0, n);

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -229,11 +230,16 @@ std::optional<size_t> dtype_size(std::string_view dtype) {
 // ---------------------------------------------------------------------------------------------------
 // Reader
 
-File parse(std::span<const uint8_t> bytes, const std::string& source) {
-  if (bytes.size() < 8)
-    fail(source, "file is " + std::to_string(bytes.size()) + " bytes, shorter than the 8-byte header length");
+namespace {
+
+/// parse() on the first bytes of a file of `file_size` bytes (at least the length and the header): `fill(e, off)`
+/// gives each tensor its bytes, which start at byte `off` of the file.
+File parse_header(std::span<const uint8_t> bytes, uint64_t file_size, const std::string& source,
+                  const std::function<void(Tensor&, uint64_t, uint64_t)>& fill) {
+  if (file_size < 8)
+    fail(source, "file is " + std::to_string(file_size) + " bytes, shorter than the 8-byte header length");
   const uint64_t n = read_le64(bytes.data());
-  const uint64_t avail = bytes.size() - 8;
+  const uint64_t avail = file_size - 8;
   if (n > kMaxHeaderBytes)
     fail(source, "header length " + std::to_string(n) + " is absurd (limit " + std::to_string(kMaxHeaderBytes) + " bytes)");
   if (n > avail)
@@ -293,13 +299,18 @@ File parse(std::span<const uint8_t> bytes, const std::string& source) {
     fail(source, "the tensors cover " + std::to_string(pos) + " bytes of the data area but it holds " +
                      std::to_string(data_size) + " (trailing bytes)");
 
-  const uint8_t* data = bytes.data() + 8 + n;
-  for (auto& e : entries) {
-    e.tensor.bytes.assign(data + e.begin, data + e.end);
-    f.tensors.push_back(std::move(e.tensor));
-  }
+  for (size_t i : order) fill(entries[i].tensor, 8 + n + static_cast<uint64_t>(entries[i].begin), static_cast<uint64_t>(entries[i].end - entries[i].begin));
+  for (auto& e : entries) f.tensors.push_back(std::move(e.tensor));
   std::sort(f.tensors.begin(), f.tensors.end(), [](const Tensor& a, const Tensor& b) { return a.name < b.name; });
   return f;
+}
+
+}  // namespace
+
+File parse(std::span<const uint8_t> bytes, const std::string& source) {
+  return parse_header(bytes, bytes.size(), source, [&](Tensor& t, uint64_t off, uint64_t len) {
+    t.bytes.assign(bytes.data() + off, bytes.data() + off + len);
+  });
 }
 
 File read_file(const std::filesystem::path& path) {
@@ -321,11 +332,18 @@ File read_file(const std::filesystem::path& path) {
   const uint64_t n = read_le64(len);
   if (n > kMaxHeaderBytes)
     fail(source, "header length " + std::to_string(n) + " is absurd (limit " + std::to_string(kMaxHeaderBytes) + " bytes)");
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  std::memcpy(bytes.data(), len, 8);
-  in.read(reinterpret_cast<char*>(bytes.data() + 8), static_cast<std::streamsize>(size - 8));
-  if (static_cast<uint64_t>(in.gcount()) != size - 8) throw Error(source + ": read error (file changed while reading?)");
-  return parse(bytes, source);
+  // The header first (checked against the file size), then each tensor straight into its own buffer: no copy
+  // of the whole file in memory.
+  std::vector<uint8_t> head(static_cast<size_t>(std::min<uint64_t>(size, 8 + n)));
+  std::memcpy(head.data(), len, 8);
+  in.read(reinterpret_cast<char*>(head.data() + 8), static_cast<std::streamsize>(head.size() - 8));
+  if (static_cast<uint64_t>(in.gcount()) != head.size() - 8) throw Error(source + ": read error (file changed while reading?)");
+  return parse_header(head, size, source, [&](Tensor& t, uint64_t off, uint64_t count) {
+    t.bytes.resize(static_cast<size_t>(count));
+    in.seekg(static_cast<std::streamoff>(off));
+    in.read(reinterpret_cast<char*>(t.bytes.data()), static_cast<std::streamsize>(count));
+    if (!in || static_cast<uint64_t>(in.gcount()) != count) throw Error(source + ": read error (file changed while reading?)");
+  });
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -127,7 +127,7 @@ void RowBlocks(const Nv& nv, const float* src, int64_t n, int64_t len, const Glo
 /// The columnwise blocks of one 16-row strip (rows 16 gi .. 16 gi + 15 of x, as float, row-major with K
 /// columns): column j's block goes to row j of the (K, M) plane. gcol[j] (per_col) or gcol[0] is each column's
 /// global scale; tile_amax (if given) is the amax of each 16x16 tile (columns 16t .. 16t + 15).
-/// tmp: 8 * K bytes of scratch.
+/// The packed bytes go to tmp (8 rows of K: byte p of every column); FlushCols writes them into the plane.
 void ColBlocks(const Nv& nv, const float* strip, int64_t K, const GlobalScale* gcol, bool per_col, const float* tile_amax,
                Plane& colp, int64_t gi, int64_t M, uint8_t* tmp) {
   const DF df;
@@ -199,12 +199,16 @@ void ColBlocks(const Nv& nv, const float* strip, int64_t K, const GlobalScale* g
       }
     }
   }
-  // tmp[p][j] -> plane row j, bytes 8 gi + p.
-  uint8_t* out = colp.data.data() + gi * 8;
-  const int64_t stride = M / 2;
+}
+
+/// The packed columnwise bytes of `strips` consecutive strips from gi0 (tmp: 8 * strips rows of K, as ColBlocks
+/// wrote them) -> plane rows j, bytes 8 gi0 .. 8 (gi0 + strips): one run of up to 64 bytes per plane row.
+void FlushCols(const uint8_t* tmp, int64_t strips, int64_t K, Plane& colp, int64_t gi0, int64_t M) {
+  uint8_t* out = colp.data.data() + gi0 * 8;
+  const int64_t stride = M / 2, n = 8 * strips;
   for (int64_t j = 0; j < K; ++j) {
     uint8_t* o = out + j * stride;
-    for (int p = 0; p < 8; ++p) o[p] = tmp[p * K + j];
+    for (int64_t p = 0; p < n; ++p) o[p] = tmp[p * K + j];
   }
 }
 
@@ -290,7 +294,7 @@ std::vector<float> LineAmax(const MatrixView& x, bool per_column, bool propagate
     return out;
   }
   // Columns: each thread reduces a range of rows; the max is order independent, NaN sticks.
-  const int64_t threads = 2;
+  const int64_t threads = std::min<int64_t>(detail::cpu_threads(), std::max<int64_t>(M, 1));
   std::vector<std::vector<float>> acc(threads, std::vector<float>(static_cast<size_t>(K), 0.0f));
   std::vector<std::vector<uint8_t>> nan(threads, std::vector<uint8_t>(static_cast<size_t>(K), 0));
   const int64_t chunk = detail::ceil_div(M, threads);
@@ -385,39 +389,52 @@ QuantizedTensor QuantizeNvfp4(const MatrixView& x, const Recipe& r, const float*
   if (M == 0 || K == 0) return q;
 
   const int64_t kb = K / 16;
-  detail::parallel_for(M / 16, [&](int64_t b, int64_t e) {
+  // Strips of 16 rows, kGroup at a time: the columnwise bytes of a group go out as one run per plane row.
+  constexpr int64_t kGroup = 8;
+  const int64_t strips = M / 16;
+  detail::parallel_for(detail::ceil_div(strips, kGroup), [&](int64_t g0, int64_t g1) {
     const DF df;
     const int64_t N = NF();
     std::vector<float> strip(static_cast<size_t>(16 * K)), tile_amax(static_cast<size_t>(kb));
-    std::vector<uint8_t> tmp(static_cast<size_t>(8 * K));
-    for (int64_t gi = b; gi < e; ++gi) {
-      LoadRows(x, gi * 16, 16, strip.data());
-      if (r.tile_2d) {
-        if (r.fourover6 && !r.stochastic) {
-          Tiles4over6(nv, strip.data(), K, g_row, gi, M, q.rowwise ? &*q.rowwise : nullptr, q.columnwise ? &*q.columnwise : nullptr);
+    std::vector<uint8_t> tmp(static_cast<size_t>(kGroup * 8 * K));
+    for (int64_t grp = g0; grp < g1; ++grp) {
+      const int64_t s0 = grp * kGroup, s1 = std::min(strips, s0 + kGroup);
+      bool cols_in_tmp = false;
+      for (int64_t gi = s0; gi < s1; ++gi) {
+        uint8_t* t = tmp.data() + (gi - s0) * 8 * K;
+        LoadRows(x, gi * 16, 16, strip.data());
+        if (r.tile_2d) {
+          if (r.fourover6 && !r.stochastic) {
+            Tiles4over6(nv, strip.data(), K, g_row, gi, M, q.rowwise ? &*q.rowwise : nullptr, q.columnwise ? &*q.columnwise : nullptr);
+            continue;
+          }
+          for (int64_t c = 0; c < kb; ++c) {
+            AmaxAcc a;
+            for (int rr = 0; rr < 16; ++rr)
+              for (int64_t k = 0; k < 16; k += N) a.add(hn::LoadU(df, strip.data() + rr * K + c * 16 + k));
+            tile_amax[static_cast<size_t>(c)] = a.reduce(propagate);
+          }
+          if (r.rowwise)
+            RowBlocks(nv, strip.data(), 16, K, &g_row, false, tile_amax.data(), q.rowwise->data.data() + gi * 16 * (K / 2),
+                      q.rowwise->scale.bytes.data() + gi * 16 * kb, 0, static_cast<uint64_t>(gi * 16 * K), static_cast<uint64_t>(K));
+          if (r.columnwise) {
+            ColBlocks(nv, strip.data(), K, &g_col, false, tile_amax.data(), *q.columnwise, gi, M, t);
+            cols_in_tmp = true;
+          }
           continue;
         }
-        for (int64_t c = 0; c < kb; ++c) {
-          AmaxAcc a;
-          for (int rr = 0; rr < 16; ++rr)
-            for (int64_t k = 0; k < 16; k += N) a.add(hn::LoadU(df, strip.data() + rr * K + c * 16 + k));
-          tile_amax[static_cast<size_t>(c)] = a.reduce(propagate);
-        }
-        if (r.rowwise)
-          RowBlocks(nv, strip.data(), 16, K, &g_row, false, tile_amax.data(), q.rowwise->data.data() + gi * 16 * (K / 2),
+        if (r.rowwise) {
+          const GlobalScale* gs = r.row_scaled ? row_scales.data() + gi * 16 : &g_row;
+          RowBlocks(nv, strip.data(), 16, K, gs, r.row_scaled, nullptr, q.rowwise->data.data() + gi * 16 * (K / 2),
                     q.rowwise->scale.bytes.data() + gi * 16 * kb, 0, static_cast<uint64_t>(gi * 16 * K), static_cast<uint64_t>(K));
-        if (r.columnwise) ColBlocks(nv, strip.data(), K, &g_col, false, tile_amax.data(), *q.columnwise, gi, M, tmp.data());
-        continue;
+        }
+        if (r.columnwise && !r.rht) {
+          const GlobalScale* gc = r.row_scaled ? col_scales.data() : &g_col;
+          ColBlocks(nv, strip.data(), K, gc, r.row_scaled, nullptr, *q.columnwise, gi, M, t);
+          cols_in_tmp = true;
+        }
       }
-      if (r.rowwise) {
-        const GlobalScale* gs = r.row_scaled ? row_scales.data() + gi * 16 : &g_row;
-        RowBlocks(nv, strip.data(), 16, K, gs, r.row_scaled, nullptr, q.rowwise->data.data() + gi * 16 * (K / 2),
-                  q.rowwise->scale.bytes.data() + gi * 16 * kb, 0, static_cast<uint64_t>(gi * 16 * K), static_cast<uint64_t>(K));
-      }
-      if (r.columnwise && !r.rht) {
-        const GlobalScale* gc = r.row_scaled ? col_scales.data() : &g_col;
-        ColBlocks(nv, strip.data(), K, gc, r.row_scaled, nullptr, *q.columnwise, gi, M, tmp.data());
-      }
+      if (cols_in_tmp) FlushCols(tmp.data(), s1 - s0, K, *q.columnwise, s0, M);
     }
   });
 
