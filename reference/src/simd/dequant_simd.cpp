@@ -52,11 +52,31 @@ HWY_INLINE VF DecodeE8M0(const uint8_t* p) {
   return hn::BitCast(df, bits);
 }
 
-/// Table values of N FP8 codes.
-HWY_INLINE VF DecodeFp8(const float* tab, const uint8_t* p) {
+/// decode_e4m3 / decode_e5m2 (the values of kE4M3Table / kE5M2Table) of N codes, from the bits.
+template <bool kE5M2>
+HWY_INLINE VF DecodeFp8(const uint8_t* p) {
   const DF df;
   const DI di;
-  return hn::GatherIndex(df, tab, hn::PromoteTo(di, hn::LoadU(DU8(), p)));
+  const VI c = hn::PromoteTo(di, hn::LoadU(DU8(), p));
+  const VI sign = hn::ShiftLeft<24>(hn::And(c, hn::Set(di, 0x80)));
+  constexpr int kMan = kE5M2 ? 2 : 3;
+  const VI e = hn::And(hn::ShiftRight<kMan>(c), hn::Set(di, kE5M2 ? 0x1F : 0xF));
+  const VI m = hn::And(c, hn::Set(di, kE5M2 ? 3 : 7));
+  const VI normal = hn::Or(hn::ShiftLeft<23>(hn::Add(e, hn::Set(di, kE5M2 ? 112 : 120))), hn::ShiftLeft<23 - kMan>(m));
+  const VI sub = hn::BitCast(di, hn::Mul(hn::ConvertTo(df, m), hn::Set(df, kE5M2 ? 0x1p-16f : 0x1p-9f)));
+  VI mag = hn::IfThenElse(hn::Eq(e, hn::Zero(di)), sub, normal);
+  VI v = hn::Or(mag, sign);
+  if constexpr (kE5M2) {
+    // e == 31: +-Inf (m == 0) or a NaN carrying the code's sign
+    const VI special = hn::Or(sign, hn::IfThenElse(hn::Eq(m, hn::Zero(di)), hn::Set(di, 0x7F800000), hn::Set(di, 0x7FC00000)));
+    v = hn::IfThenElse(hn::Eq(e, hn::Set(di, 0x1F)), special, v);
+  } else {
+    v = hn::IfThenElse(hn::Eq(hn::And(c, hn::Set(di, 0x7F)), hn::Set(di, 0x7F)), hn::Set(di, 0x7FC00000), v);  // NaN, positive
+  }
+  return hn::BitCast(df, v);
+}
+HWY_INLINE VF DecodeFp8(const float* tab, const uint8_t* p) {
+  return tab == kE5M2Table.data() ? DecodeFp8<true>(p) : DecodeFp8<false>(p);
 }
 
 /// The 16 values of one NVFP4 block (8 bytes d, scale s_blk): kE2M1Values[code] * s_blk, as in the scalar table.
@@ -113,7 +133,19 @@ HostMatrix Dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
         for (int64_t a0 = 0; a0 < rows; a0 += kT) {
           const int64_t n = std::min(kT, rows - a0);
           for (int64_t t = 0; t < n; ++t) decode(a0 + t, b0, w, tile.data() + t * W);
-          for (int64_t b = 0; b < w; ++b) {
+          int64_t b = 0;
+#if HWY_TARGET != HWY_SCALAR
+          if (N == 8 && n == kT) {  // 8x8 blocks transposed in registers
+            for (; b + 8 <= w; b += 8)
+              for (int64_t t0 = 0; t0 < kT; t0 += 8) {
+                VF rr[8];
+                for (int i = 0; i < 8; ++i) rr[i] = hn::LoadU(df, tile.data() + (t0 + i) * W + b);
+                Transpose8x8(df, rr);
+                for (int i = 0; i < 8; ++i) StoreOut(rr[i], bf16, yb, (b0 + b + i) * K + a0 + t0);
+              }
+          }
+#endif
+          for (; b < w; ++b) {
             for (int64_t t = 0; t < n; ++t) colv[t] = tile[static_cast<size_t>(t * W + b)];
             StoreSpan(colv, n, bf16, yb, (b0 + b) * K + a0);
           }

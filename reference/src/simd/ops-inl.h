@@ -243,6 +243,32 @@ HWY_INLINE void StoreBF16(VF v, uint16_t* out) {
   hn::StoreU(hn::DemoteTo(DU16(), hn::BitCast(di, r)), DU16(), out);
 }
 
+#if HWY_TARGET != HWY_SCALAR
+/// In-register transpose of an 8x8 block of 32-bit lanes (N == 8 only): r[i] lane j -> r[j] lane i.
+template <class D>
+HWY_INLINE void Transpose8x8(D d, hn::Vec<D>* r) {
+  const hn::Repartition<double, D> dd;
+  using V = hn::Vec<D>;
+  V t[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = hn::InterleaveLower(d, r[i], r[i + 1]);      // a0 b0 a1 b1 | a4 b4 a5 b5
+    t[i + 1] = hn::InterleaveUpper(d, r[i], r[i + 1]);  // a2 b2 a3 b3 | a6 b6 a7 b7
+  }
+  V u[8];
+  for (int h = 0; h < 8; h += 4) {
+    const auto a = hn::BitCast(dd, t[h]), b = hn::BitCast(dd, t[h + 1]), c = hn::BitCast(dd, t[h + 2]), e = hn::BitCast(dd, t[h + 3]);
+    u[h] = hn::BitCast(d, hn::InterleaveLower(dd, a, c));      // col 0 | col 4 of rows h..h+3
+    u[h + 1] = hn::BitCast(d, hn::InterleaveUpper(dd, a, c));  // col 1 | col 5
+    u[h + 2] = hn::BitCast(d, hn::InterleaveLower(dd, b, e));  // col 2 | col 6
+    u[h + 3] = hn::BitCast(d, hn::InterleaveUpper(dd, b, e));  // col 3 | col 7
+  }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = hn::ConcatLowerLower(d, u[4 + c], u[c]);
+    r[c + 4] = hn::ConcatUpperUpper(d, u[4 + c], u[c]);
+  }
+}
+#endif
+
 }  // namespace HWY_NAMESPACE
 }  // namespace qtc::ref::simd
 HWY_AFTER_NAMESPACE();
