@@ -6,6 +6,8 @@
 #   scripts/gpu_ncu_nvfp4.sh BENCH_BINARY OUT_PREFIX [ROWS] [KERNEL_REGEX]
 #   ROWS: benchmark rows separated by spaces (default: NVFP4 1x16 and 16x16, device amax and amax given);
 #   KERNEL_REGEX: the kernels to profile (default: the amax pass and the NVFP4 casts).
+#   NCU_REPLAY=application: every counter pass re-runs the program, so each profiled launch finds the caches as
+#   the timed loop leaves them (kernel replay, the default, restores memory between passes through the L2).
 # Writes OUT_PREFIX.csv (ncu --csv --page raw) and prints one line per kernel launch: duration, instructions
 # per element (thread instructions / 16384^2), DRAM read/write bytes and % of peak, achieved occupancy, issue
 # slots busy, L2 hit rate, and the launch's shared-memory configuration and grid.
@@ -19,7 +21,7 @@ command -v "$NCU" >/dev/null || NCU=/usr/local/cuda/bin/ncu
 METRICS=gpu__time_duration.sum,smsp__thread_inst_executed.sum,sm__inst_executed.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,lts__t_sector_hit_rate.pct,launch__shared_mem_config_size,launch__grid_size,launch__occupancy_limit_shared_mem,launch__occupancy_limit_registers,launch__registers_per_thread,sm__maximum_warps_per_active_cycle_pct,launch__waves_per_multiprocessor
 # Each benchmark row: two warm-up calls, then the timed loop; skip the first 6 matching launches, profile 4.
 for row in $ROWS; do
-  timeout 240 "$NCU" --cache-control none --clock-control none --csv --page raw --metrics "$METRICS" \
+  timeout 240 "$NCU" --replay-mode "${NCU_REPLAY:-kernel}" --cache-control none --clock-control none --csv --page raw --metrics "$METRICS" \
     -k "regex:$KRE" --launch-skip 6 --launch-count 4 \
     "$BIN" --benchmark_filter="^${row}/" --benchmark_repetitions=1 > "${PREFIX}_${row}.csv" 2> "${PREFIX}_${row}.err"
   echo "== $row (rc $?)"

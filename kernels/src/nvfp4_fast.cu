@@ -5,14 +5,15 @@
 ///
 /// Same arithmetic as nvfp4_common.cuh, in the same order, built for instruction throughput:
 ///  * persistent CTAs walk 64 x 128 tiles; each tile reaches shared memory through cp.async (16 bytes per
-///    thread and copy, zero-filled past K), two stages deep, so no register holds a tile in flight;
+///    thread and copy, zero-filled past K) into one of two stages while the other is computed, so no register
+///    holds a tile in flight, and one barrier per tile (16x16: two) orders it all;
 ///  * the staged tile keeps its native 16-bit type; 32-bit word w of row r sits at w ^ (8 * ((r >> 4) & 3)) ^
 ///    (4 * (r & 1)), so the row walk (LDS.128) and the column walk (LDS.32, one word = two columns) are both
 ///    free of bank conflicts;
 ///  * a rowwise thread owns two whole 16-element blocks of one row, a columnwise thread two whole 16-row
 ///    columns (its 16 words): no shuffle for 1x16 block amaxes; the amaxes are packed bf16x2/half2 maxima of
 ///    |x| (__hmax2 returns the other operand for a NaN, as fmaxf does, and the maximum of exact values is
-///    exact); 16x16 blocks combine the 8 column threads of a block with three shuffles;
+///    exact; balanced trees keep the dependency chains short); 16x16 blocks combine the 8 column threads of a block with three shuffles;
 ///  * S_enc, S_dec, S_enc * RN(1/6) once per CTA, and enc = fminf(1 / (dec(sf) * S_dec), FLT_MAX) from a
 ///    128-entry shared table per plane built once per CTA with the reference's division (sf is never
 ///    negative or NaN here). Row-scaled tensors keep one division per block, with the per-row and per-column
@@ -42,9 +43,9 @@ __device__ __forceinline__ void cp_async16(uint32_t saddr, const void* g, uint32
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(g), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
-/// Two 16-bit inputs of one 32-bit word: exact conversion to float, and the packed maximum of |x|.
+/// Two 16-bit inputs of one 32-bit word: exact conversion to float; packed maximum and absolute value.
 template <typename In>
 struct Pk;
 template <>
@@ -53,9 +54,8 @@ struct Pk<__nv_bfloat16> {
     lo = __uint_as_float(w << 16);
     hi = __uint_as_float(w & 0xFFFF0000u);
   }
-  __device__ static __forceinline__ uint32_t absmax(uint32_t m, uint32_t w) {
-    return bf22u(__hmax2(u2bf2(m), __habs2(u2bf2(w))));
-  }
+  __device__ static __forceinline__ uint32_t max2(uint32_t a, uint32_t b) { return bf22u(__hmax2(u2bf2(a), u2bf2(b))); }
+  __device__ static __forceinline__ uint32_t abs2(uint32_t a) { return bf22u(__habs2(u2bf2(a))); }
 };
 template <>
 struct Pk<__half> {
@@ -66,16 +66,39 @@ struct Pk<__half> {
     lo = f.x;
     hi = f.y;
   }
-  __device__ static __forceinline__ uint32_t absmax(uint32_t m, uint32_t w) {
-    __half2 a, b;
-    memcpy(&a, &m, 4);
-    memcpy(&b, &w, 4);
-    const __half2 r = __hmax2(a, __habs2(b));
+  __device__ static __forceinline__ uint32_t max2(uint32_t a, uint32_t b) {
+    __half2 x, y;
+    memcpy(&x, &a, 4);
+    memcpy(&y, &b, 4);
+    const __half2 r = __hmax2(x, y);
+    uint32_t u;
+    memcpy(&u, &r, 4);
+    return u;
+  }
+  __device__ static __forceinline__ uint32_t abs2(uint32_t a) {
+    __half2 x;
+    memcpy(&x, &a, 4);
+    const __half2 r = __habs2(x);
     uint32_t u;
     memcpy(&u, &r, 4);
     return u;
   }
 };
+
+/// Packed max |x| over n words as a balanced tree (short dependency chains), then against +0: a NaN operand
+/// loses every comparison, as in the reference's fmaxf chain from 0, so an all-NaN set gives 0.
+template <typename In, int n>
+__device__ __forceinline__ uint32_t absmax_tree(const uint32_t* w) {
+  uint32_t t[n / 2];
+#pragma unroll
+  for (int i = 0; i < n / 2; ++i) t[i] = Pk<In>::max2(Pk<In>::abs2(w[2 * i]), Pk<In>::abs2(w[2 * i + 1]));
+#pragma unroll
+  for (int len = n / 2; len > 1; len /= 2) {
+#pragma unroll
+    for (int i = 0; i < len / 2; ++i) t[i] = Pk<In>::max2(t[2 * i], t[2 * i + 1]);
+  }
+  return Pk<In>::max2(0u, t[0]);
+}
 
 /// Two non-negative, non-NaN floats -> two E4M3 bytes (RN, satfinite): lo in bits 7:0, hi in bits 15:8.
 __device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
@@ -188,7 +211,7 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
   __shared__ float blk2d[4][8];      // 16x16 block amaxes of the tile
   __shared__ __align__(16) uint2 rowbuf[k2d ? kFR * 8 : 1];  // 16x16, transposed: the tile's row codes, 8 B units
   __shared__ uint8_t blksf[4][8];    // 16x16, transposed: the tile's block scales
-  __shared__ PlaneConst rs_row[kFR], rs_col[kFC];  // row-scaled: per-row / per-column constants of the tile
+  __shared__ PlaneConst rs_row[2][kFR], rs_col[2][kFC];  // row-scaled: per-row / per-column constants, by stage
   const int t = threadIdx.x;
   const bool row_scaled = !k2d && p.row_scaled;
   const float e4m3_max = p.cfg.e4m3_max;
@@ -238,32 +261,35 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
   const int cg = ln & 3, cw = 8 * wp + (ln >> 2);
 
   uint32_t tile = blockIdx.x;
+  // One barrier per tile: after it, every thread is done with the previous tile, so the other stage (and the
+  // other set of per-tile constants) can be refilled while this tile is computed.
   issue(tile, 0);
-  issue(tile + G, 1);
   for (int stage = 0; tile < n_tiles; tile += G, stage ^= 1) {
     const uint32_t ty = tile / tiles_x;
     const int64_t r0 = static_cast<int64_t>(ty) * kFR, c0 = static_cast<int64_t>(tile - ty * tiles_x) * kFC;
     if (row_scaled) {
       if (t < kFR) {
-        rs_row[t] = plane_const(r0 + t < M ? p.amax_row[r0 + t] : 0.0f, e4m3_max);
+        rs_row[stage][t] = plane_const(r0 + t < M ? p.amax_row[r0 + t] : 0.0f, e4m3_max);
       } else if (t < kFR + kFC && p.columnwise) {
         const int j = t - kFR;
-        rs_col[j] = plane_const(c0 + j < K ? p.amax_col[c0 + j] : 0.0f, e4m3_max);
+        rs_col[stage][j] = plane_const(c0 + j < K ? p.amax_col[c0 + j] : 0.0f, e4m3_max);
       }
     }
-    cp_async_wait1();
+    cp_async_wait_all();
     __syncthreads();
+    issue(tile + G, stage ^ 1);
     const uint32_t* sw = tile_w[stage];
+    const PlaneConst* rsr = rs_row[stage];
+    const PlaneConst* rsc = rs_col[stage];
 
     if (p.columnwise || k2d) {
       uint32_t w[16];
-      uint32_t m2 = 0u;
 #pragma unroll
       for (int i = 0; i < 16; ++i) {
         const int row = 16 * cg + i;
         w[i] = sw[row * kWords + (cw ^ swz(row))];
-        m2 = Pk<In>::absmax(m2, w[i]);
       }
+      const uint32_t m2 = absmax_tree<In, 16>(w);
       float m0 = half_lo(m2, kBf), m1 = half_hi(m2, kBf);
       if (k2d) {
         float m = fmaxf(m0, m1);
@@ -308,13 +334,13 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
         rowbuf[(ra + 1) * 8 + (wp ^ L)] = make_uint2(q2, q3);
         if (L == 0) blksf[cg][wp] = static_cast<uint8_t>(sf);
       } else if (p.columnwise && gk < K && gm < M) {
-        const uint32_t sfs = row_scaled ? e4m3x2(sf_arg(m0, rs_col[2 * cw].k), sf_arg(m1, rs_col[2 * cw + 1].k))
+        const uint32_t sfs = row_scaled ? e4m3x2(sf_arg(m0, rsc[2 * cw].k), sf_arg(m1, rsc[2 * cw + 1].k))
                                         : e4m3x2(sf_arg(m0, pc_c.k), sf_arg(m1, pc_c.k));
         const uint32_t sf0 = sfs & 0xFFu, sf1 = sfs >> 8;
         float e0, e1;
         if (row_scaled) {
-          e0 = nvfp4_enc(sf0, rs_col[2 * cw].s_dec);
-          e1 = nvfp4_enc(sf1, rs_col[2 * cw + 1].s_dec);
+          e0 = nvfp4_enc(sf0, rsc[2 * cw].s_dec);
+          e1 = nvfp4_enc(sf1, rsc[2 * cw + 1].s_dec);
         } else {
           e0 = enc_tab[1][sf0 & 127u];
           e1 = enc_tab[1][sf1 & 127u];
@@ -360,13 +386,11 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
         if (k2d) {
           bm[h] = blk2d[rr >> 4][rq + 4 * h];
         } else {
-          uint32_t m2 = 0u;
-#pragma unroll
-          for (int j = 0; j < 8; ++j) m2 = Pk<In>::absmax(m2, v[h][j]);
+          const uint32_t m2 = absmax_tree<In, 8>(v[h]);
           bm[h] = fmaxf(half_lo(m2, kBf), half_hi(m2, kBf));
         }
       }
-      const uint32_t sfs = row_scaled ? e4m3x2(sf_arg(bm[0], rs_row[rr].k), sf_arg(bm[1], rs_row[rr].k))
+      const uint32_t sfs = row_scaled ? e4m3x2(sf_arg(bm[0], rsr[rr].k), sf_arg(bm[1], rsr[rr].k))
                                       : e4m3x2(sf_arg(bm[0], pc_r.k), sf_arg(bm[1], pc_r.k));
       if (gr < M) {
 #pragma unroll
@@ -374,7 +398,7 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
           const int64_t gb = c0 + 16 * (rq + 4 * h);
           if (gb < K) {
             const uint32_t sf = (sfs >> (8 * h)) & 0xFFu;
-            const float e = row_scaled ? nvfp4_enc(sf, rs_row[rr].s_dec) : enc_tab[0][sf & 127u];
+            const float e = row_scaled ? nvfp4_enc(sf, rsr[rr].s_dec) : enc_tab[0][sf & 127u];
             const uint32_t lo = encode8_row<In>(v[h], e), hi = encode8_row<In>(v[h] + 4, e);
             __stcs(reinterpret_cast<uint2*>(p.row_data + gr * (K / 2) + gb / 2), make_uint2(lo, hi));
             p.row_scale.p[scale_index(p.row_scale, gr, gb / 16)] = static_cast<uint8_t>(sf);
@@ -382,8 +406,6 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
         }
       }
     }
-    __syncthreads();  // the staged tile and the per-tile constants are overwritten next
-    issue(tile + 2 * G, stage);
   }
 }
 
