@@ -431,6 +431,20 @@ void launch_fast_t(const KParams& p, cudaStream_t s) {
     launch_max_shared(nvfp4_fast_kernel<In, false>, n_tiles, p, s);
 }
 
+/// Every float as y0 (bits i) against the scalar encoder, paired with y1 = bits(i * odd constant) (a permutation,
+/// so every float is also checked in the high half, next to varied partners).
+__global__ void e2m1x2_check_kernel(unsigned long long* bad) {
+  unsigned long long local = 0;
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (uint64_t{1} << 32); i += stride) {
+    const uint32_t b0 = static_cast<uint32_t>(i), b1 = b0 * 2654435761u;
+    const float y0 = __uint_as_float(b0), y1 = __uint_as_float(b1);
+    const uint32_t want = enc_e2m1_rn(y0) | (enc_e2m1_rn(y1) << 16);
+    local += e2m1x2(y0, y1) != want;
+  }
+  if (local != 0) atomicAdd(bad, local);
+}
+
 }  // namespace
 
 bool fast_eligible(const KParams& p, DType t, bool full) {
@@ -451,3 +465,18 @@ void launch_fast(const KParams& p, DType t, cudaStream_t s) {
 }
 
 }  // namespace qtc::cuda::nvfp4
+
+namespace qtc::cuda::detail {
+int64_t e2m1x2_exhaustive_mismatches() {
+  unsigned long long* d = nullptr;
+  QTC_CUDA_CHECK(cudaMalloc(&d, sizeof(unsigned long long)));
+  QTC_CUDA_CHECK(cudaMemset(d, 0, sizeof(unsigned long long)));
+  nvfp4::e2m1x2_check_kernel<<<4096, 256>>>(d);
+  QTC_CUDA_CHECK_LAUNCH();
+  unsigned long long h = 0;
+  const cudaError_t e = cudaMemcpy(&h, d, sizeof(h), cudaMemcpyDeviceToHost);
+  QTC_CUDA_CHECK(cudaFree(d));
+  QTC_CUDA_CHECK(e);
+  return static_cast<int64_t>(h);
+}
+}  // namespace qtc::cuda::detail
