@@ -40,7 +40,7 @@ for r in data:
     name = r[ix["Kernel Name"]][:38]
     dur = g(r, "gpu__time_duration.sum")
     du = units[ix["gpu__time_duration.sum"]]
-    ms = dur / 1e6 if du == "nsecond" else (dur / 1e3 if du == "usecond" else dur)
+    ms = dur / {"nsecond": 1e6, "ns": 1e6, "usecond": 1e3, "us": 1e3}.get(du, 1.0)
     def b(k):
         v = g(r, k); u = units[ix[k]] if k in ix else ""
         return v * {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}.get(u, 1) / 1e6
