@@ -10,6 +10,7 @@
 /// | NativeLayout.MetadataErrors           | bad layout / swizzled values and combinations name the key               |
 /// | NativeLayout.ShapeErrorNamesShapes    | wrong padded shape: the message names expected and compact shapes        |
 /// | NativeLayout.NonzeroPadding           | one padding byte set: found at its coordinates; valid bytes never count  |
+/// | NativeLayout.SwizzleMatchesTorchView  | several 128x4 tiles against TE's view/permute description of the order   |
 /// | NativeLayout.SharedVectorsToCompact   | every shared te_layout vector, converted to compact, holds the bytes of   |
 /// |                                       | its te/ original (and back again, with the padding zero)                 |
 #include <gtest/gtest.h>
@@ -221,6 +222,49 @@ TEST(NativeLayoutTable, NonzeroPadding) {
   EXPECT_EQ(p->nonzero, 1);
   EXPECT_EQ(p->total, 3 * 3);
   EXPECT_EQ(p->first, (std::vector<int64_t>{1, 66}));
+}
+
+/// Swizzled scales over several 128x4 tiles, against TE's own description of the order (TE_FORMATS.md §6): the
+/// padded matrix S viewed as [R/128, 4, 32, C/4, 4] and permuted to (0, 3, 2, 1, 4). The shared vectors hold one
+/// tile per matrix only; here NVFP4 272x400 (3 x 7 tiles rowwise) and MXFP8 300x520 (columnwise: the transposed
+/// matrix, 5 x 3 tiles).
+TEST(NativeLayoutTable, SwizzleMatchesTorchViewOverManyTiles) {
+  struct Shape {
+    RecipeKind kind;
+    int64_t M, K;
+  };
+  for (const Shape sh : {Shape{RecipeKind::kNVFP4, 272, 400}, Shape{RecipeKind::kMXFP8, 300, 520}, Shape{RecipeKind::kMXFP8, 129, 33}}) {
+    const Recipe r = recipe(sh.kind);
+    for (const char* name : {"rowwise_scale_inv", "columnwise_scale_inv"}) {
+      SCOPED_TRACE(std::string(recipe_kind_name(sh.kind)) + " " + name);
+      const auto te = OutputLayout::find(name, r, sh.M, sh.K, kTE);
+      const auto sw = OutputLayout::find(name, r, sh.M, sh.K, kSwz);
+      const int64_t n = te->compact_elements();
+      std::vector<uint8_t> compact(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) compact[static_cast<size_t>(i)] = static_cast<uint8_t>(1 + (i * 37) % 251);
+      std::vector<uint8_t> S = te->from_compact(compact, 0);  // padded, TE's allocation shape
+      int64_t R = te->shape()[0], C = te->shape()[1];
+      const bool mx_col = sh.kind == RecipeKind::kMXFP8 && std::string(name) == "columnwise_scale_inv";
+      if (mx_col) {  // the matrix the swizzle tiles is the transposed one: row = K index
+        std::vector<uint8_t> T(S.size());
+        for (int64_t i = 0; i < R; ++i)
+          for (int64_t j = 0; j < C; ++j) T[static_cast<size_t>(j * R + i)] = S[static_cast<size_t>(i * C + j)];
+        S.swap(T);
+        std::swap(R, C);
+      }
+      ASSERT_EQ(R % 128, 0);
+      ASSERT_EQ(C % 4, 0);
+      std::vector<uint8_t> want(S.size());
+      size_t o = 0;
+      for (int64_t rt = 0; rt < R / 128; ++rt)
+        for (int64_t ct = 0; ct < C / 4; ++ct)
+          for (int64_t b = 0; b < 32; ++b)
+            for (int64_t a = 0; a < 4; ++a)
+              for (int64_t c = 0; c < 4; ++c) want[o++] = S[static_cast<size_t>((rt * 128 + a * 32 + b) * C + ct * 4 + c)];
+      EXPECT_EQ(sw->from_compact(compact, 0), want);
+      EXPECT_EQ(sw->to_compact(want), compact);
+    }
+  }
 }
 
 /// Every shared te_layout vector holds, after conversion to compact, exactly the outputs of its te/ original.
