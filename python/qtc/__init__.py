@@ -106,7 +106,8 @@ def quantize(x: Any, recipe: str, *, layout: str = "compact", swizzled: bool = F
     """Quantizes the 2-D array ``x`` ([M, K], float32 / bfloat16 / float16) with the reference.
 
     ``recipe`` is ``nvfp4``, ``mxfp8``, ``fp8_block`` or ``fp8_tensor``; ``params`` are the VECTORS.md parameters
-    (``tile='16x16'``, ``row_scaled=True``, ``fp8_dtype='e5m2'``, ``scale_rule='ocp_floor'``, ``profile='te_pyref'``, ...).
+    (``tile='16x16'``, ``row_scaled=True``, ``fp8_dtype='e5m2'``, ``scale_rule='ocp_floor'``, ``profile='te_pyref'``,
+    ``columnwise=False``, ...).
     Returns the VECTORS.md tensors (``rowwise_data``, ``rowwise_scale_inv``, ``columnwise_data``, ...). With
     ``layout='te'`` the scales are TransformerEngine's padded buffers (``swizzled=True``: cuBLAS's 128x4 layout).
     """

@@ -61,6 +61,7 @@ def test_quantize_shapes_follow_vectors_md():
     assert b["rowwise_scale_inv"].shape == (2, 144) and b["rowwise_scale_inv"].dtype == np.float32
     f = qtc.quantize(x, "fp8_tensor")
     assert f["scale_inv"].shape == (1,) and f["columnwise_data"].shape == (K, M)
+    assert set(qtc.quantize(x, "mxfp8", columnwise=False)) == {"rowwise_data", "rowwise_scale_inv"}
 
 
 def test_flipped_byte_fails_with_the_line_qtc_verify_prints(tmp_path, qtc_binary):
