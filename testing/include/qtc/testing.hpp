@@ -95,7 +95,8 @@ Recipe recipe(const std::map<std::string, std::string>& metadata);
 ::testing::AssertionResult within_error_bound(const MatrixView& x, const Recipe& r, const MatrixView& dequantized,
                                               PlaneKind plane = PlaneKind::kRowwise);
 
-/// The bound of one element: |x| / s = v in element format `e` (E2M1, E4M3, E5M2 as the recipe's element type).
+/// The bound above for one element x of a block with effective scale `block_scale`, the recipe's element format and
+/// a dequantized value of type `out` (`dequantized` enters through the output rounding term only).
 double element_error_bound(const Recipe& r, float x, double block_scale, DType out = DType::kF32, float dequantized = 0.0f);
 
 }  // namespace qtc::testing
