@@ -4,15 +4,18 @@
 #        committed corpus, new inputs into build-asan/fuzz/grown_<target>, then merges (trims) the grown inputs
 #        into fuzz/corpus/<target> (-merge=1 keeps only inputs that add coverage). Crashes are written to
 #        build-asan/fuzz/findings_<target>/. Prints libFuzzer's final stats per target.
-#        Usage: scripts/fuzz_long.sh [SECONDS] [TARGET...]   (needs the `sanitize` preset built: it builds them)
+#        Usage: scripts/fuzz_long.sh [SECONDS] [TARGET...]   (builds them in the `sanitize` preset first unless
+#        SKIP_BUILD is set; NICE sets the niceness, default 19). Targets may run in parallel, one call each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-600}
 shift || true
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(fuzz_vector fuzz_ckpt_index fuzz_ckpt_shard)
-cmake --preset sanitize >/dev/null
-cmake --build build-asan -j"${JOBS:-2}" --target "${targets[@]}"
+if [ -z "${SKIP_BUILD:-}" ]; then
+  cmake --preset sanitize >/dev/null
+  cmake --build build-asan -j"${JOBS:-2}" --target "${targets[@]}"
+fi
 export ASAN_OPTIONS=detect_leaks=1
 for t in "${targets[@]}"; do
   grown=build-asan/fuzz/grown_$t
