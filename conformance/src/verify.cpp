@@ -1,7 +1,7 @@
 /// \file verify.cpp
 /// \brief `qtc verify`'s logic: the expected-output table of VECTORS.md, bitwise comparison, failure messages
 ///        that name the first mismatch with both values decoded and the quantization block's inputs.
-#include "verify.hpp"
+#include "qtc/verify.hpp"
 
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -15,6 +15,7 @@
 
 #include "qtc/codec.hpp"
 #include "qtc/error.hpp"
+#include "qtc/native_layout.hpp"
 #include "qtc/recipe.hpp"
 #include "qtc/untrusted.hpp"
 
@@ -31,7 +32,11 @@ struct Spec {
   PlaneKind plane = PlaneKind::kRowwise;
   Role role = Role::kData;
   Elem elem = Elem::kF32;
-  std::vector<int64_t> shape;  ///< the file's shape (VECTORS.md)
+  std::vector<int64_t> shape;  ///< the compact shape (VECTORS.md table)
+  /// Where the file's buffer keeps each value (layout te: padded / transposed / swizzled scales).
+  std::optional<ref::OutputLayout> layout;
+  std::vector<int64_t> file_shape;     ///< the shape the file's tensor has
+  std::vector<uint8_t> compact_bytes;  ///< the file's values in the compact order (empty: the file's bytes are)
 };
 
 int64_t cdiv(int64_t a, int64_t b) { return ceil_div_nonneg(a, b); }  // no overflow at 2^63 - 1
@@ -57,7 +62,7 @@ std::optional<Spec> spec_for(const std::string& name, const Recipe& r, int64_t M
     s.role = Role::kData;
     s.elem = nv ? Elem::kE2M1 : fp8_elem(r);
     s.shape = nv ? std::vector<int64_t>{M, cdiv(K, 2)} : std::vector<int64_t>{M, K};
-  } else if (name == "columnwise_data" && !ten) {
+  } else if (name == "columnwise_data") {  // FP8 tensor: x^T cast with the same scale, [K, M]
     s.role = Role::kData;
     s.elem = nv ? Elem::kE2M1 : fp8_elem(r);
     s.shape = nv ? std::vector<int64_t>{K, cdiv(M, 2)} : mx ? std::vector<int64_t>{M, K} : std::vector<int64_t>{K, M};
@@ -202,6 +207,9 @@ Region region_of(const Spec& s, const Recipe& r, int64_t a, int64_t b, int64_t M
 /// Compares expected and actual element grids; returns an empty string on equality, else the failure line.
 std::string compare(const Spec& s, const Grid& want, const Grid& got, const Recipe& r, const MatrixView& x) {
   const int64_t n = want.rows * want.cols;
+  // Equal bytes mean equal elements (a NaN equals itself); only a difference needs the element loop.
+  const int64_t nbytes = want.elem == Elem::kE2M1 ? (n + 1) / 2 : want.elem == Elem::kF32 ? 4 * n : n;
+  if (nbytes == 0 || std::memcmp(want.p, got.p, static_cast<size_t>(nbytes)) == 0) return {};
   int64_t bad = 0, first = -1;
   for (int64_t i = 0; i < n; ++i)
     if (!same(want.elem, want.at(i), got.at(i))) {
@@ -211,6 +219,10 @@ std::string compare(const Spec& s, const Grid& want, const Grid& got, const Reci
   if (bad == 0) return {};
   const int64_t a = first / want.cols, b = first % want.cols;
   std::string coord = s.shape.size() == 1 ? ::fmt::format("[{}]", first) : ::fmt::format("[{}, {}]", a, b);
+  if (s.layout && !s.layout->is_identity()) {  // name the element where the file holds it, then its compact place
+    const int64_t li = s.layout->layout_index(first);
+    coord = ref::OutputLayout::coords_text(ref::OutputLayout::coords(li, s.file_shape)) + " (compact " + coord + ")";
+  }
   std::string note;
   if (r.rht && s.plane == PlaneKind::kColumnwise && s.role != Role::kAmax) note = " (before the RHT)";
   if (r.kind == RecipeKind::kFP8Tensor && (s.role == Role::kData || s.role == Role::kDequant)) note = " (per-tensor scale)";
@@ -251,7 +263,7 @@ const std::vector<std::string>& expected_tensor_names() {
   return kNames;
 }
 
-FileResult verify_vector(const io::File& file, const std::string& source, QuantizeBackend& backend) {
+FileResult verify_vector(const io::File& file, const std::string& source, QuantizeBackend& backend, const VerifyOptions& opts) {
   FileResult res;
   res.path = source;
   res.backend = backend.name();
@@ -269,6 +281,14 @@ FileResult verify_vector(const io::File& file, const std::string& source, Quanti
       return error(e.what());
     }
     res.profile = std::string(profile_name(r.profile));
+    // Layout of the output buffers (VECTORS.md, Native layouts).
+    ref::LayoutOptions lo;
+    try {
+      lo = ref::layout_from_metadata(file.metadata);
+      ref::check_layout_applies(lo, r);
+    } catch (const Error& e) {
+      return error(e.what());
+    }
 
     // Input.
     const io::Tensor* xt = file.find("x");
@@ -294,17 +314,19 @@ FileResult verify_vector(const io::File& file, const std::string& source, Quanti
       std::string why;
       auto spec = spec_for(t.name, r, M, K, why);
       if (!spec) return error(why);
+      spec->layout = ref::OutputLayout::find(t.name, r, M, K, lo);
+      QTC_CHECK(spec->layout && spec->layout->compact_shape() == spec->shape, "tensor '", t.name,
+                "': native_layout.hpp and verify disagree on the compact shape");
       // A 0-d tensor stands for a [1] one (torch.save of a scalar amax).
-      const bool scalar_ok = t.shape.empty() && spec->shape == std::vector<int64_t>{1};
-      if (t.shape != spec->shape && !scalar_ok)
-        return error(::fmt::format("tensor {} has shape {}, expected {} for x of shape [{}, {}] (recipe {})", printable_name(t.name),
-                                 shape_text(t.shape), shape_text(spec->shape), M, K, recipe_kind_name(r.kind)));
+      if (!spec->layout->accepts_shape(t.shape)) return error(spec->layout->shape_error(t.shape));
       const bool want_f32 = spec->elem == Elem::kF32;
       if (want_f32 ? t.dtype != "F32" : !t.is_byte_tensor())
         return error(::fmt::format("tensor {} has dtype {}, expected {}", printable_name(t.name), t.dtype,
                                  want_f32 ? "F32" : "a byte type (U8, F8_E4M3, F8_E5M2, F8_E8M0)"));
       (spec->plane == PlaneKind::kRowwise ? need_row : need_col) = true;
-      expected.emplace_back(*spec, &t);
+      spec->file_shape = t.shape;
+      if (!spec->layout->is_identity()) spec->compact_bytes = spec->layout->to_compact(t.bytes);
+      expected.emplace_back(std::move(*spec), &t);
     }
     if (expected.empty()) return error("no expected output (the file holds only the input; VECTORS.md, Tensors)");
     std::sort(expected.begin(), expected.end(), [](const auto& a, const auto& b) {
@@ -372,7 +394,15 @@ FileResult verify_vector(const io::File& file, const std::string& source, Quanti
         fails.push_back(::fmt::format("{}: backend {} produced no {} plane", s.name, backend.name(), pname));
         continue;
       }
-      Grid want{t->bytes.data(), s.elem, s.shape[0], s.shape.size() > 1 ? s.shape[1] : 1};
+      if (opts.strict_padding)
+        if (const auto pad = s.layout->nonzero_padding(t->bytes, s.file_shape)) {
+          uint32_t v = 0;
+          std::memcpy(&v, pad->first_bytes.data(), std::min<size_t>(pad->first_bytes.size(), 4));
+          fails.push_back(::fmt::format("{}: padding not zero (--strict-padding): {} of {} padding elements non-zero; first at {}: {}",
+                                        s.name, pad->nonzero, pad->total, ref::OutputLayout::coords_text(pad->first),
+                                        s.elem == Elem::kF32 ? show(Elem::kF32, v) : ::fmt::format("0x{:02x}", v)));
+        }
+      Grid want{s.layout->is_identity() ? t->bytes.data() : s.compact_bytes.data(), s.elem, s.shape[0], s.shape.size() > 1 ? s.shape[1] : 1};
       if (s.elem == Elem::kE2M1) want.cols *= 2;
       std::vector<uint8_t> got_bytes;  // owns the actual values where they are not in q
       Grid got = want;
@@ -457,12 +487,13 @@ FileResult verify_vector(const io::File& file, const std::string& source, Quanti
   }
 }
 
-FileResult verify_file(const std::filesystem::path& path, QuantizeBackend& backend) {
+FileResult verify_file(const std::filesystem::path& path, QuantizeBackend& backend, const VerifyOptions& opts) {
   QuantizeBackend* b = &backend;
-  return verify_file(path, std::vector<QuantizeBackend*>{b}).front();
+  return verify_file(path, std::vector<QuantizeBackend*>{b}, opts).front();
 }
 
-std::vector<FileResult> verify_file(const std::filesystem::path& path, const std::vector<QuantizeBackend*>& backends) {
+std::vector<FileResult> verify_file(const std::filesystem::path& path, const std::vector<QuantizeBackend*>& backends,
+                                    const VerifyOptions& opts) {
   io::File f;
   try {
     f = io::read_file(path);
@@ -477,7 +508,7 @@ std::vector<FileResult> verify_file(const std::filesystem::path& path, const std
     return {r};
   }
   std::vector<FileResult> out;
-  for (QuantizeBackend* b : backends) out.push_back(verify_vector(f, path.string(), *b));
+  for (QuantizeBackend* b : backends) out.push_back(verify_vector(f, path.string(), *b, opts));
   return out;
 }
 
@@ -579,14 +610,6 @@ std::vector<std::filesystem::path> collect_vector_files(const std::vector<std::s
     std::sort(found.begin(), found.end());
     out.insert(out.end(), found.begin(), found.end());
   }
-  return out;
-}
-
-std::vector<std::unique_ptr<QuantizeBackend>> make_backends(const std::string& which) {
-  std::vector<std::unique_ptr<QuantizeBackend>> out;
-  if (which == "cpu" || which == "all") out.push_back(make_cpu_backend());
-  if (which == "cuda" || which == "all") out.push_back(make_cuda_backend());
-  QTC_CHECK(!out.empty(), "unknown backend '", which, "' (expected cpu, cuda or all)");
   return out;
 }
 

@@ -264,7 +264,8 @@ Recipe Recipe::from_metadata(const std::map<std::string, std::string>& md) {
       {RecipeKind::kMXFP8, {"fp8_dtype", "scale_rule", "rounding", "tile"}},
       {RecipeKind::kFP8Block, {"tile", "pow2_scales", "eps", "fp8_dtype"}},
       {RecipeKind::kFP8Tensor, {"pow2_scales", "eps", "fp8_dtype"}}};
-  static const std::vector<std::string> kCommon = {"qtc.schema", "recipe", "source", "profile", "rowwise", "columnwise"};
+  static const std::vector<std::string> kCommon = {"qtc.schema", "recipe", "source", "profile", "rowwise", "columnwise",
+                                                     "layout", "swizzled"};  // layout keys: native_layout.hpp
   for (const auto& [key, value] : md) {
     bool known = std::find(kCommon.begin(), kCommon.end(), key) != kCommon.end();
     const auto& ks = kKeys.at(r.kind);

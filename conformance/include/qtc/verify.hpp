@@ -32,20 +32,26 @@ struct FileResult {
 /// The expected-output tensor names of VECTORS.md, in the order they are checked.
 const std::vector<std::string>& expected_tensor_names();
 
+/// How strictly a vector is checked.
+struct VerifyOptions {
+  /// Under layout=te, padding entries must be zero (a non-zero one is a failure naming the tensor and its
+  /// coordinates); by default they are not compared (TE's quantize kernels never write them).
+  bool strict_padding = false;
+};
+
 /// Verifies an in-memory vector. `source` names it in messages. Never throws: every problem is a verdict.
-FileResult verify_vector(const io::File& file, const std::string& source, QuantizeBackend& backend);
+/// The metadata keys `layout` / `swizzled` say how the output buffers are laid out (native_layout.hpp).
+FileResult verify_vector(const io::File& file, const std::string& source, QuantizeBackend& backend, const VerifyOptions& opts = {});
 /// Reads and verifies a file.
-FileResult verify_file(const std::filesystem::path& path, QuantizeBackend& backend);
+FileResult verify_file(const std::filesystem::path& path, QuantizeBackend& backend, const VerifyOptions& opts = {});
 /// Verifies a file with several backends (read once); an unreadable file gives one error result.
-std::vector<FileResult> verify_file(const std::filesystem::path& path, const std::vector<QuantizeBackend*>& backends);
+std::vector<FileResult> verify_file(const std::filesystem::path& path, const std::vector<QuantizeBackend*>& backends,
+                                    const VerifyOptions& opts = {});
 
 /// Expands files and directories (recursively: every *.safetensors below, sorted) into files. A path that
 /// does not exist, or a directory without any vector, gives an error result in `problems`.
 std::vector<std::filesystem::path> collect_vector_files(const std::vector<std::string>& paths,
                                                         std::vector<FileResult>& problems);
-
-/// Backends by name: "cpu", "cuda" or "all" (cpu then cuda). Throws qtc::Error for another name.
-std::vector<std::unique_ptr<QuantizeBackend>> make_backends(const std::string& which);
 
 /// Counts of verdicts, the closing line and the exit code of `qtc verify`.
 struct Summary {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "qtc/backend.hpp"
+#include "qtc/safetensors.hpp"
 
 namespace qtc::conformance {
 
@@ -39,6 +40,8 @@ struct VectorIdentity {
 /// Verifies the vector at `path` once per candidate profile (its own recipe with the metadata keys `profile`, and
 /// for MXFP8 `scale_rule`, replaced) on `cpu`.
 VectorIdentity identify_vector(const std::filesystem::path& path, QuantizeBackend& cpu);
+/// The same for a vector held in memory; `source` names it (VectorIdentity::path).
+VectorIdentity identify_vector(const io::File& file, const std::string& source, QuantizeBackend& cpu);
 
 /// "te, te_pyref" (or "-" when empty).
 std::string join_labels(const std::vector<std::string>& v);
