@@ -65,6 +65,90 @@ HWY_INLINE void PackCodes16(const DI di, const VI* c, uint8_t* out) {
 #endif
 }
 
+#if HWY_TARGET != HWY_SCALAR
+/// nvfp4_scale_byte of N lanes; senc6 = S_enc * RN(1/6).
+HWY_INLINE VI ScaleByteV(VF bamax, float senc6, bool pyref) {
+  const DF df;
+  const DI di;
+  const VF v = hn::Mul(bamax, hn::Set(df, senc6));
+  const auto nan = hn::IsNaN(v);
+  VI sf = EncodeE4M3(hn::IfThenElse(nan, hn::Set(df, FLT_MAX), hn::Min(v, hn::Set(df, FLT_MAX))));
+  if (pyref) sf = hn::IfThenElse(hn::RebindMask(di, nan), hn::Set(di, 0x7F), sf);
+  return sf;
+}
+/// nvfp4_encode_factor of N lanes (dsf: decode_e4m3(sf)).
+HWY_INLINE VF EncodeFactorV(VF dsf, float s_dec) {
+  const DF df;
+  const VF v = hn::Div(hn::Set(df, 1.0f), hn::Mul(dsf, hn::Set(df, s_dec)));
+  return hn::IfThenElse(hn::IsNaN(v), v, hn::Min(v, hn::Set(df, FLT_MAX)));
+}
+/// encode_e4m3(std::fmin(v, 448)) of N lanes.
+HWY_INLINE VI E4M3Fmin448(VF v) {
+  const DF df;
+  return EncodeE4M3(hn::IfThenElse(hn::IsNaN(v), hn::Set(df, 448.0f), hn::Min(v, hn::Set(df, 448.0f))));
+}
+
+/// Eight consecutive 1x16 blocks of one row (x: 128 floats), one block per lane (N == 8): the elements are
+/// transposed in registers so that the per-block reductions (amax, 4over6 errors in the scalar order) and the
+/// per-block scale rules run on vectors. tile_amax8 (if given): the 8 blocks' amax. idx: SR index of element 0.
+HWY_INLINE void RowBlocks8(const Nv& nv, const float* x, const GlobalScale& g, const float* tile_amax8, uint8_t* data,
+                           uint8_t* scales, uint32_t plane, uint64_t idx) {
+  const DF df;
+  const DI di;
+  VF e[16];
+  for (int l = 0; l < 8; ++l) {
+    e[l] = hn::LoadU(df, x + l * 16);
+    e[8 + l] = hn::LoadU(df, x + l * 16 + 8);
+  }
+  Transpose8x8(df, e);
+  Transpose8x8(df, e + 8);  // e[k] lane l = x[16 l + k]
+  VF bam;
+  if (tile_amax8 != nullptr) {
+    bam = hn::LoadU(df, tile_amax8);
+  } else {
+    AmaxAcc a;
+    for (int k = 0; k < 16; ++k) a.add(e[k]);
+    bam = a.lanes(nv.pyref);
+  }
+  VI c[16];
+  VI sf;
+  if (nv.f46) {
+    const VF base = hn::Mul(hn::Div(bam, hn::Set(df, 6.0f)), hn::Set(df, g.s_enc));
+    const VI sf4 = E4M3Fmin448(hn::Mul(base, hn::Set(df, 1.5f)));
+    const VI sf6 = E4M3Fmin448(base);
+    const VF d4 = hn::GatherIndex(df, kE4M3Table.data(), sf4), d6 = hn::GatherIndex(df, kE4M3Table.data(), sf6);
+    const VF enc4 = EncodeFactorV(d4, g.s_dec), enc6 = EncodeFactorV(d6, g.s_dec);
+    const VF am = hn::Set(df, g.amax);
+    VF e4 = hn::Zero(df), e6 = hn::Zero(df);
+    VI q6[16];
+    for (int k = 0; k < 16; ++k) {
+      c[k] = NvCode(nv, hn::Mul(e[k], enc4), nullptr);
+      q6[k] = NvCode(nv, hn::Mul(e[k], enc6), nullptr);
+      e4 = hn::Add(e4, NvErr(nv, e[k], c[k], d4, am));
+      e6 = hn::Add(e6, NvErr(nv, e[k], q6[k], d6, am));
+    }
+    const auto four = hn::RebindMask(di, hn::Lt(e4, e6));
+    sf = hn::IfThenElse(four, sf4, sf6);
+    for (int k = 0; k < 16; ++k) c[k] = hn::IfThenElse(four, c[k], q6[k]);
+  } else {
+    sf = ScaleByteV(bam, g.s_enc * kInv6, nv.pyref);
+    const VF enc = EncodeFactorV(hn::GatherIndex(df, kE4M3Table.data(), sf), g.s_dec);
+    alignas(32) uint8_t rb[8][16], rbt[16][8];
+    if (nv.sr) {
+      for (int l = 0; l < 8; ++l) sr_block_bytes(nv.seed, plane, idx + 16 * static_cast<uint64_t>(l), rb[l]);
+      for (int k = 0; k < 16; ++k)
+        for (int l = 0; l < 8; ++l) rbt[k][l] = rb[l][k];
+    }
+    for (int k = 0; k < 16; ++k) c[k] = NvCode(nv, hn::Mul(e[k], enc), rbt[k]);
+  }
+  VI pk[8];
+  for (int t = 0; t < 8; ++t) pk[t] = hn::Or(c[2 * t], hn::ShiftLeft<4>(c[2 * t + 1]));
+  Transpose8x8(di, pk);  // pk[l] lane t = byte t of block l
+  for (int l = 0; l < 8; ++l) StoreBytes(pk[l], data + 8 * l);
+  StoreBytes(sf, scales);
+}
+#endif
+
 /// quantize_rows_1d: n rows of `len` (row-major src), 1x16 blocks. gs[i] (gs_per_row) or gs[0] is each row's
 /// global scale; tile_amax (if given) replaces each block's amax by its 16x16 tile's (blocks b of every row);
 /// stochastic rounding keys block (i, b) by index idx0 + i * idx_stride + 16 b of `plane`.
@@ -79,7 +163,14 @@ void RowBlocks(const Nv& nv, const float* src, int64_t n, int64_t len, const Glo
   for (int64_t i = 0; i < n; ++i) {
     const GlobalScale& g = gs[gs_per_row ? i : 0];
     const float* row = src + i * len;
-    for (int64_t b = 0; b < blocks; ++b) {
+    int64_t b = 0;
+#if HWY_TARGET != HWY_SCALAR
+    if (N == 8)
+      for (; b + 8 <= blocks; b += 8)
+        RowBlocks8(nv, row + b * 16, g, tile_amax != nullptr ? tile_amax + b : nullptr, data + i * (len / 2) + b * 8,
+                   scales + i * blocks + b, plane, idx0 + static_cast<uint64_t>(i) * idx_stride + static_cast<uint64_t>(b) * 16);
+#endif
+    for (; b < blocks; ++b) {
       const float* x = row + b * 16;
       float bamax;
       if (tile_amax != nullptr) {
