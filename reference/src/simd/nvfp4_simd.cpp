@@ -152,7 +152,7 @@ HWY_INLINE void RowBlocks8(const Nv& nv, const float* x, const GlobalScale& g, c
 /// quantize_rows_1d: n rows of `len` (row-major src), 1x16 blocks. gs[i] (gs_per_row) or gs[0] is each row's
 /// global scale; tile_amax (if given) replaces each block's amax by its 16x16 tile's (blocks b of every row);
 /// stochastic rounding keys block (i, b) by index idx0 + i * idx_stride + 16 b of `plane`.
-void RowBlocks(const Nv& nv, const float* src, int64_t n, int64_t len, const GlobalScale* gs, bool gs_per_row,
+void RowBlocks(const Nv& nv, const float* src, int64_t ld, int64_t n, int64_t len, const GlobalScale* gs, bool gs_per_row,
                const float* tile_amax, uint8_t* data, uint8_t* scales, uint32_t plane, uint64_t idx0, uint64_t idx_stride) {
   const DF df;
   const DI di;
@@ -162,7 +162,7 @@ void RowBlocks(const Nv& nv, const float* src, int64_t n, int64_t len, const Glo
   VI c4[16], c6[16];
   for (int64_t i = 0; i < n; ++i) {
     const GlobalScale& g = gs[gs_per_row ? i : 0];
-    const float* row = src + i * len;
+    const float* row = src + i * ld;
     int64_t b = 0;
 #if HWY_TARGET != HWY_SCALAR
     if (N == 8)
@@ -219,7 +219,7 @@ void RowBlocks(const Nv& nv, const float* src, int64_t n, int64_t len, const Glo
 /// columns): column j's block goes to row j of the (K, M) plane. gcol[j] (per_col) or gcol[0] is each column's
 /// global scale; tile_amax (if given) is the amax of each 16x16 tile (columns 16t .. 16t + 15).
 /// The packed bytes go to tmp (8 rows of K: byte p of every column); FlushCols writes them into the plane.
-void ColBlocks(const Nv& nv, const float* strip, int64_t K, const GlobalScale* gcol, bool per_col, const float* tile_amax,
+void ColBlocks(const Nv& nv, const float* strip, int64_t K, int64_t SK, int64_t TK, const GlobalScale* gcol, bool per_col, const float* tile_amax,
                Plane& colp, int64_t gi, int64_t M, uint8_t* tmp) {
   const DF df;
   const DI di;
@@ -233,10 +233,18 @@ void ColBlocks(const Nv& nv, const float* strip, int64_t K, const GlobalScale* g
       for (int64_t l = 0; l < N; ++l) bam[l] = tile_amax[(j0 + l) / 16];
     } else {
       AmaxAcc a;
-      for (int r = 0; r < 16; ++r) a.add(hn::LoadU(df, strip + r * K + j0));
+      for (int r = 0; r < 16; ++r) a.add(hn::LoadU(df, strip + r * SK + j0));
       hn::StoreU(a.lanes(nv.pyref), df, bam);
     }
     if (!nv.f46) {
+#if HWY_TARGET != HWY_SCALAR
+      if (N == 8 && !per_col) {  // one global scale: the per-block rules on vectors
+        const VI sfv = ScaleByteV(hn::LoadU(df, bam), gcol[0].s_enc * kInv6, nv.pyref);
+        hn::StoreU(EncodeFactorV(hn::GatherIndex(df, kE4M3Table.data(), sfv), gcol[0].s_dec), df, encl);
+        StoreBytes(sfv, sfl);
+        for (int64_t l = 0; l < N; ++l) colp.scale.bytes[static_cast<size_t>((j0 + l) * mb + gi)] = sfl[l];
+      } else
+#endif
       for (int64_t l = 0; l < N; ++l) {
         const GlobalScale& g = gcol[per_col ? j0 + l : 0];
         sfl[l] = nvfp4_scale_byte(bam[l], g, nv.pyref);
@@ -250,9 +258,9 @@ void ColBlocks(const Nv& nv, const float* strip, int64_t K, const GlobalScale* g
       }
       const VF enc = hn::LoadU(df, encl);
       for (int r = 0; r < 16; r += 2) {
-        const VI lo = NvCode(nv, hn::Mul(hn::LoadU(df, strip + r * K + j0), enc), rbt[r]);
-        const VI hi = NvCode(nv, hn::Mul(hn::LoadU(df, strip + (r + 1) * K + j0), enc), rbt[r + 1]);
-        StoreBytes(hn::Or(lo, hn::ShiftLeft<4>(hi)), tmp + (r / 2) * K + j0);
+        const VI lo = NvCode(nv, hn::Mul(hn::LoadU(df, strip + r * SK + j0), enc), rbt[r]);
+        const VI hi = NvCode(nv, hn::Mul(hn::LoadU(df, strip + (r + 1) * SK + j0), enc), rbt[r + 1]);
+        StoreBytes(hn::Or(lo, hn::ShiftLeft<4>(hi)), tmp + (r / 2) * TK + j0);
       }
     } else {
       for (int64_t l = 0; l < N; ++l) {
@@ -272,7 +280,7 @@ void ColBlocks(const Nv& nv, const float* strip, int64_t K, const GlobalScale* g
       VF e4 = hn::Zero(df), e6 = hn::Zero(df);
       VI q4[16], q6[16];
       for (int r = 0; r < 16; ++r) {
-        const VF xv = hn::LoadU(df, strip + r * K + j0);
+        const VF xv = hn::LoadU(df, strip + r * SK + j0);
         q4[r] = NvCode(nv, hn::Mul(xv, enc4), nullptr);
         q6[r] = NvCode(nv, hn::Mul(xv, enc6), nullptr);
         e4 = hn::Add(e4, NvErr(nv, xv, q4[r], d4, am));
@@ -286,7 +294,7 @@ void ColBlocks(const Nv& nv, const float* strip, int64_t K, const GlobalScale* g
       for (int r = 0; r < 16; r += 2) {
         const VI lo = hn::IfThenElse(four, q4[r], q6[r]);
         const VI hi = hn::IfThenElse(four, q4[r + 1], q6[r + 1]);
-        StoreBytes(hn::Or(lo, hn::ShiftLeft<4>(hi)), tmp + (r / 2) * K + j0);
+        StoreBytes(hn::Or(lo, hn::ShiftLeft<4>(hi)), tmp + (r / 2) * TK + j0);
       }
     }
   }
@@ -294,18 +302,18 @@ void ColBlocks(const Nv& nv, const float* strip, int64_t K, const GlobalScale* g
 
 /// The packed columnwise bytes of `strips` consecutive strips from gi0 (tmp: 8 * strips rows of K, as ColBlocks
 /// wrote them) -> plane rows j, bytes 8 gi0 .. 8 (gi0 + strips): one run of up to 64 bytes per plane row.
-void FlushCols(const uint8_t* tmp, int64_t strips, int64_t K, Plane& colp, int64_t gi0, int64_t M) {
+void FlushCols(const uint8_t* tmp, int64_t strips, int64_t K, int64_t TK, Plane& colp, int64_t gi0, int64_t M) {
   uint8_t* out = colp.data.data() + gi0 * 8;
   const int64_t stride = M / 2, n = 8 * strips;
   for (int64_t j = 0; j < K; ++j) {
     uint8_t* o = out + j * stride;
-    for (int64_t p = 0; p < n; ++p) o[p] = tmp[p * K + j];
+    for (int64_t p = 0; p < n; ++p) o[p] = tmp[p * TK + j];
   }
 }
 
 /// 16x16 4over6 (quantize_2d with fourover6): one choice per tile from its error summed per row, then
 /// pairwise over rows; both planes share the tile's scale and codes.
-void Tiles4over6(const Nv& nv, const float* strip, int64_t K, const GlobalScale& g, int64_t gi, int64_t M, Plane* rowp,
+void Tiles4over6(const Nv& nv, const float* strip, int64_t K, int64_t SK, const GlobalScale& g, int64_t gi, int64_t M, Plane* rowp,
                  Plane* colp) {
   const DF df;
   const DI di;
@@ -316,7 +324,7 @@ void Tiles4over6(const Nv& nv, const float* strip, int64_t K, const GlobalScale&
   for (int64_t c = 0; c < kb; ++c) {
     AmaxAcc a;
     for (int r = 0; r < 16; ++r)
-      for (int64_t k = 0; k < 16; k += N) a.add(hn::LoadU(df, strip + r * K + c * 16 + k));
+      for (int64_t k = 0; k < 16; k += N) a.add(hn::LoadU(df, strip + r * SK + c * 16 + k));
     const float bamax = a.reduce(nv.pyref);
     Candidate k6{};
     const Candidate k4 = nvfp4_candidates(bamax, g, k6);
@@ -324,7 +332,7 @@ void Tiles4over6(const Nv& nv, const float* strip, int64_t K, const GlobalScale&
     const VF d4 = hn::Set(df, decode_e4m3(k4.sf)), d6 = hn::Set(df, decode_e4m3(k6.sf)), am = hn::Set(df, g.amax);
     for (int r = 0; r < 16; ++r)
       for (int64_t k = 0; k < 16; k += N) {
-        const VF xv = hn::LoadU(df, strip + r * K + c * 16 + k);
+        const VF xv = hn::LoadU(df, strip + r * SK + c * 16 + k);
         const VI a4 = NvCode(nv, hn::Mul(xv, enc4), nullptr);
         const VI a6 = NvCode(nv, hn::Mul(xv, enc6), nullptr);
         hn::StoreU(a4, di, &q4[r][k]);
@@ -486,46 +494,48 @@ QuantizedTensor QuantizeNvfp4(const MatrixView& x, const Recipe& r, const float*
   detail::parallel_for(detail::ceil_div(strips, kGroup), [&](int64_t g0, int64_t g1) {
     const DF df;
     const int64_t N = NF();
-    std::vector<float> strip(static_cast<size_t>(16 * K)), tile_amax(static_cast<size_t>(kb));
-    std::vector<uint8_t> tmp(static_cast<size_t>(kGroup * 8 * K));
+    // Row strides padded off powers of two: 16 rows read column by column must not share one cache set.
+    const int64_t SK = K + 16, TK = K + 64;
+    std::vector<float> strip(static_cast<size_t>(16 * SK)), tile_amax(static_cast<size_t>(kb));
+    std::vector<uint8_t> tmp(static_cast<size_t>(kGroup * 8 * TK));
     for (int64_t grp = g0; grp < g1; ++grp) {
       const int64_t s0 = grp * kGroup, s1 = std::min(strips, s0 + kGroup);
       bool cols_in_tmp = false;
       for (int64_t gi = s0; gi < s1; ++gi) {
-        uint8_t* t = tmp.data() + (gi - s0) * 8 * K;
-        LoadRows(x, gi * 16, 16, strip.data());
+        uint8_t* t = tmp.data() + (gi - s0) * 8 * TK;
+        for (int rr = 0; rr < 16; ++rr) LoadRows(x, gi * 16 + rr, 1, strip.data() + rr * SK);
         if (r.tile_2d) {
           if (r.fourover6 && !r.stochastic) {
-            Tiles4over6(nv, strip.data(), K, g_row, gi, M, q.rowwise ? &*q.rowwise : nullptr, q.columnwise ? &*q.columnwise : nullptr);
+            Tiles4over6(nv, strip.data(), K, SK, g_row, gi, M, q.rowwise ? &*q.rowwise : nullptr, q.columnwise ? &*q.columnwise : nullptr);
             continue;
           }
           for (int64_t c = 0; c < kb; ++c) {
             AmaxAcc a;
             for (int rr = 0; rr < 16; ++rr)
-              for (int64_t k = 0; k < 16; k += N) a.add(hn::LoadU(df, strip.data() + rr * K + c * 16 + k));
+              for (int64_t k = 0; k < 16; k += N) a.add(hn::LoadU(df, strip.data() + rr * SK + c * 16 + k));
             tile_amax[static_cast<size_t>(c)] = a.reduce(propagate);
           }
           if (r.rowwise)
-            RowBlocks(nv, strip.data(), 16, K, &g_row, false, tile_amax.data(), q.rowwise->data.data() + gi * 16 * (K / 2),
+            RowBlocks(nv, strip.data(), SK, 16, K, &g_row, false, tile_amax.data(), q.rowwise->data.data() + gi * 16 * (K / 2),
                       q.rowwise->scale.bytes.data() + gi * 16 * kb, 0, static_cast<uint64_t>(gi * 16 * K), static_cast<uint64_t>(K));
           if (r.columnwise) {
-            ColBlocks(nv, strip.data(), K, &g_col, false, tile_amax.data(), *q.columnwise, gi, M, t);
+            ColBlocks(nv, strip.data(), K, SK, TK, &g_col, false, tile_amax.data(), *q.columnwise, gi, M, t);
             cols_in_tmp = true;
           }
           continue;
         }
         if (r.rowwise) {
           const GlobalScale* gs = r.row_scaled ? row_scales.data() + gi * 16 : &g_row;
-          RowBlocks(nv, strip.data(), 16, K, gs, r.row_scaled, nullptr, q.rowwise->data.data() + gi * 16 * (K / 2),
+          RowBlocks(nv, strip.data(), SK, 16, K, gs, r.row_scaled, nullptr, q.rowwise->data.data() + gi * 16 * (K / 2),
                     q.rowwise->scale.bytes.data() + gi * 16 * kb, 0, static_cast<uint64_t>(gi * 16 * K), static_cast<uint64_t>(K));
         }
         if (r.columnwise && !r.rht) {
           const GlobalScale* gc = r.row_scaled ? col_scales.data() : &g_col;
-          ColBlocks(nv, strip.data(), K, gc, r.row_scaled, nullptr, *q.columnwise, gi, M, t);
+          ColBlocks(nv, strip.data(), K, SK, TK, gc, r.row_scaled, nullptr, *q.columnwise, gi, M, t);
           cols_in_tmp = true;
         }
       }
-      if (cols_in_tmp) FlushCols(tmp.data(), s1 - s0, K, *q.columnwise, s0, M);
+      if (cols_in_tmp) FlushCols(tmp.data(), s1 - s0, K, TK, *q.columnwise, s0, M);
     }
   });
 
@@ -537,7 +547,7 @@ QuantizedTensor QuantizeNvfp4(const MatrixView& x, const Recipe& r, const float*
       for (int64_t c = b; c < e; ++c) {
         const int64_t k0 = c * rows_per_chunk, n = std::min(rows_per_chunk, K - k0);
         LoadRows(rht_y.view(), k0, n, buf.data());
-        RowBlocks(nv, buf.data(), n, M, &g_col, false, nullptr, q.columnwise->data.data() + k0 * (M / 2),
+        RowBlocks(nv, buf.data(), M, n, M, &g_col, false, nullptr, q.columnwise->data.data() + k0 * (M / 2),
                   q.columnwise->scale.bytes.data() + k0 * (M / 16), 1, static_cast<uint64_t>(k0 * M), static_cast<uint64_t>(M));
       }
     });
@@ -576,16 +586,17 @@ HostMatrix RhtTransform(const MatrixView& x, uint16_t sign_mask) {
   uint16_t* out = y.as<uint16_t>();
   const int64_t K = x.cols, M = x.rows;
   detail::parallel_for(M / 16, [&](int64_t b, int64_t e) {
-    std::vector<float> buf(static_cast<size_t>(16 * K));
+    const int64_t SK = K + 16;  // padded row stride: the 16 rows are read column by column
+    std::vector<float> buf(static_cast<size_t>(16 * SK));
     alignas(64) double acc_out[16];
     for (int64_t g = b; g < e; ++g) {
-      LoadRows(x, g * 16, 16, buf.data());
+      for (int rr = 0; rr < 16; ++rr) LoadRows(x, g * 16 + rr, 1, buf.data() + rr * SK);
       for (int64_t k = 0; k < K; ++k) {
         // acc[c] = sum over r (in order) of x[r][k] * t[r][c]: exact products, the scalar order of additions.
         for (int64_t c0 = 0; c0 < 16; c0 += 4 * L) {
           auto a0 = hn::Zero(dd), a1 = hn::Zero(dd), a2 = hn::Zero(dd), a3 = hn::Zero(dd);
           for (int rr = 0; rr < 16; ++rr) {
-            const auto xv = hn::Set(dd, static_cast<double>(buf[static_cast<size_t>(rr * K + k)]));
+            const auto xv = hn::Set(dd, static_cast<double>(buf[static_cast<size_t>(rr * SK + k)]));
             a0 = hn::Add(a0, hn::Mul(xv, hn::Load(dd, &t[rr][c0])));
             a1 = hn::Add(a1, hn::Mul(xv, hn::Load(dd, &t[rr][c0 + L])));
             a2 = hn::Add(a2, hn::Mul(xv, hn::Load(dd, &t[rr][c0 + 2 * L])));
