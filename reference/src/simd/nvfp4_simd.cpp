@@ -303,12 +303,7 @@ void ColBlocks(const Nv& nv, const float* strip, int64_t K, int64_t SK, int64_t 
 /// The packed columnwise bytes of `strips` consecutive strips from gi0 (tmp: 8 * strips rows of K, as ColBlocks
 /// wrote them) -> plane rows j, bytes 8 gi0 .. 8 (gi0 + strips): one run of up to 64 bytes per plane row.
 void FlushCols(const uint8_t* tmp, int64_t strips, int64_t K, int64_t TK, Plane& colp, int64_t gi0, int64_t M) {
-  uint8_t* out = colp.data.data() + gi0 * 8;
-  const int64_t stride = M / 2, n = 8 * strips;
-  for (int64_t j = 0; j < K; ++j) {
-    uint8_t* o = out + j * stride;
-    for (int64_t p = 0; p < n; ++p) o[p] = tmp[p * TK + j];
-  }
+  TransposeBytes(tmp, TK, 8 * strips, K, colp.data.data() + gi0 * 8, M / 2);
 }
 
 /// 16x16 4over6 (quantize_2d with fourover6): one choice per tile from its error summed per row, then
