@@ -24,7 +24,8 @@
 
 #include "cases.hpp"
 #include "qtc/codec.hpp"
-#include "verify.hpp"
+#include "backends.hpp"
+#include "qtc/verify.hpp"
 
 namespace {
 

@@ -74,6 +74,7 @@ void load_rows(const MatrixView& x, int64_t r0, int64_t count, float* out) {
 float amax(const MatrixView& x, bool propagate_nan) {
   if (simd::enabled_any()) return simd::amax(x, propagate_nan);
   const int64_t kStrip = 64;
+  if (x.rows == 0 || x.cols == 0) return 0.0f;  // no element (and no per-strip buffer for a [2^40, 0] tensor)
   std::vector<float> partial(static_cast<size_t>(std::max<int64_t>(detail::ceil_div(x.rows, kStrip), 1)), 0.0f);
   detail::for_each_row_strip(x, kStrip, [&](int64_t g, int64_t, int64_t n, const float* s) {
     float acc = 0.0f;
@@ -180,6 +181,7 @@ HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
   const int64_t M = q.rows, K = q.cols;
   const bool col = pk == PlaneKind::kColumnwise;
   HostMatrix y(out, M, K);
+  if (M == 0 || K == 0) return y;  // nothing to decode, however long the other extent
   // Plane rows are decoded in groups of kGroup into a float buffer, then stored at rows a (rowwise) or
   // columns a (columnwise) of the output, rounded once to the output type. Grouping keeps the columnwise
   // stores contiguous: kGroup consecutive output elements per output row.
