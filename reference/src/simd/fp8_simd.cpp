@@ -306,6 +306,9 @@ QuantizedTensor QuantizeFp8Tensor(const MatrixView& x, const Recipe& r, const fl
   return q;
 }
 
+/// The instruction set of the copy that dynamic dispatch runs.
+const char* DispatchedTarget() { return hwy::TargetName(HWY_TARGET); }
+
 }  // namespace HWY_NAMESPACE
 }  // namespace qtc::ref::simd
 HWY_AFTER_NAMESPACE();
@@ -313,6 +316,8 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace qtc::ref::simd {
 HWY_EXPORT(Amax);
+HWY_EXPORT(DispatchedTarget);
+const char* dispatched_target() { return HWY_DYNAMIC_DISPATCH(DispatchedTarget)(); }
 HWY_EXPORT(QuantizeMxfp8);
 HWY_EXPORT(QuantizeFp8Block);
 HWY_EXPORT(QuantizeFp8Tensor);
