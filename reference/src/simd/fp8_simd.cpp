@@ -71,6 +71,7 @@ HWY_INLINE void TransposeStore(const uint8_t* tmp, int64_t n, int64_t K, uint8_t
 /// Strips of `strip_rows` rows as float, spread over the threads (detail::for_each_row_strip).
 template <typename Fn>
 void ForEachStrip(const MatrixView& x, int64_t strip_rows, Fn&& fn) {
+  if (x.rows == 0 || x.cols == 0) return;  // no element: an empty tensor costs no time, whatever its other extent
   detail::parallel_for(detail::ceil_div(x.rows, strip_rows), [&](int64_t b, int64_t e) {
     std::vector<float> strip(static_cast<size_t>(strip_rows * x.cols));
     for (int64_t g = b; g < e; ++g) {
@@ -82,6 +83,7 @@ void ForEachStrip(const MatrixView& x, int64_t strip_rows, Fn&& fn) {
 }
 
 float Amax(const MatrixView& x, bool propagate) {
+  if (x.rows == 0 || x.cols == 0) return 0.0f;
   const int64_t kStrip = 64;
   std::vector<float> partial(static_cast<size_t>(std::max<int64_t>(detail::ceil_div(x.rows, kStrip), 1)), 0.0f);
   ForEachStrip(x, kStrip, [&](int64_t g, int64_t, int64_t n, const float* s) {

@@ -377,6 +377,7 @@ std::vector<float> LineAmax(const MatrixView& x, bool per_column, bool propagate
   const int64_t N = NF();
   const int64_t M = x.rows, K = x.cols;
   std::vector<float> out(static_cast<size_t>(per_column ? K : M), 0.0f);
+  if (M == 0 || K == 0) return out;  // every line is empty: amax 0
   if (!per_column) {
     detail::parallel_for(M, [&](int64_t b, int64_t e) {
       std::vector<float> buf(static_cast<size_t>(K));
@@ -580,6 +581,7 @@ HostMatrix RhtTransform(const MatrixView& x, uint16_t sign_mask) {
     }
   uint16_t* out = y.as<uint16_t>();
   const int64_t K = x.cols, M = x.rows;
+  if (M == 0 || K == 0) return y;
   detail::parallel_for(M / 16, [&](int64_t b, int64_t e) {
     const int64_t SK = K + 16;  // padded row stride: the 16 rows are read column by column
     std::vector<float> buf(static_cast<size_t>(16 * SK));
