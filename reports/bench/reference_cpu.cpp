@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "qtc/bench_context.hpp"
+#include "qtc/cpu_path.hpp"
 #include "qtc/quantize.hpp"
 
 namespace {
@@ -254,6 +255,8 @@ int main(int argc, char** argv) {
   qtc::bench::add_bench_context();
   qtc::bench::add_context("qtc_suite", "reference_cpu");
   qtc::bench::add_context("shape", "4096x4096 bf16");
+  // The reference's path: the vectorized one on this instruction set, or scalar (QTC_SCALAR=1).
+  qtc::bench::add_context("cpu_path", qtc::ref::cpu_path() == qtc::ref::CpuPath::kScalar ? "scalar" : "simd " + qtc::ref::simd_target());
   (void)input();  // build the input before any benchmark so its allocation is not counted as extra
   benchmark::RegisterBenchmark("copy/bf16_4096x4096", bm_copy)->UseRealTime()->MeasureProcessCPUTime()->Unit(benchmark::kMillisecond);
   for (const Case& c : cases()) {

@@ -115,6 +115,7 @@ HostMatrix Dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
   const bool col = pk == PlaneKind::kColumnwise;
   const bool bf16 = out == DType::kBF16;
   HostMatrix y(out, M, K);
+  if (M == 0 || K == 0) return y;  // nothing to decode, however long the other extent
   uint8_t* yb = y.bytes.data();
   const DF df;
   const int64_t N = NF();

@@ -78,10 +78,7 @@ bool simd_supports_dequantize(const Recipe& r, DType out, std::string* why) {
   return true;
 }
 
-std::string simd_target() {
-  const auto targets = hwy::SupportedAndGeneratedTargets();
-  return targets.empty() ? std::string("none") : std::string(hwy::TargetName(targets.front()));
-}
+std::string simd_target() { return simd::dispatched_target(); }
 
 std::vector<std::string> simd_available_targets() {
   std::vector<std::string> out;

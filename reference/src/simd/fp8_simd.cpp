@@ -59,24 +59,19 @@ HWY_INLINE void ColumnAmax(const float* s, int64_t n, int64_t K, bool propagate,
   }
 }
 
-/// tmp (n rows of K bytes) -> out[j * ld + i] (the transposed plane rows j, columns i0 + i already in out).
+/// Row stride of the scratch tiles: K padded off powers of two (16 rows read together must not share a cache set).
+HWY_INLINE int64_t TmpStride(int64_t K) { return K + 64; }
+
+/// tmp (n rows of K bytes, stride TmpStride(K)) -> out[j * ld + i] (the transposed plane rows j, columns i0 + i
+/// already in out).
 HWY_INLINE void TransposeStore(const uint8_t* tmp, int64_t n, int64_t K, uint8_t* out, int64_t ld) {
-  constexpr int64_t kT = 16;
-  for (int64_t j0 = 0; j0 < K; j0 += kT) {
-    const int64_t j1 = std::min(K, j0 + kT);
-    for (int64_t i0 = 0; i0 < n; i0 += kT) {
-      const int64_t i1 = std::min(n, i0 + kT);
-      for (int64_t j = j0; j < j1; ++j) {
-        uint8_t* o = out + j * ld;
-        for (int64_t i = i0; i < i1; ++i) o[i] = tmp[i * K + j];
-      }
-    }
-  }
+  TransposeBytes(tmp, TmpStride(K), n, K, out, ld);
 }
 
 /// Strips of `strip_rows` rows as float, spread over the threads (detail::for_each_row_strip).
 template <typename Fn>
 void ForEachStrip(const MatrixView& x, int64_t strip_rows, Fn&& fn) {
+  if (x.rows == 0 || x.cols == 0) return;  // no element: an empty tensor costs no time, whatever its other extent
   detail::parallel_for(detail::ceil_div(x.rows, strip_rows), [&](int64_t b, int64_t e) {
     std::vector<float> strip(static_cast<size_t>(strip_rows * x.cols));
     for (int64_t g = b; g < e; ++g) {
@@ -88,6 +83,7 @@ void ForEachStrip(const MatrixView& x, int64_t strip_rows, Fn&& fn) {
 }
 
 float Amax(const MatrixView& x, bool propagate) {
+  if (x.rows == 0 || x.cols == 0) return 0.0f;
   const int64_t kStrip = 64;
   std::vector<float> partial(static_cast<size_t>(std::max<int64_t>(detail::ceil_div(x.rows, kStrip), 1)), 0.0f);
   ForEachStrip(x, kStrip, [&](int64_t g, int64_t, int64_t n, const float* s) {
@@ -215,13 +211,13 @@ void QuantizeFp8BlockT(const MatrixView& x, const Recipe& r, QuantizedTensor& q)
       }
       uint8_t* dst = nullptr;
       if (r.columnwise) {
-        tmp.resize(static_cast<size_t>(n * K));
+        tmp.resize(static_cast<size_t>(n * TmpStride(K)));
         dst = tmp.data();
       }
       for (int64_t i = 0; i < n; ++i) {
-        uint8_t* o = r.rowwise ? q.rowwise->data.data() + (i0 + i) * K : dst + i * K;
+        uint8_t* o = r.rowwise ? q.rowwise->data.data() + (i0 + i) * K : dst + i * TmpStride(K);
         EncodeSpanPerLane<kE5M2>(s + i * K, K, sc.data(), o);
-        if (r.rowwise && r.columnwise) std::copy_n(o, K, dst + i * K);
+        if (r.rowwise && r.columnwise) std::copy_n(o, K, dst + i * TmpStride(K));
       }
       if (r.columnwise) TransposeStore(tmp.data(), n, K, q.columnwise->data.data() + i0, M);
       return;
@@ -245,8 +241,8 @@ void QuantizeFp8BlockT(const MatrixView& x, const Recipe& r, QuantizedTensor& q)
         p.scale.set_f32(j, g, 1.0f / t);
         sc[static_cast<size_t>(j)] = t;
       }
-      tmp.resize(static_cast<size_t>(n * K));
-      for (int64_t i = 0; i < n; ++i) EncodeSpanPerLane<kE5M2>(s + i * K, K, sc.data(), tmp.data() + i * K);
+      tmp.resize(static_cast<size_t>(n * TmpStride(K)));
+      for (int64_t i = 0; i < n; ++i) EncodeSpanPerLane<kE5M2>(s + i * K, K, sc.data(), tmp.data() + i * TmpStride(K));
       TransposeStore(tmp.data(), n, K, p.data.data() + i0, M);
     }
   });
@@ -298,19 +294,22 @@ QuantizedTensor QuantizeFp8Tensor(const MatrixView& x, const Recipe& r, const fl
   if (r.columnwise) q.columnwise = make(K, M);
   const bool e5 = r.fp8 == Fp8Type::kE5M2;
   ForEachStrip(x, 64, [&](int64_t, int64_t i0, int64_t n, const float* s) {
-    std::vector<uint8_t> tmp(r.columnwise ? static_cast<size_t>(n * K) : 0);
+    std::vector<uint8_t> tmp(r.columnwise ? static_cast<size_t>(n * TmpStride(K)) : 0);
     for (int64_t i = 0; i < n; ++i) {
-      uint8_t* o = r.rowwise ? q.rowwise->data.data() + (i0 + i) * K : tmp.data() + i * K;
+      uint8_t* o = r.rowwise ? q.rowwise->data.data() + (i0 + i) * K : tmp.data() + i * TmpStride(K);
       if (e5)
         EncodeSpan<true>(s + i * K, K, scale, o);
       else
         EncodeSpan<false>(s + i * K, K, scale, o);
-      if (r.rowwise && r.columnwise) std::copy_n(o, K, tmp.data() + i * K);
+      if (r.rowwise && r.columnwise) std::copy_n(o, K, tmp.data() + i * TmpStride(K));
     }
     if (r.columnwise) TransposeStore(tmp.data(), n, K, q.columnwise->data.data() + i0, M);
   });
   return q;
 }
+
+/// The instruction set of the copy that dynamic dispatch runs.
+const char* DispatchedTarget() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace HWY_NAMESPACE
 }  // namespace qtc::ref::simd
@@ -319,6 +318,8 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace qtc::ref::simd {
 HWY_EXPORT(Amax);
+HWY_EXPORT(DispatchedTarget);
+const char* dispatched_target() { return HWY_DYNAMIC_DISPATCH(DispatchedTarget)(); }
 HWY_EXPORT(QuantizeMxfp8);
 HWY_EXPORT(QuantizeFp8Block);
 HWY_EXPORT(QuantizeFp8Tensor);

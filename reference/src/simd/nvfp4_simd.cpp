@@ -65,10 +65,94 @@ HWY_INLINE void PackCodes16(const DI di, const VI* c, uint8_t* out) {
 #endif
 }
 
+#if HWY_TARGET != HWY_SCALAR
+/// nvfp4_scale_byte of N lanes; senc6 = S_enc * RN(1/6).
+HWY_INLINE VI ScaleByteV(VF bamax, float senc6, bool pyref) {
+  const DF df;
+  const DI di;
+  const VF v = hn::Mul(bamax, hn::Set(df, senc6));
+  const auto nan = hn::IsNaN(v);
+  VI sf = EncodeE4M3(hn::IfThenElse(nan, hn::Set(df, FLT_MAX), hn::Min(v, hn::Set(df, FLT_MAX))));
+  if (pyref) sf = hn::IfThenElse(hn::RebindMask(di, nan), hn::Set(di, 0x7F), sf);
+  return sf;
+}
+/// nvfp4_encode_factor of N lanes (dsf: decode_e4m3(sf)).
+HWY_INLINE VF EncodeFactorV(VF dsf, float s_dec) {
+  const DF df;
+  const VF v = hn::Div(hn::Set(df, 1.0f), hn::Mul(dsf, hn::Set(df, s_dec)));
+  return hn::IfThenElse(hn::IsNaN(v), v, hn::Min(v, hn::Set(df, FLT_MAX)));
+}
+/// encode_e4m3(std::fmin(v, 448)) of N lanes.
+HWY_INLINE VI E4M3Fmin448(VF v) {
+  const DF df;
+  return EncodeE4M3(hn::IfThenElse(hn::IsNaN(v), hn::Set(df, 448.0f), hn::Min(v, hn::Set(df, 448.0f))));
+}
+
+/// Eight consecutive 1x16 blocks of one row (x: 128 floats), one block per lane (N == 8): the elements are
+/// transposed in registers so that the per-block reductions (amax, 4over6 errors in the scalar order) and the
+/// per-block scale rules run on vectors. tile_amax8 (if given): the 8 blocks' amax. idx: SR index of element 0.
+HWY_INLINE void RowBlocks8(const Nv& nv, const float* x, const GlobalScale& g, const float* tile_amax8, uint8_t* data,
+                           uint8_t* scales, uint32_t plane, uint64_t idx) {
+  const DF df;
+  const DI di;
+  VF e[16];
+  for (int l = 0; l < 8; ++l) {
+    e[l] = hn::LoadU(df, x + l * 16);
+    e[8 + l] = hn::LoadU(df, x + l * 16 + 8);
+  }
+  Transpose8x8(df, e);
+  Transpose8x8(df, e + 8);  // e[k] lane l = x[16 l + k]
+  VF bam;
+  if (tile_amax8 != nullptr) {
+    bam = hn::LoadU(df, tile_amax8);
+  } else {
+    AmaxAcc a;
+    for (int k = 0; k < 16; ++k) a.add(e[k]);
+    bam = a.lanes(nv.pyref);
+  }
+  VI c[16];
+  VI sf;
+  if (nv.f46) {
+    const VF base = hn::Mul(hn::Div(bam, hn::Set(df, 6.0f)), hn::Set(df, g.s_enc));
+    const VI sf4 = E4M3Fmin448(hn::Mul(base, hn::Set(df, 1.5f)));
+    const VI sf6 = E4M3Fmin448(base);
+    const VF d4 = hn::GatherIndex(df, kE4M3Table.data(), sf4), d6 = hn::GatherIndex(df, kE4M3Table.data(), sf6);
+    const VF enc4 = EncodeFactorV(d4, g.s_dec), enc6 = EncodeFactorV(d6, g.s_dec);
+    const VF am = hn::Set(df, g.amax);
+    VF e4 = hn::Zero(df), e6 = hn::Zero(df);
+    VI q6[16];
+    for (int k = 0; k < 16; ++k) {
+      c[k] = NvCode(nv, hn::Mul(e[k], enc4), nullptr);
+      q6[k] = NvCode(nv, hn::Mul(e[k], enc6), nullptr);
+      e4 = hn::Add(e4, NvErr(nv, e[k], c[k], d4, am));
+      e6 = hn::Add(e6, NvErr(nv, e[k], q6[k], d6, am));
+    }
+    const auto four = hn::RebindMask(di, hn::Lt(e4, e6));
+    sf = hn::IfThenElse(four, sf4, sf6);
+    for (int k = 0; k < 16; ++k) c[k] = hn::IfThenElse(four, c[k], q6[k]);
+  } else {
+    sf = ScaleByteV(bam, g.s_enc * kInv6, nv.pyref);
+    const VF enc = EncodeFactorV(hn::GatherIndex(df, kE4M3Table.data(), sf), g.s_dec);
+    alignas(32) uint8_t rb[8][16], rbt[16][8];
+    if (nv.sr) {
+      for (int l = 0; l < 8; ++l) sr_block_bytes(nv.seed, plane, idx + 16 * static_cast<uint64_t>(l), rb[l]);
+      for (int k = 0; k < 16; ++k)
+        for (int l = 0; l < 8; ++l) rbt[k][l] = rb[l][k];
+    }
+    for (int k = 0; k < 16; ++k) c[k] = NvCode(nv, hn::Mul(e[k], enc), rbt[k]);
+  }
+  VI pk[8];
+  for (int t = 0; t < 8; ++t) pk[t] = hn::Or(c[2 * t], hn::ShiftLeft<4>(c[2 * t + 1]));
+  Transpose8x8(di, pk);  // pk[l] lane t = byte t of block l
+  for (int l = 0; l < 8; ++l) StoreBytes(pk[l], data + 8 * l);
+  StoreBytes(sf, scales);
+}
+#endif
+
 /// quantize_rows_1d: n rows of `len` (row-major src), 1x16 blocks. gs[i] (gs_per_row) or gs[0] is each row's
 /// global scale; tile_amax (if given) replaces each block's amax by its 16x16 tile's (blocks b of every row);
 /// stochastic rounding keys block (i, b) by index idx0 + i * idx_stride + 16 b of `plane`.
-void RowBlocks(const Nv& nv, const float* src, int64_t n, int64_t len, const GlobalScale* gs, bool gs_per_row,
+void RowBlocks(const Nv& nv, const float* src, int64_t ld, int64_t n, int64_t len, const GlobalScale* gs, bool gs_per_row,
                const float* tile_amax, uint8_t* data, uint8_t* scales, uint32_t plane, uint64_t idx0, uint64_t idx_stride) {
   const DF df;
   const DI di;
@@ -78,8 +162,15 @@ void RowBlocks(const Nv& nv, const float* src, int64_t n, int64_t len, const Glo
   VI c4[16], c6[16];
   for (int64_t i = 0; i < n; ++i) {
     const GlobalScale& g = gs[gs_per_row ? i : 0];
-    const float* row = src + i * len;
-    for (int64_t b = 0; b < blocks; ++b) {
+    const float* row = src + i * ld;
+    int64_t b = 0;
+#if HWY_TARGET != HWY_SCALAR
+    if (N == 8)
+      for (; b + 8 <= blocks; b += 8)
+        RowBlocks8(nv, row + b * 16, g, tile_amax != nullptr ? tile_amax + b : nullptr, data + i * (len / 2) + b * 8,
+                   scales + i * blocks + b, plane, idx0 + static_cast<uint64_t>(i) * idx_stride + static_cast<uint64_t>(b) * 16);
+#endif
+    for (; b < blocks; ++b) {
       const float* x = row + b * 16;
       float bamax;
       if (tile_amax != nullptr) {
@@ -128,7 +219,7 @@ void RowBlocks(const Nv& nv, const float* src, int64_t n, int64_t len, const Glo
 /// columns): column j's block goes to row j of the (K, M) plane. gcol[j] (per_col) or gcol[0] is each column's
 /// global scale; tile_amax (if given) is the amax of each 16x16 tile (columns 16t .. 16t + 15).
 /// The packed bytes go to tmp (8 rows of K: byte p of every column); FlushCols writes them into the plane.
-void ColBlocks(const Nv& nv, const float* strip, int64_t K, const GlobalScale* gcol, bool per_col, const float* tile_amax,
+void ColBlocks(const Nv& nv, const float* strip, int64_t K, int64_t SK, int64_t TK, const GlobalScale* gcol, bool per_col, const float* tile_amax,
                Plane& colp, int64_t gi, int64_t M, uint8_t* tmp) {
   const DF df;
   const DI di;
@@ -142,10 +233,18 @@ void ColBlocks(const Nv& nv, const float* strip, int64_t K, const GlobalScale* g
       for (int64_t l = 0; l < N; ++l) bam[l] = tile_amax[(j0 + l) / 16];
     } else {
       AmaxAcc a;
-      for (int r = 0; r < 16; ++r) a.add(hn::LoadU(df, strip + r * K + j0));
+      for (int r = 0; r < 16; ++r) a.add(hn::LoadU(df, strip + r * SK + j0));
       hn::StoreU(a.lanes(nv.pyref), df, bam);
     }
     if (!nv.f46) {
+#if HWY_TARGET != HWY_SCALAR
+      if (N == 8 && !per_col) {  // one global scale: the per-block rules on vectors
+        const VI sfv = ScaleByteV(hn::LoadU(df, bam), gcol[0].s_enc * kInv6, nv.pyref);
+        hn::StoreU(EncodeFactorV(hn::GatherIndex(df, kE4M3Table.data(), sfv), gcol[0].s_dec), df, encl);
+        StoreBytes(sfv, sfl);
+        for (int64_t l = 0; l < N; ++l) colp.scale.bytes[static_cast<size_t>((j0 + l) * mb + gi)] = sfl[l];
+      } else
+#endif
       for (int64_t l = 0; l < N; ++l) {
         const GlobalScale& g = gcol[per_col ? j0 + l : 0];
         sfl[l] = nvfp4_scale_byte(bam[l], g, nv.pyref);
@@ -159,9 +258,9 @@ void ColBlocks(const Nv& nv, const float* strip, int64_t K, const GlobalScale* g
       }
       const VF enc = hn::LoadU(df, encl);
       for (int r = 0; r < 16; r += 2) {
-        const VI lo = NvCode(nv, hn::Mul(hn::LoadU(df, strip + r * K + j0), enc), rbt[r]);
-        const VI hi = NvCode(nv, hn::Mul(hn::LoadU(df, strip + (r + 1) * K + j0), enc), rbt[r + 1]);
-        StoreBytes(hn::Or(lo, hn::ShiftLeft<4>(hi)), tmp + (r / 2) * K + j0);
+        const VI lo = NvCode(nv, hn::Mul(hn::LoadU(df, strip + r * SK + j0), enc), rbt[r]);
+        const VI hi = NvCode(nv, hn::Mul(hn::LoadU(df, strip + (r + 1) * SK + j0), enc), rbt[r + 1]);
+        StoreBytes(hn::Or(lo, hn::ShiftLeft<4>(hi)), tmp + (r / 2) * TK + j0);
       }
     } else {
       for (int64_t l = 0; l < N; ++l) {
@@ -181,7 +280,7 @@ void ColBlocks(const Nv& nv, const float* strip, int64_t K, const GlobalScale* g
       VF e4 = hn::Zero(df), e6 = hn::Zero(df);
       VI q4[16], q6[16];
       for (int r = 0; r < 16; ++r) {
-        const VF xv = hn::LoadU(df, strip + r * K + j0);
+        const VF xv = hn::LoadU(df, strip + r * SK + j0);
         q4[r] = NvCode(nv, hn::Mul(xv, enc4), nullptr);
         q6[r] = NvCode(nv, hn::Mul(xv, enc6), nullptr);
         e4 = hn::Add(e4, NvErr(nv, xv, q4[r], d4, am));
@@ -195,7 +294,7 @@ void ColBlocks(const Nv& nv, const float* strip, int64_t K, const GlobalScale* g
       for (int r = 0; r < 16; r += 2) {
         const VI lo = hn::IfThenElse(four, q4[r], q6[r]);
         const VI hi = hn::IfThenElse(four, q4[r + 1], q6[r + 1]);
-        StoreBytes(hn::Or(lo, hn::ShiftLeft<4>(hi)), tmp + (r / 2) * K + j0);
+        StoreBytes(hn::Or(lo, hn::ShiftLeft<4>(hi)), tmp + (r / 2) * TK + j0);
       }
     }
   }
@@ -203,18 +302,13 @@ void ColBlocks(const Nv& nv, const float* strip, int64_t K, const GlobalScale* g
 
 /// The packed columnwise bytes of `strips` consecutive strips from gi0 (tmp: 8 * strips rows of K, as ColBlocks
 /// wrote them) -> plane rows j, bytes 8 gi0 .. 8 (gi0 + strips): one run of up to 64 bytes per plane row.
-void FlushCols(const uint8_t* tmp, int64_t strips, int64_t K, Plane& colp, int64_t gi0, int64_t M) {
-  uint8_t* out = colp.data.data() + gi0 * 8;
-  const int64_t stride = M / 2, n = 8 * strips;
-  for (int64_t j = 0; j < K; ++j) {
-    uint8_t* o = out + j * stride;
-    for (int64_t p = 0; p < n; ++p) o[p] = tmp[p * K + j];
-  }
+void FlushCols(const uint8_t* tmp, int64_t strips, int64_t K, int64_t TK, Plane& colp, int64_t gi0, int64_t M) {
+  TransposeBytes(tmp, TK, 8 * strips, K, colp.data.data() + gi0 * 8, M / 2);
 }
 
 /// 16x16 4over6 (quantize_2d with fourover6): one choice per tile from its error summed per row, then
 /// pairwise over rows; both planes share the tile's scale and codes.
-void Tiles4over6(const Nv& nv, const float* strip, int64_t K, const GlobalScale& g, int64_t gi, int64_t M, Plane* rowp,
+void Tiles4over6(const Nv& nv, const float* strip, int64_t K, int64_t SK, const GlobalScale& g, int64_t gi, int64_t M, Plane* rowp,
                  Plane* colp) {
   const DF df;
   const DI di;
@@ -225,7 +319,7 @@ void Tiles4over6(const Nv& nv, const float* strip, int64_t K, const GlobalScale&
   for (int64_t c = 0; c < kb; ++c) {
     AmaxAcc a;
     for (int r = 0; r < 16; ++r)
-      for (int64_t k = 0; k < 16; k += N) a.add(hn::LoadU(df, strip + r * K + c * 16 + k));
+      for (int64_t k = 0; k < 16; k += N) a.add(hn::LoadU(df, strip + r * SK + c * 16 + k));
     const float bamax = a.reduce(nv.pyref);
     Candidate k6{};
     const Candidate k4 = nvfp4_candidates(bamax, g, k6);
@@ -233,7 +327,7 @@ void Tiles4over6(const Nv& nv, const float* strip, int64_t K, const GlobalScale&
     const VF d4 = hn::Set(df, decode_e4m3(k4.sf)), d6 = hn::Set(df, decode_e4m3(k6.sf)), am = hn::Set(df, g.amax);
     for (int r = 0; r < 16; ++r)
       for (int64_t k = 0; k < 16; k += N) {
-        const VF xv = hn::LoadU(df, strip + r * K + c * 16 + k);
+        const VF xv = hn::LoadU(df, strip + r * SK + c * 16 + k);
         const VI a4 = NvCode(nv, hn::Mul(xv, enc4), nullptr);
         const VI a6 = NvCode(nv, hn::Mul(xv, enc6), nullptr);
         hn::StoreU(a4, di, &q4[r][k]);
@@ -283,6 +377,7 @@ std::vector<float> LineAmax(const MatrixView& x, bool per_column, bool propagate
   const int64_t N = NF();
   const int64_t M = x.rows, K = x.cols;
   std::vector<float> out(static_cast<size_t>(per_column ? K : M), 0.0f);
+  if (M == 0 || K == 0) return out;  // every line is empty: amax 0
   if (!per_column) {
     detail::parallel_for(M, [&](int64_t b, int64_t e) {
       std::vector<float> buf(static_cast<size_t>(K));
@@ -395,46 +490,48 @@ QuantizedTensor QuantizeNvfp4(const MatrixView& x, const Recipe& r, const float*
   detail::parallel_for(detail::ceil_div(strips, kGroup), [&](int64_t g0, int64_t g1) {
     const DF df;
     const int64_t N = NF();
-    std::vector<float> strip(static_cast<size_t>(16 * K)), tile_amax(static_cast<size_t>(kb));
-    std::vector<uint8_t> tmp(static_cast<size_t>(kGroup * 8 * K));
+    // Row strides padded off powers of two: 16 rows read column by column must not share one cache set.
+    const int64_t SK = K + 16, TK = K + 64;
+    std::vector<float> strip(static_cast<size_t>(16 * SK)), tile_amax(static_cast<size_t>(kb));
+    std::vector<uint8_t> tmp(static_cast<size_t>(kGroup * 8 * TK));
     for (int64_t grp = g0; grp < g1; ++grp) {
       const int64_t s0 = grp * kGroup, s1 = std::min(strips, s0 + kGroup);
       bool cols_in_tmp = false;
       for (int64_t gi = s0; gi < s1; ++gi) {
-        uint8_t* t = tmp.data() + (gi - s0) * 8 * K;
-        LoadRows(x, gi * 16, 16, strip.data());
+        uint8_t* t = tmp.data() + (gi - s0) * 8 * TK;
+        for (int rr = 0; rr < 16; ++rr) LoadRows(x, gi * 16 + rr, 1, strip.data() + rr * SK);
         if (r.tile_2d) {
           if (r.fourover6 && !r.stochastic) {
-            Tiles4over6(nv, strip.data(), K, g_row, gi, M, q.rowwise ? &*q.rowwise : nullptr, q.columnwise ? &*q.columnwise : nullptr);
+            Tiles4over6(nv, strip.data(), K, SK, g_row, gi, M, q.rowwise ? &*q.rowwise : nullptr, q.columnwise ? &*q.columnwise : nullptr);
             continue;
           }
           for (int64_t c = 0; c < kb; ++c) {
             AmaxAcc a;
             for (int rr = 0; rr < 16; ++rr)
-              for (int64_t k = 0; k < 16; k += N) a.add(hn::LoadU(df, strip.data() + rr * K + c * 16 + k));
+              for (int64_t k = 0; k < 16; k += N) a.add(hn::LoadU(df, strip.data() + rr * SK + c * 16 + k));
             tile_amax[static_cast<size_t>(c)] = a.reduce(propagate);
           }
           if (r.rowwise)
-            RowBlocks(nv, strip.data(), 16, K, &g_row, false, tile_amax.data(), q.rowwise->data.data() + gi * 16 * (K / 2),
+            RowBlocks(nv, strip.data(), SK, 16, K, &g_row, false, tile_amax.data(), q.rowwise->data.data() + gi * 16 * (K / 2),
                       q.rowwise->scale.bytes.data() + gi * 16 * kb, 0, static_cast<uint64_t>(gi * 16 * K), static_cast<uint64_t>(K));
           if (r.columnwise) {
-            ColBlocks(nv, strip.data(), K, &g_col, false, tile_amax.data(), *q.columnwise, gi, M, t);
+            ColBlocks(nv, strip.data(), K, SK, TK, &g_col, false, tile_amax.data(), *q.columnwise, gi, M, t);
             cols_in_tmp = true;
           }
           continue;
         }
         if (r.rowwise) {
           const GlobalScale* gs = r.row_scaled ? row_scales.data() + gi * 16 : &g_row;
-          RowBlocks(nv, strip.data(), 16, K, gs, r.row_scaled, nullptr, q.rowwise->data.data() + gi * 16 * (K / 2),
+          RowBlocks(nv, strip.data(), SK, 16, K, gs, r.row_scaled, nullptr, q.rowwise->data.data() + gi * 16 * (K / 2),
                     q.rowwise->scale.bytes.data() + gi * 16 * kb, 0, static_cast<uint64_t>(gi * 16 * K), static_cast<uint64_t>(K));
         }
         if (r.columnwise && !r.rht) {
           const GlobalScale* gc = r.row_scaled ? col_scales.data() : &g_col;
-          ColBlocks(nv, strip.data(), K, gc, r.row_scaled, nullptr, *q.columnwise, gi, M, t);
+          ColBlocks(nv, strip.data(), K, SK, TK, gc, r.row_scaled, nullptr, *q.columnwise, gi, M, t);
           cols_in_tmp = true;
         }
       }
-      if (cols_in_tmp) FlushCols(tmp.data(), s1 - s0, K, *q.columnwise, s0, M);
+      if (cols_in_tmp) FlushCols(tmp.data(), s1 - s0, K, TK, *q.columnwise, s0, M);
     }
   });
 
@@ -446,7 +543,7 @@ QuantizedTensor QuantizeNvfp4(const MatrixView& x, const Recipe& r, const float*
       for (int64_t c = b; c < e; ++c) {
         const int64_t k0 = c * rows_per_chunk, n = std::min(rows_per_chunk, K - k0);
         LoadRows(rht_y.view(), k0, n, buf.data());
-        RowBlocks(nv, buf.data(), n, M, &g_col, false, nullptr, q.columnwise->data.data() + k0 * (M / 2),
+        RowBlocks(nv, buf.data(), M, n, M, &g_col, false, nullptr, q.columnwise->data.data() + k0 * (M / 2),
                   q.columnwise->scale.bytes.data() + k0 * (M / 16), 1, static_cast<uint64_t>(k0 * M), static_cast<uint64_t>(M));
       }
     });
@@ -484,17 +581,19 @@ HostMatrix RhtTransform(const MatrixView& x, uint16_t sign_mask) {
     }
   uint16_t* out = y.as<uint16_t>();
   const int64_t K = x.cols, M = x.rows;
+  if (M == 0 || K == 0) return y;
   detail::parallel_for(M / 16, [&](int64_t b, int64_t e) {
-    std::vector<float> buf(static_cast<size_t>(16 * K));
+    const int64_t SK = K + 16;  // padded row stride: the 16 rows are read column by column
+    std::vector<float> buf(static_cast<size_t>(16 * SK));
     alignas(64) double acc_out[16];
     for (int64_t g = b; g < e; ++g) {
-      LoadRows(x, g * 16, 16, buf.data());
+      for (int rr = 0; rr < 16; ++rr) LoadRows(x, g * 16 + rr, 1, buf.data() + rr * SK);
       for (int64_t k = 0; k < K; ++k) {
         // acc[c] = sum over r (in order) of x[r][k] * t[r][c]: exact products, the scalar order of additions.
         for (int64_t c0 = 0; c0 < 16; c0 += 4 * L) {
           auto a0 = hn::Zero(dd), a1 = hn::Zero(dd), a2 = hn::Zero(dd), a3 = hn::Zero(dd);
           for (int rr = 0; rr < 16; ++rr) {
-            const auto xv = hn::Set(dd, static_cast<double>(buf[static_cast<size_t>(rr * K + k)]));
+            const auto xv = hn::Set(dd, static_cast<double>(buf[static_cast<size_t>(rr * SK + k)]));
             a0 = hn::Add(a0, hn::Mul(xv, hn::Load(dd, &t[rr][c0])));
             a1 = hn::Add(a1, hn::Mul(xv, hn::Load(dd, &t[rr][c0 + L])));
             a2 = hn::Add(a2, hn::Mul(xv, hn::Load(dd, &t[rr][c0 + 2 * L])));

@@ -243,6 +243,57 @@ HWY_INLINE void StoreBF16(VF v, uint16_t* out) {
   hn::StoreU(hn::DemoteTo(DU16(), hn::BitCast(di, r)), DU16(), out);
 }
 
+/// dst[i * dld + r] = src[r * sld + i] for r < n, i < w (a byte matrix transposed): 16x16 blocks in registers,
+/// the edges byte by byte.
+HWY_INLINE void TransposeBytes(const uint8_t* src, int64_t sld, int64_t n, int64_t w, uint8_t* dst, int64_t dld) {
+  int64_t r0 = 0;
+#if HWY_TARGET != HWY_SCALAR
+  using D8 = hn::Full128<uint8_t>;
+  const D8 d8;
+  const hn::Repartition<uint16_t, D8> d16;
+  const hn::Repartition<uint32_t, D8> d32;
+  const hn::Repartition<uint64_t, D8> d64;
+  using V = hn::Vec<D8>;
+  for (; r0 + 16 <= n; r0 += 16) {
+    int64_t c0 = 0;
+    for (; c0 + 16 <= w; c0 += 16) {
+      V R[16], A[16], B[16], C[16];
+      for (int i = 0; i < 16; ++i) R[i] = hn::LoadU(d8, src + (r0 + i) * sld + c0);
+      for (int k = 0; k < 8; ++k) {  // rows 2k, 2k+1; columns 0-7 | 8-15
+        A[k] = hn::InterleaveLower(d8, R[2 * k], R[2 * k + 1]);
+        A[8 + k] = hn::InterleaveUpper(d8, R[2 * k], R[2 * k + 1]);
+      }
+      for (int h = 0; h < 2; ++h)
+        for (int m = 0; m < 4; ++m) {  // rows 4m..4m+3; columns 8h..8h+3 | 8h+4..8h+7
+          const auto a = hn::BitCast(d16, A[8 * h + 2 * m]), b = hn::BitCast(d16, A[8 * h + 2 * m + 1]);
+          B[8 * h + m] = hn::BitCast(d8, hn::InterleaveLower(d16, a, b));
+          B[8 * h + 4 + m] = hn::BitCast(d8, hn::InterleaveUpper(d16, a, b));
+        }
+      for (int q = 0; q < 4; ++q) {  // columns 4q..4q+3
+        const auto b0 = hn::BitCast(d32, B[4 * q]), b1 = hn::BitCast(d32, B[4 * q + 1]);
+        const auto b2 = hn::BitCast(d32, B[4 * q + 2]), b3 = hn::BitCast(d32, B[4 * q + 3]);
+        C[4 * q] = hn::BitCast(d8, hn::InterleaveLower(d32, b0, b1));      // columns 4q, 4q+1; rows 0-7
+        C[4 * q + 1] = hn::BitCast(d8, hn::InterleaveUpper(d32, b0, b1));  // columns 4q+2, 4q+3; rows 0-7
+        C[4 * q + 2] = hn::BitCast(d8, hn::InterleaveLower(d32, b2, b3));  // columns 4q, 4q+1; rows 8-15
+        C[4 * q + 3] = hn::BitCast(d8, hn::InterleaveUpper(d32, b2, b3));  // columns 4q+2, 4q+3; rows 8-15
+      }
+      for (int q = 0; q < 4; ++q) {
+        const auto lo01 = hn::BitCast(d64, C[4 * q]), hi01 = hn::BitCast(d64, C[4 * q + 2]);
+        const auto lo23 = hn::BitCast(d64, C[4 * q + 1]), hi23 = hn::BitCast(d64, C[4 * q + 3]);
+        hn::StoreU(hn::BitCast(d8, hn::InterleaveLower(d64, lo01, hi01)), d8, dst + (c0 + 4 * q) * dld + r0);
+        hn::StoreU(hn::BitCast(d8, hn::InterleaveUpper(d64, lo01, hi01)), d8, dst + (c0 + 4 * q + 1) * dld + r0);
+        hn::StoreU(hn::BitCast(d8, hn::InterleaveLower(d64, lo23, hi23)), d8, dst + (c0 + 4 * q + 2) * dld + r0);
+        hn::StoreU(hn::BitCast(d8, hn::InterleaveUpper(d64, lo23, hi23)), d8, dst + (c0 + 4 * q + 3) * dld + r0);
+      }
+    }
+    for (int64_t c = c0; c < w; ++c)
+      for (int64_t r = r0; r < r0 + 16; ++r) dst[c * dld + r] = src[r * sld + c];
+  }
+#endif
+  for (int64_t c = 0; c < w; ++c)
+    for (int64_t r = r0; r < n; ++r) dst[c * dld + r] = src[r * sld + c];
+}
+
 #if HWY_TARGET != HWY_SCALAR
 /// In-register transpose of an 8x8 block of 32-bit lanes (N == 8 only): r[i] lane j -> r[j] lane i.
 template <class D>

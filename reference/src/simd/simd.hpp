@@ -25,6 +25,8 @@ QuantizedTensor quantize_fp8_block(const MatrixView& x, const Recipe& r);
 QuantizedTensor quantize_fp8_tensor(const MatrixView& x, const Recipe& r, const float* amax_override);
 HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out);
 float amax(const MatrixView& x, bool propagate_nan);
+/// The instruction set HWY_DYNAMIC_DISPATCH runs now (e.g. "AVX2").
+const char* dispatched_target();
 /// rht_transform (quantize.cpp) with the same bits.
 HostMatrix rht_transform(const MatrixView& x, uint16_t sign_mask);
 
