@@ -87,7 +87,11 @@ void convert_to_compact(io::File& f) {
   recipe_md.erase("swizzled");
   const Recipe r = Recipe::from_metadata(recipe_md);
   const VectorLayout layout = VectorLayout::from_metadata(f.metadata, r);
-  if (!layout.te) return;
+  if (!layout.te) {
+    f.metadata.erase("layout");
+    f.metadata.erase("swizzled");
+    return;
+  }
   const io::Tensor* xt = f.find("x");
   QTC_CHECK(xt != nullptr && xt->shape.size() == 2, "missing required tensor 'x' (the input) of shape [M, K]");
   const int64_t M = xt->shape[0], K = xt->shape[1];

@@ -207,6 +207,9 @@ Region region_of(const Spec& s, const Recipe& r, int64_t a, int64_t b, int64_t M
 /// Compares expected and actual element grids; returns an empty string on equality, else the failure line.
 std::string compare(const Spec& s, const Grid& want, const Grid& got, const Recipe& r, const MatrixView& x) {
   const int64_t n = want.rows * want.cols;
+  // Equal bytes mean equal elements (a NaN equals itself); only a difference needs the element loop.
+  const int64_t nbytes = want.elem == Elem::kE2M1 ? (n + 1) / 2 : want.elem == Elem::kF32 ? 4 * n : n;
+  if (nbytes == 0 || std::memcmp(want.p, got.p, static_cast<size_t>(nbytes)) == 0) return {};
   int64_t bad = 0, first = -1;
   for (int64_t i = 0; i < n; ++i)
     if (!same(want.elem, want.at(i), got.at(i))) {

@@ -28,3 +28,14 @@ add_test(NAME qtc_conform_foreign_te_layout
          COMMAND qtc conform --backend cpu --no-generated --no-bundled --foreign ${QTC_TE_LAYOUT_VECTORS_DIR}
                  --out ${CMAKE_CURRENT_BINARY_DIR}/conform_te_layout)
 set_tests_properties(qtc_conform_foreign_te_layout PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "\n184 passed, 0 failed\n")
+# Hostile inputs (issue 14): huge empty shapes, overflowing dimensions, directory scans, messages. The timeout
+# catches the old behaviour of looping over 2^35 empty row strips.
+qtc_add_test(test_verify_hostile SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_verify_hostile.cpp LIBS qtc_conformance LABELS cpu TIMEOUT 120)
+# The vectorized CPU reference against the scalar one, byte for byte, on every instruction set this machine runs.
+qtc_add_test(test_simd_exact SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_simd_exact.cpp LIBS qtc_conformance LABELS cpu vectors
+             ARGS --gtest_filter=-SimdEnv.*)
+# QTC_SCALAR=1 forces the scalar path; unset, the vectorized one is taken.
+add_test(NAME test_simd_env_scalar COMMAND test_simd_exact --gtest_filter=SimdEnv.*)
+set_tests_properties(test_simd_env_scalar PROPERTIES LABELS cpu ENVIRONMENT QTC_SCALAR=1)
+add_test(NAME test_simd_env_default COMMAND test_simd_exact --gtest_filter=SimdEnv.*)
+set_tests_properties(test_simd_env_default PROPERTIES LABELS cpu ENVIRONMENT QTC_SCALAR=)

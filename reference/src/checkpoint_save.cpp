@@ -4,11 +4,14 @@
 #include "qtc/checkpoint.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
+#include <atomic>
+#include <optional>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -22,6 +25,7 @@
 #include "qtc/layouts.hpp"
 #include "qtc/sharding.hpp"
 #include "checkpoint_internal.hpp"
+#include "qtc/untrusted.hpp"
 
 namespace qtc::ref {
 
@@ -56,7 +60,9 @@ std::pair<uint64_t, uint64_t> write_atomic(const std::string& dir, const std::st
                                            const std::vector<std::pair<const uint8_t*, size_t>>& pieces, const SaveOptions& opt,
                                            StepCounter& step) {
   const std::string path = (fs::path(dir) / name).string();
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  // Unique per process and call: concurrent writers never share a temporary file.
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
   const int fd = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
   sys_check(fd >= 0, "create", tmp);
   step("created " + tmp);
@@ -99,23 +105,132 @@ std::pair<uint64_t, uint64_t> write_atomic(const std::string& dir, const std::st
   return {size, h};
 }
 
+constexpr const char* kLockName = ".qtc-lock";
+constexpr const char* kClaimPrefix = "claim-g";
+
+/// An exclusive lock on a checkpoint directory: flock on dir/.qtc-lock, held by a whole save (or a claim,
+/// or a commit). flock locks belong to open file descriptions, so two threads of one process exclude each
+/// other as two processes do; a process that dies releases its lock.
+class DirLock {
+ public:
+  explicit DirLock(const std::string& dir) : path_((fs::path(dir) / kLockName).string()) {
+    fd_ = ::open(path_.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    sys_check(fd_ >= 0, "open lock file", path_);
+    while (::flock(fd_, LOCK_EX) != 0) {
+      if (errno == EINTR) continue;
+      const int e = errno;
+      ::close(fd_);
+      errno = e;
+      sys_check(false, "lock (flock)", path_);
+    }
+  }
+  ~DirLock() { ::close(fd_); }
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+/// The generation a file name belongs to: shard-g<N>-..., claim-g<N> (and their temporaries); nullopt otherwise.
+std::optional<uint64_t> generation_of(const std::string& n) {
+  unsigned long long v = 0;
+  if (std::sscanf(n.c_str(), "shard-g%llu-", &v) == 1 || std::sscanf(n.c_str(), "claim-g%llu", &v) == 1) return v;
+  return std::nullopt;
+}
+
+/// The committed generation (0 when there is no readable index).
+uint64_t committed_generation(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::exists(fs::path(dir) / kIndexName, ec)) return 0;
+  try {
+    return read_index(dir).generation;
+  } catch (const Error&) {
+    return 0;  // an unreadable index does not stop a new save; generations stay apart by their names
+  }
+}
+
+/// Claims a new generation (the lock is held): one more than the committed one and than any generation a
+/// file in the directory belongs to, recorded by a claim file so that no other save takes it.
+uint64_t claim_generation_locked(const std::string& dir, StepCounter* sc) {
+  uint64_t g = committed_generation(dir);
+  std::error_code ec;
+  for (const auto& de : fs::directory_iterator(dir, ec))
+    if (const auto v = generation_of(de.path().filename().string())) g = std::max<uint64_t>(g, *v);
+  const uint64_t gen = g + 1;
+  const std::string claim = (fs::path(dir) / (kClaimPrefix + std::to_string(gen))).string();
+  const int fd = ::open(claim.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+  sys_check(fd >= 0, "create claim file", claim);
+  ::close(fd);
+  if (sc) (*sc)("claimed generation " + std::to_string(gen) + " (" + claim + ")");
+  return gen;
+}
+
+/// Removes `doomed` paths, one hook step each.
+void remove_all_of(std::vector<fs::path> doomed, StepCounter& sc) {
+  std::sort(doomed.begin(), doomed.end());
+  std::error_code ec;
+  for (const fs::path& p : doomed) {
+    fs::remove(p, ec);
+    sc("removed " + p.string());
+  }
+}
+
+/// The commit (the lock is held): refuses a generation that is not newer than the committed one (another save
+/// committed first) and files that are not there as recorded; writes the index; removes what is garbage now.
+void commit_locked(const std::string& dir, uint64_t generation, int world, std::span<const ShardFileInfo> files, StepCounter& sc) {
+  const SaveOptions& opt = sc.opt;
+  check_consistent(world, files, "commit_checkpoint");
+  const uint64_t committed = committed_generation(dir);
+  std::error_code ec;
+  if (generation <= committed) {
+    // Superseded: this save's own files (its generation only) go; the committed checkpoint stays as it is.
+    std::vector<fs::path> own;
+    for (const auto& de : fs::directory_iterator(dir, ec))
+      if (generation_of(de.path().filename().string()) == generation) own.push_back(de.path());
+    remove_all_of(own, sc);
+    QTC_FAIL("commit_checkpoint: generation ", generation, " of ", dir, " is not newer than the committed generation ", committed,
+             ": another save committed after this one began; this save is not committed (its files are removed) and the ",
+             "committed checkpoint is unchanged");
+  }
+  for (const ShardFileInfo& f : files) {
+    const fs::path p = fs::path(dir) / f.file;
+    QTC_CHECK(generation_of(f.file) == generation, "commit_checkpoint: file ", printable_name(f.file), " does not belong to generation ",
+              generation);
+    const uint64_t size = fs::file_size(p, ec);
+    QTC_CHECK(!ec && size == f.size, "commit_checkpoint: shard file ", p.string(), " of rank ", f.rank,
+              ec ? " is missing" : " has another size than its writer recorded",
+              " (removed or replaced by another process?); this save is not committed");
+  }
+  json fl = json::array();
+  for (const ShardFileInfo& f : files) fl.push_back(info_json(f));
+  const json body{{"format", "qtc-checkpoint"}, {"version", kVersion}, {"generation", generation}, {"world", world}, {"files", fl}};
+  const std::string bs = body.dump();
+  const std::string text = json{{"body", body}, {"xxh3", hex64(XXH3_64bits(bs.data(), bs.size()))}}.dump(1) + "\n";
+  write_atomic(dir, kIndexName, {{reinterpret_cast<const uint8_t*>(text.data()), text.size()}}, opt, sc);
+  // Committed. Older generations (their shard files, claims and temporaries) and index temporaries are
+  // garbage now; newer generations belong to saves still under way and stay.
+  std::set<std::string> keep{kIndexName, kLockName};
+  for (const ShardFileInfo& f : files) keep.insert(f.file);
+  std::vector<fs::path> doomed;
+  for (const auto& de : fs::directory_iterator(dir, ec)) {
+    const std::string n = de.path().filename().string();
+    if (keep.count(n)) continue;
+    const auto g = generation_of(n);
+    if ((g && *g <= generation) || n.rfind(std::string(kIndexName) + ".tmp.", 0) == 0) doomed.push_back(de.path());
+  }
+  remove_all_of(doomed, sc);
+}
+
 }  // namespace
 
 uint64_t next_generation(const std::string& dir) {
-  uint64_t g = 0;
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return 1;
-  try {
-    g = read_index(dir).generation;
-  } catch (const Error&) {
-    // An unreadable index does not stop a new save; file names below keep generations apart.
-  }
-  for (const auto& de : fs::directory_iterator(dir, ec)) {
-    const std::string n = de.path().filename().string();
-    unsigned long long v = 0;
-    if (std::sscanf(n.c_str(), "shard-g%llu-", &v) == 1) g = std::max<uint64_t>(g, v);
-  }
-  return g + 1;
+  fs::create_directories(dir, ec);
+  QTC_CHECK(fs::is_directory(dir, ec), "checkpoint: cannot create directory ", dir);
+  DirLock lock(dir);
+  return claim_generation_locked(dir, nullptr);
 }
 
 ShardFileInfo write_shard_file(const std::string& dir, uint64_t generation, int rank, int world,
@@ -200,30 +315,10 @@ ShardFileInfo write_shard_file(const std::string& dir, uint64_t generation, int 
 
 void commit_checkpoint(const std::string& dir, uint64_t generation, int world, std::span<const ShardFileInfo> files,
                        const SaveOptions& opt, int* step) {
-  check_consistent(world, files, "commit_checkpoint");
   int local_step = 0;
   StepCounter sc{opt, step ? step : &local_step};
-  json fl = json::array();
-  for (const ShardFileInfo& f : files) fl.push_back(info_json(f));
-  const json body{{"format", "qtc-checkpoint"}, {"version", kVersion}, {"generation", generation}, {"world", world}, {"files", fl}};
-  const std::string bs = body.dump();
-  const std::string text = json{{"body", body}, {"xxh3", hex64(XXH3_64bits(bs.data(), bs.size()))}}.dump(1) + "\n";
-  write_atomic(dir, kIndexName, {{reinterpret_cast<const uint8_t*>(text.data()), text.size()}}, opt, sc);
-  // Committed. Files of other generations and temporaries of interrupted saves are garbage now.
-  std::set<std::string> keep{kIndexName};
-  for (const ShardFileInfo& f : files) keep.insert(f.file);
-  std::error_code ec;
-  std::vector<fs::path> doomed;
-  for (const auto& de : fs::directory_iterator(dir, ec)) {
-    const std::string n = de.path().filename().string();
-    if (keep.count(n)) continue;
-    if (n.rfind("shard-g", 0) == 0 || n.find(".tmp.") != std::string::npos) doomed.push_back(de.path());
-  }
-  std::sort(doomed.begin(), doomed.end());
-  for (const fs::path& p : doomed) {
-    fs::remove(p, ec);
-    sc("removed " + p.string());
-  }
+  DirLock lock(dir);
+  commit_locked(dir, generation, world, files, sc);
 }
 
 void save_checkpoint(const std::string& dir, std::span<const std::vector<TensorShard>> per_rank, const SaveOptions& opt) {
@@ -231,11 +326,16 @@ void save_checkpoint(const std::string& dir, std::span<const std::vector<TensorS
   QTC_CHECK(world >= 1, "save_checkpoint: no ranks");
   std::error_code ec;
   fs::create_directories(dir, ec);
-  const uint64_t gen = next_generation(dir);
+  QTC_CHECK(fs::is_directory(dir, ec), "checkpoint: cannot create directory ", dir);
+  // One save at a time per directory: concurrent saves (threads or processes) wait here and then commit in
+  // turn, each a newer generation; the last committed checkpoint is never touched by another's commit.
+  DirLock lock(dir);
   int step = 0;
+  StepCounter sc{opt, &step};
+  const uint64_t gen = claim_generation_locked(dir, &sc);
   std::vector<ShardFileInfo> infos;
   for (int r = 0; r < world; ++r) infos.push_back(write_shard_file(dir, gen, r, world, per_rank[static_cast<size_t>(r)], opt, &step));
-  commit_checkpoint(dir, gen, world, infos, opt, &step);
+  commit_locked(dir, gen, world, infos, sc);
 }
 
 std::future<void> save_checkpoint_async(const std::string& dir, std::span<const std::vector<TensorShard>> per_rank, SaveOptions opt) {

@@ -13,7 +13,10 @@
 
 namespace qtc::ref::detail {
 
-/// Runs fn(begin, end) over [0, n) split into contiguous chunks on up to hardware_concurrency threads.
+/// The number of CPUs this process may run on (its affinity mask; hardware_concurrency when unknown).
+int64_t cpu_threads();
+
+/// Runs fn(begin, end) over [0, n) split into contiguous chunks on up to cpu_threads() threads.
 /// Each index is processed by exactly one call, so results do not depend on the thread count.
 void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
