@@ -9,7 +9,7 @@
 #include "qtc/backend.hpp"
 #include "qtc/error.hpp"
 #include "qtc/safetensors.hpp"
-#include "verify.hpp"
+#include "qtc/verify.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static auto cpu = qtc::make_cpu_backend();

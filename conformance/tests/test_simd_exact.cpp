@@ -17,7 +17,7 @@
 #include "qtc/cpu_path.hpp"
 #include "qtc/quantize.hpp"
 #include "qtc/safetensors.hpp"
-#include "verify.hpp"
+#include "qtc/verify.hpp"
 
 namespace {
 

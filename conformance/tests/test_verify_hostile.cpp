@@ -21,7 +21,7 @@
 #include <string>
 
 #include "qtc/safetensors.hpp"
-#include "verify.hpp"
+#include "qtc/verify.hpp"
 
 namespace {
 
