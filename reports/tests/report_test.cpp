@@ -17,6 +17,8 @@
 /// |                                         |                                                | coloured cells first), no      |
 /// |                                         |                                                | console message, screenshot    |
 /// | ReportConform.ReadsConformMatrix        | `qtc conform`'s report.json                    | counts, failures first, notes  |
+/// | ReportBench.BenchOnlyHasNoConformance   | benchmark JSON only                            | no verdict / conformance /     |
+/// |   Sections                              |                                                | empty sections                 |
 /// | ReportConform.ConformOnlyLeavesOutBench | same, no benchmark input                       | no benchmark/history sections; |
 /// |                                         |                                                | md and html open with verdict  |
 ///
@@ -460,6 +462,23 @@ TEST(ReportConform, ReadsConformMatrix) {
   EXPECT_NE(html.find("header length beyond the file"), std::string::npos);
   EXPECT_NE(html.find("cuda (skipped: built without CUDA)"), std::string::npos);
   EXPECT_TRUE(fs::exists(dir / "report.json")) << "conform's own files stay";
+}
+
+/// A benchmark-only report: no verdict, no conformance section, no empty placeholder; the benchmarks lead.
+TEST(ReportBench, BenchOnlyHasNoConformanceSections) {
+  const fs::path dir = fs::path(testing::TempDir()) / "qtc_report_bench_only";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "cpu.json") << make_run({{"copy/bf16_4096x4096", {10, 10.2, 9.9}}, {"quantize/nvfp4_1x16", {800, 810, 790}}}, "abc1234").dump();
+  qtc::report::Inputs in;
+  in.bench_json = {dir / "cpu.json"};
+  const auto out = qtc::report::write_report(in, dir / "out");
+  const std::string html = slurp(out.html);
+  for (const char* absent : {"id=\"verdict\"", "id=\"conformance\"", "id=\"divergences\"", "id=\"comparison\"", "id=\"gemm\"",
+                             "No conformance", "No comparison"})
+    EXPECT_EQ(html.find(absent), std::string::npos) << absent;
+  EXPECT_NE(html.find("<section id=\"context\">"), std::string::npos);
+  EXPECT_NE(html.find("<section id=\"bandwidth\">"), std::string::npos);
 }
 
 /// A conform-only run: the report opens with the verdict and has no benchmark or history section at all.
