@@ -17,6 +17,8 @@ void register_report(CLI::App& app);
 /// `qtc gating [--cc X.Y] [--cublas N] [--feature NAME]` (cmd_gating.cpp).
 void register_gating(CLI::App& app);
 void register_identify(CLI::App& app);
+/// `qtc profiles` (cmd_profiles.cpp).
+void register_profiles(CLI::App& app);
 
 /// The exit code a subcommand's callback asks for (set by the callback, returned by main).
 int& exit_code();

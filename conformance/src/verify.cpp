@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "qtc/codec.hpp"
+#include "qtc/cuda/backend.hpp"
 #include "qtc/error.hpp"
 #include "qtc/recipe.hpp"
 

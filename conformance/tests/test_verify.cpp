@@ -24,6 +24,7 @@
 
 #include "cases.hpp"
 #include "qtc/codec.hpp"
+#include "qtc/cuda/backend.hpp"
 #include "verify.hpp"
 
 namespace {
