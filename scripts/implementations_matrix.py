@@ -87,7 +87,9 @@ def identify(qtc, files):
                 row["closest"] = c.group(1)
                 row["closest_count"] = int(c.group(2))
             r = re.search(r"rule (\S+) of (\S+) explains it", rest)
-            row["rule"] = f"{r.group(1)} of {r.group(2)}" if r else "none (no single rule)"
+            t = re.search(r"elements differ\): (\w+):", rest)
+            row["rule"] = (f"{r.group(1)} of {r.group(2)}" if r else
+                           f"no single rule (closest {row['closest']}, first in {t.group(1) if t else '?'})")
             row["detail"] = rest
         else:
             row["detail"] = rest

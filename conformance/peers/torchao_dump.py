@@ -139,30 +139,35 @@ def dump_nvfp4(x, two_level):
     xa = torchao_input(x)
     out = {"x": x.contiguous()}
     md = {"qtc.schema": "1", "recipe": "nvfp4", "profile": "torchao"}
+    colwise = x.shape[0] % 16 == 0
+    if not colwise:
+        md["columnwise"] = "0"
     if two_level:
         amax = torch.max(torch.abs(xa)).to(torch.float32)
         pts = per_tensor_amax_to_scale(amax)
         sc, data = nvfp4_quantize(xa, 16, pts)
-        sct, datat = nvfp4_quantize(xa.t().contiguous(), 16, pts)
+        sct, datat = nvfp4_quantize(xa.t().contiguous(), 16, pts) if colwise else (None, None)
         out["amax_rowwise"] = amax.reshape(1).clone()
-        out["amax_columnwise"] = amax.reshape(1).clone()
+        if colwise:
+            out["amax_columnwise"] = amax.reshape(1).clone()
         md["source"] = f"{SOURCE}: nvfp4_quantize(block_size=16, per_tensor_scale=per_tensor_amax_to_scale(amax))"
     else:
         sc, data = nvfp4_quantize(xa, 16, None)
-        sct, datat = nvfp4_quantize(xa.t().contiguous(), 16, None)
+        sct, datat = nvfp4_quantize(xa.t().contiguous(), 16, None) if colwise else (None, None)
         md["per_tensor_scale"] = "0"
         md["source"] = f"{SOURCE}: nvfp4_quantize(block_size=16, per_tensor_scale=None)"
     out["rowwise_data"] = u8(data)
     out["rowwise_scale_inv"] = u8(sc)
-    out["columnwise_data"] = u8(datat)
-    out["columnwise_scale_inv"] = u8(sct)
+    if colwise:
+        out["columnwise_data"] = u8(datat)
+        out["columnwise_scale_inv"] = u8(sct)
     return out, md
 
 
 MX_FAMILIES = ["normal", "heavy", "wide", "tiny", "zero_blocks", "ties", "pow2", "ulps", "nan", "inf", "big"]
 NV_FAMILIES = MX_FAMILIES
 MX_SHAPES = [(64, 96), (33, 64), (32, 32)]
-NV_SHAPES = [(32, 64), (48, 32), (16, 16)]
+NV_SHAPES = [(32, 64), (48, 32), (16, 16), (33, 48)]  # 33 x 48: rowwise only (torchao blocks along K only)
 
 
 def cases(stress=0):
@@ -206,6 +211,8 @@ def in_sample(kind, param, dt, fam, shape):
             return fam == "normal" and fp8 == "e4m3" and dt == "f32"
         i = list(MODES).index(rule) * 6 + list(FP8).index(fp8) * 3 + list(DTYPES).index(dt)
         return shape == (32, 32) and fam in (["ties", "ulps", "pow2"][i % 3], ["nan", "inf", "zero_blocks", "normal"][i % 4])
+    if shape == (33, 48):
+        return fam == "normal" and dt == "bf16"
     return shape == (16, 16) and fam in ("normal", "zero_blocks", "nan", "ties")
 
 

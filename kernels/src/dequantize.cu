@@ -3,6 +3,7 @@
 ///        §4.2): NVFP4 (sf * amax) * 1/(6 * E4M3_MAX) times the E2M1 value, MXFP8 2^(e-127) * q, FP8 q * scale_inv,
 ///        rounded once (RN-even) to the output type.
 #include "device_codec.cuh"
+#include "qtc/profile.hpp"  // kTorchAOPerTensorDivisor
 #include "launch.hpp"
 #include "qtc/cuda/check.hpp"
 
@@ -43,7 +44,7 @@ __global__ void dequant_kernel(KParams p) {
           sf = dec_e4m3(p.scale[scale_index(p.sl, j, i / 16)]);
           am = p.amax[p.per_row_amax ? j : 0];
         }
-        const float fs = p.torchao ? (p.torchao_two_level ? __fmul_rn(__fdiv_rn(am, 2688.0f), sf) : sf)
+        const float fs = p.torchao ? (p.torchao_two_level ? __fmul_rn(__fdiv_rn(am, kTorchAOPerTensorDivisor), sf) : sf)
                                    : __fmul_rn(__fmul_rn(sf, am), p.factor);
         v = __fmul_rn(dec_e2m1(code), fs);
         break;

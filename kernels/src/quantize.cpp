@@ -183,6 +183,8 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
 
   switch (r.kind) {
     case RecipeKind::kNVFP4: {
+      QTC_CHECK(M % 16 == 0, "quantize: the CUDA NVFP4 kernels need M % 16 == 0, got M = ", M,
+                " (torchao's rowwise-only plane of a ragged M runs on the CPU reference)");
       float* ar = rp ? rp->amax.as<float>() : ws;
       float* ac = cp ? cp->amax.as<float>() : ws + 1;
       if (r.row_scaled) {
@@ -289,6 +291,8 @@ std::string unsupported_reason(const Recipe& r, DType input, int64_t rows, int64
   } catch (const Error& e) {
     return e.what();
   }
+  if (r.kind == RecipeKind::kNVFP4 && rows % 16 != 0)
+    return "the CUDA NVFP4 kernels need M % 16 == 0 (torchao's rowwise-only plane of a ragged M runs on the CPU reference)";
   if (device_count() == 0) return "";  // the recipe is legal; whether a device is there is the backend's question
   // The capability table (gating.hpp) for the current device.
   gating::Capability cap;

@@ -5,6 +5,7 @@
 ///        is chosen explicitly here).
 #pragma once
 #include "device_codec.cuh"
+#include "qtc/profile.hpp"  // kTorchAOPerTensorDivisor
 
 namespace qtc::cuda::dev::ao {
 
@@ -104,7 +105,7 @@ __device__ __forceinline__ uint2 nvfp4_block(const float x[16], float tensor_ama
     bamax = fmaxf(bamax, fabsf(x[i]));
   }
   if (has_nan) bamax = bitsf(kAmaxNaN);
-  const float pts = div(tensor_amax(tensor_amax_v, bf16), 2688.0f);
+  const float pts = div(tensor_amax(tensor_amax_v, bf16), kTorchAOPerTensorDivisor);
   float s = div(bamax, 6.0f);
   if (two_level) s = div(s, pts);
   sf = cast_fp8(clamp(s, 0x1p-6f, 448.0f), false);

@@ -343,6 +343,15 @@ QuantizedTensor quantize_nvfp4(const MatrixView& x, const Recipe& r, const float
     }
   });
 
+  if (const int64_t tail = M % 16; tail != 0 && r.rowwise) {
+    // torchao's rowwise-only plane of a ragged M (validate_input admits no other): the last M % 16 rows.
+    std::vector<float> strip(static_cast<size_t>(tail * K));
+    load_rows(x, groups * 16, tail, strip.data());
+    quantize_rows_1d(nb, strip.data(), tail, K, [&](int64_t) { return g_row; }, q.rowwise->data.data() + groups * 16 * (K / 2),
+                     q.rowwise->scale.bytes.data() + groups * 16 * (K / 16), 0,
+                     [&](int64_t i, int64_t blk) { return (groups * 16 + i) * K + blk * 16; });
+  }
+
   if (r.rht && r.columnwise) {
     // Columnwise plane of RHT(x^T): the rows of Y (K, M) quantized with blocks of 16 along M.
     const int64_t rows_per_chunk = 16;

@@ -160,6 +160,7 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
   }
   if (fp8_block || fp8_tensor) {
     d.emplace_back("fp8.inf_amax_scale", fp8_inf_amax_scale_zero ? "0" : "1");
+    d.emplace_back("fp8.scale_order", fp8_scale_reciprocal ? "fp8_max * (1 / amax)" : "fp8_max / amax");
     d.emplace_back("fp8.cast_overflow", fp8_satfinite ? "saturate to +-max (satfinite)" : "NaN (E4M3) / Inf (E5M2)");
     d.emplace_back("fp8.eps", "recipe parameter eps (amax clamped to at least eps)");
   }
@@ -196,6 +197,12 @@ std::span<const RuleToggle> rule_toggles() {
        [](ProfileRules& r) {
          if (!r.mxfp8 || r.mx_order != MxOrder::kTE) return false;
          r.mx_nonfinite = r.mx_nonfinite == MxNonFinite::kNaN ? MxNonFinite::kSatFinite : MxNonFinite::kNaN;
+         return true;
+       }},
+      {"fp8.scale_order", "fp8_max * (1 / amax) <-> fp8_max / amax",
+       [](ProfileRules& r) {
+         if (!r.fp8_block && !r.fp8_tensor) return false;
+         r.fp8_scale_reciprocal = !r.fp8_scale_reciprocal;
          return true;
        }},
       {"fp8.cast_overflow", "flipped",

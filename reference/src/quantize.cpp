@@ -93,7 +93,7 @@ float fp8_scale_from_amax(float amax_in, float max_fp8, bool pow2, float eps, fl
   if (a < eps) a = eps;
   if (std::isinf(a) && profile_rules(profile).fp8_inf_amax_scale_zero) return 0.0f;  // TE's Python/C++ test references (§3.2)
   if (std::isinf(a) || a == 0.0f || std::isnan(a)) return 1.0f;
-  float scale = max_fp8 / a;
+  float scale = profile_rules(profile).fp8_scale_reciprocal ? max_fp8 * (1.0f / a) : max_fp8 / a;
   if (std::isinf(scale)) scale = value_for_inf;
   if (pow2) scale = bits_f32(f32_bits(scale) & 0xFF800000u);
   return scale;

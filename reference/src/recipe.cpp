@@ -104,7 +104,10 @@ void Recipe::validate_input(DType input, int64_t rows, int64_t cols) const {
   QTC_CHECK(rows >= 0 && cols >= 0, "recipe ", name(), ": negative shape [", rows, ", ", cols, "]");
   if (kind == RecipeKind::kNVFP4) {
     QTC_CHECK(cols % 16 == 0, "recipe ", name(), ": NVFP4 needs K % 16 == 0, got K = ", cols, " (TE_FORMATS.md §1.1)");
-    QTC_CHECK(rows % 16 == 0, "recipe ", name(), ": NVFP4 needs M % 16 == 0, got M = ", rows, " (TE_FORMATS.md §1.1)");
+    // torchao's nvfp4_quantize blocks along K only: its rowwise plane takes any M (columnwise blocks run along M).
+    const bool any_m = profile_rules(profile).nvfp4_order == Nvfp4Order::kTorchAO && !columnwise;
+    QTC_CHECK(any_m || rows % 16 == 0, "recipe ", name(), ": NVFP4 needs M % 16 == 0, got M = ", rows,
+              " (TE_FORMATS.md §1.1; torchao's rowwise-only plane takes any M)");
     QTC_CHECK(!rht || input == DType::kBF16, "recipe ", name(), ": RHT is only defined for BF16 input (TE_FORMATS.md §1.9), got ",
               dtype_name(input));
   }

@@ -149,6 +149,27 @@ TEST(TorchAONvfp4, TinyAndZero) {
   for (uint8_t b : qz.rowwise->data) EXPECT_EQ(b, 204);
 }
 
+TEST(TorchAONvfp4, RaggedRowsRowwiseOnly) {
+  // nvfp4_quantize blocks along K only: M = 33 is legal for the rowwise plane, the last row is its own strip.
+  std::vector<float> x(33 * 16);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 13) - 6.0f;
+  Recipe r = ao_nv(true);
+  EXPECT_NO_THROW(r.validate_input(DType::kF32, 33, 16));
+  const auto q = ref::quantize(MatrixView{x.data(), DType::kF32, 33, 16}, r);
+  std::vector<float> last(x.end() - 16, x.end());
+  last.resize(16 * 16, 0.0f);
+  last[16] = 6.0f;  // same tensor amax (6): the last row's bytes equal a 16-row tensor's first row
+  const auto q1 = ref::quantize(MatrixView{last.data(), DType::kF32, 16, 16}, r);
+  EXPECT_EQ(q.rowwise->scale.bytes[32], q1.rowwise->scale.bytes[0]);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(q.rowwise->data[static_cast<size_t>(32 * 8 + i)], q1.rowwise->data[static_cast<size_t>(i)]);
+  r.columnwise = true;
+  EXPECT_THROW(r.validate_input(DType::kF32, 33, 16), Error) << "the columnwise plane blocks along M";
+  Recipe te;
+  te.kind = RecipeKind::kNVFP4;
+  te.columnwise = false;
+  EXPECT_THROW(te.validate_input(DType::kF32, 33, 16), Error) << "TE needs M % 16 == 0";
+}
+
 TEST(TorchAONvfp4, E2m1CastIsTorchaosBitTwiddling) {
   // RN-even on the grid, saturating, -0 keeps its sign; NaN goes through the normal branch.
   EXPECT_EQ(torchao::f32_to_e2m1(0.25f), 0x0);

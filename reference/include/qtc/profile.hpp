@@ -66,6 +66,8 @@ struct ProfileRules {
 
   // FP8 block / tensor
   bool fp8_inf_amax_scale_zero = false;  ///< amax = +Inf -> scale 0 (TE's Python/C++ references), else 1
+  bool fp8_scale_reciprocal = false;     ///< FP8 scale = fp8_max * RN(1 / amax) (PyTorch's `fp8_max / amax_tensor`),
+                                         ///< else RN(fp8_max / amax) (TE)
   bool fp8_satfinite = true;             ///< FP8 block/tensor data cast saturates (cvt satfinite); else a value past
                                          ///< the range becomes NaN (E4M3) / Inf (E5M2), as PyTorch's and ml_dtypes' casts
 
