@@ -302,8 +302,9 @@ io::File make_vector(const Case& c, const HostMatrix& x, const QuantizedTensor& 
     const std::optional<Plane>& p = pk == PlaneKind::kRowwise ? q.rowwise : q.columnwise;
     if (!p) continue;
     const std::string pre = pk == PlaneKind::kRowwise ? "rowwise" : "columnwise";
-    if (tensor_scaled && pk == PlaneKind::kColumnwise) continue;  // VECTORS.md: FP8 tensor has the rowwise outputs only
     f.put(bytes_tensor(pre + "_data", "U8", {p->data_rows, p->data_cols}, p->data));
+    // VECTORS.md: FP8 tensor's columnwise plane is columnwise_data [K, M] alone (x^T cast with the same scale).
+    if (tensor_scaled && pk == PlaneKind::kColumnwise) continue;
     if (!tensor_scaled)
       f.put(bytes_tensor(pre + "_scale_inv", p->scale.type == ScaleType::kF32 ? "F32" : "U8", {p->scale.rows, p->scale.cols},
                          p->scale.bytes));

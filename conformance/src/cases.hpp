@@ -40,8 +40,8 @@ struct Case {
 /// The generated cases for the given recipes (families, input types and shapes each recipe accepts).
 std::vector<Case> generated_cases(const std::vector<Recipe>& recipes);
 
-/// The VECTORS.md vector of a case: x, every output of the planes q holds (fp8_tensor: the rowwise ones,
-/// scale_inv and amax), and both dequantized planes, with the recipe metadata, the case id, comment, flags
+/// The VECTORS.md vector of a case: x, every output of the planes q holds (fp8_tensor: rowwise_data, the
+/// transposed columnwise_data [K, M] when q has it, scale_inv and amax), and the dequantized planes, with the recipe metadata, the case id, comment, flags
 /// and the seed.
 io::File make_vector(const Case& c, const HostMatrix& x, const QuantizedTensor& q, QuantizeBackend& cpu, uint64_t seed);
 

@@ -3,6 +3,7 @@
 ///        recipe variant and profile; writes report.md and report.json and prints the report folder last.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <cstdio>
@@ -17,7 +18,8 @@
 #include "conform_report.hpp"
 #include "qtc/error.hpp"
 #include "qtc/report.hpp"
-#include "verify.hpp"
+#include "backends.hpp"
+#include "qtc/verify.hpp"
 
 namespace qtc::conformance {
 
@@ -35,6 +37,7 @@ struct ConformOptions {
   bool no_bundled = false;
   bool no_identify = false;
   std::vector<std::string> foreign;  ///< vectors dumped by other implementations
+  VerifyOptions verify;              ///< --strict-padding
 };
 
 /// Progress on stderr: a line at each tenth of a phase.
@@ -83,13 +86,30 @@ std::string find_bundled_vectors(const std::string& configured) {
 
 int run_conform(ConformOptions o) {
   if (const char* s = std::getenv("QTC_SEED"); s != nullptr && *s != '\0') o.seed = std::strtoull(s, nullptr, 0);
-  if (o.vectors == QTC_BUNDLED_VECTORS_DIR) o.vectors = find_bundled_vectors(o.vectors);
+  // The default bundled vectors are vectors/te and, beside it, vectors/te_layout (the same vectors in TE's layout).
+  std::vector<std::string> bundled_dirs;
+  if (o.vectors == QTC_BUNDLED_VECTORS_DIR) {
+    o.vectors = find_bundled_vectors(o.vectors);
+    const fs::path te_layout = fs::path(o.vectors).parent_path() / "te_layout";
+    bundled_dirs = {o.vectors};
+    if (fs::is_directory(te_layout)) bundled_dirs.push_back(te_layout.string());
+  } else {
+    bundled_dirs = {o.vectors};
+  }
+  // A bundled file's name in the report: relative to vectors/te, or "te_layout/<file>".
+  auto bundled_name = [&](const fs::path& f) {
+    std::error_code e;
+    const fs::path base = bundled_dirs.size() > 1 && f.string().rfind(bundled_dirs[1], 0) == 0 ? fs::path(bundled_dirs[1]).parent_path()
+                                                                                               : fs::path(o.vectors);
+    const fs::path rel = fs::relative(f, base, e);
+    return e || rel.empty() ? f.string() : rel.string();
+  };
   const auto t0 = std::chrono::steady_clock::now();
   ConformRun run;
   run.version = QTC_VERSION;
   run.started = utc_now();
   run.seed = o.seed;
-  run.vectors_dir = o.vectors;
+  run.vectors_dir = ::fmt::format("{}", ::fmt::join(bundled_dirs, "`, `"));
 
   std::error_code ec;
   const fs::path out = fs::absolute(o.out);
@@ -121,14 +141,13 @@ int run_conform(ConformOptions o) {
   std::vector<fs::path> bundled_files;
   if (!o.no_bundled) {
     std::vector<FileResult> problems;
-    bundled_files = collect_vector_files({o.vectors}, problems);
+    bundled_files = collect_vector_files(bundled_dirs, problems);
     const auto& files = bundled_files;
     for (auto& p : problems) record("bundled", "verify", p, nullptr);
     Progress prog("bundled vectors x " + std::to_string(backends.size()) + " backend(s)", files.size() * backends.size());
     for (const auto& f : files)
-      for (FileResult& r : verify_file(f, backends)) {
-        r.path = fs::relative(f, o.vectors, ec).string();
-        if (ec || r.path.empty()) r.path = f.string();
+      for (FileResult& r : verify_file(f, backends, o.verify)) {
+        r.path = bundled_name(f);
         record("bundled", "verify", std::move(r), &prog);
       }
   }
@@ -141,7 +160,7 @@ int run_conform(ConformOptions o) {
     for (auto& p : problems) record("foreign", "verify", p, nullptr);
     Progress prog("foreign vectors x " + std::to_string(backends.size()) + " backend(s)", foreign_files.size() * backends.size());
     for (const auto& f : foreign_files)
-      for (FileResult& r : verify_file(f, backends)) {
+      for (FileResult& r : verify_file(f, backends, o.verify)) {
         r.path = f.string();
         record("foreign", "verify", std::move(r), &prog);
       }
@@ -155,10 +174,7 @@ int run_conform(ConformOptions o) {
     Progress prog("attributing vectors to profiles", todo.size());
     for (const auto& [suite, f] : todo) {
       VectorIdentity id = identify_vector(f, *cpu);
-      if (suite == "bundled") {
-        const fs::path rel = fs::relative(f, o.vectors, ec);
-        if (!ec && !rel.empty()) id.path = rel.string();
-      }
+      if (suite == "bundled") id.path = bundled_name(f);
       prog.step(id.verdict == IdentityVerdict::kError ? Verdict::kError : Verdict::kPass);
       run.identities.emplace_back(suite, std::move(id));
     }
@@ -256,7 +272,7 @@ void register_conform(CLI::App& app) {
   auto opts = std::make_shared<ConformOptions>();
   CLI::App* cmd = app.add_subcommand("conform", "Run the bundled vectors and generated cases for every recipe and profile; write a report");
   cmd->footer(
-      "Runs (1) every bundled vector (a copy of TransformerEngine-derived vectors, VECTORS.md) on each backend,\n"
+      "Runs (1) every bundled vector (TransformerEngine-derived vectors, VECTORS.md, in the compact and TE layouts) on each backend,\n"
       "and (2) generated cases: every recipe variant and profile on normal, heavy-tailed, zero-block, tiny/\n"
       "subnormal, huge, E2M1-tie and NaN/Inf/-0 inputs (F32, BF16, F16), quantized by the CPU reference,\n"
       "written as vectors under DIR/vectors, read back, verified on each backend (with a GPU: the CUDA\n"
@@ -271,7 +287,8 @@ void register_conform(CLI::App& app) {
   cmd->add_option("--backend", opts->backend, "Backends to check: cpu, cuda or all")
       ->check(CLI::IsMember({"cpu", "cuda", "all"}))
       ->capture_default_str();
-  cmd->add_option("--vectors", opts->vectors, "Folder of bundled vectors")->capture_default_str();
+  cmd->add_option("--vectors", opts->vectors,
+                  "Folder of bundled vectors (default: vectors/te and, beside it, vectors/te_layout)")->capture_default_str();
   cmd->add_option("--seed", opts->seed, "Seed of the generated inputs")->capture_default_str();
   cmd->add_option("--recipe-filter", opts->filter, "Only generated recipes whose name contains this text");
   cmd->add_flag("--no-generated", opts->no_generated, "Skip the generated cases");
@@ -279,6 +296,8 @@ void register_conform(CLI::App& app) {
   cmd->add_option("--foreign", opts->foreign,
                    "Vectors dumped by another implementation (files or folders, repeatable): verified against the "
                    "profile each claims, and attributed to the profiles that reproduce it in the divergence table");
+  cmd->add_flag("--strict-padding", opts->verify.strict_padding,
+                "Vectors with layout=te: padding entries must be zero (by default they are not compared)");
   cmd->add_flag("--no-identify", opts->no_identify, "Skip the divergence table (profile attribution of the vectors)");
   cmd->callback([opts] { exit_code() = run_conform(*opts); });
 }

@@ -13,8 +13,8 @@
 #include "commands.hpp"
 #include "qtc/backend.hpp"
 #include "qtc/error.hpp"
-#include "identify.hpp"
-#include "verify.hpp"
+#include "qtc/identify.hpp"
+#include "qtc/verify.hpp"
 
 namespace qtc::conformance {
 

@@ -19,6 +19,8 @@ void register_gating(CLI::App& app);
 void register_identify(CLI::App& app);
 /// `qtc profiles` (cmd_profiles.cpp).
 void register_profiles(CLI::App& app);
+/// `qtc quantize ...` and `qtc convert ...`: write vectors in the compact or TE layout (cmd_write.cpp).
+void register_write(CLI::App& app);
 
 /// The exit code a subcommand's callback asks for (set by the callback, returned by main).
 int& exit_code();

@@ -3,6 +3,7 @@
 #include "conform_report.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstring>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <tuple>
 
 #include "qtc/error.hpp"
+#include "qtc/report.hpp"
 
 namespace qtc::conformance {
 
@@ -143,32 +145,19 @@ void write_conform_report(const std::filesystem::path& dir, const ConformRun& ru
   j["foreign_dirs"] = run.foreign_dirs;
   write_text(dir / "report.json", j.dump(1) + "\n");
 
+  // report.md: the verdict first (matrix, failures with their messages), then the divergence table, then details.
   std::string md;
   md += "# qtc conform report\n\n";
-  md += ::fmt::format("qtc {}, started {} UTC, {:.1f} s, seed {}.\n\n", run.version, run.started, run.seconds, run.seed);
-  md += ::fmt::format("Bundled vectors: `{}`. Generated: {} recipe variants, {} cases.\n\n", run.vectors_dir, run.recipes, run.cases);
-  md += "Backends: ";
-  for (size_t i = 0; i < run.backends.size(); ++i) md += (i ? ", " : "") + run.backends[i];
-  md += "\n\n";
-  md += ::fmt::format("**{} passed, {} failed, {} skipped, {} errors.**\n\n", total.pass, total.fail, total.skipped, total.error);
-  md += "Checks: `verify` re-runs a vector on a backend and compares every expected output bit for bit; `roundtrip` "
-        "writes a generated vector with the safetensors writer and reads it back; `bound` checks dequantize(quantize(x)) "
-        "against x within the format's error bound.\n\n";
-  md += "| suite | check | pass | fail | error | skipped |\n|---|---|---:|---:|---:|---:|\n";
-  for (const auto& [k, c] : by_suite)
-    md += ::fmt::format("| {} | {} | {} | {} | {} | {} |\n", k.first, k.second, c.pass, c.fail, c.error, c.skipped);
-  md += "\n## Recipe x backend x profile\n\n| recipe | backend | profile | pass | fail | error | skipped |\n"
-        "|---|---|---|---:|---:|---:|---:|\n";
-  for (const auto& [k, c] : matrix)
-    md += ::fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", std::get<0>(k), std::get<1>(k), std::get<2>(k), c.pass,
-                        c.fail, c.error, c.skipped);
-  md += "\n## Divergences: which profile reproduces each vector\n\n"
+  md += ::fmt::format("qtc {}, started {} UTC, {:.1f} s, seed {}; backends: {}.\n\n", run.version, run.started, run.seconds,
+                      run.seed, ::fmt::format("{}", ::fmt::join(run.backends, ", ")));
+  md += qtc::report::conform_summary_markdown(j);
+  md += "## Divergences: which profile reproduces each vector\n\n"
         "Every bundled and foreign vector is re-run on the CPU reference under each profile qtc models (te, te_pyref, "
         "ocp, torchao; MXFP8 also under both scale rules). OK: the profile it claims reproduces it; OTHER: only other "
         "profiles do (the producer follows their rules, DIVERGENCES.md); NONE: no profile does (the closest one and "
         "its first mismatch are shown).\n\n";
   if (div.empty()) {
-    md += "No vectors were attributed.\n";
+    md += "No vectors were attributed in this run.\n";
   } else {
     md += "| suite | source | recipe | claims | result | reproduced by | vectors | example | first mismatch |\n"
           "|---|---|---|---|---|---|---:|---|---|\n";
@@ -177,7 +166,21 @@ void write_conform_report(const std::filesystem::path& dir, const ConformRun& ru
                           std::get<2>(k), std::get<3>(k), std::get<4>(k), std::get<5>(k), g.count, g.example,
                           md_escape(g.mismatch.empty() ? "-" : g.mismatch));
   }
-  md += "\n## Failures and errors\n\n";
+  md += "\n## Details\n\n";
+  md += ::fmt::format("Bundled vectors: `{}`. Generated: {} recipe variants, {} cases.\n\n", run.vectors_dir, run.recipes, run.cases);
+  md += ::fmt::format("**{} passed, {} failed, {} skipped, {} errors.**\n\n", total.pass, total.fail, total.skipped, total.error);
+  md += "Checks: `verify` re-runs a vector on a backend and compares every expected output bit for bit; `roundtrip` "
+        "writes a generated vector with the safetensors writer and reads it back; `bound` checks dequantize(quantize(x)) "
+        "against x within the format's error bound.\n\n";
+  md += "| suite | check | pass | fail | error | skipped |\n|---|---|---:|---:|---:|---:|\n";
+  for (const auto& [k, c] : by_suite)
+    md += ::fmt::format("| {} | {} | {} | {} | {} | {} |\n", k.first, k.second, c.pass, c.fail, c.error, c.skipped);
+  md += "\n### Recipe x backend x profile\n\n| recipe | backend | profile | pass | fail | error | skipped |\n"
+        "|---|---|---|---:|---:|---:|---:|\n";
+  for (const auto& [k, c] : matrix)
+    md += ::fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", std::get<0>(k), std::get<1>(k), std::get<2>(k), c.pass,
+                        c.fail, c.error, c.skipped);
+  md += "\n### Every failure and error\n\n";
   int shown = 0;
   for (const auto& rec : records) {
     const FileResult& r = rec.result;
@@ -188,13 +191,13 @@ void write_conform_report(const std::filesystem::path& dir, const ConformRun& ru
     for (const auto& d : r.details) md += "  * " + md_escape(d) + "\n";
   }
   if (shown == 0) md += "None.\n";
-  md += "\n## Skipped\n\n";
+  md += "\n### Skipped\n\n";
   std::map<std::string, int> skip_reasons;
   for (const auto& rec : records)
     if (rec.result.verdict == Verdict::kSkipped) ++skip_reasons[rec.result.backend + ": " + rec.result.message];
   if (skip_reasons.empty()) md += "None.\n";
   for (const auto& [why, n] : skip_reasons) md += ::fmt::format("* {} x {}\n", n, md_escape(why));
-  md += "\n## Per-file verdicts\n\n<details><summary>every file and check</summary>\n\n"
+  md += "\n### Per-file verdicts\n\n<details><summary>every file and check</summary>\n\n"
         "| suite | check | file | backend | verdict |\n|---|---|---|---|---|\n";
   for (const auto& rec : records)
     md += ::fmt::format("| {} | {} | `{}` | {} | {} |\n", rec.suite, rec.check, rec.result.path,

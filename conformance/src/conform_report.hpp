@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "identify.hpp"
-#include "verify.hpp"
+#include "qtc/identify.hpp"
+#include "qtc/verify.hpp"
 
 namespace qtc::conformance {
 

@@ -1,6 +1,6 @@
 /// \file identify.cpp
 /// \brief identify_vector: one CPU verification per candidate profile (and MXFP8 scale rule).
-#include "identify.hpp"
+#include "qtc/identify.hpp"
 
 #include <cctype>
 #include <climits>
@@ -8,8 +8,9 @@
 #include <cstdint>
 
 #include "qtc/error.hpp"
+#include "qtc/profile.hpp"
 #include "qtc/safetensors.hpp"
-#include "verify.hpp"
+#include "qtc/verify.hpp"
 
 namespace qtc::conformance {
 
@@ -97,15 +98,21 @@ std::string join_labels(const std::vector<std::string>& v) {
 }
 
 VectorIdentity identify_vector(const std::filesystem::path& path, QuantizeBackend& cpu) {
-  VectorIdentity id;
-  id.path = path.string();
   io::File f;
   try {
     f = io::read_file(path);
   } catch (const Error& e) {
+    VectorIdentity id;
+    id.path = path.string();
     id.error = e.what();
     return id;
   }
+  return identify_vector(f, path.string(), cpu);
+}
+
+VectorIdentity identify_vector(const io::File& f, const std::string& source, QuantizeBackend& cpu) {
+  VectorIdentity id;
+  id.path = source;
   const auto get = [&](const char* k, const char* d) {
     const auto it = f.metadata.find(k);
     return it == f.metadata.end() ? std::string(d) : it->second;

@@ -1,20 +1,23 @@
 /// \file verify.cpp
 /// \brief `qtc verify`'s logic: the expected-output table of VECTORS.md, bitwise comparison, failure messages
 ///        that name the first mismatch with both values decoded and the quantization block's inputs.
-#include "verify.hpp"
+#include "qtc/verify.hpp"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <optional>
 
 #include "qtc/codec.hpp"
-#include "qtc/cuda/backend.hpp"
 #include "qtc/error.hpp"
+#include "qtc/native_layout.hpp"
 #include "qtc/recipe.hpp"
+#include "qtc/untrusted.hpp"
 
 namespace qtc::conformance {
 
@@ -29,10 +32,14 @@ struct Spec {
   PlaneKind plane = PlaneKind::kRowwise;
   Role role = Role::kData;
   Elem elem = Elem::kF32;
-  std::vector<int64_t> shape;  ///< the file's shape (VECTORS.md)
+  std::vector<int64_t> shape;  ///< the compact shape (VECTORS.md table)
+  /// Where the file's buffer keeps each value (layout te: padded / transposed / swizzled scales).
+  std::optional<ref::OutputLayout> layout;
+  std::vector<int64_t> file_shape;     ///< the shape the file's tensor has
+  std::vector<uint8_t> compact_bytes;  ///< the file's values in the compact order (empty: the file's bytes are)
 };
 
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t cdiv(int64_t a, int64_t b) { return ceil_div_nonneg(a, b); }  // no overflow at 2^63 - 1
 
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string out = "[";
@@ -55,7 +62,7 @@ std::optional<Spec> spec_for(const std::string& name, const Recipe& r, int64_t M
     s.role = Role::kData;
     s.elem = nv ? Elem::kE2M1 : fp8_elem(r);
     s.shape = nv ? std::vector<int64_t>{M, cdiv(K, 2)} : std::vector<int64_t>{M, K};
-  } else if (name == "columnwise_data" && !ten) {
+  } else if (name == "columnwise_data") {  // FP8 tensor: x^T cast with the same scale, [K, M]
     s.role = Role::kData;
     s.elem = nv ? Elem::kE2M1 : fp8_elem(r);
     s.shape = nv ? std::vector<int64_t>{K, cdiv(M, 2)} : mx ? std::vector<int64_t>{M, K} : std::vector<int64_t>{K, M};
@@ -81,7 +88,7 @@ std::optional<Spec> spec_for(const std::string& name, const Recipe& r, int64_t M
     s.role = Role::kDequant;
     s.shape = {M, K};
   } else {
-    why = "tensor '" + name + "' is not an output of recipe " + rk + " (VECTORS.md, Tensors)";
+    why = "tensor " + printable_name(name) + " is not an output of recipe " + rk + " (VECTORS.md, Tensors)";
     return std::nullopt;
   }
   (void)blk;
@@ -200,6 +207,9 @@ Region region_of(const Spec& s, const Recipe& r, int64_t a, int64_t b, int64_t M
 /// Compares expected and actual element grids; returns an empty string on equality, else the failure line.
 std::string compare(const Spec& s, const Grid& want, const Grid& got, const Recipe& r, const MatrixView& x) {
   const int64_t n = want.rows * want.cols;
+  // Equal bytes mean equal elements (a NaN equals itself); only a difference needs the element loop.
+  const int64_t nbytes = want.elem == Elem::kE2M1 ? (n + 1) / 2 : want.elem == Elem::kF32 ? 4 * n : n;
+  if (nbytes == 0 || std::memcmp(want.p, got.p, static_cast<size_t>(nbytes)) == 0) return {};
   int64_t bad = 0, first = -1;
   for (int64_t i = 0; i < n; ++i)
     if (!same(want.elem, want.at(i), got.at(i))) {
@@ -209,6 +219,10 @@ std::string compare(const Spec& s, const Grid& want, const Grid& got, const Reci
   if (bad == 0) return {};
   const int64_t a = first / want.cols, b = first % want.cols;
   std::string coord = s.shape.size() == 1 ? ::fmt::format("[{}]", first) : ::fmt::format("[{}, {}]", a, b);
+  if (s.layout && !s.layout->is_identity()) {  // name the element where the file holds it, then its compact place
+    const int64_t li = s.layout->layout_index(first);
+    coord = ref::OutputLayout::coords_text(ref::OutputLayout::coords(li, s.file_shape)) + " (compact " + coord + ")";
+  }
   std::string note;
   if (r.rht && s.plane == PlaneKind::kColumnwise && s.role != Role::kAmax) note = " (before the RHT)";
   if (r.kind == RecipeKind::kFP8Tensor && (s.role == Role::kData || s.role == Role::kDequant)) note = " (per-tensor scale)";
@@ -249,7 +263,7 @@ const std::vector<std::string>& expected_tensor_names() {
   return kNames;
 }
 
-FileResult verify_vector(const io::File& file, const std::string& source, QuantizeBackend& backend) {
+FileResult verify_vector(const io::File& file, const std::string& source, QuantizeBackend& backend, const VerifyOptions& opts) {
   FileResult res;
   res.path = source;
   res.backend = backend.name();
@@ -267,6 +281,14 @@ FileResult verify_vector(const io::File& file, const std::string& source, Quanti
       return error(e.what());
     }
     res.profile = std::string(profile_name(r.profile));
+    // Layout of the output buffers (VECTORS.md, Native layouts).
+    ref::LayoutOptions lo;
+    try {
+      lo = ref::layout_from_metadata(file.metadata);
+      ref::check_layout_applies(lo, r);
+    } catch (const Error& e) {
+      return error(e.what());
+    }
 
     // Input.
     const io::Tensor* xt = file.find("x");
@@ -292,17 +314,19 @@ FileResult verify_vector(const io::File& file, const std::string& source, Quanti
       std::string why;
       auto spec = spec_for(t.name, r, M, K, why);
       if (!spec) return error(why);
+      spec->layout = ref::OutputLayout::find(t.name, r, M, K, lo);
+      QTC_CHECK(spec->layout && spec->layout->compact_shape() == spec->shape, "tensor '", t.name,
+                "': native_layout.hpp and verify disagree on the compact shape");
       // A 0-d tensor stands for a [1] one (torch.save of a scalar amax).
-      const bool scalar_ok = t.shape.empty() && spec->shape == std::vector<int64_t>{1};
-      if (t.shape != spec->shape && !scalar_ok)
-        return error(::fmt::format("tensor '{}' has shape {}, expected {} for x of shape [{}, {}] (recipe {})", t.name,
-                                 shape_text(t.shape), shape_text(spec->shape), M, K, recipe_kind_name(r.kind)));
+      if (!spec->layout->accepts_shape(t.shape)) return error(spec->layout->shape_error(t.shape));
       const bool want_f32 = spec->elem == Elem::kF32;
       if (want_f32 ? t.dtype != "F32" : !t.is_byte_tensor())
-        return error(::fmt::format("tensor '{}' has dtype {}, expected {}", t.name, t.dtype,
+        return error(::fmt::format("tensor {} has dtype {}, expected {}", printable_name(t.name), t.dtype,
                                  want_f32 ? "F32" : "a byte type (U8, F8_E4M3, F8_E5M2, F8_E8M0)"));
       (spec->plane == PlaneKind::kRowwise ? need_row : need_col) = true;
-      expected.emplace_back(*spec, &t);
+      spec->file_shape = t.shape;
+      if (!spec->layout->is_identity()) spec->compact_bytes = spec->layout->to_compact(t.bytes);
+      expected.emplace_back(std::move(*spec), &t);
     }
     if (expected.empty()) return error("no expected output (the file holds only the input; VECTORS.md, Tensors)");
     std::sort(expected.begin(), expected.end(), [](const auto& a, const auto& b) {
@@ -316,6 +340,23 @@ FileResult verify_vector(const io::File& file, const std::string& source, Quanti
     res.recipe = r.name();
     try {
       r.validate_input(xd, M, K);
+    } catch (const Error& e) {
+      return error(e.what());
+    }
+    // Resources: what the backend will hold for this input (every output of the planes asked for), computed
+    // without wrapping. An impossible or too large shape is an error (exit 2), never an allocation failure.
+    try {
+      int64_t need = 0;
+      for (const std::string& n : expected_tensor_names()) {
+        std::string why;
+        const auto sp = spec_for(n, r, M, K, why);
+        if (!sp || (sp->plane == PlaneKind::kRowwise ? !need_row : !need_col)) continue;
+        if (sp->role == Role::kDequant && file.find(n) == nullptr) continue;  // dequantized only when asked for
+        int64_t bytes = sp->elem == Elem::kF32 ? 4 : 1;
+        for (int64_t d : sp->shape) bytes = checked_size({bytes, d}, "recipe " + r.name() + " for x of shape " + shape_text({M, K}) + ": " + n);
+        need = checked_add(need, bytes, "recipe " + r.name() + " for x of shape " + shape_text({M, K}));
+      }
+      check_fits_in_memory(static_cast<uint64_t>(need), "recipe " + r.name() + " for x of shape " + shape_text({M, K}) + ": its outputs");
     } catch (const Error& e) {
       return error(e.what());
     }
@@ -333,6 +374,9 @@ FileResult verify_vector(const io::File& file, const std::string& source, Quanti
     QuantizedTensor q;
     try {
       q = backend.quantize(x, r);
+    } catch (const std::bad_alloc&) {
+      return error("backend " + backend.name() + " ran out of memory quantizing x of shape " + shape_text({M, K}) +
+                   " (resource limit, not a wrong answer)");
     } catch (const std::exception& e) {
       res.verdict = Verdict::kFail;
       res.message = std::string("backend ") + backend.name() + " failed to quantize: " + clean(e.what());
@@ -350,7 +394,15 @@ FileResult verify_vector(const io::File& file, const std::string& source, Quanti
         fails.push_back(::fmt::format("{}: backend {} produced no {} plane", s.name, backend.name(), pname));
         continue;
       }
-      Grid want{t->bytes.data(), s.elem, s.shape[0], s.shape.size() > 1 ? s.shape[1] : 1};
+      if (opts.strict_padding)
+        if (const auto pad = s.layout->nonzero_padding(t->bytes, s.file_shape)) {
+          uint32_t v = 0;
+          std::memcpy(&v, pad->first_bytes.data(), std::min<size_t>(pad->first_bytes.size(), 4));
+          fails.push_back(::fmt::format("{}: padding not zero (--strict-padding): {} of {} padding elements non-zero; first at {}: {}",
+                                        s.name, pad->nonzero, pad->total, ref::OutputLayout::coords_text(pad->first),
+                                        s.elem == Elem::kF32 ? show(Elem::kF32, v) : ::fmt::format("0x{:02x}", v)));
+        }
+      Grid want{s.layout->is_identity() ? t->bytes.data() : s.compact_bytes.data(), s.elem, s.shape[0], s.shape.size() > 1 ? s.shape[1] : 1};
       if (s.elem == Elem::kE2M1) want.cols *= 2;
       std::vector<uint8_t> got_bytes;  // owns the actual values where they are not in q
       Grid got = want;
@@ -398,6 +450,8 @@ FileResult verify_vector(const io::File& file, const std::string& source, Quanti
           if (it == dequantized.end()) {
             try {
               it = dequantized.emplace(s.plane, backend.dequantize(q, s.plane, DType::kF32)).first;
+            } catch (const std::bad_alloc&) {
+              return error("backend " + backend.name() + " ran out of memory dequantizing " + s.name + " (resource limit)");
             } catch (const std::exception& e) {
               fails.push_back(::fmt::format("{}: backend {} failed to dequantize: {}", s.name, backend.name(), e.what()));
               continue;
@@ -433,12 +487,13 @@ FileResult verify_vector(const io::File& file, const std::string& source, Quanti
   }
 }
 
-FileResult verify_file(const std::filesystem::path& path, QuantizeBackend& backend) {
+FileResult verify_file(const std::filesystem::path& path, QuantizeBackend& backend, const VerifyOptions& opts) {
   QuantizeBackend* b = &backend;
-  return verify_file(path, std::vector<QuantizeBackend*>{b}).front();
+  return verify_file(path, std::vector<QuantizeBackend*>{b}, opts).front();
 }
 
-std::vector<FileResult> verify_file(const std::filesystem::path& path, const std::vector<QuantizeBackend*>& backends) {
+std::vector<FileResult> verify_file(const std::filesystem::path& path, const std::vector<QuantizeBackend*>& backends,
+                                    const VerifyOptions& opts) {
   io::File f;
   try {
     f = io::read_file(path);
@@ -453,9 +508,82 @@ std::vector<FileResult> verify_file(const std::filesystem::path& path, const std
     return {r};
   }
   std::vector<FileResult> out;
-  for (QuantizeBackend* b : backends) out.push_back(verify_vector(f, path.string(), *b));
+  for (QuantizeBackend* b : backends) out.push_back(verify_vector(f, path.string(), *b, opts));
   return out;
 }
+
+namespace {
+
+/// Why `p` cannot be followed (a symlink loop, a dangling symlink), or "" when its target exists.
+std::string unreachable_reason(const std::filesystem::path& p, const std::error_code& ec) {
+  namespace fs = std::filesystem;
+  if (ec.value() == ELOOP) return "symlink loop (" + ec.message() + ")";
+  std::error_code e2;
+  if (fs::is_symlink(fs::symlink_status(p, e2))) {
+    std::error_code e3;
+    const fs::path target = fs::read_symlink(p, e3);
+    return "dangling symlink" + (e3 ? std::string() : " to " + target.string());
+  }
+  return ec && ec.value() != ENOENT ? ec.message() : "no such file or directory";
+}
+
+/// Collects the *.safetensors files under `dir` (following directory symlinks once each); every entry that
+/// cannot be read or followed is a problem naming its path, never a silent skip.
+void scan_directory(const std::filesystem::path& dir, std::vector<std::filesystem::path>& found, std::vector<FileResult>& problems,
+                    std::vector<std::pair<uint64_t, uint64_t>>& visited) {
+  namespace fs = std::filesystem;
+  auto problem = [&](const fs::path& p, const std::string& msg) {
+    problems.push_back(FileResult{p.string(), "", Verdict::kError, msg, {}, {}, {}, {}});
+  };
+  // `visited` holds the directories being scanned (this one's ancestors): meeting one again is a loop.
+  struct stat sb {};
+  const size_t depth = visited.size();
+  struct Pop {
+    std::vector<std::pair<uint64_t, uint64_t>>& v;
+    size_t n;
+    ~Pop() { v.resize(n); }
+  } pop{visited, depth};
+  if (::stat(dir.c_str(), &sb) == 0) {
+    const std::pair<uint64_t, uint64_t> id{static_cast<uint64_t>(sb.st_dev), static_cast<uint64_t>(sb.st_ino)};
+    if (std::find(visited.begin(), visited.end(), id) != visited.end()) {
+      problem(dir, "symlink loop (a directory symlink leads back to a directory being scanned)");
+      return;
+    }
+    visited.push_back(id);
+  }
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  if (ec) {
+    problem(dir, "cannot list directory: " + ec.message());
+    return;
+  }
+  std::vector<fs::path> entries;
+  for (; it != end; it.increment(ec)) {
+    entries.push_back(it->path());
+  }
+  if (ec) problem(dir, "cannot list directory: " + ec.message());
+  std::sort(entries.begin(), entries.end());
+  for (const fs::path& e : entries) {
+    std::error_code sec;
+    const fs::file_status st = fs::status(e, sec);
+    const bool vector_name = e.extension() == ".safetensors";
+    if (sec || !fs::exists(st)) {
+      // A symlink loop is an error whatever its name; a dangling link only when it names a vector.
+      if (sec.value() == ELOOP || vector_name) problem(e, unreachable_reason(e, sec));
+      continue;
+    }
+    if (fs::is_directory(st)) {
+      scan_directory(e, found, problems, visited);
+    } else if (vector_name) {
+      if (fs::is_regular_file(st))
+        found.push_back(e);
+      else
+        problem(e, "not a regular file");
+    }
+  }
+}
+
+}  // namespace
 
 std::vector<std::filesystem::path> collect_vector_files(const std::vector<std::string>& paths, std::vector<FileResult>& problems) {
   namespace fs = std::filesystem;
@@ -464,7 +592,7 @@ std::vector<std::filesystem::path> collect_vector_files(const std::vector<std::s
     std::error_code ec;
     const fs::file_status st = fs::status(p, ec);
     if (ec || !fs::exists(st)) {
-      problems.push_back(FileResult{p, "", Verdict::kError, "no such file or directory", {}, {}, {}, {}});
+      problems.push_back(FileResult{p, "", Verdict::kError, unreachable_reason(p, ec), {}, {}, {}, {}});
       continue;
     }
     if (!fs::is_directory(st)) {
@@ -472,30 +600,16 @@ std::vector<std::filesystem::path> collect_vector_files(const std::vector<std::s
       continue;
     }
     std::vector<fs::path> found;
-    fs::recursive_directory_iterator it(p, fs::directory_options::skip_permission_denied, ec), end;
-    for (; !ec && it != end; it.increment(ec)) {
-      std::error_code ec2;
-      if (it->path().extension() == ".safetensors" && it->is_regular_file(ec2)) found.push_back(it->path());
-    }
-    if (ec) {
-      problems.push_back(FileResult{p, "", Verdict::kError, "cannot list directory: " + ec.message(), {}, {}, {}, {}});
-      continue;
-    }
-    if (found.empty()) {
+    std::vector<std::pair<uint64_t, uint64_t>> visited;
+    const size_t before = problems.size();
+    scan_directory(p, found, problems, visited);
+    if (found.empty() && problems.size() == before) {
       problems.push_back(FileResult{p, "", Verdict::kError, "directory holds no *.safetensors file", {}, {}, {}, {}});
       continue;
     }
     std::sort(found.begin(), found.end());
     out.insert(out.end(), found.begin(), found.end());
   }
-  return out;
-}
-
-std::vector<std::unique_ptr<QuantizeBackend>> make_backends(const std::string& which) {
-  std::vector<std::unique_ptr<QuantizeBackend>> out;
-  if (which == "cpu" || which == "all") out.push_back(make_cpu_backend());
-  if (which == "cuda" || which == "all") out.push_back(make_cuda_backend());
-  QTC_CHECK(!out.empty(), "unknown backend '", which, "' (expected cpu, cuda or all)");
   return out;
 }
 

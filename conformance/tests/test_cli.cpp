@@ -157,10 +157,68 @@ TEST(QtcConformCli, ForeignVectorsFillTheDivergenceTable) {
   const std::string md((std::istreambuf_iterator<char>(md_in)), std::istreambuf_iterator<char>());
   EXPECT_NE(md.find("## Divergences"), std::string::npos);
   EXPECT_NE(md.find("planted: claims the floor rule"), std::string::npos) << md;
+  // report.md opens with the verdict (matrix, failures with their message), then divergences, then details.
+  EXPECT_EQ(md.find("## "), md.find("## Verdict\n\n**")) << md;
+  EXPECT_LT(md.find("## Verdict"), md.find("## Divergences"));
+  EXPECT_LT(md.find("## Divergences"), md.find("## Details"));
+  EXPECT_LT(md.find("Failures and errors, first 2 of 2"), md.find("## Divergences")) << md;
+  EXPECT_NE(md.find("| recipe | te / cpu |"), std::string::npos) << md;
   // The project report carries the same table.
   std::ifstream rep_in(out / "qtc_report.md");
   const std::string rep((std::istreambuf_iterator<char>(rep_in)), std::istreambuf_iterator<char>());
   EXPECT_NE(rep.find("planted: one byte off"), std::string::npos) << rep;
+}
+
+// Writing vectors: `qtc quantize` in TE's layout (swizzled), `qtc convert` back to compact and a folder into te;
+// what they write verifies, and --strict-padding sees the padding byte asked for.
+TEST(QtcWriteCli, QuantizeConvertVerify) {
+  TempDir d;
+  const std::string te = (d.path / "nv_te.safetensors").string();
+  CmdResult r = qtc("quantize --recipe nvfp4 --param tile=16x16 --shape 144x208 --layout te --swizzled --pad-byte 171 -o '" + te + "'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("layout te+swizzled"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rowwise_scale_inv U8 [256, 16]"), std::string::npos) << r.out;
+  const auto f = qtc::io::read_file(te);
+  EXPECT_EQ(f.metadata.at("layout"), "te");
+  EXPECT_EQ(f.metadata.at("swizzled"), "1");
+  EXPECT_EQ(qtc("verify '" + te + "'").out, "1 passed, 0 failed\n");
+  r = qtc("verify --strict-padding '" + te + "'");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("rowwise_scale_inv: padding not zero (--strict-padding)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(": 0xab"), std::string::npos) << r.out;
+  EXPECT_EQ(qtc("identify '" + te + "'").code, 0);
+
+  const std::string back = (d.path / "nv_compact.safetensors").string();
+  r = qtc("convert '" + te + "' --layout compact -o '" + back + "'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(qtc::io::read_file(back).at("rowwise_scale_inv").shape, (std::vector<int64_t>{144, 13}));
+  EXPECT_EQ(qtc("verify --strict-padding '" + back + "'").out, "1 passed, 0 failed\n");
+
+  // A folder of compact vectors (every recipe) into TE's layout; FP8 block / tensor are not swizzled.
+  const fs::path out = d.path / "te_dir";
+  r = qtc("convert '" + kDir + "' --layout te --swizzled -o '" + out.string() + "'");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("135 converted to layout te+swizzled, 0 errors"), std::string::npos) << r.out;
+  EXPECT_EQ(qtc("verify --strict-padding '" + out.string() + "'").out, "135 passed, 0 failed\n");
+
+  // Generated fp8_tensor: the transposed columnwise plane is written and checked.
+  const std::string ft = (d.path / "ft.safetensors").string();
+  r = qtc("quantize --recipe fp8_tensor --param fp8_dtype=e5m2 --shape 7x13 --layout te -o '" + ft + "'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(qtc::io::read_file(ft).at("columnwise_data").shape, (std::vector<int64_t>{13, 7}));
+  EXPECT_EQ(qtc("verify '" + ft + "'").out, "1 passed, 0 failed\n");
+}
+
+TEST(QtcWriteCli, BadArgumentsExitTwo) {
+  TempDir d;
+  const std::string o = (d.path / "x.safetensors").string();
+  EXPECT_EQ(qtc("quantize --recipe nvfp5 --shape 16x16 -o '" + o + "'").code, 2);
+  EXPECT_EQ(qtc("quantize --recipe nvfp4 --param tile=3x3 --shape 16x16 -o '" + o + "'").code, 2);
+  EXPECT_EQ(qtc("quantize --recipe nvfp4 --shape 15x16 -o '" + o + "'").code, 2);   // NVFP4 needs multiples of 16
+  EXPECT_EQ(qtc("quantize --recipe fp8_block --shape 16x16 --layout te --swizzled -o '" + o + "'").code, 2);
+  EXPECT_EQ(qtc("quantize --recipe mxfp8 --shape 32x32 --swizzled -o '" + o + "'").code, 2);  // swizzled needs te
+  EXPECT_EQ(qtc("quantize --recipe mxfp8 -o '" + o + "'").code, 2);                            // no input
+  EXPECT_FALSE(fs::exists(o));
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 #include <string>
 #include <unistd.h>
 
-#include "identify.hpp"
+#include "qtc/identify.hpp"
 #include "qtc/profile.hpp"
 #include "qtc/quantize.hpp"
 #include "qtc/safetensors.hpp"

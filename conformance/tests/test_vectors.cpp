@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "verify.hpp"
+#include "qtc/verify.hpp"
 
 namespace {
 

@@ -24,8 +24,9 @@
 
 #include "cases.hpp"
 #include "qtc/codec.hpp"
+#include "backends.hpp"
+#include "qtc/verify.hpp"
 #include "qtc/cuda/backend.hpp"
-#include "verify.hpp"
 
 namespace {
 

@@ -163,8 +163,10 @@ struct FastK {
   ScaleOut col_scale;
 };
 
+// 4 CTAs per SM (64 registers, no spill): on the H200 FP8 block 1x128 takes 0.345 ms against 0.363 at 3 CTAs
+// (76 registers), 16384^2 BF16; ncu showed long-scoreboard stalls (loads in flight) leading at 36% occupancy.
 template <typename In>
-__global__ void __launch_bounds__(kThreads, 3) fp8_fast_kernel(FastK p) {
+__global__ void __launch_bounds__(kThreads, 4) fp8_fast_kernel(FastK p) {
   using P = Packed16<In>;
   __shared__ __align__(16) uint8_t stage[kFT * kFT];
   __shared__ uint32_t colpart[kThreads / 32][kFT / 2];

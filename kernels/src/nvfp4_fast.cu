@@ -1,21 +1,29 @@
 /// \file nvfp4_fast.cu
 /// \brief The fast NVFP4 kernel for the common cases (TE_FORMATS.md §1.4, §1.7, §1.11): 1x16 or 16x16 blocks,
-///        RN, optionally row-scaled, profiles te/ocp; BF16/F16 input whose rows are 16-byte aligned. Everything
-///        else (F32, pyref, torchao, SR, 4over6, RHT, unaligned rows) stays on nvfp4_kernel.
+///        RN, optionally row-scaled, profiles te/ocp; BF16/F16 input, M and K multiples of 16, rows 16-byte
+///        aligned. Everything else (F32, pyref, torchao, SR, 4over6, RHT) stays on nvfp4_kernel.
 ///
-/// Same arithmetic as nvfp4_common.cuh, in the same order, fewer instructions:
-///  * rowwise straight from the registers of the 16-byte global loads: a thread holds 8 elements of a row, the
-///    two threads of a 16-block combine their block amax with one __shfl_xor;
-///  * the tile is staged in shared memory in its native 16-bit type; a columnwise thread owns one 32-bit word
-///    (two adjacent columns) for 8 rows, and row groups 8..15 of each 16 rows are stored with the word index
-///    XOR 16, so every LDS.32 of a warp hits 32 distinct banks;
+/// Same arithmetic as nvfp4_common.cuh, in the same order, built for instruction throughput:
+///  * persistent CTAs walk 64 x 128 tiles; each tile reaches shared memory through cp.async (16 bytes per
+///    thread and copy, zero-filled past K) into one of two stages while the other is computed, so no register
+///    holds a tile in flight, and one barrier per tile (16x16: two) orders it all;
+///  * the staged tile keeps its native 16-bit type; 32-bit word w of row r sits at w ^ (8 * ((r >> 4) & 3)) ^
+///    (4 * (r & 1)), so the row walk (LDS.128) and the column walk (LDS.32, one word = two columns) are both
+///    free of bank conflicts;
+///  * a rowwise thread owns two whole 16-element blocks of one row, a columnwise thread two whole 16-row
+///    columns (its 16 words): no shuffle for 1x16 block amaxes; the amaxes are packed bf16x2/half2 maxima of
+///    |x| (__hmax2 returns the other operand for a NaN, as fmaxf does, and the maximum of exact values is
+///    exact; balanced trees keep the dependency chains short); 16x16 blocks combine the 8 column threads of a block with three shuffles;
 ///  * S_enc, S_dec, S_enc * RN(1/6) once per CTA, and enc = fminf(1 / (dec(sf) * S_dec), FLT_MAX) from a
-///    128-entry shared table per plane (sf is never negative or NaN here: bamax ignores NaN, the product is
-///    clamped to FLT_MAX before the conversion), built once per CTA with the reference's division. Row-scaled
-///    tensors keep one division per block (S_dec differs per row/column); their per-row and per-column S_enc
-///    and S_dec are computed once per tile;
-///  * sf through the hardware cvt.rn.satfinite.e4m3x2.f32 (exact RN, like the software encoder; the input is
-///    never NaN here), two scales per instruction.
+///    128-entry shared table per plane built once per CTA with the reference's division (sf is never
+///    negative or NaN here). Row-scaled tensors keep one division per block, with the per-row and per-column
+///    constants computed once per tile;
+///  * sf through the hardware cvt.rn.satfinite.e4m3x2.f32 (exact RN; its input is never NaN), two scales per
+///    instruction; codes through the packed two-at-a-time E2M1 encoder (nvfp4_fast.cuh);
+///  * every code store is 8 bytes, and the lanes of a warp write whole 32-byte sectors: a row's 4 rowwise
+///    threads write 32 contiguous bytes, a column's 4 columnwise threads its 64 rows' 32 bytes.
+#include <type_traits>
+
 #include "nvfp4_fast.cuh"
 #include "nvfp4_kernel.cuh"
 
@@ -24,29 +32,73 @@ namespace {
 
 using namespace dev;
 
-constexpr int kFR = 64, kFC = 64;  // tile rows, columns
-constexpr int kWords = kFC / 2;    // 32-bit words per staged tile row
+constexpr int kFR = 64, kFC = 128;  // tile rows, columns
+constexpr int kWords = kFC / 2;     // 32-bit words per staged tile row
+constexpr int kStageWords = kFR * kWords;
 
-/// Two 16-bit inputs of one 32-bit word, exactly converted to float.
+/// Position of word w of tile row r in the staged tile (see the file comment).
+__device__ __forceinline__ int swz(int r) { return (8 * ((r >> 4) & 3)) ^ (4 * (r & 1)); }
+
+__device__ __forceinline__ void cp_async16(uint32_t saddr, const void* g, uint32_t bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(g), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+/// Two 16-bit inputs of one 32-bit word: exact conversion to float; packed maximum and absolute value.
 template <typename In>
-struct Unpack;
+struct Pk;
 template <>
-struct Unpack<__nv_bfloat16> {
-  __device__ static __forceinline__ void run(uint32_t w, float& lo, float& hi) {
+struct Pk<__nv_bfloat16> {
+  __device__ static __forceinline__ void unpack(uint32_t w, float& lo, float& hi) {
     lo = __uint_as_float(w << 16);
     hi = __uint_as_float(w & 0xFFFF0000u);
   }
+  __device__ static __forceinline__ uint32_t max2(uint32_t a, uint32_t b) { return bf22u(__hmax2(u2bf2(a), u2bf2(b))); }
+  __device__ static __forceinline__ uint32_t abs2(uint32_t a) { return bf22u(__habs2(u2bf2(a))); }
 };
 template <>
-struct Unpack<__half> {
-  __device__ static __forceinline__ void run(uint32_t w, float& lo, float& hi) {
+struct Pk<__half> {
+  __device__ static __forceinline__ void unpack(uint32_t w, float& lo, float& hi) {
     __half2 h;
     memcpy(&h, &w, 4);
     const float2 f = __half22float2(h);
     lo = f.x;
     hi = f.y;
   }
+  __device__ static __forceinline__ uint32_t max2(uint32_t a, uint32_t b) {
+    __half2 x, y;
+    memcpy(&x, &a, 4);
+    memcpy(&y, &b, 4);
+    const __half2 r = __hmax2(x, y);
+    uint32_t u;
+    memcpy(&u, &r, 4);
+    return u;
+  }
+  __device__ static __forceinline__ uint32_t abs2(uint32_t a) {
+    __half2 x;
+    memcpy(&x, &a, 4);
+    const __half2 r = __habs2(x);
+    uint32_t u;
+    memcpy(&u, &r, 4);
+    return u;
+  }
 };
+
+/// Packed max |x| over n words as a balanced tree (short dependency chains), then against +0: a NaN operand
+/// loses every comparison, as in the reference's fmaxf chain from 0, so an all-NaN set gives 0.
+template <typename In, int n>
+__device__ __forceinline__ uint32_t absmax_tree(const uint32_t* w) {
+  uint32_t t[n / 2];
+#pragma unroll
+  for (int i = 0; i < n / 2; ++i) t[i] = Pk<In>::max2(Pk<In>::abs2(w[2 * i]), Pk<In>::abs2(w[2 * i + 1]));
+#pragma unroll
+  for (int len = n / 2; len > 1; len /= 2) {
+#pragma unroll
+    for (int i = 0; i < len / 2; ++i) t[i] = Pk<In>::max2(t[2 * i], t[2 * i + 1]);
+  }
+  return Pk<In>::max2(0u, t[0]);
+}
 
 /// Two non-negative, non-NaN floats -> two E4M3 bytes (RN, satfinite): lo in bits 7:0, hi in bits 15:8.
 __device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
@@ -68,12 +120,98 @@ __device__ __forceinline__ PlaneConst plane_const(float amax, float e4m3_max) {
   return PlaneConst{__fmul_rn(s_enc, kRcp6), __fdiv_rn(1.0f, s_enc)};
 }
 
-template <typename In, bool k2d, int kMinBlocks>
-__global__ void __launch_bounds__(kThreads, kMinBlocks) nvfp4_fast_kernel(KParams p) {
-  __shared__ __align__(16) uint32_t tile_w[kFR * kWords];
+/// 16 values (the low or high halves of 8 words w[0..7] of one plane-row) times enc -> 8 bytes of codes.
+template <typename In, bool kHi>
+__device__ __forceinline__ uint32_t encode8_words(const uint32_t* w, float enc) {
+  uint32_t c[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    float a0, b0, a1, b1;
+    Pk<In>::unpack(w[2 * j], a0, b0);
+    Pk<In>::unpack(w[2 * j + 1], a1, b1);
+    c[j] = kHi ? e2m1x2(__fmul_rn(b0, enc), __fmul_rn(b1, enc)) : e2m1x2(__fmul_rn(a0, enc), __fmul_rn(a1, enc));
+  }
+  return pack8(c[0], c[1], c[2], c[3]);
+}
+
+/// 8 consecutive elements (4 words, element 2j in the low half of word j) times enc -> 4 bytes of codes.
+template <typename In>
+__device__ __forceinline__ uint32_t encode8_row(const uint32_t* w, float enc) {
+  uint32_t c[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    float a, b;
+    Pk<In>::unpack(w[j], a, b);
+    c[j] = e2m1x2(__fmul_rn(a, enc), __fmul_rn(b, enc));
+  }
+  return pack8(c[0], c[1], c[2], c[3]);
+}
+
+__device__ __forceinline__ float half_lo(uint32_t m, bool bf) {
+  return bf ? __uint_as_float(m << 16) : __half2float(__ushort_as_half(static_cast<unsigned short>(m & 0xFFFFu)));
+}
+__device__ __forceinline__ float half_hi(uint32_t m, bool bf) {
+  return bf ? __uint_as_float(m & 0xFFFF0000u) : __half2float(__ushort_as_half(static_cast<unsigned short>(m >> 16)));
+}
+
+/// 16x16 blocks, both planes with the same constants: the 8 lanes L = 0..7 of one block (lanes cg + 4L) each
+/// hold the block's 16 row bytes of their column pair L (4 words, rows 4k..4k+3 in word k). An 8x8 transpose of
+/// 16-bit units (unit p of lane L = rows 2p, 2p+1 of column pair L) in three shuffle stages leaves lane L with
+/// rows 2L and 2L+1 of all 8 column pairs: row 2L in r0 (column pairs 0..3) and r1 (4..7), row 2L+1 in r2, r3.
+__device__ __forceinline__ void transpose_units8(uint32_t W[4], int L, uint32_t& r0, uint32_t& r1, uint32_t& r2,
+                                                 uint32_t& r3) {
+  // Stage d = 1 (units 2w, 2w + 1 of one word): keep the half whose index bit matches L's, send the other.
+  {
+    const bool odd = L & 1;
+    const uint32_t ssel = odd ? 0x5410u : 0x7632u;
+    const uint32_t s01 = __byte_perm(W[0], W[1], ssel), s23 = __byte_perm(W[2], W[3], ssel);
+    const uint32_t r01 = __shfl_xor_sync(0xFFFFFFFFu, s01, 4), r23 = __shfl_xor_sync(0xFFFFFFFFu, s23, 4);
+    const uint32_t lo = odd ? 0x3254u : 0x5410u, hi = odd ? 0x3276u : 0x7610u;
+    W[0] = __byte_perm(W[0], r01, lo);
+    W[1] = __byte_perm(W[1], r01, hi);
+    W[2] = __byte_perm(W[2], r23, lo);
+    W[3] = __byte_perm(W[3], r23, hi);
+  }
+  // Stages d = 2 (word pairs (0,1), (2,3)) and d = 4 (word pairs (0,2), (1,3)).
+#pragma unroll
+  for (int s = 1; s <= 2; ++s) {
+    const int dw = s == 1 ? 1 : 2;  // word distance of the pair
+    const bool up = (L >> s) & 1;
+#pragma unroll
+    for (int a = 0; a < 2; ++a) {
+      const int w0 = s == 1 ? 2 * a : a, w1 = w0 + dw;
+      const uint32_t snd = up ? W[w0] : W[w1];
+      const uint32_t rcv = __shfl_xor_sync(0xFFFFFFFFu, snd, 4 << s);
+      if (up)
+        W[w0] = rcv;
+      else
+        W[w1] = rcv;
+    }
+  }
+  r0 = __byte_perm(W[0], W[1], 0x6420u);
+  r1 = __byte_perm(W[2], W[3], 0x6420u);
+  r2 = __byte_perm(W[0], W[1], 0x7531u);
+  r3 = __byte_perm(W[2], W[3], 0x7531u);
+}
+
+/// The 8 low (kHi: high) nibbles of the bytes of two words, in byte order: one column's 8 codes from 8 row bytes.
+template <bool kHi>
+__device__ __forceinline__ uint32_t nibbles8(uint32_t a, uint32_t b) {
+  uint32_t x = (kHi ? a >> 4 : a) & 0x0F0F0F0Fu, y = (kHi ? b >> 4 : b) & 0x0F0F0F0Fu;
+  x |= x >> 4;
+  y |= y >> 4;
+  return __byte_perm(x, y, 0x6420u);
+}
+
+template <typename In, bool k2d>
+__global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
+  constexpr bool kBf = std::is_same_v<In, __nv_bfloat16>;
+  __shared__ __align__(16) uint32_t tile_w[2][kStageWords];
   __shared__ float enc_tab[2][128];  // [plane][sf]: enc of a block scale byte (per-tensor S_dec)
-  __shared__ float blk2d[4][4];      // 16x16 block amaxes of the tile
-  __shared__ PlaneConst rs_row[kFR], rs_col[kFC];  // row-scaled: per-row / per-column constants of the tile
+  __shared__ float blk2d[4][8];      // 16x16 block amaxes of the tile
+  __shared__ __align__(16) uint2 rowbuf[k2d ? kFR * 8 : 1];  // 16x16, transposed: the tile's row codes, 8 B units
+  __shared__ uint8_t blksf[4][8];    // 16x16, transposed: the tile's block scales
+  __shared__ PlaneConst rs_row[2][kFR], rs_col[2][kFC];  // row-scaled: per-row / per-column constants, by stage
   const int t = threadIdx.x;
   const bool row_scaled = !k2d && p.row_scaled;
   const float e4m3_max = p.cfg.e4m3_max;
@@ -84,150 +222,227 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) nvfp4_fast_kernel(KParam
     const int plane = t >> 7, sf = t & 127;
     enc_tab[plane][sf] = nvfp4_enc(static_cast<uint32_t>(sf), plane ? pc_c.s_dec : pc_r.s_dec);
   }
+  // 16x16 with equal row and column constants: the block's codes are the same in both planes, so each value is
+  // encoded once (by the column threads) and the rowwise plane is their nibble transpose.
+  const bool xpose = k2d && p.rowwise && p.columnwise && pc_r.k == pc_c.k && pc_r.s_dec == pc_c.s_dec;
   const In* x = static_cast<const In*>(p.x);
   const int64_t M = p.M, K = p.K;
-  const int64_t tiles_x = (K + kFC - 1) / kFC, n_tiles = tiles_x * ((M + kFR - 1) / kFR);
-  const uint32_t tx32 = static_cast<uint32_t>(tiles_x);  // fast_eligible: n_tiles < 2^31
-  using Pipe = TilePipe<In, kFR, kFC, kThreads>;
-  static_assert(Pipe::kIters == 2, "fast NVFP4 tile: two 16-byte vectors per thread");
-  Pipe pipe_a, pipe_b;
-  const int64_t G = gridDim.x;
-  auto fetch = [&](Pipe& pp, int64_t tt) {
-    if (tt < n_tiles) {
-      const uint32_t ty = static_cast<uint32_t>(tt) / tx32;
-      pp.fetch(x, M, K, static_cast<int64_t>(ty) * kFR, static_cast<int64_t>(static_cast<uint32_t>(tt) - ty * tx32) * kFC, true);
-    }
-  };
-  // Rowwise work: vector it of this thread is row (t >> 3) + 32 * it, 8 columns 8 * (t & 7) ...; the two halves of
-  // a 16-column block are lanes t and t ^ 1.
-  const int chunk = t & 7, rrow = t >> 3;
-  // Columnwise work: word cw (columns 2cw, 2cw + 1), rows 16 * cg + 8 * ch + 0..7; lanes t, t ^ 1 share a block.
-  const int wp = t >> 5, ln = t & 31;
-  const int cw = 16 * (wp & 1) + (ln >> 1), cg = wp >> 1, ch = ln & 1;
+  const uint32_t tiles_x = static_cast<uint32_t>((K + kFC - 1) / kFC);
+  const uint32_t n_tiles = tiles_x * static_cast<uint32_t>((M + kFR - 1) / kFR);  // fast_eligible: < 2^31
+  const uint32_t G = gridDim.x;
 
-  auto step = [&](int64_t tile, Pipe& pipe) {
-    const uint32_t ty = static_cast<uint32_t>(tile) / tx32;
-    const int64_t r0 = static_cast<int64_t>(ty) * kFR, c0 = static_cast<int64_t>(static_cast<uint32_t>(tile) - ty * tx32) * kFC;
+  // Loads: copy `it` of this thread is tile row (t >> 4) + 16 * it, 16-byte chunk t & 15.
+  const int lrow = t >> 4, lchunk = t & 15;
+  const uint32_t smem0 = static_cast<uint32_t>(__cvta_generic_to_shared(&tile_w[0][0]));
+  auto issue = [&](uint32_t tile, int stage) {
+    if (tile < n_tiles) {
+      const uint32_t ty = tile / tiles_x;
+      const int64_t r0 = static_cast<int64_t>(ty) * kFR, c0 = static_cast<int64_t>(tile - ty * tiles_x) * kFC;
+      const int64_t gc = c0 + 8 * lchunk;
 #pragma unroll
-    for (int it = 0; it < 2; ++it) {
-      const int row = rrow + 32 * it;
-      *reinterpret_cast<uint4*>(&tile_w[row * kWords + ((4 * chunk) ^ (16 * ((row >> 3) & 1)))]) = pipe.buf[it];
+      for (int it = 0; it < 4; ++it) {
+        const int row = lrow + 16 * it;
+        const int64_t gr = r0 + row;
+        const bool ok = gr < M && gc < K;
+        const In* src = ok ? x + gr * K + gc : x;
+        const uint32_t dst =
+            smem0 + 4u * static_cast<uint32_t>(stage * kStageWords + row * kWords + ((4 * lchunk) ^ swz(row)));
+        cp_async16(dst, src, ok ? 16u : 0u);
+      }
     }
+    cp_async_commit();
+  };
+
+  // Rowwise work: row rr, blocks rq and rq + 4 (16 columns each).
+  const int rr = t >> 2, rq = t & 3;
+  // Columnwise work: word cw (columns 2cw, 2cw + 1), rows 16 * cg .. + 15; the 8 lanes with one cg in a warp
+  // cover one 16-column block (16x16: three shuffles).
+  const int wp = t >> 5, ln = t & 31;
+  const int cg = ln & 3, cw = 8 * wp + (ln >> 2);
+
+  uint32_t tile = blockIdx.x;
+  // One barrier per tile: after it, every thread is done with the previous tile, so the other stage (and the
+  // other set of per-tile constants) can be refilled while this tile is computed.
+  issue(tile, 0);
+  for (int stage = 0; tile < n_tiles; tile += G, stage ^= 1) {
+    const uint32_t ty = tile / tiles_x;
+    const int64_t r0 = static_cast<int64_t>(ty) * kFR, c0 = static_cast<int64_t>(tile - ty * tiles_x) * kFC;
     if (row_scaled) {
       if (t < kFR) {
-        rs_row[t] = plane_const(r0 + t < M ? p.amax_row[r0 + t] : 0.0f, e4m3_max);
+        rs_row[stage][t] = plane_const(r0 + t < M ? p.amax_row[r0 + t] : 0.0f, e4m3_max);
       } else if (t < kFR + kFC && p.columnwise) {
         const int j = t - kFR;
-        rs_col[j] = plane_const(c0 + j < K ? p.amax_col[c0 + j] : 0.0f, e4m3_max);
+        rs_col[stage][j] = plane_const(c0 + j < K ? p.amax_col[c0 + j] : 0.0f, e4m3_max);
       }
     }
+    cp_async_wait_all();
     __syncthreads();
+    issue(tile + G, stage ^ 1);
+    const uint32_t* sw = tile_w[stage];
+    const PlaneConst* rsr = rs_row[stage];
+    const PlaneConst* rsc = rs_col[stage];
 
     if (p.columnwise || k2d) {
-      float lo[8], hi[8];
+      uint32_t w[16];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int row = 16 * cg + 8 * ch + i;
-        Unpack<In>::run(tile_w[row * kWords + (cw ^ (16 * ch))], lo[i], hi[i]);
+      for (int i = 0; i < 16; ++i) {
+        const int row = 16 * cg + i;
+        w[i] = sw[row * kWords + (cw ^ swz(row))];
       }
-      float m0 = 0.0f, m1 = 0.0f;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        m0 = fmaxf(m0, fabsf(lo[i]));
-        m1 = fmaxf(m1, fabsf(hi[i]));
-      }
-      m0 = fmaxf(m0, __shfl_xor_sync(0xFFFFFFFFu, m0, 1));
-      m1 = fmaxf(m1, __shfl_xor_sync(0xFFFFFFFFu, m1, 1));
+      const uint32_t m2 = absmax_tree<In, 16>(w);
+      float m0 = half_lo(m2, kBf), m1 = half_hi(m2, kBf);
       if (k2d) {
-        // 16x16 block: lanes 0..15 cover columns 32 * (wp & 1) + 0..15, lanes 16..31 the next 16 (§1.7).
         float m = fmaxf(m0, m1);
 #pragma unroll
-        for (int o = 2; o <= 8; o <<= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
-        if ((ln & 15) == 0) blk2d[cg][2 * (wp & 1) + (ln >> 4)] = m;
+        for (int o = 4; o <= 16; o <<= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+        if ((ln >> 2) == 0) blk2d[cg][wp] = m;
         m0 = m;
         m1 = m;
       }
       const int64_t gk = c0 + 2 * cw, gm = r0 + 16 * cg;
-      if (p.columnwise && gk < K && gm < M) {
-        const uint32_t sfs = row_scaled ? e4m3x2(sf_arg(m0, rs_col[2 * cw].k), sf_arg(m1, rs_col[2 * cw + 1].k))
+      if (xpose) {
+        // Every lane takes part in the shuffles, in range or not (out-of-range values are 0).
+        const uint32_t sf = e4m3x2(sf_arg(m0, pc_c.k), 0.0f) & 0xFFu;
+        const float e = enc_tab[1][sf & 127u];
+        uint32_t W[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          uint32_t c[4];
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            float a, b;
+            Pk<In>::unpack(w[4 * k + j], a, b);
+            c[j] = e2m1x2(__fmul_rn(a, e), __fmul_rn(b, e));  // column 2cw in bits 3:0, 2cw + 1 in bits 19:16
+          }
+          W[k] = pack8(c[0], c[1], c[2], c[3]);  // row bytes 4k..4k+3: column 2cw low nibble, 2cw + 1 high
+        }
+        if (gk < K && gm < M) {
+          const int64_t mh = M / 2;
+          uint8_t* dst = p.col_data + gk * mh + gm / 2;
+          __stcs(reinterpret_cast<uint2*>(dst), make_uint2(nibbles8<false>(W[0], W[1]), nibbles8<false>(W[2], W[3])));
+          __stcs(reinterpret_cast<uint2*>(dst + mh),
+                 make_uint2(nibbles8<true>(W[0], W[1]), nibbles8<true>(W[2], W[3])));
+          p.col_scale.p[scale_index(p.col_scale, gk, gm / 16)] = static_cast<uint8_t>(sf);
+          p.col_scale.p[scale_index(p.col_scale, gk + 1, gm / 16)] = static_cast<uint8_t>(sf);
+        }
+        const int L = ln >> 2;
+        uint32_t q0, q1, q2, q3;
+        transpose_units8(W, L, q0, q1, q2, q3);
+        // Rows 16cg + 2L (+1), block wp: 8-byte unit wp of the row, at position wp ^ ((row >> 1) & 7).
+        const int ra = 16 * cg + 2 * L;
+        rowbuf[ra * 8 + (wp ^ L)] = make_uint2(q0, q1);
+        rowbuf[(ra + 1) * 8 + (wp ^ L)] = make_uint2(q2, q3);
+        if (L == 0) blksf[cg][wp] = static_cast<uint8_t>(sf);
+      } else if (p.columnwise && gk < K && gm < M) {
+        const uint32_t sfs = row_scaled ? e4m3x2(sf_arg(m0, rsc[2 * cw].k), sf_arg(m1, rsc[2 * cw + 1].k))
                                         : e4m3x2(sf_arg(m0, pc_c.k), sf_arg(m1, pc_c.k));
         const uint32_t sf0 = sfs & 0xFFu, sf1 = sfs >> 8;
         float e0, e1;
         if (row_scaled) {
-          e0 = nvfp4_enc(sf0, rs_col[2 * cw].s_dec);
-          e1 = nvfp4_enc(sf1, rs_col[2 * cw + 1].s_dec);
+          e0 = nvfp4_enc(sf0, rsc[2 * cw].s_dec);
+          e1 = nvfp4_enc(sf1, rsc[2 * cw + 1].s_dec);
         } else {
           e0 = enc_tab[1][sf0 & 127u];
           e1 = enc_tab[1][sf1 & 127u];
         }
-        const uint32_t w0 = encode8_packed(lo, e0), w1 = encode8_packed(hi, e1);
-        const int64_t mh = M / 2, off = (gm + 8 * ch) / 2;
-        __stcs(reinterpret_cast<uint32_t*>(p.col_data + gk * mh + off), w0);
-        __stcs(reinterpret_cast<uint32_t*>(p.col_data + (gk + 1) * mh + off), w1);
-        if (ch == 0) {
-          p.col_scale.p[scale_index(p.col_scale, gk, gm / 16)] = static_cast<uint8_t>(sf0);
-          p.col_scale.p[scale_index(p.col_scale, gk + 1, gm / 16)] = static_cast<uint8_t>(sf1);
-        }
+        const uint32_t a0 = encode8_words<In, false>(w, e0), a1 = encode8_words<In, false>(w + 8, e0);
+        const uint32_t b0 = encode8_words<In, true>(w, e1), b1 = encode8_words<In, true>(w + 8, e1);
+        const int64_t mh = M / 2;
+        uint8_t* dst = p.col_data + gk * mh + gm / 2;
+        __stcs(reinterpret_cast<uint2*>(dst), make_uint2(a0, a1));
+        __stcs(reinterpret_cast<uint2*>(dst + mh), make_uint2(b0, b1));
+        p.col_scale.p[scale_index(p.col_scale, gk, gm / 16)] = static_cast<uint8_t>(sf0);
+        p.col_scale.p[scale_index(p.col_scale, gk + 1, gm / 16)] = static_cast<uint8_t>(sf1);
       }
       if (k2d) __syncthreads();
     }
 
-    if (p.rowwise) {
-      float v[2][8], bm[2];
+    if (xpose) {
+      // Thread (row rr, 16-byte chunk rq): units 2rq, 2rq + 1 of the row, i.e. blocks 2rq and 2rq + 1.
+      const int64_t gr = r0 + rr;
+      if (gr < M) {
+        const int f = (rr >> 1) & 7;
 #pragma unroll
-      for (int it = 0; it < 2; ++it) {
-        const uint32_t* w = reinterpret_cast<const uint32_t*>(&pipe.buf[it]);
-        float m = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          Unpack<In>::run(w[j], v[it][2 * j], v[it][2 * j + 1]);
-          m = fmaxf(m, fmaxf(fabsf(v[it][2 * j]), fabsf(v[it][2 * j + 1])));
+        for (int h = 0; h < 2; ++h) {
+          const int b = 2 * rq + h;
+          const int64_t gb = c0 + 16 * b;
+          if (gb < K) {
+            __stcs(reinterpret_cast<uint2*>(p.row_data + gr * (K / 2) + gb / 2), rowbuf[rr * 8 + (b ^ f)]);
+            p.row_scale.p[scale_index(p.row_scale, gr, gb / 16)] = blksf[rr >> 4][b];
+          }
         }
-        if (k2d) {
-          m = blk2d[(rrow + 32 * it) >> 4][chunk >> 1];
-        } else {
-          m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, 1));
-        }
-        bm[it] = m;
       }
-      uint32_t sfs;
-      if (row_scaled)
-        sfs = e4m3x2(sf_arg(bm[0], rs_row[rrow].k), sf_arg(bm[1], rs_row[rrow + 32].k));
-      else
-        sfs = e4m3x2(sf_arg(bm[0], pc_r.k), sf_arg(bm[1], pc_r.k));
+    } else if (p.rowwise) {
+      const int64_t gr = r0 + rr;
+      uint32_t v[2][8];
+      float bm[2];
 #pragma unroll
-      for (int it = 0; it < 2; ++it) {
-        const int64_t gr = r0 + rrow + 32 * it, gb = c0 + 16 * (chunk >> 1);
-        const uint32_t sf = (sfs >> (8 * it)) & 0xFFu;
-        const float e = row_scaled ? nvfp4_enc(sf, rs_row[rrow + 32 * it].s_dec) : enc_tab[0][sf & 127u];
-        const uint32_t w = encode8_packed(v[it], e);
-        if (gr < M && gb < K) {
-          __stcs(reinterpret_cast<uint32_t*>(p.row_data + gr * (K / 2) + (c0 + 8 * chunk) / 2), w);
-          if ((chunk & 1) == 0) p.row_scale.p[scale_index(p.row_scale, gr, gb / 16)] = static_cast<uint8_t>(sf);
+      for (int h = 0; h < 2; ++h) {
+        const int wb = 32 * h + 8 * rq;  // first word of block rq + 4h
+        const uint4 u0 = *reinterpret_cast<const uint4*>(&sw[rr * kWords + (wb ^ swz(rr))]);
+        const uint4 u1 = *reinterpret_cast<const uint4*>(&sw[rr * kWords + ((wb + 4) ^ swz(rr))]);
+        v[h][0] = u0.x; v[h][1] = u0.y; v[h][2] = u0.z; v[h][3] = u0.w;
+        v[h][4] = u1.x; v[h][5] = u1.y; v[h][6] = u1.z; v[h][7] = u1.w;
+        if (k2d) {
+          bm[h] = blk2d[rr >> 4][rq + 4 * h];
+        } else {
+          const uint32_t m2 = absmax_tree<In, 8>(v[h]);
+          bm[h] = fmaxf(half_lo(m2, kBf), half_hi(m2, kBf));
+        }
+      }
+      const uint32_t sfs = row_scaled ? e4m3x2(sf_arg(bm[0], rsr[rr].k), sf_arg(bm[1], rsr[rr].k))
+                                      : e4m3x2(sf_arg(bm[0], pc_r.k), sf_arg(bm[1], pc_r.k));
+      if (gr < M) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int64_t gb = c0 + 16 * (rq + 4 * h);
+          if (gb < K) {
+            const uint32_t sf = (sfs >> (8 * h)) & 0xFFu;
+            const float e = row_scaled ? nvfp4_enc(sf, rsr[rr].s_dec) : enc_tab[0][sf & 127u];
+            const uint32_t lo = encode8_row<In>(v[h], e), hi = encode8_row<In>(v[h] + 4, e);
+            __stcs(reinterpret_cast<uint2*>(p.row_data + gr * (K / 2) + gb / 2), make_uint2(lo, hi));
+            p.row_scale.p[scale_index(p.row_scale, gr, gb / 16)] = static_cast<uint8_t>(sf);
+          }
         }
       }
     }
-    fetch(pipe, tile + 2 * G);
-    __syncthreads();  // the staged tile and the per-tile constants are overwritten by the next step
-  };
-  __syncthreads();  // enc_tab
-  int64_t tile = blockIdx.x;
-  fetch(pipe_a, tile);
-  fetch(pipe_b, tile + G);
-  for (; tile < n_tiles; tile += 2 * G) {
-    step(tile, pipe_a);
-    if (tile + G < n_tiles) step(tile + G, pipe_b);
   }
 }
 
+template <typename K>
+void launch_max_shared(K kernel, uint32_t n_tiles, const KParams& p, cudaStream_t s) {
+  // The largest shared-memory carveout, so that the 4 CTAs per SM the grid is sized for are all resident
+  // whatever kernel ran before (the driver otherwise picks the carveout per launch).
+  static const bool once = [&] {
+    QTC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                        cudaSharedmemCarveoutMaxShared));
+    return true;
+  }();
+  (void)once;
+  launch_persistent(kernel, n_tiles, p, s);
+}
+
 template <typename In>
-void launch_fast_t(const KParams& p, int64_t M, int64_t K, cudaStream_t s) {
-  const int64_t n_tiles = ((K + kFC - 1) / kFC) * ((M + kFR - 1) / kFR);
-  // 4 CTAs per SM (64 registers); 5 (51 registers) measured slower on the H200 (0.702 vs 0.644 ms, 1x16 amax given).
+void launch_fast_t(const KParams& p, cudaStream_t s) {
+  const uint32_t n_tiles = static_cast<uint32_t>(((p.K + kFC - 1) / kFC) * ((p.M + kFR - 1) / kFR));
   if (p.tile2d)
-    launch_persistent(nvfp4_fast_kernel<In, true, 4>, n_tiles, p, s);
+    launch_max_shared(nvfp4_fast_kernel<In, true>, n_tiles, p, s);
   else
-    launch_persistent(nvfp4_fast_kernel<In, false, 4>, n_tiles, p, s);
+    launch_max_shared(nvfp4_fast_kernel<In, false>, n_tiles, p, s);
+}
+
+/// Every float as y0 (bits i) against the scalar encoder, paired with y1 = bits(i * odd constant) (a permutation,
+/// so every float is also checked in the high half, next to varied partners).
+__global__ void e2m1x2_check_kernel(unsigned long long* bad) {
+  unsigned long long local = 0;
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (uint64_t{1} << 32); i += stride) {
+    const uint32_t b0 = static_cast<uint32_t>(i), b1 = b0 * 2654435761u;
+    const float y0 = __uint_as_float(b0), y1 = __uint_as_float(b1);
+    const uint32_t want = enc_e2m1_rn(y0) | (enc_e2m1_rn(y1) << 16);
+    local += e2m1x2(y0, y1) != want;
+  }
+  if (local != 0) atomicAdd(bad, local);
 }
 
 }  // namespace
@@ -235,18 +450,33 @@ void launch_fast_t(const KParams& p, int64_t M, int64_t K, cudaStream_t s) {
 bool fast_eligible(const KParams& p, DType t, bool full) {
   if (full || (t != DType::kBF16 && t != DType::kF16) || !p.vec_ok) return false;
   if (p.M % 16 != 0 || p.K % 16 != 0) return false;
-  if (((p.M + kFR - 1) / kFR) * ((p.K + kFC - 1) / kFC) >= (int64_t{1} << 31)) return false;
-  const auto a4 = [](const void* q) { return q == nullptr || reinterpret_cast<uintptr_t>(q) % 4 == 0; };
-  return a4(p.row_data) && a4(p.col_data);
+  if (((p.M + kFR - 1) / kFR) * ((p.K + kFC - 1) / kFC) >= (int64_t{1} << 30)) return false;
+  const auto a8 = [](const void* q) { return q == nullptr || reinterpret_cast<uintptr_t>(q) % 8 == 0; };
+  return a8(p.row_data) && a8(p.col_data);
 }
 
 void launch_fast(const KParams& p, DType t, cudaStream_t s) {
   if (t == DType::kBF16)
-    launch_fast_t<__nv_bfloat16>(p, p.M, p.K, s);
+    launch_fast_t<__nv_bfloat16>(p, s);
   else if (t == DType::kF16)
-    launch_fast_t<__half>(p, p.M, p.K, s);
+    launch_fast_t<__half>(p, s);
   else
     QTC_FAIL("nvfp4 fast kernel: input must be BF16 or F16");
 }
 
 }  // namespace qtc::cuda::nvfp4
+
+namespace qtc::cuda::detail {
+int64_t e2m1x2_exhaustive_mismatches() {
+  unsigned long long* d = nullptr;
+  QTC_CUDA_CHECK(cudaMalloc(&d, sizeof(unsigned long long)));
+  QTC_CUDA_CHECK(cudaMemset(d, 0, sizeof(unsigned long long)));
+  nvfp4::e2m1x2_check_kernel<<<4096, 256>>>(d);
+  QTC_CUDA_CHECK_LAUNCH();
+  unsigned long long h = 0;
+  const cudaError_t e = cudaMemcpy(&h, d, sizeof(h), cudaMemcpyDeviceToHost);
+  QTC_CUDA_CHECK(cudaFree(d));
+  QTC_CUDA_CHECK(e);
+  return static_cast<int64_t>(h);
+}
+}  // namespace qtc::cuda::detail

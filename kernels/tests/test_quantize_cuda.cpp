@@ -20,6 +20,7 @@
 #include <cfloat>
 #include <memory>
 
+#include "../src/launch.hpp"  // the packed-encoder test hook
 #include "gpu_test_util.hpp"
 #include "qtc/backend.hpp"
 #include "qtc/cuda/backend.hpp"
@@ -429,6 +430,13 @@ INSTANTIATE_TEST_SUITE_P(Quantize, Conformance, testing::ValuesIn(all_cases()), 
 
 // ---------------------------------------------------------------------------------------------------------
 // quantize_with_amax: the global amax supplied (FSDP2 shards, fused norms): NVFP4 and FP8 tensor.
+
+// The fast NVFP4 kernel's packed two-at-a-time E2M1 encoder (kernels/src/nvfp4_fast.cuh) against the scalar
+// encoder of the generic kernel, on every float.
+TEST(Nvfp4PackedEncoder, MatchesScalarOnAllFloats) {
+  QTC_REQUIRE_GPU_OR_SKIP();
+  EXPECT_EQ(cuda::detail::e2m1x2_exhaustive_mismatches(), 0);
+}
 
 TEST(QuantizeWithAmax, EqualsReference) {
   QTC_REQUIRE_GPU_OR_SKIP();

@@ -13,7 +13,10 @@
 
 namespace qtc::ref::detail {
 
-/// Runs fn(begin, end) over [0, n) split into contiguous chunks on up to hardware_concurrency threads.
+/// The number of CPUs this process may run on (its affinity mask; hardware_concurrency when unknown).
+int64_t cpu_threads();
+
+/// Runs fn(begin, end) over [0, n) split into contiguous chunks on up to cpu_threads() threads.
 /// Each index is processed by exactly one call, so results do not depend on the thread count.
 void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
@@ -27,6 +30,7 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 /// into its own buffer.
 template <typename Fn>
 void for_each_row_strip(const MatrixView& x, int64_t strip_rows, Fn&& fn) {
+  if (x.rows == 0 || x.cols == 0) return;  // no element: an empty tensor costs no time, whatever its other extent
   parallel_for(ceil_div(x.rows, strip_rows), [&](int64_t b, int64_t e) {
     std::vector<float> strip(static_cast<size_t>(strip_rows * x.cols));
     for (int64_t g = b; g < e; ++g) {

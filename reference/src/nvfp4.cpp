@@ -139,6 +139,7 @@ Plane make_fp4_plane(int64_t rows, int64_t len) { return make_plane(rows, len / 
 /// Per-row (or per-column) NaN-aware amax of a strip-loaded matrix.
 std::vector<float> line_amax(const MatrixView& x, bool per_column, bool propagate) {
   std::vector<float> out(static_cast<size_t>(per_column ? x.cols : x.rows), 0.0f);
+  if (x.rows == 0 || x.cols == 0) return out;  // every line is empty: amax 0
   if (!per_column) {
     parallel_for(x.rows, [&](int64_t b, int64_t e) {
       std::vector<float> buf(static_cast<size_t>(x.cols));

@@ -2,20 +2,30 @@
 /// \brief Entry points of the reference quantizers, shared scale formulas, dequantization.
 #include "qtc/quantize.hpp"
 
+#include <sched.h>
+
 #include <cstring>
 #include <mutex>
 #include <thread>
 
 #include "internal.hpp"
 #include "qtc/profile.hpp"
+#include "simd/simd.hpp"
 
 namespace qtc::ref {
 
 namespace detail {
 
+int64_t cpu_threads() {
+  // The CPUs this process may run on (taskset, cgroup cpusets), not every CPU of the machine.
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max<int64_t>(1, CPU_COUNT(&set));
+  return std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
+}
+
 void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
-  const int64_t hw = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
+  const int64_t hw = cpu_threads();
   const int64_t threads = std::min<int64_t>(hw, n);
   if (threads == 1) {
     fn(0, n);
@@ -63,7 +73,9 @@ void load_rows(const MatrixView& x, int64_t r0, int64_t count, float* out) {
 }  // namespace detail
 
 float amax(const MatrixView& x, bool propagate_nan) {
+  if (simd::enabled_any()) return simd::amax(x, propagate_nan);
   const int64_t kStrip = 64;
+  if (x.rows == 0 || x.cols == 0) return 0.0f;  // no element (and no per-strip buffer for a [2^40, 0] tensor)
   std::vector<float> partial(static_cast<size_t>(std::max<int64_t>(detail::ceil_div(x.rows, kStrip), 1)), 0.0f);
   detail::for_each_row_strip(x, kStrip, [&](int64_t g, int64_t, int64_t n, const float* s) {
     float acc = 0.0f;
@@ -100,6 +112,7 @@ float fp8_scale_from_amax(float amax_in, float max_fp8, bool pow2, float eps, fl
 }
 
 HostMatrix rht_transform(const MatrixView& x, uint16_t sign_mask) {
+  if (simd::enabled_any()) return simd::rht_transform(x, sign_mask);
   QTC_CHECK(x.rows % 16 == 0, "RHT needs M % 16 == 0, got M = ", x.rows, " (TE_FORMATS.md §1.9)");
   HostMatrix y(DType::kBF16, x.cols, x.rows);  // (K, M)
   double t[16][16];                            // s_r * H[r][c]
@@ -129,6 +142,14 @@ HostMatrix rht_transform(const MatrixView& x, uint16_t sign_mask) {
 QuantizedTensor quantize(const MatrixView& x, const Recipe& recipe) {
   recipe.validate_input(x.dtype, x.rows, x.cols);
   QTC_CHECK(x.data != nullptr || x.rows * x.cols == 0, "quantize: input has no data");
+  if (simd::enabled(recipe, x.dtype)) {  // the vectorized path (simd/), same bits; cpu_path.hpp says when
+    switch (recipe.kind) {
+      case RecipeKind::kNVFP4: return simd::quantize_nvfp4(x, recipe, nullptr);
+      case RecipeKind::kMXFP8: return simd::quantize_mxfp8(x, recipe);
+      case RecipeKind::kFP8Block: return simd::quantize_fp8_block(x, recipe);
+      case RecipeKind::kFP8Tensor: return simd::quantize_fp8_tensor(x, recipe, nullptr);
+    }
+  }
   switch (recipe.kind) {
     case RecipeKind::kNVFP4: return detail::quantize_nvfp4(x, recipe, nullptr);
     case RecipeKind::kMXFP8: return detail::quantize_mxfp8(x, recipe);
@@ -141,11 +162,12 @@ QuantizedTensor quantize(const MatrixView& x, const Recipe& recipe) {
 QuantizedTensor quantize_with_amax(const MatrixView& x, const Recipe& recipe, float amax_rowwise, float amax_columnwise) {
   recipe.validate_input(x.dtype, x.rows, x.cols);
   const float a[2] = {amax_rowwise, amax_columnwise};
+  const bool vec = simd::enabled(recipe, x.dtype);
   switch (recipe.kind) {
     case RecipeKind::kNVFP4:
       QTC_CHECK(!recipe.row_scaled, "quantize_with_amax: row-scaled NVFP4 computes its own per-row amax (§1.11)");
-      return detail::quantize_nvfp4(x, recipe, a);
-    case RecipeKind::kFP8Tensor: return detail::quantize_fp8_tensor(x, recipe, a);
+      return vec ? simd::quantize_nvfp4(x, recipe, a) : detail::quantize_nvfp4(x, recipe, a);
+    case RecipeKind::kFP8Tensor: return vec ? simd::quantize_fp8_tensor(x, recipe, a) : detail::quantize_fp8_tensor(x, recipe, a);
     default: QTC_FAIL("quantize_with_amax: recipe ", recipe.name(), " has no global amax (NVFP4 and FP8 tensor only)");
   }
 }
@@ -156,9 +178,11 @@ HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
   const Recipe& r = q.recipe;
   QTC_CHECK(p.scale.layout == ScaleLayout::kCompact || r.kind == RecipeKind::kFP8Tensor,
             "dequantize: scales must be in the compact layout (convert with ref::convert_layout)");
+  if (simd::enabled_dequantize(r, out)) return simd::dequantize(q, pk, out);
   const int64_t M = q.rows, K = q.cols;
   const bool col = pk == PlaneKind::kColumnwise;
   HostMatrix y(out, M, K);
+  if (M == 0 || K == 0) return y;  // nothing to decode, however long the other extent
   // Plane rows are decoded in groups of kGroup into a float buffer, then stored at rows a (rowwise) or
   // columns a (columnwise) of the output, rounded once to the output type. Grouping keeps the columnwise
   // stores contiguous: kGroup consecutive output elements per output row.

@@ -227,6 +227,18 @@ struct MetaReader {
     const std::string v = get(key, "");
     float out = 0.0f;
     auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+    if (ec == std::errc::result_out_of_range && p == v.data() + v.size()) {
+      // A well-formed number that float cannot hold: say which way it falls out of the range.
+      double d = 0.0;
+      const auto [pd, ecd] = std::from_chars(v.data(), v.data() + v.size(), d);
+      const bool huge = ecd == std::errc::result_out_of_range ? (v.find_first_of("eE") != std::string::npos &&
+                                                                 v.find('-', v.find_first_of("eE")) == std::string::npos)
+                                                              : std::fabs(d) > 1.0;
+      (void)pd;
+      QTC_FAIL("metadata key '", key, "': '", v, "' is out of the float range (",
+               huge ? "its magnitude exceeds the largest float, 3.4028235e38" : "it is below the smallest float, 1.4e-45, and is not 0",
+               ")");
+    }
     QTC_CHECK(ec == std::errc() && p == v.data() + v.size(), "metadata key '", key, "': '", v, "' is not a decimal number");
     return out;
   }
@@ -260,7 +272,8 @@ Recipe Recipe::from_metadata(const std::map<std::string, std::string>& md) {
       {RecipeKind::kMXFP8, {"fp8_dtype", "scale_rule", "rounding", "tile"}},
       {RecipeKind::kFP8Block, {"tile", "pow2_scales", "eps", "fp8_dtype"}},
       {RecipeKind::kFP8Tensor, {"pow2_scales", "eps", "fp8_dtype"}}};
-  static const std::vector<std::string> kCommon = {"qtc.schema", "recipe", "source", "profile", "rowwise", "columnwise"};
+  static const std::vector<std::string> kCommon = {"qtc.schema", "recipe", "source", "profile", "rowwise", "columnwise",
+                                                     "layout", "swizzled"};  // layout keys: native_layout.hpp
   for (const auto& [key, value] : md) {
     bool known = std::find(kCommon.begin(), kCommon.end(), key) != kCommon.end();
     const auto& ks = kKeys.at(r.kind);

@@ -3,6 +3,7 @@
 #include "qtc/safetensors.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <bit>
 #include <cstring>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <sstream>
 
 #include "qtc/error.hpp"
+#include "qtc/untrusted.hpp"
 
 namespace qtc::io {
 
@@ -34,26 +36,7 @@ constexpr DtypeInfo kDtypes[] = {
 };
 constexpr std::string_view kSubByteDtypes[] = {"F4", "F6_E2M3", "F6_E3M2"};
 
-std::string quote_name(std::string_view s) {
-  // Names come from the file: cap their length and escape control bytes so the message stays one line.
-  std::string out = "'";
-  size_t n = 0;
-  for (char c : s) {
-    if (++n > 80) {
-      out += "...";
-      break;
-    }
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7F) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
+std::string quote_name(std::string_view s) { return printable_name(s); }
 
 [[noreturn]] void fail(const std::string& source, const std::string& problem) {
   throw Error(source + ": invalid safetensors file: " + problem);
@@ -152,16 +135,16 @@ Entry parse_entry(const std::string& name, const json& v, const std::string& sou
   for (int64_t n : e.tensor.shape) zero = zero || n == 0;
   if (!zero) {
     for (int64_t n : e.tensor.shape) {
-      if (numel > std::numeric_limits<int64_t>::max() / n)
-        fail(source, where + ": the element count of shape " + sh.dump() + " overflows int64");
-      numel *= n;
+      const auto p = mul_nonneg(numel, n);
+      if (!p) fail(source, where + ": the element count of shape " + sh.dump() + " overflows int64");
+      numel = *p;
     }
   } else {
     numel = 0;
   }
-  if (numel > std::numeric_limits<int64_t>::max() / static_cast<int64_t>(*esize))
-    fail(source, where + ": the byte count of shape " + sh.dump() + " overflows int64");
-  const int64_t nbytes = numel * static_cast<int64_t>(*esize);
+  const auto nb = mul_nonneg(numel, static_cast<int64_t>(*esize));
+  if (!nb) fail(source, where + ": the byte count of shape " + sh.dump() + " overflows int64");
+  const int64_t nbytes = *nb;
 
   const json& off = v["data_offsets"];
   if (!off.is_array() || off.size() != 2) fail(source, where + ": 'data_offsets' is not an array of two integers");
@@ -229,54 +212,74 @@ std::optional<size_t> dtype_size(std::string_view dtype) {
 // ---------------------------------------------------------------------------------------------------
 // Reader
 
-File parse(std::span<const uint8_t> bytes, const std::string& source) {
-  if (bytes.size() < 8)
-    fail(source, "file is " + std::to_string(bytes.size()) + " bytes, shorter than the 8-byte header length");
-  const uint64_t n = read_le64(bytes.data());
-  const uint64_t avail = bytes.size() - 8;
+namespace {
+
+/// Checks the 8-byte header length `n` against the file's size.
+void check_header_length(uint64_t n, uint64_t file_size, const std::string& source) {
+  const uint64_t avail = file_size - 8;
   if (n > kMaxHeaderBytes)
     fail(source, "header length " + std::to_string(n) + " is absurd (limit " + std::to_string(kMaxHeaderBytes) + " bytes)");
   if (n > avail)
     fail(source, "header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(avail) +
                      " bytes follow the length; truncated?)");
   if (n < 2) fail(source, "header length " + std::to_string(n) + " is too short for a JSON object");
+}
 
-  const char* hb = reinterpret_cast<const char*>(bytes.data() + 8);
+/// The parsed header: metadata, and the entries checked to tile a data area of `data_size` bytes exactly.
+struct Header {
+  std::map<std::string, std::string> metadata;
+  std::vector<Entry> entries;
+};
+
+Header parse_header(std::span<const uint8_t> text, uint64_t data_size_u, const std::string& source) {
+  const char* hb = reinterpret_cast<const char*>(text.data());
+  const size_t n = text.size();
+  // The JSON parser stops at a NUL byte as if the text ended there: refuse NULs, and any padding but spaces.
+  if (const void* z = std::memchr(hb, 0, n); z != nullptr)
+    fail(source, "header holds a NUL byte at offset " + std::to_string(static_cast<const char*>(z) - hb) +
+                     " (only spaces may pad the header)");
+  size_t end = n;
+  while (end > 0 && hb[end - 1] == ' ') --end;
+  if (end > 0 && (hb[end - 1] == '\t' || hb[end - 1] == '\n' || hb[end - 1] == '\r')) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "0x%02x", static_cast<unsigned>(static_cast<unsigned char>(hb[end - 1])));
+    fail(source, std::string("header is padded with byte ") + buf + " at offset " + std::to_string(end - 1) +
+                     " (only spaces may pad the header)");
+  }
   json header;
   try {
     HeaderParser hp{source, {}, {}};
-    header = json::parse(hb, hb + n, std::ref(hp), /*allow_exceptions=*/true, /*ignore_comments=*/false);
+    header = json::parse(hb, hb + end, std::ref(hp), /*allow_exceptions=*/true, /*ignore_comments=*/false);
   } catch (const json::exception& e) {
     fail(source, std::string("header is not valid JSON: ") + e.what());
   }
   if (!header.is_object()) fail(source, "header is a JSON " + std::string(header.type_name()) + ", not an object");
 
-  File f;
-  std::vector<Entry> entries;
+  Header h;
   for (const auto& [key, value] : header.items()) {
     if (key == "__metadata__") {
       if (!value.is_object()) fail(source, "'__metadata__' is a JSON " + std::string(value.type_name()) + ", not an object");
       for (const auto& [mk, mv] : value.items()) {
         if (!mv.is_string())
           fail(source, "metadata value of " + quote_name(mk) + " is a JSON " + std::string(mv.type_name()) + ", not a string");
-        f.metadata[mk] = mv.get<std::string>();
+        h.metadata[mk] = mv.get<std::string>();
       }
       continue;
     }
-    entries.push_back(parse_entry(key, value, source));
+    h.entries.push_back(parse_entry(key, value, source));
   }
 
   // The tensors must tile the data area exactly: no overlap, no gap, nothing after the last one.
-  const int64_t data_size = static_cast<int64_t>(avail - n);
-  std::vector<size_t> order(entries.size());
+  const int64_t data_size = static_cast<int64_t>(data_size_u);
+  std::vector<size_t> order(h.entries.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return std::pair(entries[a].begin, entries[a].end) < std::pair(entries[b].begin, entries[b].end);
+    return std::pair(h.entries[a].begin, h.entries[a].end) < std::pair(h.entries[b].begin, h.entries[b].end);
   });
   int64_t pos = 0;
   const Entry* prev = nullptr;
   for (size_t i : order) {
-    const Entry& e = entries[i];
+    const Entry& e = h.entries[i];
     const std::string where = "tensor " + quote_name(e.tensor.name) + " data_offsets [" + std::to_string(e.begin) + ", " +
                               std::to_string(e.end) + "]";
     if (e.end > data_size)
@@ -292,20 +295,37 @@ File parse(std::span<const uint8_t> bytes, const std::string& source) {
   if (pos != data_size)
     fail(source, "the tensors cover " + std::to_string(pos) + " bytes of the data area but it holds " +
                      std::to_string(data_size) + " (trailing bytes)");
+  return h;
+}
 
-  const uint8_t* data = bytes.data() + 8 + n;
-  for (auto& e : entries) {
-    e.tensor.bytes.assign(data + e.begin, data + e.end);
+/// Moves the entries' tensors, with their bytes from `data`, into a File sorted by name.
+File assemble(Header&& h, const uint8_t* data) {
+  File f;
+  f.metadata = std::move(h.metadata);
+  for (auto& e : h.entries) {
+    if (e.end > e.begin) e.tensor.bytes.assign(data + e.begin, data + e.end);
     f.tensors.push_back(std::move(e.tensor));
   }
   std::sort(f.tensors.begin(), f.tensors.end(), [](const Tensor& a, const Tensor& b) { return a.name < b.name; });
   return f;
 }
 
+}  // namespace
+
+File parse(std::span<const uint8_t> bytes, const std::string& source) {
+  if (bytes.size() < 8)
+    fail(source, "file is " + std::to_string(bytes.size()) + " bytes, shorter than the 8-byte header length");
+  const uint64_t n = read_le64(bytes.data());
+  check_header_length(n, bytes.size(), source);
+  Header h = parse_header(bytes.subspan(8, static_cast<size_t>(n)), bytes.size() - 8 - n, source);
+  return assemble(std::move(h), bytes.data() + 8 + n);
+}
+
 File read_file(const std::filesystem::path& path) {
   const std::string source = path.string();
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
+  if (ec && ec.value() == ELOOP) throw Error(source + ": cannot read: symlink loop (" + ec.message() + ")");
   if (ec || !std::filesystem::exists(st)) throw Error(source + ": cannot read: no such file");
   if (std::filesystem::is_directory(st)) throw Error(source + ": cannot read: is a directory");
   if (!std::filesystem::is_regular_file(st)) throw Error(source + ": cannot read: not a regular file");
@@ -313,19 +333,39 @@ File read_file(const std::filesystem::path& path) {
   if (ec) throw Error(source + ": cannot read: " + ec.message());
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(source + ": cannot open for reading");
-  // Check the header length before allocating for the whole file.
+  // Sizes first: the header length against the file size, then the header against the data area, and only
+  // then the data the header declares (a huge or sparse file is refused before anything big is read).
   uint8_t len[8] = {};
   in.read(reinterpret_cast<char*>(len), 8);
   if (static_cast<size_t>(in.gcount()) < 8 || size < 8)
     fail(source, "file is " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
   const uint64_t n = read_le64(len);
-  if (n > kMaxHeaderBytes)
-    fail(source, "header length " + std::to_string(n) + " is absurd (limit " + std::to_string(kMaxHeaderBytes) + " bytes)");
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  std::memcpy(bytes.data(), len, 8);
-  in.read(reinterpret_cast<char*>(bytes.data() + 8), static_cast<std::streamsize>(size - 8));
-  if (static_cast<uint64_t>(in.gcount()) != size - 8) throw Error(source + ": read error (file changed while reading?)");
-  return parse(bytes, source);
+  check_header_length(n, size, source);
+  std::vector<uint8_t> text(static_cast<size_t>(n));
+  in.read(reinterpret_cast<char*>(text.data()), static_cast<std::streamsize>(n));
+  if (static_cast<uint64_t>(in.gcount()) != n) throw Error(source + ": read error (file changed while reading?)");
+  const uint64_t data_size = size - 8 - n;
+  Header h = parse_header(text, data_size, source);
+  check_fits_in_memory(data_size, source + ": the data area of the file");
+  // The entries tile the data area: read each tensor's bytes straight into it, in file order.
+  std::vector<Entry*> order;
+  for (Entry& e : h.entries) order.push_back(&e);
+  std::stable_sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
+  for (Entry* e : order) {
+    const uint64_t nb = static_cast<uint64_t>(e->end - e->begin);
+    try {
+      e->tensor.bytes.resize(static_cast<size_t>(nb));
+    } catch (const std::bad_alloc&) {
+      throw Error(source + ": cannot allocate " + bytes_text(nb) + " for tensor " + quote_name(e->tensor.name) + " (resource limit)");
+    }
+    in.read(reinterpret_cast<char*>(e->tensor.bytes.data()), static_cast<std::streamsize>(nb));
+    if (static_cast<uint64_t>(in.gcount()) != nb) throw Error(source + ": read error (file changed while reading?)");
+  }
+  File f;
+  f.metadata = std::move(h.metadata);
+  for (auto& e : h.entries) f.tensors.push_back(std::move(e.tensor));
+  std::sort(f.tensors.begin(), f.tensors.end(), [](const Tensor& a, const Tensor& b) { return a.name < b.name; });
+  return f;
 }
 
 // ---------------------------------------------------------------------------------------------------

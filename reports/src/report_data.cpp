@@ -344,10 +344,12 @@ void parse_conform(const json& j, const std::string& source, Conformance& out) {
       std::string recipe = str_of(r, {"recipe", "recipe_name", "name"}, "");
       std::string backend = str_of(r, {"backend"}, "");
       std::string profile = str_of(r, {"profile"}, "");
-      if (have_matrix) {  // the names conform_report.cpp gives empty fields in its matrix
+      if (have_matrix) {  // the names conform_report.cpp gives empty fields in its matrix, and its grouping
         if (recipe.empty()) recipe = "(unparsed)";
         if (backend.empty()) backend = "-";
         if (profile.empty()) profile = "-";
+        for (const std::string suffix : {"_rowonly", "_colonly"})
+          if (recipe.size() > suffix.size() && recipe.ends_with(suffix)) recipe.resize(recipe.size() - suffix.size());
       } else {
         if (recipe.empty()) recipe = "?";
         if (backend.empty()) backend = "cpu";
@@ -357,6 +359,14 @@ void parse_conform(const json& j, const std::string& source, Conformance& out) {
       if (verdict.empty() && r.contains("passed") && r["passed"].is_boolean()) verdict = r["passed"].get<bool>() ? "pass" : "fail";
       std::transform(verdict.begin(), verdict.end(), verdict.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
       const auto t = std::make_tuple(recipe, backend, profile);
+      if (!index.count(t) && have_matrix) {  // counted in no matrix cell: keep only its failure
+        const bool bad = !(verdict.rfind("pass", 0) == 0 || verdict == "ok" || verdict.rfind("skip", 0) == 0);
+        if (bad)
+          out.failures.push_back({verdict.rfind("err", 0) == 0 ? "error" : "fail", recipe, profile, backend,
+                                  str_of(r, {"suite"}, "") + " " + str_of(r, {"check"}, ""), str_of(r, {"path"}, ""),
+                                  str_of(r, {"message"}, "")});
+        continue;
+      }
       if (!index.count(t)) {
         index[t] = out.cells.size();
         ConformCell cell;
@@ -366,7 +376,18 @@ void parse_conform(const json& j, const std::string& source, Conformance& out) {
         out.cells.push_back(cell);
       }
       ConformCell& c = out.cells[index[t]];
-      const bool bad = !(verdict.rfind("pass", 0) == 0 || verdict == "ok" || verdict.rfind("skip", 0) == 0);
+      const bool bad = !(verdict.rfind("pass", 0) == 0 || verdict == "ok" || verdict.rfind("skip", 0) == 0 ||
+                         verdict == "notsupported" || verdict == "not_supported" || verdict == "notrun");
+      if (bad) {
+        ConformFailure f;
+        f.verdict = verdict.rfind("err", 0) == 0 || verdict == "failed_to_run" ? "error" : "fail";
+        f.recipe = recipe, f.profile = profile, f.backend = backend;
+        const std::string suite = str_of(r, {"suite"}, ""), check = str_of(r, {"check"}, "");
+        f.check = suite + (suite.empty() || check.empty() ? "" : " ") + check;
+        f.path = str_of(r, {"path", "file", "case", "vector"}, "");
+        f.message = str_of(r, {"message", "detail", "details", "reason"}, "");
+        out.failures.push_back(std::move(f));
+      }
       if (have_matrix) {  // counts are the matrix's; keep a few failure messages
         const std::string note = str_of(r, {"message", "path"}, "").substr(0, 200);
         if (bad && c.notes.size() < 3 && std::find(c.notes.begin(), c.notes.end(), note) == c.notes.end()) c.notes.push_back(note);

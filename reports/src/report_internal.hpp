@@ -54,9 +54,18 @@ struct ConformCell {
   std::vector<std::string> notes;  ///< a few failure details
 };
 
+/// One check that failed or errored, with its message (the report's summary lists them first).
+struct ConformFailure {
+  std::string verdict;  ///< "fail" or "error"
+  std::string recipe, profile, backend;
+  std::string check;    ///< "suite check" when the producer names them (e.g. "bundled verify")
+  std::string path, message;
+};
+
 struct Conformance {
   std::vector<std::string> sources;
   std::vector<ConformCell> cells;
+  std::vector<ConformFailure> failures;  ///< in the producer's order
   std::vector<std::string> divergence_columns;
   std::vector<std::vector<std::string>> divergence_rows;
   std::map<std::string, std::string> summary;  ///< top-level scalars (totals, backend, date, ...)

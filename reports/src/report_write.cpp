@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "qtc/error.hpp"
 #include "report_internal.hpp"
@@ -18,22 +19,142 @@ namespace {
 
 /// A table both renderers print: header, rows, and a CSS class per row ("" / "bad" / "good").
 struct Table {
+  std::string id;  ///< HTML id of the table (optional)
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> row_class;
-  void add(std::vector<std::string> r, std::string cls = "") {
+  /// Per-cell class ("pass" / "fail" / "skip" / "none"), coloured in HTML and marked in Markdown; may be empty.
+  std::vector<std::vector<std::string>> cell_class;
+  void add(std::vector<std::string> r, std::string cls = "", std::vector<std::string> cells = {}) {
     rows.push_back(std::move(r));
     row_class.push_back(std::move(cls));
+    cell_class.push_back(std::move(cells));
   }
 };
 
-/// One section of the report: a heading, paragraphs, tables and plots, in that order.
+/// One section of the report: a heading, a lead line (the verdict), paragraphs, tables and plots, in that order.
 struct Section {
   std::string id, heading;
   std::vector<std::string> paragraphs;
   std::vector<Table> tables;
   std::vector<std::string> plot_ids;
+  std::string lead;        ///< one line shown first and large (the verdict)
+  std::string lead_class;  ///< "pass" / "fail" / "skip"
+  std::map<size_t, std::string> table_intro;  ///< a paragraph shown right above table i
 };
+
+/// How the verdict matrix orders profiles and backends: the known ones first, in this order, then the others.
+int rank_of(const std::string& v, std::initializer_list<const char*> known) {
+  int i = 0;
+  for (const char* k : known) {
+    if (v == k) return i;
+    ++i;
+  }
+  return v == "-" ? i + 1 : i;
+}
+
+constexpr size_t kSummaryFailures = 25;  ///< failures listed in the summary (all of them are in the details)
+
+/// The verdict: one line, the recipe x profile x backend matrix, failures first with their messages.
+Section verdict_section(const Model& m) {
+  const Conformance& c = m.conform;
+  Section s;
+  s.id = "verdict";
+  s.heading = "Verdict";
+  int p = 0, f = 0, e = 0, k = 0;
+  for (const auto& cell : c.cells) p += cell.passed, f += cell.failed, e += cell.errors, k += cell.skipped;
+  if (f + e > 0) {
+    s.lead = fmt::format("FAIL: {} failed, {} errors ({} passed, {} skipped)", f, e, p, k);
+    s.lead_class = "fail";
+  } else if (p > 0) {
+    s.lead = fmt::format("PASS: {} passed, 0 failed{}", p, k ? fmt::format(", {} skipped", k) : "");
+    s.lead_class = "pass";
+  } else {
+    s.lead = fmt::format("NO RESULT: nothing passed or failed ({} skipped)", k);
+    s.lead_class = "skip";
+  }
+  int reg = 0;
+  for (const auto& cmp : m.comparison) reg += cmp.verdict == Comparison::Verdict::kRegression;
+  if (!m.comparison.empty())
+    s.paragraphs.push_back(fmt::format("Benchmarks: **{} regression{}** against the baseline (section Comparison).", reg, reg == 1 ? "" : "s"));
+
+  // Columns: (profile, backend) pairs; rows: recipes, those with a failure first.
+  using Col = std::pair<std::string, std::string>;
+  auto col_less = [](const Col& a, const Col& b) {
+    const auto ka = std::make_tuple(rank_of(a.first, {"te", "te_pyref", "ocp", "torchao"}), a.first,
+                                    rank_of(a.second, {"cpu", "cuda"}), a.second);
+    const auto kb = std::make_tuple(rank_of(b.first, {"te", "te_pyref", "ocp", "torchao"}), b.first,
+                                    rank_of(b.second, {"cpu", "cuda"}), b.second);
+    return ka < kb;
+  };
+  std::vector<Col> cols;
+  std::vector<std::string> recipes;
+  std::map<std::string, bool> recipe_bad;
+  std::map<std::pair<std::string, Col>, const ConformCell*> at;
+  for (const auto& cell : c.cells) {
+    const Col col{cell.profile, cell.backend};
+    // Recipe names carry the profile when it is not te ("mxfp8_e4m3_ocpfloor_ocp"): the column says it already.
+    std::string recipe = cell.recipe;
+    const std::string suffix = "_" + cell.profile;
+    if (cell.profile != "te" && recipe.size() > suffix.size() && recipe.ends_with(suffix)) recipe.resize(recipe.size() - suffix.size());
+    if (std::find(cols.begin(), cols.end(), col) == cols.end()) cols.push_back(col);
+    if (!recipe_bad.count(recipe)) recipes.push_back(recipe);
+    recipe_bad[recipe] = recipe_bad[recipe] || cell.failed + cell.errors > 0;
+    at[{recipe, col}] = &cell;
+  }
+  std::sort(cols.begin(), cols.end(), col_less);
+  std::stable_sort(recipes.begin(), recipes.end(), [&](const std::string& a, const std::string& b) {
+    return std::make_pair(!recipe_bad[a], a) < std::make_pair(!recipe_bad[b], b);
+  });
+  s.paragraphs.push_back(
+      "Each cell counts the checks of one recipe under one profile on one backend (bundled, foreign and generated "
+      "vectors verified bit for bit, the write/read round trip, the error bound): **pass N** all N passed, **FAIL "
+      "F/N** F of N failed or errored, **skip N** nothing ran (the reason is in the details), empty: not run.");
+  Table t;
+  t.id = "verdict-matrix";
+  t.header = {"recipe"};
+  for (const auto& [prof, back] : cols) t.header.push_back(prof + " / " + back);
+  for (const auto& r : recipes) {
+    std::vector<std::string> row{r}, cls{""};
+    for (const auto& col : cols) {
+      const auto it = at.find({r, col});
+      if (it == at.end()) {
+        row.emplace_back("");
+        cls.emplace_back("none");
+        continue;
+      }
+      const ConformCell& cell = *it->second;
+      const int total = cell.passed + cell.failed + cell.errors + cell.skipped;
+      if (cell.failed + cell.errors > 0) {
+        row.push_back(fmt::format("FAIL {}/{}", cell.failed + cell.errors, total));
+        cls.emplace_back("fail");
+      } else if (cell.passed > 0) {
+        row.push_back(fmt::format("pass {}", cell.passed) + (cell.skipped ? fmt::format(" (+{} skip)", cell.skipped) : ""));
+        cls.emplace_back("pass");
+      } else {
+        row.push_back(fmt::format("skip {}", cell.skipped));
+        cls.emplace_back("skip");
+      }
+    }
+    t.add(row, "", cls);
+  }
+  s.tables.push_back(t);
+
+  if (!c.failures.empty()) {
+    const size_t shown = std::min(c.failures.size(), kSummaryFailures);
+    s.table_intro[s.tables.size()] = (fmt::format("Failures and errors, first {} of {}{}:", shown, c.failures.size(),
+                                       shown < c.failures.size() ? " (every one is in report.md and report.json)" : ""));
+    Table ft;
+    ft.id = "verdict-failures";
+    ft.header = {"verdict", "recipe", "profile", "backend", "check", "file", "message"};
+    for (size_t i = 0; i < shown; ++i) {
+      const ConformFailure& x = c.failures[i];
+      ft.add({x.verdict == "error" ? "ERROR" : "FAIL", x.recipe, x.profile, x.backend, x.check, x.path, x.message}, "bad");
+    }
+    s.tables.push_back(ft);
+  }
+  return s;
+}
 
 std::string short_name(std::string n) {
   for (const std::string suffix : {"/real_time", "/process_time", "/manual_time"})
@@ -49,10 +170,27 @@ const std::vector<std::string> kContextKeys = {
 
 std::vector<Section> build_sections(const Model& m) {
   std::vector<Section> out;
+  const bool have_conform = !m.conform.sources.empty();
+  // The verdict first, then the divergence table, then the details. A section with no data in this run is left out.
+  if (have_conform) {
+    out.push_back(verdict_section(m));
+    const Conformance& c = m.conform;
+    if (!c.divergence_rows.empty()) {
+      Section s{"divergences", "Divergences: which profile reproduces each vector", {}, {}, {}, {}, {}, {}};
+      s.paragraphs.push_back(
+          "For each group of bundled and foreign vectors, the profiles that reproduce them bit for bit; OTHER or NONE "
+          "rows name the first mismatch (DIVERGENCES.md).");
+      Table d;
+      d.header = c.divergence_columns;
+      for (const auto& r : c.divergence_rows) d.add(r);
+      s.tables.push_back(d);
+      out.push_back(s);
+    }
+  }
 
   // Machine and build context of every benchmark file.
   if (!m.benches.empty()) {
-    Section s{"context", "Machine and build", {}, {}, {}};
+    Section s{"context", "Machine and build", {}, {}, {}, {}, {}, {}};
     Table t;
     t.header = {"field"};
     for (const auto& f : m.benches) t.header.push_back(f.suite);
@@ -71,11 +209,9 @@ std::vector<Section> build_sections(const Model& m) {
   }
 
   // Kernels: time, bandwidth, fraction of copy, memory.
-  {
-    Section s{"bandwidth", "Kernels: time, bandwidth and fraction of copy", {}, {}, {}};
-    if (m.bandwidth.empty()) {
-      s.paragraphs.push_back("No benchmark with a bandwidth (counter `GB/s` or bytes_per_second) in this run.");
-    } else {
+  if (!m.bandwidth.empty()) {
+    Section s{"bandwidth", "Kernels: time, bandwidth and fraction of copy", {}, {}, {}, {}, {}, {}};
+    {
       s.paragraphs.push_back(
           "Each kernel's bytes read and written per second, divided by the rate of the `copy` benchmark of the same "
           "suite and machine (1.0 = as fast as a plain copy of the same bytes). Time is the median real time over the "
@@ -94,11 +230,9 @@ std::vector<Section> build_sections(const Model& m) {
   }
 
   // GEMMs against cuBLASLt.
-  {
-    Section s{"gemm", "GEMMs: TFLOP/s against cuBLASLt", {}, {}, {}};
-    if (m.gemms.empty()) {
-      s.paragraphs.push_back("No GEMM benchmark (counter `TFLOP/s` or `TFLOPs`) in this run.");
-    } else {
+  if (!m.gemms.empty()) {
+    Section s{"gemm", "GEMMs: TFLOP/s against cuBLASLt", {}, {}, {}, {}, {}, {}};
+    {
       s.paragraphs.push_back(
           "Each GEMM's throughput against cuBLASLt on the same machine: the suite's `baseline_TFLOPs` (for NVFP4 on "
           "Hopper, emulated through BF16, the BF16 cuBLASLt GEMM of the same shape), else a `cublaslt...` benchmark of "
@@ -115,11 +249,9 @@ std::vector<Section> build_sections(const Model& m) {
   }
 
   // Baseline comparison.
-  {
-    Section s{"comparison", "Comparison with the baseline", {}, {}, {}};
-    if (m.comparison.empty()) {
-      s.paragraphs.push_back("No comparison in this run (no baseline for this machine kind, or compare.py was not run).");
-    } else {
+  if (!m.comparison.empty()) {
+    Section s{"comparison", "Comparison with the baseline", {}, {}, {}, {}, {}, {}};
+    {
       int reg = 0, imp = 0, untested = 0;
       for (const auto& c : m.comparison) {
         reg += c.verdict == Comparison::Verdict::kRegression;
@@ -151,13 +283,11 @@ std::vector<Section> build_sections(const Model& m) {
     out.push_back(s);
   }
 
-  // Conformance.
-  {
-    Section s{"conformance", "Conformance (qtc conform)", {}, {}, {}};
+  // Conformance details (the verdict and the divergence table lead the report).
+  if (have_conform) {
+    Section s{"conformance", "Conformance details (qtc conform)", {}, {}, {}, {}, {}, {}};
     const Conformance& c = m.conform;
-    if (c.sources.empty()) {
-      s.paragraphs.push_back("No conformance results in this run (`qtc conform` writes them; `qtc report --conform FILE` reads them).");
-    } else {
+    {
       int p = 0, f = 0, e = 0, k = 0;
       for (const auto& cell : c.cells) p += cell.passed, f += cell.failed, e += cell.errors, k += cell.skipped;
       s.paragraphs.push_back(fmt::format("From {}: {} passed, {} failed, {} errors, {} skipped.", fmt::join(c.sources, ", "), p, f, e, k));
@@ -177,25 +307,14 @@ std::vector<Section> build_sections(const Model& m) {
               bad ? "bad" : "");
       }
       s.tables.push_back(t);
-      if (!c.divergence_rows.empty()) {
-        Table d;
-        d.header = c.divergence_columns;
-        for (const auto& r : c.divergence_rows) d.add(r);
-        s.paragraphs.push_back("Divergence table (the last one): for each group of bundled and foreign vectors, the profiles that reproduce them bit for bit; OTHER or NONE rows name the first mismatch.");
-        s.tables.push_back(d);
-      } else {
-        s.paragraphs.push_back("No divergence table in the conformance results.");
-      }
     }
     out.push_back(s);
   }
 
-  // History.
-  {
-    Section s{"history", "History of past runs", {}, {}, {}};
-    if (m.history.empty()) {
-      s.paragraphs.push_back("No history (reports/history/*.json) and no benchmarks in this run.");
-    } else {
+  // History of benchmark runs: with this run's benchmarks, or alone in a report of nothing else.
+  if (!m.history.empty() && (!m.benches.empty() || out.empty())) {
+    Section s{"history", "History of past runs", {}, {}, {}, {}, {}, {}};
+    {
       s.paragraphs.push_back(fmt::format("{} run(s) from {}{}.", m.history.size(),
                                          m.in.history_dir.empty() ? "(no history folder)" : m.in.history_dir.string(),
                                          m.benches.empty() ? "" : ", this run last"));
@@ -206,6 +325,11 @@ std::vector<Section> build_sections(const Model& m) {
       s.tables.push_back(t);
       s.plot_ids.push_back("history");
     }
+    out.push_back(s);
+  }
+  if (out.empty()) {
+    Section s{"empty", "No data", {}, {}, {}, {}, {}, {}};
+    s.paragraphs.push_back("This run gave the report no benchmark results, no comparison, no conformance results and no history.");
     out.push_back(s);
   }
   return out;
@@ -243,40 +367,61 @@ table{border-collapse:collapse;margin:1em 0;font-size:.9em}th,td{border:1px soli
 th{background:#eaf2f8}tr.bad td{background:#fadbd8;font-weight:600}tr.good td{background:#d5f5e3}
 code{background:#f4f4f4;padding:0 .2em}td{max-width:40em;overflow-wrap:anywhere}figure{margin:1em 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}
 .warn{background:#fcf3cf;border:1px solid #f1c40f;padding:.5em 1em}.summary{font-size:1.05em}
+td.pass{background:#d5f5e3;color:#145a32}td.fail{background:#f5b7b1;color:#78281f;font-weight:700}td.skip{background:#eaeded;color:#566573}
+td.none{background:#fff}p.verdict{font-size:1.4em;font-weight:700;padding:.4em .8em;border-left:8px solid}
+p.verdict.pass{background:#d5f5e3;border-color:#1e8449}p.verdict.fail{background:#fadbd8;border-color:#c0392b}p.verdict.skip{background:#eaeded;border-color:#7f8c8d}
 nav a{margin-right:1em})";
 
 }  // namespace
+
+/// Markdown has no colour: a cell's class is shown by a coloured mark before its text.
+const char* md_mark(const std::string& cls) {
+  if (cls == "pass") return "\xF0\x9F\x9F\xA2 ";  // green circle
+  if (cls == "fail") return "\xF0\x9F\x94\xB4 ";  // red circle
+  if (cls == "skip") return "\xE2\x9A\xAA ";      // white circle
+  return "";
+}
+
+std::string section_markdown(const Section& s, const std::vector<Plot>& plots) {
+  std::ostringstream o;
+  o << "## " << s.heading << "\n\n";
+  if (!s.lead.empty()) o << "**" << md_mark(s.lead_class) << md_escape(s.lead) << "**\n\n";
+  for (const auto& p : s.paragraphs) o << p << "\n\n";
+  for (size_t ti = 0; ti < s.tables.size(); ++ti) {
+    const Table& t = s.tables[ti];
+    if (auto it = s.table_intro.find(ti); it != s.table_intro.end()) o << it->second << "\n\n";
+    o << "|";
+    for (const auto& h : t.header) o << " " << md_escape(h) << " |";
+    o << "\n|";
+    for (size_t i = 0; i < t.header.size(); ++i) o << "---|";
+    o << "\n";
+    for (size_t r = 0; r < t.rows.size(); ++r) {
+      o << "|";
+      for (size_t i = 0; i < t.rows[r].size(); ++i) {
+        std::string cell = md_escape(t.rows[r][i]);
+        const std::string cls = i < t.cell_class[r].size() ? t.cell_class[r][i] : "";
+        if (!cell.empty() && cls == "fail") cell = "**" + cell + "**";
+        if (!cell.empty()) cell = md_mark(cls) + cell;
+        o << " " << (t.row_class[r] == "bad" && !cell.empty() ? "**" + cell + "**" : cell) << " |";
+      }
+      o << "\n";
+    }
+    o << "\n";
+  }
+  for (const auto& id : s.plot_ids)
+    if (const Plot* p = find_plot(plots, id)) {
+      if (!p->file.empty()) o << "![" << p->title << "](" << p->file << ")\n\n";
+      else o << "> plot " << id << " missing: " << md_escape(p->error) << "\n\n";
+    }
+  return o.str();
+}
 
 std::string render_markdown(const Model& m, const std::vector<Plot>& plots) {
   std::ostringstream o;
   o << "# " << m.in.title << "\n\nGenerated " << m.generated_utc << " by `qtc report`. The same report as one page: `qtc_report.html`.\n\n";
   for (const auto& w : m.warnings) o << "> warning: " << md_escape(w) << "\n";
   if (!m.warnings.empty()) o << "\n";
-  for (const Section& s : build_sections(m)) {
-    o << "## " << s.heading << "\n\n";
-    for (const auto& p : s.paragraphs) o << p << "\n\n";
-    for (const Table& t : s.tables) {
-      o << "|";
-      for (const auto& h : t.header) o << " " << md_escape(h) << " |";
-      o << "\n|";
-      for (size_t i = 0; i < t.header.size(); ++i) o << "---|";
-      o << "\n";
-      for (size_t r = 0; r < t.rows.size(); ++r) {
-        o << "|";
-        for (size_t i = 0; i < t.rows[r].size(); ++i) {
-          const std::string cell = md_escape(t.rows[r][i]);
-          o << " " << (t.row_class[r] == "bad" && !cell.empty() ? "**" + cell + "**" : cell) << " |";
-        }
-        o << "\n";
-      }
-      o << "\n";
-    }
-    for (const auto& id : s.plot_ids)
-      if (const Plot* p = find_plot(plots, id)) {
-        if (!p->file.empty()) o << "![" << p->title << "](" << p->file << ")\n\n";
-        else o << "> plot " << id << " missing: " << md_escape(p->error) << "\n\n";
-      }
-  }
+  for (const Section& s : build_sections(m)) o << section_markdown(s, plots);
   return o.str();
 }
 
@@ -294,14 +439,21 @@ std::string render_html(const Model& m, const std::vector<Plot>& plots) {
   for (const auto& w : m.warnings) o << "<p class=\"warn\">warning: " << html_escape(w) << "</p>\n";
   for (const Section& s : sections) {
     o << "<section id=\"" << s.id << "\">\n<h2>" << html_escape(s.heading) << "</h2>\n";
+    if (!s.lead.empty()) o << "<p class=\"verdict " << s.lead_class << "\">" << html_escape(s.lead) << "</p>\n";
     for (const auto& p : s.paragraphs) o << "<p class=\"summary\">" << md_inline_to_html(p) << "</p>\n";
-    for (const Table& t : s.tables) {
-      o << "<table>\n<thead><tr>";
+    for (size_t ti = 0; ti < s.tables.size(); ++ti) {
+      const Table& t = s.tables[ti];
+      if (auto it = s.table_intro.find(ti); it != s.table_intro.end())
+        o << "<p class=\"summary\">" << md_inline_to_html(it->second) << "</p>\n";
+      o << (t.id.empty() ? "<table>" : "<table id=\"" + t.id + "\">") << "\n<thead><tr>";
       for (const auto& h : t.header) o << "<th>" << html_escape(h) << "</th>";
       o << "</tr></thead>\n<tbody>\n";
       for (size_t r = 0; r < t.rows.size(); ++r) {
         o << (t.row_class[r].empty() ? "<tr>" : "<tr class=\"" + t.row_class[r] + "\">");
-        for (const auto& c : t.rows[r]) o << "<td>" << html_escape(c) << "</td>";
+        for (size_t i = 0; i < t.rows[r].size(); ++i) {
+          const std::string cls = i < t.cell_class[r].size() ? t.cell_class[r][i] : "";
+          o << (cls.empty() ? "<td>" : "<td class=\"" + cls + "\">") << html_escape(t.rows[r][i]) << "</td>";
+        }
         o << "</tr>\n";
       }
       o << "</tbody>\n</table>\n";
@@ -394,6 +546,12 @@ Outputs write_report(const Inputs& in, const fs::path& out_dir) {
   o.conform_failed = summary["conform_failed"].get<int>();
   o.warnings = m.warnings;
   return o;
+}
+
+std::string conform_summary_markdown(const nlohmann::json& conform_report) {
+  detail::Model m;
+  detail::parse_conform(conform_report, "qtc conform", m.conform);
+  return detail::section_markdown(detail::verdict_section(m), {});
 }
 
 Outputs write_report_for_conform(const fs::path& dir, const fs::path& bench_dir) {

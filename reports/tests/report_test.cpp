@@ -11,9 +11,14 @@
 /// | ReportCompare.SpeedupIsImprovement      | one benchmark 30% faster                       | improvement, not regression    |
 /// | ReportCompare.CpuMetricIgnoresLoad      | real time +30% from load, CPU time unchanged   | flagged on real, not on CPU    |
 /// | ReportHtml.SelfContained                | full report from crafted inputs                | no external URL, all sections  |
-/// | ReportHtml.RendersInChromium            | same page in headless Chromium                 | DOM dumped, no console message,|
-/// |                                         |                                                | screenshot saved               |
+/// | ReportHtml.VerdictLeads                 | same page                                      | verdict, matrix, failures      |
+/// |                                         |                                                | before every other section     |
+/// | ReportHtml.RendersInChromium            | same page in headless Chromium                 | DOM dumped (verdict matrix with|
+/// |                                         |                                                | coloured cells first), no      |
+/// |                                         |                                                | console message, screenshot    |
 /// | ReportConform.ReadsConformMatrix        | `qtc conform`'s report.json                    | counts, failures first, notes  |
+/// | ReportConform.ConformOnlyLeavesOutBench | same, no benchmark input                       | no benchmark/history sections; |
+/// |                                         |                                                | md and html open with verdict  |
 ///
 /// compare.py and Chromium are external programs: without them the tests skip with the reason, except in CI
 /// (CI=true), where scripts/setup.sh has installed them and their absence is a failure.
@@ -345,6 +350,36 @@ TEST_F(ReportHtml, SelfContained) {
   EXPECT_TRUE(fs::exists(out_.dir / "plots" / "comparison.svg"));
 }
 
+TEST_F(ReportHtml, VerdictLeads) {
+  const std::string html = slurp(out_.html), md = slurp(out_.markdown);
+  const size_t verdict = html.find("<section id=\"verdict\">");
+  ASSERT_NE(verdict, std::string::npos);
+  for (const char* later : {"id=\"divergences\"", "id=\"context\"", "id=\"bandwidth\"", "id=\"gemm\"", "id=\"comparison\"",
+                            "id=\"conformance\"", "id=\"history\""})
+    EXPECT_LT(verdict, html.find(later)) << later << " before the verdict";
+  EXPECT_NE(html.find("<p class=\"verdict fail\">FAIL: 1 failed, 0 errors (2 passed, 1 skipped)</p>"), std::string::npos);
+  // The matrix: the failing recipe first, one column per profile / backend, cells coloured by class.
+  const size_t matrix = html.find("<table id=\"verdict-matrix\">");
+  ASSERT_NE(matrix, std::string::npos);
+  EXPECT_NE(html.find("<th>recipe</th><th>te / cpu</th><th>te / cuda</th><th>ocp / cpu</th>", matrix), std::string::npos);
+  EXPECT_NE(html.find("<tr><td>fp8block_1x128_e4m3</td><td class=\"fail\">FAIL 1/1</td><td class=\"none\"></td><td class=\"none\"></td></tr>", matrix),
+            std::string::npos)
+      << html.substr(matrix, 800);
+  EXPECT_NE(html.find("<td class=\"skip\">skip 1</td>", matrix), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"pass\">pass 1</td>", matrix), std::string::npos);
+  // Failures with their message right after the matrix, before the divergence table.
+  const size_t failures = html.find("<table id=\"verdict-failures\">");
+  ASSERT_NE(failures, std::string::npos);
+  EXPECT_LT(failures, html.find("id=\"divergences\""));
+  EXPECT_NE(html.find("scale_inv[3] 0x3f800000 != 0x3f000000", failures), std::string::npos);
+  EXPECT_NE(html.find("td.fail{background:"), std::string::npos) << "cells are coloured by class";
+  EXPECT_NE(html.find("Benchmarks: <strong>1 regression</strong>"), std::string::npos);
+  // Markdown: the same order, colour marks in the cells.
+  EXPECT_LT(md.find("## Verdict"), md.find("## Divergences"));
+  EXPECT_LT(md.find("## Divergences"), md.find("## Machine and build"));
+  EXPECT_NE(md.find("| fp8block_1x128_e4m3 | \xF0\x9F\x94\xB4 **FAIL 1/1** |  |  |"), std::string::npos) << md;
+}
+
 TEST_F(ReportHtml, RendersInChromium) {
   const std::string chromium = find_program({"$QTC_CHROMIUM", "chromium", "chromium-browser", "google-chrome"});
   QTC_REQUIRE_TOOL(!chromium.empty(), "chromium not found (Debian chromium; or set QTC_CHROMIUM)");
@@ -361,6 +396,15 @@ TEST_F(ReportHtml, RendersInChromium) {
   EXPECT_NE(d.find("qtc report (test)"), std::string::npos) << "the page did not load: " << d.substr(0, 500);
   EXPECT_NE(d.find("<svg"), std::string::npos);
   EXPECT_NE(d.find("REGRESSION"), std::string::npos);
+  // The verdict renders first: its banner, the matrix with coloured cells, the failures with their message.
+  const size_t v = d.find("<section id=\"verdict\">");
+  ASSERT_NE(v, std::string::npos) << "no verdict section in the rendered DOM";
+  EXPECT_LT(v, d.find("<section id=\"bandwidth\">"));
+  EXPECT_NE(d.find("<p class=\"verdict fail\">FAIL: 1 failed", v), std::string::npos);
+  EXPECT_NE(d.find("<table id=\"verdict-matrix\">", v), std::string::npos);
+  EXPECT_NE(d.find("<td class=\"fail\">FAIL 1/1</td>", v), std::string::npos);
+  EXPECT_NE(d.find("<td class=\"pass\">pass 1</td>", v), std::string::npos);
+  EXPECT_NE(d.find("<table id=\"verdict-failures\">", v), std::string::npos);
   // Any console message (an error, a failed load) is a failure: the page has no script and fetches nothing.
   std::istringstream lines(slurp(log));
   std::string line;
@@ -416,6 +460,36 @@ TEST(ReportConform, ReadsConformMatrix) {
   EXPECT_NE(html.find("header length beyond the file"), std::string::npos);
   EXPECT_NE(html.find("cuda (skipped: built without CUDA)"), std::string::npos);
   EXPECT_TRUE(fs::exists(dir / "report.json")) << "conform's own files stay";
+}
+
+/// A conform-only run: the report opens with the verdict and has no benchmark or history section at all.
+TEST(ReportConform, ConformOnlyLeavesOutBench) {
+  const fs::path dir = fs::path(testing::TempDir()) / "qtc_report_conform_only";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const json j = {{"summary", {{"pass", 4}, {"fail", 0}, {"error", 0}, {"skipped", 4}}},
+                  {"matrix", json::array({{{"recipe", "nvfp4_1x16"}, {"backend", "cpu"}, {"profile", "te"}, {"pass", 4}, {"fail", 0}, {"error", 0}, {"skipped", 0}},
+                                          {{"recipe", "nvfp4_1x16"}, {"backend", "cuda"}, {"profile", "te"}, {"pass", 0}, {"fail", 0}, {"error", 0}, {"skipped", 4}},
+                                          {{"recipe", "mxfp8_e4m3_ocpfloor_ocp"}, {"backend", "cpu"}, {"profile", "ocp"}, {"pass", 2}, {"fail", 0}, {"error", 0}, {"skipped", 0}}})},
+                  {"results", json::array({{{"suite", "bundled"}, {"check", "verify"}, {"path", "a.safetensors"}, {"backend", "cpu"},
+                                            {"recipe", "fp8tensor_e4m3_rowonly"}, {"profile", "te"}, {"verdict", "pass"}}})}};
+  std::ofstream(dir / "report.json") << j.dump();
+  const auto out = qtc::report::write_report_for_conform(dir);
+  const std::string html = slurp(out.html), md = slurp(out.markdown);
+  for (const char* absent : {"id=\"context\"", "id=\"bandwidth\"", "id=\"gemm\"", "id=\"comparison\"", "id=\"history\"",
+                             "No benchmark", "No comparison", "No GEMM", "No history"}) {
+    EXPECT_EQ(html.find(absent), std::string::npos) << absent << " in a conform-only report";
+    EXPECT_EQ(md.find(absent), std::string::npos) << absent << " in a conform-only report";
+  }
+  EXPECT_EQ(html.find("id=\"divergences\""), std::string::npos) << "no divergence data: no section";
+  EXPECT_NE(html.find("<p class=\"verdict pass\">PASS: 6 passed, 0 failed, 4 skipped</p>"), std::string::npos) << html;
+  // The ocp row is the same recipe variant as its te name minus the profile; no empty cell for an uncounted result.
+  EXPECT_NE(html.find("<tr><td>mxfp8_e4m3_ocpfloor</td><td class=\"none\"></td><td class=\"none\"></td><td class=\"pass\">pass 2</td></tr>"),
+            std::string::npos)
+      << html;
+  EXPECT_EQ(html.find("fp8tensor_e4m3"), std::string::npos);
+  EXPECT_EQ(md.find("## Verdict"), md.find("## "));
+  EXPECT_EQ(qtc::report::conform_summary_markdown(j).rfind("## Verdict\n\n**", 0), 0u);
 }
 
 }  // namespace

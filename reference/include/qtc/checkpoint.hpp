@@ -9,8 +9,17 @@
 /// previous ones, then replaces the index, then removes the previous generation's files; a process
 /// killed at any point therefore leaves a loadable checkpoint, the previous one until the index is
 /// replaced and the new one after. Each tensor carries an xxHash3-64 checksum, each header and the
-/// index their own. Loading trusts nothing: every size, offset, shape and checksum is checked, and a
-/// failure is a qtc::Error that names the file and what is wrong.
+/// index their own. Loading trusts nothing: every size, offset, shape and checksum is checked (sizes with
+/// overflow checks, against the bytes actually present, before anything large is read), and a failure is a
+/// qtc::Error that names the file and what is wrong.
+///
+/// Concurrent saves of one directory (threads or processes) are safe: a save holds an exclusive lock on the
+/// directory (flock on `.qtc-lock`) from claiming its generation to its commit, so saves run one after the
+/// other and each commits. With the split API (next_generation, write_shard_file, commit_checkpoint, as the
+/// distributed save uses it), a generation is claimed under the lock (a `claim-g<N>` file), temporary names
+/// are unique per process and call, and a commit refuses, with a message, a generation that is not newer
+/// than the committed one; a commit only removes older generations, so the last committed checkpoint always
+/// survives and every save either commits or says why not.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -71,7 +80,8 @@ struct SaveOptions {
 
 // ---- Saving -------------------------------------------------------------------------------------
 
-/// The generation a new save of `dir` uses: one more than the committed one (1 for an empty dir).
+/// Claims the generation a new save of `dir` uses (under the directory lock): one more than the committed
+/// one and than any generation whose files are in the directory (1 for an empty dir); no other save gets it.
 uint64_t next_generation(const std::string& dir);
 
 /// Writes one rank's shard file of `generation` atomically and returns what the index records about it.
@@ -79,9 +89,10 @@ uint64_t next_generation(const std::string& dir);
 ShardFileInfo write_shard_file(const std::string& dir, uint64_t generation, int rank, int world,
                                std::span<const TensorShard> shards, const SaveOptions& opt = {}, int* step = nullptr);
 
-/// Checks that the ranks' files describe a consistent checkpoint (every tensor covered once, in row
-/// order, with one shape and recipe), writes the index atomically (the commit point), then removes the
-/// files of other generations.
+/// Under the directory lock: checks that the ranks' files describe a consistent checkpoint (every tensor
+/// covered once, in row order, with one shape and recipe) and are present as recorded, and that the
+/// generation is newer than the committed one (else a qtc::Error: another save committed first); writes the
+/// index atomically (the commit point), then removes the files of older generations.
 void commit_checkpoint(const std::string& dir, uint64_t generation, int world, std::span<const ShardFileInfo> files,
                        const SaveOptions& opt = {}, int* step = nullptr);
 
@@ -101,6 +112,15 @@ ShardFileInfo shard_info_from_json(const std::string& text);
 
 /// Reads and checks index.json (its own checksum, types, file list).
 CheckpointIndex read_index(const std::string& dir);
+
+/// Parses and checks the text of an index.json (`path` names it in messages): what read_index does after
+/// reading the file.
+CheckpointIndex parse_index(std::span<const uint8_t> text, const std::string& path);
+
+/// Parses and checks a whole shard file held in memory against the index: what read_shard_file does after
+/// it has checked the file's size and header and read the payload they declare.
+std::vector<TensorShard> parse_shard_file(std::span<const uint8_t> bytes, const std::string& path, const ShardFileInfo& expected,
+                                          const CheckpointIndex& index);
 
 /// Reads and checks one shard file against the index: magic, version, header checksum, every offset and
 /// shape, every tensor checksum, file size and checksum, and that its tensors are the ones the index says.

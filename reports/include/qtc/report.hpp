@@ -56,6 +56,11 @@ Outputs write_report(const Inputs& in, const fs::path& out_dir);
 /// comparisons (compare/*.json). Adds qtc_report.{md,html,json} and plots/ beside report.{md,json}.
 Outputs write_report_for_conform(const fs::path& dir, const fs::path& bench_dir = {});
 
+/// The opening of a conformance report as Markdown, from `qtc conform`'s report.json: "## Verdict", the verdict
+/// line, the recipe x profile x backend matrix (pass / FAIL / skip per cell) and the first failures with their
+/// messages. `qtc conform`'s report.md starts with it; qtc_report.md and .html open with the same section.
+std::string conform_summary_markdown(const nlohmann::json& conform_report);
+
 /// One benchmark of the baseline comparison.
 struct Comparison {
   std::string name;

@@ -1,0 +1,254 @@
+/// \file cmd_write.cpp
+/// \brief The commands that WRITE vectors (VECTORS.md) in either layout:
+///   `qtc quantize --recipe R [--param K=V]... (--input FILE [--tensor NAME] | --shape MxK ...) [--layout te]
+///                 [--swizzled] -o OUT`: x quantized by the CPU reference, every output of the recipe, written as
+///                 one vector in the compact layout or as TransformerEngine holds the buffers;
+///   `qtc convert PATH... --layout compact|te [--swizzled] -o OUT`: existing vectors (or TE dumps) rewritten into
+///                 another layout (native_layout.hpp); the values are carried over, nothing is recomputed.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cases.hpp"
+#include "commands.hpp"
+#include "qtc/error.hpp"
+#include "qtc/native_layout.hpp"
+#include "qtc/verify.hpp"
+
+namespace qtc::conformance {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct LayoutArgs {
+  std::string layout = "compact";
+  bool swizzled = false;
+  int pad_byte = 0;
+
+  ref::LayoutOptions options() const {
+    std::map<std::string, std::string> md{{"layout", layout}};
+    if (swizzled) md["swizzled"] = "1";
+    return ref::layout_from_metadata(md);  // throws naming the key for a bad combination
+  }
+};
+
+void add_layout_options(CLI::App* cmd, LayoutArgs& a) {
+  cmd->add_option("--layout", a.layout, "compact (VECTORS.md shapes) or te (TransformerEngine's padded buffers, TE_FORMATS.md §5)")
+      ->check(CLI::IsMember({"compact", "te"}))
+      ->capture_default_str();
+  cmd->add_flag("--swizzled", a.swizzled, "with --layout te: NVFP4 / MXFP8 scales in the cuBLAS 128x4 order (TE_FORMATS.md §6)");
+  cmd->add_option("--pad-byte", a.pad_byte, "value of every padding byte under --layout te (TE's swizzle writes 0; its quantize "
+                                            "kernels leave whatever the buffer held)")
+      ->check(CLI::Range(0, 255))
+      ->capture_default_str();
+}
+
+std::string tensor_list(const io::File& f) {
+  std::vector<std::string> parts;
+  for (const auto& t : f.tensors) parts.push_back(::fmt::format("{} {} [{}]", t.name, t.dtype, ::fmt::join(t.shape, ", ")));
+  return ::fmt::format("{}", ::fmt::join(parts, ", "));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// qtc quantize
+
+struct QuantizeArgs {
+  std::string recipe;
+  std::vector<std::string> params;
+  std::string input, tensor = "x";
+  std::string shape, input_kind = "normal", dtype = "f32";
+  uint64_t seed = 20261129;
+  bool no_dequantized = false;
+  LayoutArgs layout;
+  std::string out;
+};
+
+HostMatrix read_input(const QuantizeArgs& a) {
+  const io::File f = io::read_file(a.input);
+  const io::Tensor* t = f.find(a.tensor);
+  if (t == nullptr) {
+    // The file's only 2-D float tensor stands in for x when no tensor of that name exists.
+    const io::Tensor* only = nullptr;
+    int n = 0;
+    for (const auto& c : f.tensors)
+      if (c.shape.size() == 2 && (c.dtype == "F32" || c.dtype == "BF16" || c.dtype == "F16")) only = &c, ++n;
+    QTC_CHECK(n == 1, a.input, ": no tensor '", a.tensor, "' and ", n,
+              " 2-D F32/BF16/F16 tensors to choose from (name one with --tensor)");
+    t = only;
+  }
+  QTC_CHECK(t->dtype == "F32" || t->dtype == "BF16" || t->dtype == "F16", a.input, ": tensor '", t->name, "' has dtype ",
+            t->dtype, "; the input must be F32, BF16 or F16");
+  return io::to_matrix(*t);
+}
+
+int run_quantize(const QuantizeArgs& a) {
+  std::map<std::string, std::string> md{{"recipe", a.recipe}};
+  for (const std::string& p : a.params) {
+    const auto eq = p.find('=');
+    QTC_CHECK(eq != std::string::npos && eq > 0, "--param '", p, "': expected KEY=VALUE (a VECTORS.md metadata key)");
+    md[p.substr(0, eq)] = p.substr(eq + 1);
+  }
+  const Recipe r = Recipe::from_metadata(md);
+  const ref::LayoutOptions lo = a.layout.options();
+  ref::check_layout_applies(lo, r);
+
+  Case c;
+  c.recipe = r;
+  HostMatrix x;
+  if (!a.input.empty()) {
+    QTC_CHECK(a.shape.empty(), "give either --input or --shape, not both");
+    x = read_input(a);
+  } else {
+    QTC_CHECK(!a.shape.empty(), "give the input: --input FILE or --shape MxK");
+    long long m = 0, k = 0;
+    char extra = 0;
+    QTC_CHECK(std::sscanf(a.shape.c_str(), "%lldx%lld%c", &m, &k, &extra) == 2 && m > 0 && k > 0, "--shape '", a.shape,
+              "': expected MxK with positive M and K, e.g. 128x4096");
+    bool found = false;
+    for (InputClass ic : all_input_classes())
+      if (input_class_name(ic) == a.input_kind) c.input = ic, found = true;
+    QTC_CHECK(found, "--input-kind '", a.input_kind, "': unknown family");
+    const DType d = a.dtype == "bf16" ? DType::kBF16 : a.dtype == "f16" ? DType::kF16 : DType::kF32;
+    x = make_input(c.input, d, m, k, a.seed);
+  }
+  c.dtype = x.dtype;
+  c.rows = x.rows;
+  c.cols = x.cols;
+  r.validate_input(x.dtype, x.rows, x.cols);
+  auto cpu = make_cpu_backend();
+  const QuantizedTensor q = cpu->quantize(x.view(), r);
+  c.id = ::fmt::format("{}_{}x{}", r.name(), x.rows, x.cols);
+  io::File f = make_vector(c, x, q, *cpu, a.seed);
+  f.metadata["source"] = "qtc " QTC_VERSION " CPU reference (qtc quantize)";
+  if (!a.input.empty()) {
+    for (const char* k : {"comment", "flags", "case_seed"}) f.metadata.erase(k);
+    f.metadata["case"] = fs::path(a.input).filename().string() + ":" + a.tensor;
+  }
+  if (a.no_dequantized) {
+    std::vector<io::Tensor> keep;
+    for (auto& t : f.tensors)
+      if (!t.name.starts_with("dequantized_")) keep.push_back(std::move(t));
+    f.tensors = std::move(keep);
+  }
+  f = ref::convert_vector_layout(f, lo, static_cast<uint8_t>(a.layout.pad_byte));
+  io::write_file(a.out, f);
+  std::printf("wrote %s: %s, x [%lld, %lld] %s, layout %s: %s\n", a.out.c_str(), r.name().c_str(),
+              static_cast<long long>(x.rows), static_cast<long long>(x.cols), std::string(dtype_name(x.dtype)).c_str(),
+              ref::describe(lo).c_str(), tensor_list(f).c_str());
+  return 0;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// qtc convert
+
+struct ConvertArgs {
+  std::vector<std::string> paths;
+  LayoutArgs layout;
+  std::string out;
+};
+
+int run_convert(const ConvertArgs& a) {
+  const ref::LayoutOptions to = a.layout.options();
+  std::vector<FileResult> problems;
+  const auto files = collect_vector_files(a.paths, problems);
+  for (const auto& p : problems) std::fprintf(stderr, "qtc convert: %s: %s\n", p.path.c_str(), p.message.c_str());
+  if (!problems.empty()) return 2;
+  // One input file may go to a file; anything else goes into a folder (created), under the same names.
+  const bool to_dir = files.size() != 1 || fs::is_directory(a.out) || a.paths.size() != 1 || fs::is_directory(a.paths[0]);
+  if (to_dir) fs::create_directories(a.out);
+  int written = 0, errors = 0;
+  for (const auto& f : files) {
+    try {
+      const io::File in = io::read_file(f);
+      ref::LayoutOptions want = to;
+      const Recipe r = Recipe::from_metadata(in.metadata);
+      if (want.swizzled && r.kind != RecipeKind::kNVFP4 && r.kind != RecipeKind::kMXFP8) {
+        want.swizzled = false;  // TE keeps only NVFP4 and MXFP8 scales swizzled
+        std::fprintf(stderr, "qtc convert: %s: %s has no swizzled scales; written as layout=te\n", f.string().c_str(),
+                     std::string(recipe_kind_name(r.kind)).c_str());
+      }
+      const io::File out = ref::convert_vector_layout(in, want, static_cast<uint8_t>(a.layout.pad_byte));
+      const fs::path dst = to_dir ? fs::path(a.out) / f.filename() : fs::path(a.out);
+      io::write_file(dst, out);
+      ++written;
+    } catch (const std::exception& e) {
+      std::string m = e.what();
+      if (const auto at = m.rfind(" [check `"); at != std::string::npos && m.back() == ']') m.erase(at);
+      std::printf("ERROR %s: %s\n", f.string().c_str(), m.c_str());
+      ++errors;
+    }
+  }
+  std::printf("%d converted to layout %s, %d errors\n", written, ref::describe(to).c_str(), errors);
+  return errors ? 2 : 0;
+}
+
+template <typename F>
+void run_guarded(const char* cmd, F f) {
+  try {
+    exit_code() = f();
+  } catch (const std::exception& e) {
+    std::string m = e.what();
+    if (const auto at = m.rfind(" [check `"); at != std::string::npos && m.back() == ']') m.erase(at);
+    std::fprintf(stderr, "qtc %s: %s\n", cmd, m.c_str());
+    exit_code() = 2;
+  }
+}
+
+}  // namespace
+
+void register_write(CLI::App& app) {
+  {
+    auto a = std::make_shared<QuantizeArgs>();
+    CLI::App* cmd = app.add_subcommand("quantize", "Quantize an input with the CPU reference and write the vector (either layout)");
+    cmd->footer(
+        "Writes one VECTORS.md vector: x and every output of the recipe (both planes unless --param rowwise=0 or\n"
+        "columnwise=0; FP8 per-tensor: rowwise_data, the transposed columnwise_data [K, M], scale_inv, amax), and the\n"
+        "dequantized planes unless --no-dequantized. The input comes from a safetensors file (tensor x, or the\n"
+        "file's only 2-D F32/BF16/F16 tensor, or --tensor NAME) or is generated (--shape MxK, --input-kind,\n"
+        "--dtype, --seed). --layout te writes the buffers as TransformerEngine holds them (padded scales, FP8\n"
+        "block 1x128 scales transposed); --swizzled adds the cuBLAS 128x4 scale order (NVFP4, MXFP8).\n"
+        "Examples:\n"
+        "  qtc quantize --recipe nvfp4 --shape 256x1024 --layout te --swizzled -o nvfp4_te.safetensors\n"
+        "  qtc quantize --recipe fp8_block --param tile=128x128 --input acts.safetensors --tensor h -o blk.safetensors\n"
+        "Exit status 0, or 2 with the rule broken (unknown recipe / key / value, bad shape, unreadable input).");
+    cmd->add_option("--recipe", a->recipe, "nvfp4, mxfp8, fp8_block or fp8_tensor")->required();
+    cmd->add_option("--param", a->params, "KEY=VALUE recipe parameter or profile (VECTORS.md metadata), repeatable");
+    cmd->add_option("--input", a->input, "safetensors file holding the input");
+    cmd->add_option("--tensor", a->tensor, "input tensor name in --input")->capture_default_str();
+    cmd->add_option("--shape", a->shape, "generate the input: MxK");
+    cmd->add_option("--input-kind", a->input_kind, "generated family: normal, heavy, zero_blocks, tiny, huge, ties, special")
+        ->capture_default_str();
+    cmd->add_option("--dtype", a->dtype, "generated input type")->check(CLI::IsMember({"f32", "bf16", "f16"}))->capture_default_str();
+    cmd->add_option("--seed", a->seed, "seed of the generated input")->capture_default_str();
+    cmd->add_flag("--no-dequantized", a->no_dequantized, "leave out dequantized_rowwise / dequantized_columnwise");
+    add_layout_options(cmd, a->layout);
+    cmd->add_option("-o,--out", a->out, "output .safetensors file")->required();
+    cmd->callback([a] { run_guarded("quantize", [&] { return run_quantize(*a); }); });
+  }
+  {
+    auto a = std::make_shared<ConvertArgs>();
+    CLI::App* cmd = app.add_subcommand("convert", "Rewrite vectors into another layout (compact <-> te, swizzled)");
+    cmd->footer(
+        "Each PATH is a vector or a folder of them (recursive). The layout a file is in comes from its metadata\n"
+        "(layout, swizzled); its outputs are moved into the requested layout and the metadata updated; no value is\n"
+        "recomputed. --swizzled applies to NVFP4 and MXFP8 files (others are written as layout=te, with a note).\n"
+        "One input file and an OUT that is not a folder: OUT is the file; otherwise OUT is a folder (created) and\n"
+        "the files keep their names. Prints ERROR lines for files that cannot be converted (wrong shape for their\n"
+        "layout, unknown recipe) and 'N converted to layout L, N errors'; exit 2 when any file failed.\n"
+        "Example: qtc convert conformance/vectors/te --layout te --swizzled -o te_dumps/");
+    cmd->add_option("PATH", a->paths, "Vector files or folders")->required();
+    add_layout_options(cmd, a->layout);
+    cmd->add_option("-o,--out", a->out, "output file or folder")->required();
+    cmd->callback([a] { run_guarded("convert", [&] { return run_convert(*a); }); });
+  }
+}
+
+}  // namespace qtc::conformance

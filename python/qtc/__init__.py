@@ -1,0 +1,230 @@
+"""qtc: bit-exact CPU reference quantizers for NVFP4, MXFP8, FP8 block and FP8 per-tensor scaling, and the
+conformance checks of ``qtc verify``, callable from Python.
+
+Arrays may be NumPy arrays (ml_dtypes bfloat16 / float8 included), CPU torch tensors, or anything with
+``__dlpack__`` or the buffer protocol; C-contiguous CPU arrays are passed to the reference without a copy.
+Tensor names and shapes are those of VECTORS.md. Bad arguments raise ``ValueError`` with the rule's message.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Tuple
+
+import numpy as np
+
+from . import _qtc
+
+__all__ = ["quantize", "dequantize", "verify", "identify", "load_vector", "save_vector", "VerifyResult", "Identity"]
+__version__ = "0.2.0"
+
+try:  # optional: typed bfloat16 / float8 NumPy arrays
+    import ml_dtypes as _ml
+except ImportError:  # pragma: no cover - depends on the environment
+    _ml = None
+
+# safetensors dtype names of the NumPy dtypes we accept; the ml_dtypes ones travel as raw integers of their size.
+_NUMPY_DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "uint8": "U8", "int8": "I8",
+                 "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2", "float8_e8m0fnu": "F8_E8M0",
+                 "uint16": "U16", "int16": "I16", "int32": "I32", "uint32": "U32", "int64": "I64", "uint64": "U64",
+                 "float64": "F64", "bool": "BOOL"}
+_RAW_VIEW = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _torch_tensor(a: Any) -> bool:
+    return type(a).__module__.startswith("torch") and hasattr(a, "device") and hasattr(a, "dtype")
+
+
+def _as_arg(name: str, a: Any) -> Tuple[Any, str]:
+    """(C-contiguous CPU buffer, safetensors dtype name) without copying when the array already is one."""
+    if _torch_tensor(a):
+        import torch
+
+        if a.device.type != "cpu":
+            raise ValueError(f"tensor '{name}' is on {a.device}; qtc runs on the CPU (pass .cpu())")
+        names = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.uint8: "U8",
+                 torch.int8: "I8", torch.int16: "I16", torch.int32: "I32", torch.int64: "I64", torch.float64: "F64",
+                 torch.bool: "BOOL"}
+        for attr, st in (("float8_e4m3fn", "F8_E4M3"), ("float8_e5m2", "F8_E5M2"), ("float8_e8m0fnu", "F8_E8M0")):
+            if hasattr(torch, attr):
+                names[getattr(torch, attr)] = st
+        if a.dtype not in names:
+            raise ValueError(f"tensor '{name}' has torch dtype {a.dtype}; qtc takes {sorted(set(names.values()))}")
+        st = names[a.dtype]
+        t = a.detach()
+        if not t.is_contiguous():
+            t = t.contiguous()
+        if st in ("BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0"):  # same-size integer view: no copy, any DLPack version
+            t = t.view(torch.int16 if st == "BF16" else torch.uint8)
+        return t, st
+    arr = a if isinstance(a, np.ndarray) else np.asarray(a)
+    st = _NUMPY_DTYPES.get(arr.dtype.name)
+    if st is None:
+        raise ValueError(f"tensor '{name}' has dtype {arr.dtype}; qtc takes {sorted(set(_NUMPY_DTYPES))}")
+    if not arr.flags.c_contiguous:
+        arr = np.ascontiguousarray(arr)
+    if arr.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu"):
+        arr = arr.view(_RAW_VIEW[arr.dtype.itemsize])
+    return arr, st
+
+
+def _np_dtype(st: str):
+    table = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "U8": np.uint8, "I8": np.int8, "U16": np.uint16,
+             "I16": np.int16, "U32": np.uint32, "I32": np.int32, "U64": np.uint64, "I64": np.int64, "BOOL": np.bool_}
+    if st in table:
+        return table[st]
+    if st == "BF16":
+        return _ml.bfloat16 if _ml is not None else np.uint16  # raw bf16 bits without ml_dtypes
+    return np.uint8  # F8_*: raw bytes, as VECTORS.md treats them
+
+
+def _from_out(out: Tuple[np.ndarray, str, List[int]]) -> np.ndarray:
+    raw, st, shape = out
+    return raw.view(_np_dtype(st)).reshape(shape)
+
+
+def _metadata(recipe: str | None, params: Mapping[str, Any]) -> Dict[str, str]:
+    md: Dict[str, str] = {}
+    if recipe is not None:
+        md["recipe"] = str(recipe)
+    for k, v in params.items():
+        if v is None:
+            continue
+        md[k] = ("1" if v else "0") if isinstance(v, bool) else str(v)
+    return md
+
+
+def _layout_md(layout: str, swizzled: bool) -> Dict[str, str]:
+    if layout not in ("compact", "te"):
+        raise ValueError(f"layout must be 'compact' or 'te', got {layout!r} (VECTORS.md, Native layouts)")
+    if swizzled and layout != "te":
+        raise ValueError("swizzled=True needs layout='te' (VECTORS.md, Native layouts)")
+    return {"layout": "te", "swizzled": "1" if swizzled else "0"} if layout == "te" else {}
+
+
+def quantize(x: Any, recipe: str, *, layout: str = "compact", swizzled: bool = False, **params: Any) -> Dict[str, np.ndarray]:
+    """Quantizes the 2-D array ``x`` ([M, K], float32 / bfloat16 / float16) with the reference.
+
+    ``recipe`` is ``nvfp4``, ``mxfp8``, ``fp8_block`` or ``fp8_tensor``; ``params`` are the VECTORS.md parameters
+    (``tile='16x16'``, ``row_scaled=True``, ``fp8_dtype='e5m2'``, ``scale_rule='ocp_floor'``, ``profile='te_pyref'``, ...).
+    Returns the VECTORS.md tensors (``rowwise_data``, ``rowwise_scale_inv``, ``columnwise_data``, ...). With
+    ``layout='te'`` the scales are TransformerEngine's padded buffers (``swizzled=True``: cuBLAS's 128x4 layout).
+    """
+    md = _metadata(recipe, params)
+    md.update(_layout_md(layout, swizzled))
+    out = _qtc.quantize(_as_arg("x", x), md)
+    return {k: _from_out(v) for k, v in out.items()}
+
+
+def dequantize(tensors: Mapping[str, Any], recipe: str, shape: Tuple[int, int], *, plane: str = "rowwise",
+               layout: str = "compact", swizzled: bool = False, out: str = "float32", **params: Any) -> np.ndarray:
+    """Decodes one plane of quantized ``tensors`` (VECTORS.md names, as ``quantize`` returns them) to an [M, K]
+    array in x's orientation. ``shape`` is x's [M, K]; ``out`` is float32, bfloat16 or float16."""
+    md = _metadata(recipe, params)
+    md.update(_layout_md(layout, swizzled))
+    names = {"float32": "F32", "bfloat16": "BF16", "float16": "F16"}
+    if out not in names:
+        raise ValueError(f"out must be float32, bfloat16 or float16, got {out!r}")
+    if len(shape) != 2:
+        raise ValueError(f"shape must be [M, K], got {shape!r}")
+    args = {k: _as_arg(k, v) for k, v in tensors.items() if k != "x"}
+    return _from_out(_qtc.dequantize(args, md, int(shape[0]), int(shape[1]), plane, names[out]))
+
+
+@dataclass
+class VerifyResult:
+    """The verdict of ``qtc verify`` on one vector: ``passed``, the first-mismatch text ``message`` (the same text
+    ``qtc verify`` prints), one line per mismatching tensor in ``details``, and ``mismatches``: for every checked
+    tensor the number of differing elements (-1 when the tensor could not be compared at all)."""
+
+    verdict: str
+    message: str
+    line: str
+    details: List[str] = field(default_factory=list)
+    checked: List[str] = field(default_factory=list)
+    mismatches: Dict[str, int] = field(default_factory=dict)
+    recipe: str = ""
+    profile: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __str__(self) -> str:
+        return self.line
+
+
+class _Unreadable(Exception):
+    def __init__(self, path: str, message: str):
+        super().__init__(message)
+        self.path = path
+        prefix = path + ": "  # the reader's message starts with the path: don't repeat it
+        self.message = message[len(prefix):] if message.startswith(prefix) else message
+
+
+def _tensors_and_md(tensors: Any, metadata: Mapping[str, Any]) -> Tuple[Dict[str, Tuple[Any, str]], Dict[str, str], str]:
+    source = "<memory>"
+    if isinstance(tensors, (str, os.PathLike)):
+        source = os.fspath(tensors)
+        try:
+            tensors, file_md = load_vector(source)
+        except ValueError as e:
+            raise _Unreadable(source, str(e)) from None
+        file_md.update(_metadata(None, metadata))
+        md = file_md
+    else:
+        md = _metadata(None, metadata)
+    return {k: _as_arg(k, v) for k, v in tensors.items()}, md, source
+
+
+def verify(tensors: Any, source: str | None = None, **metadata: Any) -> VerifyResult:
+    """Checks a vector against the reference, as ``qtc verify`` does: ``tensors`` holds ``x`` and the outputs to
+    check (VECTORS.md names), ``metadata`` the recipe keys (``recipe='nvfp4'``, ``layout='te'``, ``swizzled=1``,
+    ``profile=...``). ``tensors`` may also be the path of a vector file (its metadata, updated by ``metadata``)."""
+    try:
+        args, md, src = _tensors_and_md(tensors, metadata)
+    except _Unreadable as e:  # as `qtc verify`: an unreadable file is an error verdict, not an exception
+        return VerifyResult(verdict="error", message=e.message, line=f"ERROR {e.path}: {e.message}")
+    return VerifyResult(**_qtc.verify(args, md, source or src))
+
+
+@dataclass
+class Identity:
+    """Which profiles (and MXFP8 scale rules) reproduce a vector, as ``qtc identify`` prints: ``verdict`` is OK (the
+    claimed one does), OTHER (only others do), NONE (no profile does: see ``closest``) or ERROR (see ``error``)."""
+
+    verdict: str
+    claimed: str
+    matches: List[str]
+    claimed_mismatch: str
+    closest: str
+    closest_mismatch: str
+    error: str
+
+
+def identify(tensors: Any, source: str | None = None, **metadata: Any) -> Identity:
+    """Attributes a vector (tensors + metadata, or a path) to the profiles that reproduce it bit for bit."""
+    try:
+        args, md, src = _tensors_and_md(tensors, metadata)
+    except _Unreadable as e:
+        return Identity(verdict="ERROR", claimed="", matches=[], claimed_mismatch="", closest="", closest_mismatch="",
+                        error=e.message)
+    return Identity(**_qtc.identify(args, md, source or src))
+
+
+def load_vector(path: str | os.PathLike) -> Tuple[Dict[str, np.ndarray], Dict[str, str]]:
+    """Reads a safetensors vector: (tensors as NumPy arrays, metadata). BF16 tensors come as ml_dtypes.bfloat16
+    when ml_dtypes is installed (else as uint16 bits); FP8 tensors as uint8 bytes."""
+    tensors, md = _qtc.load_vector(os.fspath(path))
+    return {k: _from_out(v) for k, v in tensors.items()}, dict(md)
+
+
+def save_vector(path: str | os.PathLike, tensors: Mapping[str, Any], metadata: Mapping[str, Any]) -> None:
+    """Writes tensors and metadata (values converted to strings) as a safetensors vector file."""
+    _qtc.save_vector(os.fspath(path), {k: _as_arg(k, v) for k, v in tensors.items()}, _metadata(None, metadata))
+
+
+from . import testing  # noqa: E402  (qtc.testing.assert_conforms)

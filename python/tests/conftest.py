@@ -1,0 +1,19 @@
+"""Paths the tests share: the repository's bundled vectors and, when present, the shared TE-layout vectors."""
+import os
+import pathlib
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BUNDLED = REPO / "conformance" / "vectors" / "te"
+TE_LAYOUT = next((p for p in (REPO / "conformance" / "vectors" / "te_layout", REPO.parent / "shared" / "vectors" / "te_layout")
+                  if p.is_dir()), None)
+
+
+@pytest.fixture
+def qtc_binary():
+    """The `qtc` command of the build that runs these tests (ctest sets QTC_BINARY)."""
+    path = os.environ.get("QTC_BINARY")
+    if not path or not os.path.exists(path):
+        pytest.skip("QTC_BINARY is not set to the qtc command (ctest sets it)")
+    return path

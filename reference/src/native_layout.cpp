@@ -1,0 +1,258 @@
+/// \file native_layout.cpp
+/// \brief Output tensors in the compact and TE layouts (VECTORS.md "Native layouts", TE_FORMATS.md §5, §6).
+#include "qtc/native_layout.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "qtc/error.hpp"
+#include "qtc/layouts.hpp"
+
+namespace qtc::ref {
+
+namespace {
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int64_t product(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+std::string_view layout_name(TensorLayout l) { return l == TensorLayout::kTE ? "te" : "compact"; }
+
+std::string describe(const LayoutOptions& o) {
+  return std::string(layout_name(o.layout)) + (o.swizzled ? "+swizzled" : "");
+}
+
+LayoutOptions layout_from_metadata(const std::map<std::string, std::string>& md) {
+  LayoutOptions o;
+  if (auto it = md.find("layout"); it != md.end()) {
+    if (it->second == "te") o.layout = TensorLayout::kTE;
+    else if (it->second == "compact") o.layout = TensorLayout::kCompact;
+    else QTC_FAIL("metadata key 'layout': unknown value '", it->second, "' (expected one of: compact, te; VECTORS.md, Native layouts)");
+  }
+  if (auto it = md.find("swizzled"); it != md.end()) {
+    if (it->second == "1" || it->second == "true") o.swizzled = true;
+    else if (it->second == "0" || it->second == "false") o.swizzled = false;
+    else QTC_FAIL("metadata key 'swizzled': expected 0 or 1, got '", it->second, "'");
+  }
+  if (o.swizzled && o.layout != TensorLayout::kTE)
+    QTC_FAIL("metadata key 'swizzled': swizzled=1 needs layout=te (the cuBLAS 128x4 swizzle tiles TE's padded scale buffers; "
+             "VECTORS.md, Native layouts)");
+  return o;
+}
+
+void layout_to_metadata(const LayoutOptions& o, std::map<std::string, std::string>& md) {
+  md["layout"] = std::string(layout_name(o.layout));
+  if (o.swizzled) md["swizzled"] = "1";
+  else md.erase("swizzled");
+}
+
+void check_layout_applies(const LayoutOptions& o, const Recipe& r) {
+  if (o.swizzled && r.kind != RecipeKind::kNVFP4 && r.kind != RecipeKind::kMXFP8)
+    QTC_FAIL("metadata key 'swizzled': swizzled=1 applies to NVFP4 and MXFP8 scales only (TE_FORMATS.md §6); recipe ",
+             recipe_kind_name(r.kind), " has no swizzled scale layout");
+}
+
+const std::vector<std::string>& output_tensor_names() {
+  static const std::vector<std::string> kNames = {
+      "rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv", "amax_rowwise",
+      "amax_columnwise", "scale_inv", "amax", "dequantized_rowwise", "dequantized_columnwise"};
+  return kNames;
+}
+
+std::optional<OutputLayout> OutputLayout::find(std::string_view name, const Recipe& r, int64_t M, int64_t K,
+                                               const LayoutOptions& o, std::string* why) {
+  check_layout_applies(o, r);
+  const bool nv = r.kind == RecipeKind::kNVFP4, mx = r.kind == RecipeKind::kMXFP8;
+  const bool ten = r.kind == RecipeKind::kFP8Tensor;
+  OutputLayout L;
+  L.name_ = std::string(name);
+  L.recipe_ = r;
+  L.opts_ = o;
+  L.M_ = M;
+  L.K_ = K;
+  const bool col = name.starts_with("columnwise") || name == "amax_columnwise" || name == "dequantized_columnwise";
+  L.plane_ = col ? PlaneKind::kColumnwise : PlaneKind::kRowwise;
+  if (name == "rowwise_data") {
+    L.compact_ = nv ? std::vector<int64_t>{M, cdiv(K, 2)} : std::vector<int64_t>{M, K};
+  } else if (name == "columnwise_data") {
+    L.compact_ = nv ? std::vector<int64_t>{K, cdiv(M, 2)} : mx ? std::vector<int64_t>{M, K} : std::vector<int64_t>{K, M};
+  } else if ((name == "rowwise_scale_inv" || name == "columnwise_scale_inv") && !ten) {
+    const ScaleShape cs = compact_scale_shape(r, L.plane_, M, K);
+    L.compact_ = {cs.rows, cs.cols};
+    L.scale_ = true;
+    L.elem_bytes_ = r.kind == RecipeKind::kFP8Block ? 4 : 1;
+  } else if ((name == "amax_rowwise" || name == "amax_columnwise") && nv) {
+    L.compact_ = {r.row_scaled ? (col ? K : M) : 1};
+    L.elem_bytes_ = 4;
+  } else if ((name == "scale_inv" || name == "amax") && ten) {
+    L.compact_ = {1};
+    L.elem_bytes_ = 4;
+  } else if (name == "dequantized_rowwise" || (name == "dequantized_columnwise" && !ten)) {
+    L.compact_ = {M, K};
+    L.elem_bytes_ = 4;
+  } else {
+    if (why != nullptr)
+      *why = "tensor '" + std::string(name) + "' is not an output of recipe " + std::string(recipe_kind_name(r.kind)) +
+             " (VECTORS.md, Tensors)";
+    return std::nullopt;
+  }
+  L.shape_ = L.compact_;
+  if (L.scale_ && o.layout == TensorLayout::kTE) {
+    const ScaleShape ps = padded_scale_shape(r, L.plane_, M, K);
+    L.shape_ = {ps.rows, ps.cols};
+    L.identity_ = false;
+    // Swizzled MXFP8 columnwise scales tile the transposed matrix (row = K index): that 2-D view is accepted too.
+    if (o.swizzled && mx && col) L.alt_shape_ = {ps.cols, ps.rows};
+  }
+  return L;
+}
+
+bool OutputLayout::accepts_shape(const std::vector<int64_t>& got) const {
+  if (got == shape_) return true;
+  if (got.empty() && shape_ == std::vector<int64_t>{1}) return true;  // torch.save of a scalar
+  return !alt_shape_.empty() && got == alt_shape_;
+}
+
+std::string OutputLayout::shape_error(const std::vector<int64_t>& got) const {
+  std::string msg = "tensor '" + name_ + "' has shape " + shape_text(got) + ", expected " + shape_text(shape_);
+  if (!alt_shape_.empty()) msg += " (or " + shape_text(alt_shape_) + ")";
+  if (!identity_) {
+    msg += " (layout=" + describe(opts_) + " expects TE's padded shape, TE_FORMATS.md §5; compact is " + shape_text(compact_) + ")";
+  } else if (scale_ && recipe_.kind != RecipeKind::kFP8Tensor) {
+    // A compact file holding a TE buffer: say what to declare.
+    const ScaleShape ps = padded_scale_shape(recipe_, plane_, M_, K_);
+    const std::vector<int64_t> te{ps.rows, ps.cols};
+    if (got == te)
+      msg += " (layout=compact; this is TE's padded shape: declare metadata layout=te" +
+             std::string(recipe_.kind == RecipeKind::kNVFP4 || recipe_.kind == RecipeKind::kMXFP8 ? ", and swizzled=1 if the scales are swizzled)" : ")");
+    else
+      msg += " (layout=compact; under layout=te it would be " + shape_text(te) + ")";
+  }
+  return msg + " for x of shape [" + std::to_string(M_) + ", " + std::to_string(K_) + "] (recipe " +
+         std::string(recipe_kind_name(recipe_.kind)) + ")";
+}
+
+int64_t OutputLayout::compact_elements() const { return product(compact_); }
+int64_t OutputLayout::elements() const { return product(shape_); }
+
+int64_t OutputLayout::layout_index(int64_t c) const {
+  if (identity_) return c;
+  const int64_t cc = compact_[1];
+  const int64_t i = c / cc, j = c % cc;
+  const int64_t prow = shape_[0], pcol = shape_[1];
+  if (opts_.swizzled) {
+    // MXFP8 columnwise: the compact matrix is [M/32 block][K]; it is swizzled transposed (row = K index, §6).
+    if (recipe_.kind == RecipeKind::kMXFP8 && plane_ == PlaneKind::kColumnwise) return swizzled_offset(j, i, prow);
+    return swizzled_offset(i, j, pcol);
+  }
+  if (recipe_.kind == RecipeKind::kFP8Block && !recipe_.block_2d) return j * pcol + i;  // TE's [kb][i] / [mb][j]
+  return i * pcol + j;
+}
+
+std::vector<int64_t> OutputLayout::coords(int64_t i, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> c(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    const int64_t n = std::max<int64_t>(shape[d], 1);
+    c[d] = i % n;
+    i /= n;
+  }
+  if (c.empty()) c.push_back(i);
+  return c;
+}
+
+std::string OutputLayout::coords_text(const std::vector<int64_t>& c) { return shape_text(c); }
+
+std::vector<uint8_t> OutputLayout::to_compact(std::span<const uint8_t> bytes) const {
+  const size_t es = static_cast<size_t>(elem_bytes_);
+  QTC_CHECK(bytes.size() == static_cast<size_t>(elements()) * es, "tensor '", name_, "': ", bytes.size(), " bytes, expected ",
+            elements() * static_cast<int64_t>(es), " (shape ", shape_text(shape_), " under layout=", describe(opts_), ")");
+  if (identity_) return {bytes.begin(), bytes.end()};
+  const int64_t n = compact_elements();
+  std::vector<uint8_t> out(static_cast<size_t>(n) * es);
+  for (int64_t c = 0; c < n; ++c) std::memcpy(out.data() + c * es, bytes.data() + layout_index(c) * es, es);
+  return out;
+}
+
+std::vector<uint8_t> OutputLayout::from_compact(std::span<const uint8_t> compact, uint8_t pad) const {
+  const size_t es = static_cast<size_t>(elem_bytes_);
+  QTC_CHECK(compact.size() == static_cast<size_t>(compact_elements()) * es, "tensor '", name_, "': ", compact.size(),
+            " bytes, expected ", compact_elements() * static_cast<int64_t>(es), " (compact shape ", shape_text(compact_), ")");
+  if (identity_) return {compact.begin(), compact.end()};
+  std::vector<uint8_t> out(static_cast<size_t>(elements()) * es, pad);
+  const int64_t n = compact_elements();
+  for (int64_t c = 0; c < n; ++c) std::memcpy(out.data() + layout_index(c) * es, compact.data() + c * es, es);
+  return out;
+}
+
+std::vector<bool> OutputLayout::padding_mask() const {
+  std::vector<bool> pad(static_cast<size_t>(elements()), !identity_);
+  if (identity_) return pad;
+  const int64_t n = compact_elements();
+  for (int64_t c = 0; c < n; ++c) pad[static_cast<size_t>(layout_index(c))] = false;
+  return pad;
+}
+
+std::optional<PaddingProblem> OutputLayout::nonzero_padding(std::span<const uint8_t> bytes, const std::vector<int64_t>& file_shape) const {
+  if (identity_) return std::nullopt;
+  const size_t es = static_cast<size_t>(elem_bytes_);
+  QTC_CHECK(bytes.size() == static_cast<size_t>(elements()) * es, "tensor '", name_, "': ", bytes.size(), " bytes, expected ",
+            elements() * static_cast<int64_t>(es));
+  const std::vector<bool> pad = padding_mask();
+  PaddingProblem p;
+  for (int64_t i = 0; i < elements(); ++i) {
+    if (!pad[static_cast<size_t>(i)]) continue;
+    ++p.total;
+    const uint8_t* e = bytes.data() + i * es;
+    if (std::all_of(e, e + es, [](uint8_t b) { return b == 0; })) continue;
+    if (p.nonzero++ == 0) {
+      p.first = coords(i, file_shape.empty() ? shape_ : file_shape);
+      p.first_bytes.assign(e, e + es);
+    }
+  }
+  if (p.nonzero == 0) return std::nullopt;
+  return p;
+}
+
+io::File convert_vector_layout(const io::File& f, const LayoutOptions& to, uint8_t pad) {
+  const Recipe r = Recipe::from_metadata(f.metadata);
+  const LayoutOptions from = layout_from_metadata(f.metadata);
+  check_layout_applies(from, r);
+  check_layout_applies(to, r);
+  const io::Tensor& x = f.at("x");
+  QTC_CHECK(x.shape.size() == 2, "tensor 'x' has shape ", shape_text(x.shape), "; VECTORS.md needs 2-D [M, K]");
+  const int64_t M = x.shape[0], K = x.shape[1];
+  io::File out;
+  out.metadata = f.metadata;
+  layout_to_metadata(to, out.metadata);
+  for (const io::Tensor& t : f.tensors) {
+    if (t.name == "x") {
+      out.put(t);
+      continue;
+    }
+    std::string why;
+    const auto src = OutputLayout::find(t.name, r, M, K, from, &why);
+    QTC_CHECK(src.has_value(), why);
+    QTC_CHECK(src->accepts_shape(t.shape), src->shape_error(t.shape));
+    const auto dst = OutputLayout::find(t.name, r, M, K, to);
+    io::Tensor n = t;
+    n.shape = dst->shape();
+    if (t.shape.empty()) n.shape = {};  // keep a scalar a scalar
+    n.bytes = dst->from_compact(src->to_compact(t.bytes), pad);
+    out.put(std::move(n));
+  }
+  return out;
+}
+
+}  // namespace qtc::ref

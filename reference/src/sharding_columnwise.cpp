@@ -1,0 +1,142 @@
+/// \file sharding_columnwise.cpp
+/// \brief Identity-view checks, and derivation of the columnwise plane from the rowwise one (TE_FORMATS.md §1.7,
+///        §1.8, §3.3).
+#include "qtc/sharding.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <sstream>
+
+#include "qtc/error.hpp"
+#include "qtc/layouts.hpp"
+#include "qtc/quantize.hpp"
+#include "sharding_internal.hpp"
+
+namespace qtc::ref {
+
+using namespace shard_detail;
+
+void check_identity_view(const QuantizedTensor& q, std::span<const int64_t> sizes, std::span<const int64_t> strides,
+                         int64_t storage_offset) {
+  const bool ok = sizes.size() == 2 && strides.size() == 2 && sizes[0] == q.rows && sizes[1] == q.cols &&
+                  (strides[1] == 1 || q.cols <= 1) && (strides[0] == q.cols || q.rows <= 1) && storage_offset == 0;
+  if (ok) return;
+  std::ostringstream got;
+  got << "sizes [";
+  for (size_t i = 0; i < sizes.size(); ++i) got << (i ? ", " : "") << sizes[i];
+  got << "], strides [";
+  for (size_t i = 0; i < strides.size(); ++i) got << (i ? ", " : "") << strides[i];
+  got << "], offset " << storage_offset;
+  QTC_FAIL("quantized tensor ", q.recipe.name(), " [", q.rows, ", ", q.cols, "]: only identity views are supported (sizes [",
+           q.rows, ", ", q.cols, "], strides [", q.cols, ", 1], offset 0); got ", got.str(),
+           ". Views that reorder or subset elements would split scale blocks; dequantize first");
+}
+
+void check_identity_slice(const QuantizedTensor& q, int dim, int64_t start, int64_t end, int64_t step) {
+  QTC_CHECK(dim == 0 || dim == 1, "quantized tensor slice: dim must be 0 or 1, got ", dim);
+  const int64_t size = dim == 0 ? q.rows : q.cols;
+  QTC_CHECK(start == 0 && end >= size && step == 1, "quantized tensor ", q.recipe.name(), ": only identity slices are supported (dim ",
+            dim, ": start 0, end >= ", size, ", step 1); got start ", start, ", end ", end, ", step ", step,
+            ". Use slice_rows() for block-aligned row ranges");
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+bool can_derive_columnwise(const Recipe& r, std::string* why) {
+  auto no = [&](const char* s) {
+    if (why) *why = s;
+    return false;
+  };
+  switch (r.kind) {
+    case RecipeKind::kNVFP4:
+      if (!r.tile_2d)
+        return no("NVFP4 1x16: rowwise and columnwise blocks differ (16 consecutive elements of a row vs of a column), so the "
+                  "columnwise plane is not a transpose of the rowwise one (TE_FORMATS.md §1.8); only 16x16 (2D) recipes can "
+                  "derive it");
+      if (r.rht) return no("NVFP4 with RHT: the columnwise plane is of RHT(x^T), not a transpose (§1.9)");
+      if (r.row_scaled) return no("row-scaled NVFP4: per-row and per-column amaxes differ (§1.11)");
+      if (r.stochastic) return no("NVFP4 stochastic rounding draws different random bits per plane (§1.10)");
+      return true;
+    case RecipeKind::kMXFP8:
+      if (!r.mx_2d)
+        return no("MXFP8 1x32: columnwise blocks (32 rows) differ from rowwise blocks (32 columns); the columnwise plane must be "
+                  "quantized or gathered, not derived (TE_FORMATS.md §8.3)");
+      return true;
+    case RecipeKind::kFP8Block:
+      if (!r.block_2d)
+        return no("FP8 block 1x128: columnwise blocks are 128 rows of a column, not a transpose of the rowwise plane; only "
+                  "128x128 recipes can derive it (§3.3)");
+      return true;
+    case RecipeKind::kFP8Tensor: return true;
+  }
+  return no("unknown recipe");
+}
+
+void derive_columnwise(QuantizedTensor& q) {
+  std::string why;
+  QTC_CHECK(can_derive_columnwise(q.recipe, &why), "derive_columnwise (", q.recipe.name(), "): ", why);
+  QTC_CHECK(q.rowwise.has_value(), "derive_columnwise: the tensor has no rowwise plane to derive from");
+  const Recipe& r = q.recipe;
+  const Plane& rw = *q.rowwise;
+  const int64_t M = q.rows, K = q.cols;
+  Plane cw;
+  // Data.
+  if (r.kind == RecipeKind::kNVFP4) {
+    QTC_CHECK(M % 2 == 0 && K % 2 == 0, "derive_columnwise: NVFP4 needs even M and K");
+    cw.data_rows = K;
+    cw.data_cols = M / 2;
+    cw.data.assign(static_cast<size_t>(K * (M / 2)), 0);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t k = 0; k < K; ++k) {
+        const uint8_t b = rw.data[static_cast<size_t>(i * (K / 2) + k / 2)];
+        const uint8_t code = (k % 2) ? (b >> 4) : (b & 0xF);
+        uint8_t& o = cw.data[static_cast<size_t>(k * (M / 2) + i / 2)];
+        o = static_cast<uint8_t>((i % 2) ? ((o & 0x0F) | (code << 4)) : ((o & 0xF0) | code));
+      }
+  } else if (r.kind == RecipeKind::kMXFP8) {
+    cw.data_rows = M;  // same orientation as x (§2.1)
+    cw.data_cols = K;
+    cw.data = rw.data;
+  } else {
+    cw.data_rows = K;
+    cw.data_cols = M;
+    cw.data.resize(static_cast<size_t>(M * K));
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t k = 0; k < K; ++k) cw.data[static_cast<size_t>(k * M + i)] = rw.data[static_cast<size_t>(i * K + k)];
+  }
+  // Scales, built in the compact layout.
+  if (r.kind == RecipeKind::kFP8Tensor) {
+    cw.scale = rw.scale;
+  } else {
+    const ScaleMatrix rs = compact_of(rw.scale, r, PlaneKind::kRowwise, M, K);
+    const ScaleShape cs = compact_scale_shape(r, PlaneKind::kColumnwise, M, K);
+    ScaleMatrix s;
+    s.type = rs.type;
+    s.layout = ScaleLayout::kCompact;
+    s.rows = cs.rows;
+    s.cols = cs.cols;
+    s.bytes.assign(static_cast<size_t>(cs.rows * cs.cols) * rs.elem_size(), 0);
+    const size_t e = rs.elem_size();
+    auto put = [&](int64_t rr, int64_t cc, int64_t sr, int64_t sc) {
+      std::memcpy(s.bytes.data() + static_cast<size_t>(rr * s.cols + cc) * e, rs.bytes.data() + static_cast<size_t>(sr * rs.cols + sc) * e, e);
+    };
+    if (r.kind == RecipeKind::kNVFP4) {  // [k][b] = rowwise[16b][k/16]
+      for (int64_t k = 0; k < cs.rows; ++k)
+        for (int64_t b = 0; b < cs.cols; ++b) put(k, b, b * 16, k / 16);
+    } else if (r.kind == RecipeKind::kMXFP8) {  // [b][j] = rowwise[32b][j/32]
+      for (int64_t b = 0; b < cs.rows; ++b)
+        for (int64_t j = 0; j < cs.cols; ++j) put(b, j, b * 32, j / 32);
+    } else {  // FP8 block 2D: [kb][mb] = rowwise[mb][kb]
+      for (int64_t kb = 0; kb < cs.rows; ++kb)
+        for (int64_t mb = 0; mb < cs.cols; ++mb) put(kb, mb, mb, kb);
+    }
+    const ScaleLayout lay = rw.scale.layout == ScaleLayout::kSwizzled ? ScaleLayout::kCompact : rw.scale.layout;
+    cw.scale = to_layout(s, lay, r, PlaneKind::kColumnwise, M, K);
+  }
+  cw.amax = rw.amax;  // §1.8: the transpose kernels copy rowwise amax -> columnwise amax
+  q.columnwise = std::move(cw);
+}
+
+}  // namespace qtc::ref

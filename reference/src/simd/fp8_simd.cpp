@@ -1,0 +1,333 @@
+/// \file fp8_simd.cpp
+/// \brief Vectorized MXFP8 (profiles te, te_pyref, ocp; scale rules rceil and ocp_floor), FP8 block (1x128,
+///        128x128) and FP8 per-tensor quantizers and the whole-tensor amax, bit-exact to mxfp8.cpp, fp8.cpp and
+///        quantize.cpp. Scales come from the scalar rules (one per block); elements are encoded on vectors.
+///        Transposed (columnwise) planes are encoded row by row into a scratch tile, then written transposed.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "simd/fp8_simd.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <vector>
+
+#include "internal.hpp"
+#include "simd/ops-inl.h"
+#include "simd/simd.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace qtc::ref::simd {
+namespace HWY_NAMESPACE {
+
+/// out[j] = encode_fp8(x[j] * mul) for j < n.
+template <bool kE5M2>
+HWY_INLINE void EncodeSpan(const float* x, int64_t n, float mul, uint8_t* out) {
+  const DF df;
+  const int64_t N = NF();
+  const VF m = hn::Set(df, mul);
+  int64_t j = 0;
+  for (; j + N <= n; j += N) StoreBytes(EncodeFp8<kE5M2>(hn::Mul(hn::LoadU(df, x + j), m)), out + j);
+  for (; j < n; ++j) out[j] = kE5M2 ? encode_e5m2(x[j] * mul) : encode_e4m3(x[j] * mul);
+}
+
+/// out[j] = encode_fp8(x[j] * mul[j]) for j < n.
+template <bool kE5M2>
+HWY_INLINE void EncodeSpanPerLane(const float* x, int64_t n, const float* mul, uint8_t* out) {
+  const DF df;
+  const int64_t N = NF();
+  int64_t j = 0;
+  for (; j + N <= n; j += N) StoreBytes(EncodeFp8<kE5M2>(hn::Mul(hn::LoadU(df, x + j), hn::LoadU(df, mul + j))), out + j);
+  for (; j < n; ++j) out[j] = kE5M2 ? encode_e5m2(x[j] * mul[j]) : encode_e4m3(x[j] * mul[j]);
+}
+
+/// Column amax of n rows of K floats: acc[j] (NaN-ignoring) and, when propagating, NaN for columns with one.
+HWY_INLINE void ColumnAmax(const float* s, int64_t n, int64_t K, bool propagate, float* acc) {
+  const DF df;
+  const int64_t N = NF();
+  int64_t j = 0;
+  for (; j + N <= K; j += N) {
+    AmaxAcc a;
+    for (int64_t i = 0; i < n; ++i) a.add(hn::LoadU(df, s + i * K + j));
+    hn::StoreU(a.lanes(propagate), df, acc + j);
+  }
+  for (; j < K; ++j) {
+    float a = 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = std::fabs(s[i * K + j]);
+      a = propagate ? ((a != a || v != v) ? NAN : (v > a ? v : a)) : (v > a ? v : a);
+    }
+    acc[j] = a;
+  }
+}
+
+/// tmp (n rows of K bytes) -> out[j * ld + i] (the transposed plane rows j, columns i0 + i already in out).
+HWY_INLINE void TransposeStore(const uint8_t* tmp, int64_t n, int64_t K, uint8_t* out, int64_t ld) {
+  constexpr int64_t kT = 16;
+  for (int64_t j0 = 0; j0 < K; j0 += kT) {
+    const int64_t j1 = std::min(K, j0 + kT);
+    for (int64_t i0 = 0; i0 < n; i0 += kT) {
+      const int64_t i1 = std::min(n, i0 + kT);
+      for (int64_t j = j0; j < j1; ++j) {
+        uint8_t* o = out + j * ld;
+        for (int64_t i = i0; i < i1; ++i) o[i] = tmp[i * K + j];
+      }
+    }
+  }
+}
+
+/// Strips of `strip_rows` rows as float, spread over the threads (detail::for_each_row_strip).
+template <typename Fn>
+void ForEachStrip(const MatrixView& x, int64_t strip_rows, Fn&& fn) {
+  detail::parallel_for(detail::ceil_div(x.rows, strip_rows), [&](int64_t b, int64_t e) {
+    std::vector<float> strip(static_cast<size_t>(strip_rows * x.cols));
+    for (int64_t g = b; g < e; ++g) {
+      const int64_t i0 = g * strip_rows, n = std::min(strip_rows, x.rows - i0);
+      LoadRows(x, i0, n, strip.data());
+      fn(g, i0, n, static_cast<const float*>(strip.data()));
+    }
+  });
+}
+
+float Amax(const MatrixView& x, bool propagate) {
+  const int64_t kStrip = 64;
+  std::vector<float> partial(static_cast<size_t>(std::max<int64_t>(detail::ceil_div(x.rows, kStrip), 1)), 0.0f);
+  ForEachStrip(x, kStrip, [&](int64_t g, int64_t, int64_t n, const float* s) {
+    partial[static_cast<size_t>(g)] = AmaxOf(s, n * x.cols, propagate);
+  });
+  float acc = 0.0f;
+  for (float p : partial) {
+    const float a = std::fabs(p);
+    acc = propagate ? ((acc != acc || a != a) ? NAN : (a > acc ? a : acc)) : (a > acc ? a : acc);
+  }
+  return acc;
+}
+
+// ---- MXFP8 -------------------------------------------------------------------------------------------
+
+struct MxRule {
+  bool propagate = false;  // ocp
+  bool rceil = true;
+  bool e5m2 = false;
+  uint8_t scale(float bamax) const {
+    if (propagate && !std::isfinite(bamax)) return 0xFF;
+    if (rceil) {
+      const float rcp = e5m2 ? bits_f32(0x37924925u) : bits_f32(0x3B124925u);
+      return encode_e8m0(bamax * rcp, E8m0Rounding::kUp);
+    }
+    if (std::isnan(bamax)) return 0xFF;
+    if (std::isinf(bamax)) return 0xFE;
+    if (bamax == 0.0f) return 0x00;
+    const int emax = e5m2 ? 15 : 8;
+    const int e = floor_log2(bamax) - emax;
+    return static_cast<uint8_t>(std::max(e, -127) + 127);
+  }
+};
+
+template <bool kE5M2>
+void QuantizeMxfp8T(const MatrixView& x, const Recipe& r, QuantizedTensor& q) {
+  const int64_t M = x.rows, K = x.cols;
+  const int64_t kbs = detail::ceil_div(K, 32);
+  MxRule rule;
+  rule.propagate = r.profile == Profile::kOCP;
+  rule.rceil = r.scale_rule == MxScaleRule::kRceil;
+  rule.e5m2 = kE5M2;
+  const bool prop = rule.propagate;
+  (void)M;
+  ForEachStrip(x, 32, [&](int64_t g, int64_t i0, int64_t n, const float* s) {
+    std::vector<uint8_t> tile_scale(static_cast<size_t>(kbs));
+    if (r.mx_2d) {
+      for (int64_t c = 0; c < kbs; ++c) {
+        const int64_t j0 = c * 32, w = std::min<int64_t>(32, K - j0);
+        float a = 0.0f;
+        for (int64_t i = 0; i < n; ++i) {
+          const float b = AmaxOf(s + i * K + j0, w, prop);
+          a = prop ? ((a != a || b != b) ? NAN : (b > a ? b : a)) : (b > a ? b : a);
+        }
+        tile_scale[static_cast<size_t>(c)] = rule.scale(a);
+      }
+    }
+    if (r.rowwise) {
+      Plane& p = *q.rowwise;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t c = 0; c < kbs; ++c) {
+          const int64_t j0 = c * 32, w = std::min<int64_t>(32, K - j0);
+          const float* xs = s + i * K + j0;
+          const uint8_t sc = r.mx_2d ? tile_scale[static_cast<size_t>(c)] : rule.scale(AmaxOf(xs, w, prop));
+          p.scale.bytes[static_cast<size_t>((i0 + i) * kbs + c)] = sc;
+          EncodeSpan<kE5M2>(xs, w, e8m0_reciprocal(sc), p.data.data() + (i0 + i) * K + j0);
+        }
+    }
+    if (r.columnwise) {
+      Plane& p = *q.columnwise;
+      std::vector<float> col(static_cast<size_t>(K));
+      if (!r.mx_2d) ColumnAmax(s, n, K, prop, col.data());
+      for (int64_t j = 0; j < K; ++j) {
+        const uint8_t sc = r.mx_2d ? tile_scale[static_cast<size_t>(j / 32)] : rule.scale(col[static_cast<size_t>(j)]);
+        p.scale.bytes[static_cast<size_t>(g * K + j)] = sc;
+        col[static_cast<size_t>(j)] = e8m0_reciprocal(sc);
+      }
+      for (int64_t i = 0; i < n; ++i) EncodeSpanPerLane<kE5M2>(s + i * K, K, col.data(), p.data.data() + (i0 + i) * K);
+    }
+  });
+}
+
+QuantizedTensor QuantizeMxfp8(const MatrixView& x, const Recipe& r) {
+  const int64_t M = x.rows, K = x.cols;
+  const int64_t kbs = detail::ceil_div(K, 32), mbs = detail::ceil_div(M, 32);
+  QuantizedTensor q;
+  q.recipe = r;
+  q.input_dtype = x.dtype;
+  q.rows = M;
+  q.cols = K;
+  if (r.rowwise) q.rowwise = detail::make_plane(M, K, ScaleType::kE8M0, M, kbs);
+  if (r.columnwise) q.columnwise = detail::make_plane(M, K, ScaleType::kE8M0, mbs, K);
+  if (r.fp8 == Fp8Type::kE5M2)
+    QuantizeMxfp8T<true>(x, r, q);
+  else
+    QuantizeMxfp8T<false>(x, r, q);
+  return q;
+}
+
+// ---- FP8 block ---------------------------------------------------------------------------------------
+
+template <bool kE5M2>
+void QuantizeFp8BlockT(const MatrixView& x, const Recipe& r, QuantizedTensor& q) {
+  const int64_t M = x.rows, K = x.cols;
+  const int64_t kbs = detail::ceil_div(K, 128);
+  const float max_fp8 = fp8_max(r.fp8);
+  const float vinf = dtype_max(x.dtype);
+  const bool prop = r.profile == Profile::kTEPyRef;
+  auto scale_of = [&](float a) { return fp8_scale_from_amax(a, max_fp8, r.pow2_scales, r.eps, vinf, r.profile); };
+  ForEachStrip(x, 128, [&](int64_t g, int64_t i0, int64_t n, const float* s) {
+    std::vector<float> sc(static_cast<size_t>(K));
+    std::vector<uint8_t> tmp;
+    if (r.block_2d) {
+      for (int64_t c = 0; c < kbs; ++c) {
+        const int64_t j0 = c * 128, w = std::min<int64_t>(128, K - j0);
+        float a = 0.0f;
+        for (int64_t i = 0; i < n; ++i) {
+          const float b = AmaxOf(s + i * K + j0, w, prop);
+          a = prop ? ((a != a || b != b) ? NAN : (b > a ? b : a)) : (b > a ? b : a);
+        }
+        const float t = scale_of(a);
+        for (int64_t j = j0; j < j0 + w; ++j) sc[static_cast<size_t>(j)] = t;
+        if (r.rowwise) q.rowwise->scale.set_f32(g, c, 1.0f / t);
+        if (r.columnwise) q.columnwise->scale.set_f32(c, g, 1.0f / t);
+      }
+      uint8_t* dst = nullptr;
+      if (r.columnwise) {
+        tmp.resize(static_cast<size_t>(n * K));
+        dst = tmp.data();
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        uint8_t* o = r.rowwise ? q.rowwise->data.data() + (i0 + i) * K : dst + i * K;
+        EncodeSpanPerLane<kE5M2>(s + i * K, K, sc.data(), o);
+        if (r.rowwise && r.columnwise) std::copy_n(o, K, dst + i * K);
+      }
+      if (r.columnwise) TransposeStore(tmp.data(), n, K, q.columnwise->data.data() + i0, M);
+      return;
+    }
+    if (r.rowwise) {
+      Plane& p = *q.rowwise;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t c = 0; c < kbs; ++c) {
+          const int64_t j0 = c * 128, w = std::min<int64_t>(128, K - j0);
+          const float* xs = s + i * K + j0;
+          const float t = scale_of(AmaxOf(xs, w, prop));
+          p.scale.set_f32(i0 + i, c, 1.0f / t);
+          EncodeSpan<kE5M2>(xs, w, t, p.data.data() + (i0 + i) * K + j0);
+        }
+    }
+    if (r.columnwise) {
+      Plane& p = *q.columnwise;
+      ColumnAmax(s, n, K, prop, sc.data());
+      for (int64_t j = 0; j < K; ++j) {
+        const float t = scale_of(sc[static_cast<size_t>(j)]);
+        p.scale.set_f32(j, g, 1.0f / t);
+        sc[static_cast<size_t>(j)] = t;
+      }
+      tmp.resize(static_cast<size_t>(n * K));
+      for (int64_t i = 0; i < n; ++i) EncodeSpanPerLane<kE5M2>(s + i * K, K, sc.data(), tmp.data() + i * K);
+      TransposeStore(tmp.data(), n, K, p.data.data() + i0, M);
+    }
+  });
+}
+
+QuantizedTensor QuantizeFp8Block(const MatrixView& x, const Recipe& r) {
+  const int64_t M = x.rows, K = x.cols;
+  const int64_t kbs = detail::ceil_div(K, 128), mbs = detail::ceil_div(M, 128);
+  QuantizedTensor q;
+  q.recipe = r;
+  q.input_dtype = x.dtype;
+  q.rows = M;
+  q.cols = K;
+  auto make = [](int64_t dr, int64_t dc, int64_t sr, int64_t sc) { return detail::make_plane(dr, dc, ScaleType::kF32, sr, sc); };
+  if (r.block_2d) {
+    if (r.rowwise) q.rowwise = make(M, K, mbs, kbs);
+    if (r.columnwise) q.columnwise = make(K, M, kbs, mbs);
+  } else {
+    if (r.rowwise) q.rowwise = make(M, K, M, kbs);
+    if (r.columnwise) q.columnwise = make(K, M, K, mbs);
+  }
+  if (r.fp8 == Fp8Type::kE5M2)
+    QuantizeFp8BlockT<true>(x, r, q);
+  else
+    QuantizeFp8BlockT<false>(x, r, q);
+  return q;
+}
+
+// ---- FP8 per-tensor ----------------------------------------------------------------------------------
+
+QuantizedTensor QuantizeFp8Tensor(const MatrixView& x, const Recipe& r, const float* amax_override) {
+  const int64_t M = x.rows, K = x.cols;
+  QuantizedTensor q;
+  q.recipe = r;
+  q.input_dtype = x.dtype;
+  q.rows = M;
+  q.cols = K;
+  const bool prop = r.profile == Profile::kTEPyRef;
+  const float a = amax_override != nullptr ? amax_override[0] : Amax(x, prop);
+  const float scale = fp8_scale_from_amax(a, fp8_max(r.fp8), r.pow2_scales, r.eps, FLT_MAX, r.profile);
+  q.scale_inv = 1.0f / scale;
+  auto make = [&](int64_t rows, int64_t cols) {
+    Plane p = detail::make_plane(rows, cols, ScaleType::kF32, 1, 1);
+    p.scale.set_f32(0, 0, q.scale_inv);
+    p.amax = {a};
+    return p;
+  };
+  if (r.rowwise) q.rowwise = make(M, K);
+  if (r.columnwise) q.columnwise = make(K, M);
+  const bool e5 = r.fp8 == Fp8Type::kE5M2;
+  ForEachStrip(x, 64, [&](int64_t, int64_t i0, int64_t n, const float* s) {
+    std::vector<uint8_t> tmp(r.columnwise ? static_cast<size_t>(n * K) : 0);
+    for (int64_t i = 0; i < n; ++i) {
+      uint8_t* o = r.rowwise ? q.rowwise->data.data() + (i0 + i) * K : tmp.data() + i * K;
+      if (e5)
+        EncodeSpan<true>(s + i * K, K, scale, o);
+      else
+        EncodeSpan<false>(s + i * K, K, scale, o);
+      if (r.rowwise && r.columnwise) std::copy_n(o, K, tmp.data() + i * K);
+    }
+    if (r.columnwise) TransposeStore(tmp.data(), n, K, q.columnwise->data.data() + i0, M);
+  });
+  return q;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace qtc::ref::simd
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace qtc::ref::simd {
+HWY_EXPORT(Amax);
+HWY_EXPORT(QuantizeMxfp8);
+HWY_EXPORT(QuantizeFp8Block);
+HWY_EXPORT(QuantizeFp8Tensor);
+
+float amax(const MatrixView& x, bool propagate_nan) { return HWY_DYNAMIC_DISPATCH(Amax)(x, propagate_nan); }
+QuantizedTensor quantize_mxfp8(const MatrixView& x, const Recipe& r) { return HWY_DYNAMIC_DISPATCH(QuantizeMxfp8)(x, r); }
+QuantizedTensor quantize_fp8_block(const MatrixView& x, const Recipe& r) { return HWY_DYNAMIC_DISPATCH(QuantizeFp8Block)(x, r); }
+QuantizedTensor quantize_fp8_tensor(const MatrixView& x, const Recipe& r, const float* amax_override) {
+  return HWY_DYNAMIC_DISPATCH(QuantizeFp8Tensor)(x, r, amax_override);
+}
+}  // namespace qtc::ref::simd
+#endif

@@ -1,0 +1,98 @@
+/// \file testing.hpp
+/// \brief GoogleTest assertions for a kernel's own test suite (library qtc::testing):
+///
+///   * conforms(x, recipe, outputs): quantizes x with the CPU reference and compares the caller's buffers (data,
+///     scales in the compact, TE-padded or swizzled layout, amax, scale_inv, dequantized) bit for bit. On failure
+///     the message is the line `qtc verify` prints for the same tensors in a vector file.
+///   * within_error_bound(x, recipe, dequantized): every element of a dequantized output lies within the format's
+///     rounding bound around x (below).
+///
+///   TEST(MyKernel, Nvfp4) {
+///     const qtc::Recipe r = qtc::testing::recipe({{"recipe", "nvfp4"}});
+///     qtc::testing::Outputs out;
+///     out.layout = qtc::testing::Layout::kTE;              // TE's padded scale buffers
+///     out.rowwise_data = my_data;                          // any contiguous container, a span or {pointer, bytes}
+///     out.rowwise_scale_inv = my_scales;
+///     EXPECT_TRUE(qtc::testing::conforms(x, r, out));      // x: qtc::MatrixView{pointer, DType::kBF16, M, K}
+///   }
+///
+/// The error bound of within_error_bound. Every element is quantized as q = round_E(x / s) and decoded as q * s,
+/// where s is the effective scale of x's block (NVFP4: E4M3 block scale times amax / (6 * e4m3_max), or the torchao
+/// two-level product; MXFP8: the E8M0 power of two; FP8 block: the block's scale_inv; FP8 tensor: scale_inv), taken
+/// from the reference's quantization of x for this recipe, and E the element format (E2M1, E4M3, E5M2). For
+/// v = |x| / s inside E's range, round-to-nearest is off by at most half the spacing of E at v: spacing(v) =
+/// 2^(floor(log2 v) - mantissa bits) for v >= E's smallest normal and 2^(emin - mantissa bits) below it (E2M1:
+/// 0.5 up to 2, 1 up to 4, 2 up to 6; E4M3: 2^-9 below 2^-6). Stochastic rounding may go to either neighbour:
+/// the full spacing. Values beyond E's largest finite value M_E saturate: the excess |x| - M_E * s is added. The
+/// scaling itself is fp32 arithmetic (x times a rounded reciprocal, the decoded scale recomputed from its parts),
+/// so a relative 2^-20 of |x| (8 fp32 ulps) is allowed for it, and the rounding of the output type: half an ulp
+/// of |dequantized| (relative 2^-24 F32, 2^-8 BF16, 2^-11 F16). Altogether
+///     |dequantized - x| <= s * spacing(min(v, M_E)) / 2  (stochastic rounding: the full spacing)
+///                          + max(0, |x| - M_E * s) + 2^-20 |x| + ulp_out(|dequantized|) / 2.
+/// A zero-scale block (all-zero x) must therefore dequantize to zero. Elements whose x or block scale is not finite
+/// are not checked (how NaN and Inf encode is a profile rule: conforms() checks it bit for bit). The RHT columnwise
+/// plane lives in the Hadamard domain, not in x's: it is refused.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "qtc/quantized.hpp"
+#include "qtc/recipe.hpp"
+#include "qtc/tensor.hpp"
+
+namespace qtc::testing {
+
+/// A caller's buffer: contiguous bytes in the shape the recipe and the layout give (VECTORS.md). Not owned.
+struct Buffer {
+  const void* data = nullptr;
+  size_t size_bytes = 0;
+
+  Buffer() = default;
+  Buffer(const void* d, size_t n) : data(d), size_bytes(n) {}
+  template <typename T, size_t E>
+  Buffer(std::span<T, E> s) : data(s.data()), size_bytes(s.size_bytes()) {}
+  template <typename T, typename A>
+  Buffer(const std::vector<T, A>& v) : data(v.data()), size_bytes(v.size() * sizeof(T)) {}
+  bool empty() const { return data == nullptr; }
+};
+
+/// How the caller's scale buffers are laid out (VECTORS.md `layout`; TE_FORMATS.md §5, §6).
+enum class Layout {
+  kCompact,  ///< VECTORS.md shapes, no padding
+  kTE,       ///< TransformerEngine's buffers: padded scales, FP8 block 1x128 scales transposed
+};
+
+/// The outputs to check; an empty buffer is not checked (at least one must be given).
+struct Outputs {
+  Layout layout = Layout::kCompact;
+  bool swizzled = false;  ///< kTE only: NVFP4 / MXFP8 scales in cuBLAS's 128x4 layout
+  Buffer rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv;
+  Buffer amax_rowwise, amax_columnwise;   ///< NVFP4: F32 [1], or [M] / [K] when row-scaled
+  Buffer scale_inv, amax;                 ///< FP8 tensor: F32 [1]
+  Buffer dequantized_rowwise, dequantized_columnwise;  ///< F32 [M, K]
+};
+
+/// A recipe from VECTORS.md metadata, e.g. {{"recipe", "mxfp8"}, {"scale_rule", "rceil"}}; throws qtc::Error
+/// naming the key for an unknown recipe or value.
+Recipe recipe(const std::map<std::string, std::string>& metadata);
+
+/// Quantizes x with the reference and compares every non-empty buffer of `out` bit for bit (padding of TE buffers
+/// is not compared). Failure message: "FAIL <name> [cpu]: <tensor>: N of T elements differ; first at [i, j]:
+/// expected ..., got ...; block x[...] = {...}" exactly as `qtc verify` prints it; `name` defaults to the recipe's name.
+::testing::AssertionResult conforms(const MatrixView& x, const Recipe& r, const Outputs& out, const std::string& name = "");
+
+/// Checks that `dequantized` ([M, K] in x's orientation, F32 / BF16 / F16) lies within the error bound above around
+/// x, for the given plane's blocks. The message names the count, the first element outside, its bound and block scale.
+::testing::AssertionResult within_error_bound(const MatrixView& x, const Recipe& r, const MatrixView& dequantized,
+                                              PlaneKind plane = PlaneKind::kRowwise);
+
+/// The bound of one element: |x| / s = v in element format `e` (E2M1, E4M3, E5M2 as the recipe's element type).
+double element_error_bound(const Recipe& r, float x, double block_scale, DType out = DType::kF32, float dequantized = 0.0f);
+
+}  // namespace qtc::testing

@@ -1,0 +1,201 @@
+/// \file testing.cpp
+/// \brief qtc::testing: the caller's buffers become an in-memory vector (VECTORS.md) that verify_vector checks, so
+///        failures read exactly as `qtc verify`'s; the error bound of testing.hpp.
+#include "qtc/testing.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "qtc/codec.hpp"
+#include "qtc/error.hpp"
+#include "qtc/quantize.hpp"
+#include "qtc/safetensors.hpp"
+#include "qtc/vector_layout.hpp"
+#include "qtc/verify.hpp"
+
+namespace qtc::testing {
+
+namespace {
+
+/// Drops the " [check `...` failed at file:line]" suffix of QTC_CHECK messages.
+std::string rule(std::string m) {
+  const auto at = m.rfind(" [check `");
+  if (at != std::string::npos && !m.empty() && m.back() == ']') m.erase(at);
+  return m;
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+const char* input_dtype_name(DType t) {
+  switch (t) {
+    case DType::kF32: return "F32";
+    case DType::kBF16: return "BF16";
+    case DType::kF16: return "F16";
+    default: return "U8";
+  }
+}
+
+/// Element format of a recipe's data: mantissa bits, smallest normal exponent, largest finite value.
+struct ElemFormat {
+  int mbits;
+  int emin;
+  double max;
+};
+
+ElemFormat elem_format(const Recipe& r) {
+  if (r.kind == RecipeKind::kNVFP4) return {1, 0, 6.0};
+  return r.fp8 == Fp8Type::kE4M3 ? ElemFormat{3, -6, 448.0} : ElemFormat{2, -14, 57344.0};
+}
+
+/// Spacing of the element format's representable values at magnitude v (the binade of v, or the subnormal step).
+double spacing(const ElemFormat& f, double v) {
+  if (v < std::ldexp(1.0, f.emin)) return std::ldexp(1.0, f.emin - f.mbits);
+  return std::ldexp(1.0, std::ilogb(v) - f.mbits);
+}
+
+double out_half_ulp(DType t) {
+  switch (t) {
+    case DType::kBF16: return std::ldexp(1.0, -8);
+    case DType::kF16: return std::ldexp(1.0, -11);
+    default: return std::ldexp(1.0, -24);
+  }
+}
+
+}  // namespace
+
+Recipe recipe(const std::map<std::string, std::string>& metadata) { return Recipe::from_metadata(metadata); }
+
+::testing::AssertionResult conforms(const MatrixView& x, const Recipe& r, const Outputs& out, const std::string& name) {
+  const std::string source = name.empty() ? r.name() : name;
+  try {
+    QTC_CHECK(x.data != nullptr || x.rows * x.cols == 0, "x has no data");
+    QTC_CHECK(x.dtype == DType::kF32 || x.dtype == DType::kBF16 || x.dtype == DType::kF16,
+              "x has dtype U8; VECTORS.md allows F32, BF16 or F16");
+    QTC_CHECK(x.rows >= 0 && x.cols >= 0, "x has a negative dimension");
+    io::File f;
+    f.metadata = r.to_metadata();
+    conformance::VectorLayout layout{out.layout == Layout::kTE, out.swizzled};
+    QTC_CHECK(!layout.swizzled || layout.te, "Outputs::swizzled needs layout kTE (VECTORS.md, Native layouts)");
+    layout.to_metadata(f.metadata);
+    io::Tensor xt{"x", input_dtype_name(x.dtype), {x.rows, x.cols}, {}};
+    const size_t xbytes = static_cast<size_t>(x.rows * x.cols) * dtype_size(x.dtype);
+    xt.bytes.assign(static_cast<const uint8_t*>(x.data), static_cast<const uint8_t*>(x.data) + xbytes);
+    f.put(std::move(xt));
+    const std::pair<const char*, const Buffer*> given[] = {
+        {"rowwise_data", &out.rowwise_data},       {"rowwise_scale_inv", &out.rowwise_scale_inv},
+        {"columnwise_data", &out.columnwise_data}, {"columnwise_scale_inv", &out.columnwise_scale_inv},
+        {"amax_rowwise", &out.amax_rowwise},       {"amax_columnwise", &out.amax_columnwise},
+        {"scale_inv", &out.scale_inv},             {"amax", &out.amax},
+        {"dequantized_rowwise", &out.dequantized_rowwise}, {"dequantized_columnwise", &out.dequantized_columnwise}};
+    for (const auto& [tname, buf] : given) {
+      if (buf->empty()) continue;
+      const std::vector<int64_t> shape = conformance::output_shape(tname, r, x.rows, x.cols, layout);
+      const std::string n(tname);
+      const bool f32 = n.find("amax") != std::string::npos || n == "scale_inv" || n.rfind("dequantized", 0) == 0 ||
+                       (n.find("scale_inv") != std::string::npos && r.kind == RecipeKind::kFP8Block);
+      int64_t count = 1;
+      for (int64_t d : shape) count *= d;
+      const size_t want = static_cast<size_t>(count) * (f32 ? 4 : 1);
+      QTC_CHECK(buf->size_bytes == want, "buffer '", n, "' holds ", buf->size_bytes, " bytes, expected ", want, " (",
+                f32 ? "F32 " : "U8 ", shape_str(shape), " for x of shape [", x.rows, ", ", x.cols, "], recipe ", r.name(),
+                ", layout ", layout.name(), ")");
+      io::Tensor t{n, f32 ? "F32" : "U8", shape, {}};
+      t.bytes.assign(static_cast<const uint8_t*>(buf->data), static_cast<const uint8_t*>(buf->data) + want);
+      f.put(std::move(t));
+    }
+    QTC_CHECK(f.tensors.size() > 1, "Outputs holds no buffer to compare");
+    conformance::convert_to_compact(f);
+    auto cpu = make_cpu_backend();
+    const conformance::FileResult res = conformance::verify_vector(f, source, *cpu);
+    if (res.verdict == conformance::Verdict::kPass) return ::testing::AssertionSuccess();
+    ::testing::AssertionResult fail = ::testing::AssertionFailure();
+    fail << conformance::result_line(res);
+    for (size_t i = 1; i < res.details.size(); ++i) fail << "\n  " << res.details[i];
+    return fail;
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "ERROR " << source << ": " << rule(e.what());
+  }
+}
+
+double element_error_bound(const Recipe& r, float x, double s, DType out, float dequantized) {
+  const ElemFormat f = elem_format(r);
+  const double ax = std::fabs(static_cast<double>(x));
+  const double v = s > 0 ? ax / s : 0.0;
+  const double step = s * spacing(f, std::min(v, f.max));
+  double b = r.stochastic ? step : step / 2;
+  b += std::max(0.0, ax - f.max * s);
+  b += std::ldexp(ax, -20);
+  b += out_half_ulp(out) * std::fabs(static_cast<double>(dequantized));
+  return b;
+}
+
+::testing::AssertionResult within_error_bound(const MatrixView& x, const Recipe& r_in, const MatrixView& dq, PlaneKind plane) {
+  const bool col = plane == PlaneKind::kColumnwise;
+  const char* pname = col ? "columnwise" : "rowwise";
+  try {
+    QTC_CHECK(dq.rows == x.rows && dq.cols == x.cols, "dequantized has shape [", dq.rows, ", ", dq.cols, "], expected [", x.rows,
+              ", ", x.cols, "] (x's orientation)");
+    QTC_CHECK(dq.dtype != DType::kU8, "dequantized must be F32, BF16 or F16");
+    QTC_CHECK(!(col && r_in.rht), "the RHT columnwise plane is the quantization of RHT(x^T), not of x: no error bound in x's "
+              "coordinates (check it bit for bit with conforms)");
+    QTC_CHECK(!(col && r_in.kind == RecipeKind::kFP8Tensor), "per-tensor FP8 has one dequantized output (rowwise)");
+    Recipe r = r_in;
+    r.rowwise = !col || r.row_scaled;  // row-scaled NVFP4's columnwise plane needs the rowwise one (§1.11)
+    r.columnwise = col;
+    const QuantizedTensor q = ref::quantize(x, r);
+    const Plane& p = q.plane(plane);
+    const int64_t M = x.rows, K = x.cols;
+    // The effective scale of x(i, j)'s block, as ref::dequantize applies it.
+    auto scale_of = [&](int64_t i, int64_t j) -> double {
+      switch (r.kind) {
+        case RecipeKind::kNVFP4: {
+          const int64_t a = col ? j : i, b = col ? i : j;  // plane row, element along it
+          const float am = p.amax.size() > 1 ? p.amax[static_cast<size_t>(a)] : p.amax.at(0);
+          const float e = decode_e4m3(p.scale.byte(a, b / 16));
+          if (r.profile == Profile::kTorchAO) return (am / 2688.0f) * e;
+          return (e * am) * (1.0f / (6.0f * static_cast<float>(r.e4m3_max)));
+        }
+        case RecipeKind::kMXFP8: return decode_e8m0(col ? p.scale.byte(i / 32, j) : p.scale.byte(i, j / 32));
+        case RecipeKind::kFP8Block: {
+          const int64_t a = col ? j : i, b = col ? i : j;
+          return r.block_2d ? p.scale.f32(a / 128, b / 128) : p.scale.f32(a, b / 128);
+        }
+        case RecipeKind::kFP8Tensor: return q.scale_inv;
+      }
+      return 0.0;
+    };
+    int64_t bad = 0, first_i = -1, first_j = -1;
+    double first_bound = 0, first_scale = 0;
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < K; ++j) {
+        const float xv = x.at(i, j);
+        const double s = scale_of(i, j);
+        if (!std::isfinite(xv) || !std::isfinite(s)) continue;  // encodings of NaN/Inf are profile rules: conforms()
+        const float d = dq.at(i, j);
+        const double bound = element_error_bound(r, xv, s, dq.dtype, d);
+        const double err = std::fabs(static_cast<double>(d) - static_cast<double>(xv));
+        if (std::isfinite(d) && err <= bound) continue;
+        if (bad++ == 0) first_i = i, first_j = j, first_bound = bound, first_scale = s;
+      }
+    if (bad == 0) return ::testing::AssertionSuccess();
+    const float xv = x.at(first_i, first_j), d = dq.at(first_i, first_j);
+    const ElemFormat f = elem_format(r);
+    const double v = first_scale > 0 ? std::fabs(static_cast<double>(xv)) / first_scale : 0.0;
+    return ::testing::AssertionFailure() << ::fmt::format(
+               "dequantized_{} ({}): {} of {} elements outside the error bound; first at [{}, {}]: x = {}, got {}, "
+               "|error| = {:g} > bound {:g} (block scale {:g}, |x|/scale = {:g}, element spacing there {:g}{})",
+               pname, r.name(), bad, M * K, first_i, first_j, xv, d, std::fabs(static_cast<double>(d) - xv), first_bound,
+               first_scale, v, spacing(f, std::min(v, f.max)), r.stochastic ? ", stochastic rounding" : "");
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "ERROR dequantized_" << pname << " (" << r_in.name() << "): " << rule(e.what());
+  }
+}
+
+}  // namespace qtc::testing

@@ -1,0 +1,328 @@
+/// \file test_testing.cpp
+/// \brief qtc::testing: conforms() passes the reference's own outputs in every layout (TE padding holding junk),
+///        fails on a flipped byte with the very line `qtc verify` prints for the same tensors in a file, names the
+///        expected shape for a wrong buffer; within_error_bound() passes the reference's dequantization and fails
+///        with the element, its bound and its block scale when a code or a scale is wrong. Every TE-layout vector
+///        (shared/vectors/te_layout) converts to compact and passes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "qtc/backend.hpp"
+#include "qtc/codec.hpp"
+#include "qtc/layouts.hpp"
+#include "qtc/quantize.hpp"
+#include "qtc/safetensors.hpp"
+#include "qtc/testing.hpp"
+#include "qtc/vector_layout.hpp"
+#include "qtc/verify.hpp"
+
+namespace {
+
+using qtc::DType;
+using qtc::PlaneKind;
+using qtc::testing::Layout;
+using qtc::testing::Outputs;
+
+/// A ragged input: M rows, K columns of normal values with a few large ones and an all-zero row.
+qtc::HostMatrix make_x(int64_t M, int64_t K, uint32_t seed) {
+  qtc::HostMatrix x(DType::kF32, M, K);
+  std::mt19937 g(seed);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < K; ++j) x.as<float>()[i * K + j] = i == 3 ? 0.0f : n(g) * ((j % 29 == 0) ? 40.0f : 1.0f);
+  return x;
+}
+
+/// The reference's outputs in `layout`, every padding entry filled with 0xA5 bytes (TE never writes padding).
+struct Produced {
+  std::vector<uint8_t> rd, rs, cd, cs;
+  std::vector<bool> rs_pad;  ///< which bytes of rs are padding
+  std::vector<float> ar, ac, si, am;
+};
+
+std::vector<uint8_t> scales_in(const qtc::ScaleMatrix& c, const qtc::Recipe& r, PlaneKind p, int64_t M, int64_t K, Layout l,
+                               bool swz, std::vector<bool>* pad = nullptr) {
+  if (l == Layout::kCompact) {
+    if (pad) pad->assign(c.bytes.size(), false);
+    return c.bytes;
+  }
+  qtc::ScaleMatrix pd = qtc::ref::to_padded(c, r, p, M, K);
+  qtc::ScaleMatrix junk = pd;
+  std::fill(junk.bytes.begin(), junk.bytes.end(), uint8_t{0xA5});
+  if (swz) {
+    const qtc::ScaleMatrix s = qtc::ref::swizzle(pd, r, p, M, K);
+    const qtc::ScaleMatrix zero = qtc::ref::swizzle(qtc::ref::to_padded(c, r, p, M, K), r, p, M, K);
+    // Swizzled padding: wherever the valid entries leave a slot (found by swizzling an all-0x01 matrix), junk.
+    qtc::ScaleMatrix ones = pd;
+    std::fill(ones.bytes.begin(), ones.bytes.end(), uint8_t{0x01});
+    const qtc::ScaleMatrix mark = qtc::ref::swizzle(ones, r, p, M, K);
+    std::vector<uint8_t> out = s.bytes;
+    if (pad) pad->assign(out.size(), false);
+    for (size_t i = 0; i < out.size(); ++i)
+      if (mark.bytes[i] == 0) {
+        out[i] = 0xA5;
+        if (pad) (*pad)[i] = true;
+      }
+    (void)zero;
+    return out;
+  }
+  // Padded: valid entries from pd, the rest junk. The valid region is where to_padded of an all-ones compact
+  // matrix is non-zero.
+  qtc::ScaleMatrix ones = c;
+  std::fill(ones.bytes.begin(), ones.bytes.end(), uint8_t{0x01});
+  const qtc::ScaleMatrix mark = qtc::ref::to_padded(ones, r, p, M, K);
+  std::vector<uint8_t> out = pd.bytes;
+  if (pad) pad->assign(out.size(), false);
+  for (size_t i = 0; i < out.size(); ++i)
+    if (mark.bytes[i] == 0) {
+      out[i] = 0xA5;
+      if (pad) (*pad)[i] = true;
+    }
+  return out;
+}
+
+Produced produce(const qtc::HostMatrix& x, const qtc::Recipe& r, Layout l, bool swz) {
+  const qtc::QuantizedTensor q = qtc::ref::quantize(x.view(), r);
+  Produced p;
+  if (q.rowwise) {
+    p.rd = q.rowwise->data;
+    if (r.kind != qtc::RecipeKind::kFP8Tensor) p.rs = scales_in(q.rowwise->scale, r, PlaneKind::kRowwise, x.rows, x.cols, l, swz, &p.rs_pad);
+    p.ar = q.rowwise->amax;
+  }
+  if (q.columnwise) {
+    p.cd = q.columnwise->data;
+    if (r.kind != qtc::RecipeKind::kFP8Tensor)
+      p.cs = scales_in(q.columnwise->scale, r, PlaneKind::kColumnwise, x.rows, x.cols, l, swz);
+    p.ac = q.columnwise->amax;
+  }
+  if (r.kind == qtc::RecipeKind::kFP8Tensor) {
+    p.si = {q.scale_inv};
+    p.am = {q.rowwise ? q.rowwise->amax.at(0) : q.columnwise->amax.at(0)};
+  }
+  return p;
+}
+
+Outputs outputs_of(const Produced& p, const qtc::Recipe& r, Layout l, bool swz) {
+  Outputs o;
+  o.layout = l;
+  o.swizzled = swz;
+  o.rowwise_data = p.rd;
+  if (!p.rs.empty()) o.rowwise_scale_inv = p.rs;
+  // qtc verify's table has no per-tensor FP8 columnwise plane yet (issue 13, item 3 adds it).
+  if (!p.cd.empty() && r.kind != qtc::RecipeKind::kFP8Tensor) o.columnwise_data = p.cd;
+  if (!p.cs.empty()) o.columnwise_scale_inv = p.cs;
+  if (r.kind == qtc::RecipeKind::kNVFP4) {
+    o.amax_rowwise = p.ar;
+    o.amax_columnwise = p.ac;
+  }
+  if (r.kind == qtc::RecipeKind::kFP8Tensor) {
+    o.scale_inv = p.si;
+    o.amax = p.am;
+  }
+  return o;
+}
+
+struct Case {
+  const char* name;
+  std::map<std::string, std::string> md;
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> k = {
+      {"nvfp4_1x16", {{"recipe", "nvfp4"}}},
+      {"nvfp4_16x16_rowscaled", {{"recipe", "nvfp4"}, {"tile", "16x16"}}},
+      {"nvfp4_row_scaled", {{"recipe", "nvfp4"}, {"row_scaled", "1"}}},
+      {"mxfp8", {{"recipe", "mxfp8"}}},
+      {"mxfp8_e5m2", {{"recipe", "mxfp8"}, {"fp8_dtype", "e5m2"}}},
+      {"fp8block_1x128", {{"recipe", "fp8_block"}}},
+      {"fp8block_128x128", {{"recipe", "fp8_block"}, {"tile", "128x128"}}},
+      {"fp8tensor", {{"recipe", "fp8_tensor"}}},
+  };
+  return k;
+}
+
+bool swizzles(const qtc::Recipe& r) { return r.kind == qtc::RecipeKind::kNVFP4 || r.kind == qtc::RecipeKind::kMXFP8; }
+
+constexpr int64_t kM = 144, kK = 176;  // not multiples of 128, nor of 32 (K; M: 144 % 32 = 16)
+
+TEST(Conforms, ReferenceOutputsPassInEveryLayout) {
+  const qtc::HostMatrix x = make_x(kM, kK, 7);
+  for (const Case& c : cases()) {
+    const qtc::Recipe r = qtc::testing::recipe(c.md);
+    for (Layout l : {Layout::kCompact, Layout::kTE})
+      for (bool swz : {false, true}) {
+        if (swz && (l != Layout::kTE || !swizzles(r))) continue;
+        const Produced p = produce(x, r, l, swz);
+        EXPECT_TRUE(qtc::testing::conforms(x.view(), r, outputs_of(p, r, l, swz))) << c.name << " layout " << int(l) << " swizzled " << swz;
+      }
+  }
+}
+
+/// The assertion's message is the line `qtc verify` prints for a file holding the same tensors.
+std::string verify_line_for(const qtc::HostMatrix& x, const qtc::Recipe& r, const Produced& p, const std::filesystem::path& path) {
+  qtc::io::File f;
+  f.metadata = r.to_metadata();
+  f.put(qtc::io::from_matrix("x", x));
+  f.put(qtc::io::Tensor{"rowwise_data", "U8", {x.rows, static_cast<int64_t>(p.rd.size()) / x.rows}, p.rd});
+  qtc::io::write_file(path, f);
+  auto cpu = qtc::make_cpu_backend();
+  return qtc::conformance::result_line(qtc::conformance::verify_file(path, *cpu));
+}
+
+TEST(Conforms, FlippedDataByteFailsWithQtcVerifysLine) {
+  const qtc::HostMatrix x = make_x(kM, kK, 8);
+  const auto dir = std::filesystem::temp_directory_path() / ("qtc_testing_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (const Case& c : cases()) {
+    const qtc::Recipe r = qtc::testing::recipe(c.md);
+    Produced p = produce(x, r, Layout::kCompact, false);
+    p.rd[5 * p.rd.size() / kM + 3] ^= 0x10;  // row 5
+    Outputs o;
+    o.rowwise_data = p.rd;
+    const std::string file = (dir / (std::string(c.name) + ".safetensors")).string();
+    const ::testing::AssertionResult res = qtc::testing::conforms(x.view(), r, o, file);
+    ASSERT_FALSE(res) << c.name;
+    const std::string want = verify_line_for(x, r, p, file);
+    EXPECT_EQ(std::string(res.message()), want) << c.name;
+    EXPECT_NE(want.find("rowwise_data: 1 of "), std::string::npos) << want;
+    EXPECT_NE(want.find("first at [5, "), std::string::npos) << want;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Conforms, FlippedScaleFailsAndPaddingIsNotCompared) {
+  const qtc::HostMatrix x = make_x(kM, kK, 9);
+  for (const Case& c : cases()) {
+    const qtc::Recipe r = qtc::testing::recipe(c.md);
+    if (r.kind == qtc::RecipeKind::kFP8Tensor) continue;
+    for (bool swz : {false, true}) {
+      if (swz && !swizzles(r)) continue;
+      Produced p = produce(x, r, Layout::kTE, swz);
+      // Padding bytes (0xA5 junk) may change freely.
+      for (size_t i = 0; i < p.rs.size(); ++i)
+        if (p.rs_pad[i]) p.rs[i] = 0x5A;
+      EXPECT_TRUE(qtc::testing::conforms(x.view(), r, outputs_of(p, r, Layout::kTE, swz))) << c.name;
+      // The first valid scale entry of row 0 (padded and swizzled layouts both keep entry (0, 0) at offset 0).
+      p.rs[0] ^= 0x01;
+      const auto res = qtc::testing::conforms(x.view(), r, outputs_of(p, r, Layout::kTE, swz));
+      ASSERT_FALSE(res) << c.name;
+      EXPECT_NE(std::string(res.message()).find("rowwise_scale_inv: 1 of "), std::string::npos) << res.message();
+      EXPECT_NE(std::string(res.message()).find("first at [0, 0]"), std::string::npos) << res.message();
+    }
+  }
+}
+
+TEST(Conforms, WrongBufferSizeNamesTheExpectedShape) {
+  const qtc::HostMatrix x = make_x(kM, kK, 10);
+  const qtc::Recipe r = qtc::testing::recipe({{"recipe", "nvfp4"}});
+  Produced p = produce(x, r, Layout::kCompact, false);  // compact scales given as TE buffers
+  const auto res = qtc::testing::conforms(x.view(), r, outputs_of(p, r, Layout::kTE, false));
+  ASSERT_FALSE(res);
+  EXPECT_NE(std::string(res.message()).find("buffer 'rowwise_scale_inv' holds 1584 bytes, expected 3072 (U8 [256, 12]"),
+            std::string::npos)
+      << res.message();
+  Outputs none;
+  EXPECT_NE(std::string(qtc::testing::conforms(x.view(), r, none).message()).find("no buffer"), std::string::npos);
+  Outputs swz_compact;
+  swz_compact.swizzled = true;
+  swz_compact.rowwise_data = p.rd;
+  EXPECT_NE(std::string(qtc::testing::conforms(x.view(), r, swz_compact).message()).find("needs layout kTE"), std::string::npos);
+}
+
+TEST(ErrorBound, ReferenceDequantizationIsWithinTheBound) {
+  const qtc::HostMatrix x = make_x(kM, kK, 11);
+  for (const Case& c : cases())
+    for (PlaneKind pl : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
+      const qtc::Recipe r = qtc::testing::recipe(c.md);
+      if (pl == PlaneKind::kColumnwise && r.kind == qtc::RecipeKind::kFP8Tensor) continue;
+      const qtc::QuantizedTensor q = qtc::ref::quantize(x.view(), r);
+      for (DType out : {DType::kF32, DType::kBF16}) {
+        const qtc::HostMatrix d = qtc::ref::dequantize(q, pl, out);
+        EXPECT_TRUE(qtc::testing::within_error_bound(x.view(), r, d.view(), pl)) << c.name;
+      }
+    }
+}
+
+TEST(ErrorBound, WrongCodeOrScaleFails) {
+  const qtc::HostMatrix x = make_x(kM, kK, 12);
+  for (const Case& c : cases()) {
+    const qtc::Recipe r = qtc::testing::recipe(c.md);
+    qtc::QuantizedTensor q = qtc::ref::quantize(x.view(), r);
+    // One code one step up in magnitude (the next code), at row 7 column 2 (x(7, 2) is not zero).
+    qtc::QuantizedTensor bumped = q;
+    const int64_t idx = r.kind == qtc::RecipeKind::kNVFP4 ? 7 * bumped.rowwise->data_cols + 1 : 7 * kK + 2;
+    bumped.rowwise->data[idx] += r.kind == qtc::RecipeKind::kNVFP4 ? 0x01 : 0x02;
+    const qtc::HostMatrix d = qtc::ref::dequantize(bumped, PlaneKind::kRowwise, DType::kF32);
+    const auto res = qtc::testing::within_error_bound(x.view(), r, d.view());
+    ASSERT_FALSE(res) << c.name;
+    EXPECT_NE(std::string(res.message()).find("1 of " + std::to_string(kM * kK) + " elements outside the error bound; first at [7, 2]"),
+              std::string::npos)
+        << res.message();
+    // A doubled output everywhere.
+    qtc::HostMatrix twice = qtc::ref::dequantize(q, PlaneKind::kRowwise, DType::kF32);
+    for (int64_t i = 0; i < twice.numel(); ++i) twice.as<float>()[i] *= 2.0f;
+    EXPECT_FALSE(qtc::testing::within_error_bound(x.view(), r, twice.view())) << c.name;
+  }
+}
+
+TEST(ErrorBound, BoundFollowsTheElementSpacing) {
+  const qtc::Recipe nv = qtc::testing::recipe({{"recipe", "nvfp4"}});
+  // E2M1 at scale 1: spacing 0.5 below 2, 1 in [2, 4), 2 in [4, 6]: half of it, plus the fp32 allowances.
+  EXPECT_NEAR(qtc::testing::element_error_bound(nv, 1.7f, 1.0), 0.25, 1e-5);
+  EXPECT_NEAR(qtc::testing::element_error_bound(nv, 3.0f, 1.0), 0.5, 1e-5);
+  EXPECT_NEAR(qtc::testing::element_error_bound(nv, 5.0f, 1.0), 1.0, 1e-5);
+  EXPECT_NEAR(qtc::testing::element_error_bound(nv, 7.0f, 1.0), 2.0, 1e-5);  // saturation: 1 + (7 - 6)
+  const qtc::Recipe mx = qtc::testing::recipe({{"recipe", "mxfp8"}});
+  EXPECT_NEAR(qtc::testing::element_error_bound(mx, 300.0f, 1.0), 16.0 + 300.0 / (1 << 20), 1e-6);  // E4M3 spacing 32 at 256
+  EXPECT_NEAR(qtc::testing::element_error_bound(mx, 0.001f, 1.0), std::ldexp(1.0, -10), 1e-6);  // subnormal step 2^-9
+}
+
+TEST(ErrorBound, RefusesRhtColumnwise) {
+  qtc::HostMatrix x(DType::kBF16, 32, 32);
+  const qtc::Recipe r = qtc::testing::recipe({{"recipe", "nvfp4"}, {"rht", "1"}});
+  const auto res = qtc::testing::within_error_bound(x.view(), r, x.view(), PlaneKind::kColumnwise);
+  ASSERT_FALSE(res);
+  EXPECT_NE(std::string(res.message()).find("RHT(x^T)"), std::string::npos) << res.message();
+}
+
+TEST(VectorLayout, EveryTeLayoutVectorPassesAfterConversion) {
+  namespace fs = std::filesystem;
+  fs::path dir = QTC_TE_LAYOUT_VECTORS_DIR;
+  if (!fs::is_directory(dir)) GTEST_SKIP() << "no TE-layout vectors at " << dir;
+  auto cpu = qtc::make_cpu_backend();
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".safetensors") continue;
+    qtc::io::File f = qtc::io::read_file(e.path());
+    ASSERT_NO_THROW(qtc::conformance::convert_to_compact(f)) << e.path();
+    const auto res = qtc::conformance::verify_vector(f, e.path().string(), *cpu);
+    EXPECT_EQ(res.verdict, qtc::conformance::Verdict::kPass) << qtc::conformance::result_line(res);
+    ++n;
+  }
+  EXPECT_GT(n, 100);
+}
+
+TEST(VectorLayout, WrongPaddedShapeNamesTheExpectedOne) {
+  qtc::io::File f;
+  f.metadata = {{"recipe", "mxfp8"}, {"layout", "te"}};
+  qtc::HostMatrix x(DType::kF32, 40, 64);
+  f.put(qtc::io::from_matrix("x", x));
+  f.put(qtc::io::Tensor{"rowwise_scale_inv", "U8", {40, 2}, std::vector<uint8_t>(80)});
+  try {
+    qtc::conformance::convert_to_compact(f);
+    FAIL() << "no error";
+  } catch (const qtc::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'rowwise_scale_inv' has shape [40, 2], expected [128, 4]"), std::string::npos)
+        << e.what();
+  }
+  f.metadata["layout"] = "cuda";
+  EXPECT_THROW(qtc::conformance::convert_to_compact(f), qtc::Error);
+}
+
+}  // namespace
