@@ -25,6 +25,7 @@
 #include "gen.hpp"
 #include "harness.hpp"
 #include "qtc/backend.hpp"
+#include "qtc/cuda/backend.hpp"
 #include "qtc/codec.hpp"
 #include "qtc/cuda/check.hpp"
 #include "qtc/cuda/gemm.hpp"

@@ -2,6 +2,7 @@
 /// \brief make_backends: "cpu", "cuda", "all".
 #include "backends.hpp"
 
+#include "qtc/cuda/backend.hpp"
 #include "qtc/error.hpp"
 
 namespace qtc::conformance {

@@ -35,8 +35,9 @@ int run_identify(const std::vector<std::string>& paths) {
         break;
       case IdentityVerdict::kNone:
         ++unmatched;
-        std::printf("NONE  %s (claims %s): no profile reproduces it; closest %s: %s\n", id.path.c_str(),
-                    id.claimed.c_str(), id.closest.c_str(), id.closest_mismatch.c_str());
+        std::printf("NONE  %s (claims %s): no profile reproduces it; closest %s (%lld elements differ): %s; %s\n",
+                    id.path.c_str(), id.claimed.c_str(), id.closest.c_str(), static_cast<long long>(id.closest_count),
+                    id.closest_mismatch.c_str(), rule_explanation(id).c_str());
         break;
       case IdentityVerdict::kOther:
         ++identified;

@@ -17,6 +17,8 @@ void register_report(CLI::App& app);
 /// `qtc gating [--cc X.Y] [--cublas N] [--feature NAME]` (cmd_gating.cpp).
 void register_gating(CLI::App& app);
 void register_identify(CLI::App& app);
+/// `qtc profiles` (cmd_profiles.cpp).
+void register_profiles(CLI::App& app);
 /// `qtc quantize ...` and `qtc convert ...`: write vectors in the compact or TE layout (cmd_write.cpp).
 void register_write(CLI::App& app);
 

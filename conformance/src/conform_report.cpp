@@ -120,13 +120,18 @@ void write_conform_report(const std::filesystem::path& dir, const ConformRun& ru
     if (g.count++ == 0) {
       g.example = std::filesystem::path(id.path).filename().string();
       if (id.verdict == IdentityVerdict::kOther) g.mismatch = "as " + id.claimed + ": " + id.claimed_mismatch;
-      if (id.verdict == IdentityVerdict::kNone) g.mismatch = "closest " + id.closest + ": " + id.closest_mismatch;
+      if (id.verdict == IdentityVerdict::kNone)
+        g.mismatch = "closest " + id.closest + ": " + id.closest_mismatch + "; " + rule_explanation(id);
       if (id.verdict == IdentityVerdict::kError) g.mismatch = id.error;
     }
     json e{{"suite", suite}, {"path", id.path}, {"source", id.source}, {"recipe", id.recipe}, {"claims", id.claimed},
            {"result", tag}, {"matches", id.matches}};
     if (!id.claimed_mismatch.empty()) e["claimed_mismatch"] = id.claimed_mismatch;
-    if (!id.closest.empty()) e["closest"] = id.closest, e["closest_mismatch"] = id.closest_mismatch;
+    if (!id.closest.empty()) {
+      e["closest"] = id.closest;
+      e["closest_mismatch"] = id.closest_mismatch;
+      e["explaining_rule"] = id.explaining_rule;
+    }
     if (!id.error.empty()) e["error"] = id.error;
     j["identities"].push_back(e);
   }

@@ -2,9 +2,13 @@
 /// \brief identify_vector: one CPU verification per candidate profile (and MXFP8 scale rule).
 #include "qtc/identify.hpp"
 
+#include <cctype>
+#include <climits>
+#include <algorithm>
 #include <cstdint>
 
 #include "qtc/error.hpp"
+#include "qtc/profile.hpp"
 #include "qtc/safetensors.hpp"
 #include "qtc/verify.hpp"
 
@@ -18,19 +22,56 @@ struct Candidate {
   std::string label() const { return scale_rule.empty() ? profile : profile + "+" + scale_rule; }
 };
 
+/// Every built-in profile (MXFP8: with every scale rule it defines), in profile.hpp's order.
 std::vector<Candidate> candidates_for(bool mx) {
   std::vector<Candidate> out;
-  for (const char* p : {"te", "te_pyref", "ocp", "torchao"}) {
+  for (const ProfileRules& p : all_profiles()) {
     if (!mx) {
-      out.push_back({p, {}});
+      out.push_back({p.name, {}});
       continue;
     }
-    for (const char* rule : {"rceil", "ocp_floor"}) out.push_back({p, rule});
+    for (MxScaleRule rule : p.mx_scale_rules) out.push_back({p.name, std::string(mx_scale_rule_name(rule))});
   }
   return out;
 }
 
 std::string first_mismatch(const FileResult& r) { return r.details.empty() ? r.message : r.details.front(); }
+
+/// Mismatching elements of a failed verification: the "N of M elements differ" counts of its detail lines
+/// (a detail without a count, e.g. a wrong shape, counts as one).
+int64_t mismatch_count(const FileResult& r) {
+  int64_t n = 0;
+  for (const std::string& d : r.details) {
+    const size_t at = d.find(" of ");
+    size_t b = at;
+    while (b > 0 && std::isdigit(static_cast<unsigned char>(d[b - 1]))) --b;
+    n += (at != std::string::npos && b < at) ? std::stoll(d.substr(b, at - b)) : 1;
+  }
+  return n == 0 ? 1 : n;
+}
+
+/// One rule changed at a time in `c`'s profile: true (and the rule recorded) when a change reproduces `f`.
+bool explain_by_rule(const io::File& f, const Candidate& c, const std::string& path, QuantizeBackend& cpu,
+                     VectorIdentity& id) {
+  const ProfileRules& base = profile_rules(profile_from_name(c.profile));
+  for (const RuleToggle& t : rule_toggles()) {
+    ProfileRules v = base;
+    if (!t.apply(v)) continue;
+    v.name = base.name + "~" + t.rule;
+    v.follows = base.follows + " with " + t.rule + " " + t.alternative;
+    register_profile_variant(v);
+    io::File g = f;
+    g.metadata["profile"] = v.name;
+    if (!c.scale_rule.empty()) g.metadata["scale_rule"] = c.scale_rule;
+    if (verify_vector(g, path + " as " + v.name, cpu).verdict == Verdict::kPass) {
+      id.explaining_profile = c.label();
+      id.explaining_rule = t.rule;
+      id.explaining_change = t.alternative;
+      return true;
+    }
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -42,6 +83,12 @@ const char* identity_tag(IdentityVerdict v) {
     case IdentityVerdict::kError: return "ERROR";
   }
   return "ERROR";
+}
+
+std::string rule_explanation(const VectorIdentity& id) {
+  if (id.explaining_rule.empty()) return "no single rule of any profile explains it";
+  return "rule " + id.explaining_rule + " of " + id.explaining_profile + " explains it: " + id.explaining_profile + " with " +
+         id.explaining_rule + " " + id.explaining_change + " reproduces it bit for bit";
 }
 
 std::string join_labels(const std::vector<std::string>& v) {
@@ -74,7 +121,8 @@ VectorIdentity identify_vector(const io::File& f, const std::string& source, Qua
   id.recipe = get("recipe", "");
   const bool mx = id.recipe == "mxfp8";
   id.claimed = get("profile", "te") + (mx ? "+" + get("scale_rule", "rceil") : "");
-  size_t best = SIZE_MAX;
+  int64_t best = INT64_MAX;
+  std::vector<std::pair<int64_t, Candidate>> failed;  // mismatching elements, candidate
   int applicable = 0;
   std::string first_error;
   for (const Candidate& c : candidates_for(mx)) {
@@ -92,10 +140,13 @@ VectorIdentity identify_vector(const io::File& f, const std::string& source, Qua
       continue;
     }
     if (c.label() == id.claimed) id.claimed_mismatch = first_mismatch(r);
-    if (r.details.size() < best) {
-      best = r.details.size();
+    const int64_t n = mismatch_count(r);
+    failed.emplace_back(n, c);
+    if (n < best) {
+      best = n;
       id.closest = c.label();
       id.closest_mismatch = first_mismatch(r);
+      id.closest_count = n;
     }
   }
   if (applicable == 0) {
@@ -106,7 +157,15 @@ VectorIdentity identify_vector(const io::File& f, const std::string& source, Qua
   bool claimed = false;
   for (const auto& m : id.matches) claimed = claimed || m == id.claimed;
   id.verdict = claimed ? IdentityVerdict::kClaimed : (id.matches.empty() ? IdentityVerdict::kNone : IdentityVerdict::kOther);
-  if (id.verdict != IdentityVerdict::kNone) id.closest.clear(), id.closest_mismatch.clear();
+  if (id.verdict != IdentityVerdict::kNone) {
+    id.closest.clear();
+    id.closest_mismatch.clear();
+    id.closest_count = 0;
+    return id;
+  }
+  std::stable_sort(failed.begin(), failed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [n, c] : failed)
+    if (explain_by_rule(f, c, id.path, cpu, id)) break;
   return id;
 }
 

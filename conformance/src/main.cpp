@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   qtc::conformance::register_report(app);
   qtc::conformance::register_gating(app);
   qtc::conformance::register_identify(app);
+  qtc::conformance::register_profiles(app);
   qtc::conformance::register_write(app);
   try {
     app.parse(argc, argv);

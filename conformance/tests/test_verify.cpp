@@ -26,6 +26,7 @@
 #include "qtc/codec.hpp"
 #include "backends.hpp"
 #include "qtc/verify.hpp"
+#include "qtc/cuda/backend.hpp"
 
 namespace {
 

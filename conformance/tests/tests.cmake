@@ -39,3 +39,13 @@ add_test(NAME test_simd_env_scalar COMMAND test_simd_exact --gtest_filter=SimdEn
 set_tests_properties(test_simd_env_scalar PROPERTIES LABELS cpu ENVIRONMENT QTC_SCALAR=1)
 add_test(NAME test_simd_env_default COMMAND test_simd_exact --gtest_filter=SimdEnv.*)
 set_tests_properties(test_simd_env_default PROPERTIES LABELS cpu ENVIRONMENT QTC_SCALAR=)
+
+# Vectors dumped from torchao 0.18.0 (conformance/peers/torchao_dump.py): every MXFP8 scale rule (floor, rceil,
+# ceil, even) x E4M3/E5M2 x F32/BF16/F16, NVFP4 with and without the per-tensor scale; all bit-exact on the CPU,
+# and every one attributed to profile torchao.
+add_test(NAME qtc_verify_torchao COMMAND qtc verify ${CMAKE_CURRENT_LIST_DIR}/../vectors/torchao)
+set_tests_properties(qtc_verify_torchao PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "^78 passed, 0 failed\n$")
+add_test(NAME qtc_identify_torchao COMMAND qtc identify ${CMAKE_CURRENT_LIST_DIR}/../vectors/torchao)
+set_tests_properties(qtc_identify_torchao PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "\n78 identified, 0 unmatched\n$"
+                     FAIL_REGULAR_EXPRESSION "(^|\n)(NONE|OTHER|ERROR) ")
+qtc_add_test(test_identify SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_identify.cpp LIBS qtc_conformance LABELS cpu)

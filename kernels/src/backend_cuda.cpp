@@ -2,6 +2,7 @@
 /// \brief The CUDA kernels as a QuantizeBackend (backend.hpp): host in, host out, compact scales, exactly
 ///        the reference's QuantizedTensor. Used by `qtc verify --backend cuda` and the conformance suites.
 #include "qtc/backend.hpp"
+#include "qtc/cuda/backend.hpp"
 #include "qtc/cuda/check.hpp"
 #include "qtc/cuda/quantize.hpp"
 

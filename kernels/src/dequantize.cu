@@ -3,6 +3,7 @@
 ///        §4.2): NVFP4 (sf * amax) * 1/(6 * E4M3_MAX) times the E2M1 value, MXFP8 2^(e-127) * q, FP8 q * scale_inv,
 ///        rounded once (RN-even) to the output type.
 #include "device_codec.cuh"
+#include "qtc/profile.hpp"  // kTorchAOPerTensorDivisor
 #include "launch.hpp"
 #include "qtc/cuda/check.hpp"
 
@@ -13,7 +14,7 @@ using namespace dev;
 
 struct KParams {
   int kind;
-  bool columnwise, per_row_amax, e5m2, tile2d, torchao;
+  bool columnwise, per_row_amax, e5m2, tile2d, torchao, torchao_two_level;
   int64_t M, K;
   const uint8_t* data;
   const uint8_t* scale;
@@ -43,7 +44,8 @@ __global__ void dequant_kernel(KParams p) {
           sf = dec_e4m3(p.scale[scale_index(p.sl, j, i / 16)]);
           am = p.amax[p.per_row_amax ? j : 0];
         }
-        const float fs = p.torchao ? __fmul_rn(__fdiv_rn(am, 2688.0f), sf) : __fmul_rn(__fmul_rn(sf, am), p.factor);
+        const float fs = p.torchao ? (p.torchao_two_level ? __fmul_rn(__fdiv_rn(am, kTorchAOPerTensorDivisor), sf) : sf)
+                                   : __fmul_rn(__fmul_rn(sf, am), p.factor);
         v = __fmul_rn(dec_e2m1(code), fs);
         break;
       }
@@ -93,6 +95,7 @@ void launch_dequantize(const DequantParams& h, cudaStream_t s) {
   p.e5m2 = h.e5m2;
   p.tile2d = h.tile2d;
   p.torchao = h.torchao;
+  p.torchao_two_level = h.torchao_two_level;
   p.M = h.M;
   p.K = h.K;
   p.data = h.data;

@@ -41,7 +41,8 @@ struct Nvfp4Params {
   bool rowwise = true, columnwise = true;
   bool tile2d = false, row_scaled = false, fourover6 = false, mse = false, stochastic = false, rht = false;
   bool pyref = false;  ///< TE PyTorch reference semantics (-0 -> 0x0, NaN propagates)
-  bool torchao = false;  ///< torchao two-level scaling (1x16)
+  bool torchao = false;  ///< torchao nvfp4_quantize (profile order kTorchAO, 1x16)
+  bool torchao_two_level = true;  ///< torchao with the per-tensor scale (else block scales only)
   float e4m3_max = 448.0f;
   uint64_t seed = 0;
   uint16_t rht_sign_mask = 0;
@@ -64,7 +65,9 @@ struct Mxfp8Params {
   int64_t M = 0, K = 0;
   bool rowwise = true, columnwise = true;
   bool e5m2 = false, floor_rule = false, tile2d = false;
-  bool ocp = false;  ///< OCP and torchao profiles: NaN-propagating amax, a non-finite block amax gets scale 0xFF
+  bool ocp = false;  ///< NaN-propagating amax, a non-finite block amax gets scale 0xFF (profile rule mx_nonfinite)
+  bool torchao = false;  ///< torchao to_mx (profile rule mxfp8.order): scale and data per torchao_device.cuh
+  int scale_rule = 0;    ///< MxScaleRule: 0 rceil, 1 ocp_floor, 2 ceil, 3 even
   uint8_t* row_data = nullptr;  ///< [M, K]
   ScaleOutHost row_scale;
   uint8_t* col_data = nullptr;  ///< [M, K]
@@ -113,6 +116,7 @@ struct DequantParams {
   bool per_row_amax = false;
   float nvfp4_factor = 0.0f;    ///< 1 / (6 * E4M3_MAX)
   bool torchao = false;         ///< NVFP4 torchao: (amax / 2688) * sf
+  bool torchao_two_level = true;  ///< NVFP4 torchao without a per-tensor scale: sf alone
   bool e5m2 = false;
   bool tile2d = false;          ///< FP8 block 128x128 (scale index) / MXFP8 unused
   DType out = DType::kF32;

@@ -8,6 +8,7 @@
 #include "cast_common.cuh"
 #include "device_codec.cuh"
 #include "launch.hpp"
+#include "torchao_device.cuh"
 #include "qtc/cuda/check.hpp"
 #include "tile.cuh"
 
@@ -21,7 +22,8 @@ constexpr int kThreads = 256, kTR = 64, kTC = 64, kLD = kTC + 1;
 struct KParams {
   const void* x;
   int64_t M, K;
-  bool rowwise, columnwise, e5m2, floor_rule, tile2d, ocp, vec_ok;
+  bool rowwise, columnwise, e5m2, floor_rule, tile2d, ocp, vec_ok, torchao;
+  int scale_rule;  ///< torchao: MxScaleRule (0 rceil, 1 floor, 2 ceil, 3 even)
   uint8_t* row_data;
   ScaleOut row_scale;
   uint8_t* col_data;
@@ -30,6 +32,7 @@ struct KParams {
 
 /// E8M0 scale of a block amax (NaN already ignored, or propagated under the OCP profile).
 __device__ __forceinline__ uint32_t mx_scale(float bamax, const KParams& p) {
+  if (p.torchao) return ao::mx_scale(bamax, p.scale_rule, p.e5m2);
   if (p.ocp && !(fabsf(bamax) <= kFltMax)) return 0xFF;  // OCP / torchao: a non-finite block amax -> NaN scale
   if (p.floor_rule) {  // OCP: 2^(floor(log2 amax) - emax_elem); NaN -> 0xFF; Inf -> 0xFE (te saturates)
     if (bamax != bamax) return 0xFF;
@@ -93,10 +96,18 @@ __global__ void __launch_bounds__(kThreads, sizeof(In) == 4 ? 3 : 4) mxfp8_kerne
         const uint32_t e = p.tile2d ? blk_e[r >> 5][q >> 1] : mx_scale(max_p(mr, qa[r][q ^ 1], pr), p);
         const float inv = e8m0_rcp(e);
         uint32_t w[4];
+        if (p.torchao) {
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
-          w[i] = cvt_fp8x2(__fmul_rn(xr[4 * i], inv), __fmul_rn(xr[4 * i + 1], inv), p.e5m2) |
-                 (cvt_fp8x2(__fmul_rn(xr[4 * i + 2], inv), __fmul_rn(xr[4 * i + 3], inv), p.e5m2) << 16);
+          for (int i = 0; i < 4; ++i) {
+            w[i] = 0u;
+            for (int j = 0; j < 4; ++j) w[i] |= ao::mx_code(xr[4 * i + j], e, p.scale_rule, p.e5m2) << (8 * j);
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            w[i] = cvt_fp8x2(__fmul_rn(xr[4 * i], inv), __fmul_rn(xr[4 * i + 1], inv), p.e5m2) |
+                   (cvt_fp8x2(__fmul_rn(xr[4 * i + 2], inv), __fmul_rn(xr[4 * i + 3], inv), p.e5m2) << 16);
+        }
         uint8_t* dst = p.row_data + gr * p.K + gc;
         if ((p.K % 16) == 0) {
           __stcs(reinterpret_cast<uint4*>(dst), make_uint4(w[0], w[1], w[2], w[3]));
@@ -114,7 +125,9 @@ __global__ void __launch_bounds__(kThreads, sizeof(In) == 4 ? 3 : 4) mxfp8_kerne
         uint8_t* dst = p.col_data + gm * p.K + gk;
 #pragma unroll
         for (int i = 0; i < 16; i += 2) {
-          const uint32_t v = cvt_fp8x2(__fmul_rn(sm[(16 * g + i) * kLD + cc], inv), __fmul_rn(sm[(16 * g + i + 1) * kLD + cc], inv), p.e5m2);
+          const float x0 = sm[(16 * g + i) * kLD + cc], x1 = sm[(16 * g + i + 1) * kLD + cc];
+          const uint32_t v = p.torchao ? (ao::mx_code(x0, e, p.scale_rule, p.e5m2) | (ao::mx_code(x1, e, p.scale_rule, p.e5m2) << 8))
+                                       : cvt_fp8x2(__fmul_rn(x0, inv), __fmul_rn(x1, inv), p.e5m2);
           if (gm + i < p.M) dst[i * p.K] = static_cast<uint8_t>(v);
           if (gm + i + 1 < p.M) dst[(i + 1) * p.K] = static_cast<uint8_t>(v >> 8);
         }
@@ -272,6 +285,8 @@ void run(const detail::Mxfp8Params& h, cudaStream_t s) {
   p.floor_rule = h.floor_rule;
   p.tile2d = h.tile2d;
   p.ocp = h.ocp;
+  p.torchao = h.torchao;
+  p.scale_rule = h.scale_rule;
   p.vec_ok = (reinterpret_cast<uintptr_t>(h.x) % 16 == 0) && ((h.K * sizeof(In)) % 16 == 0);
   p.row_data = h.row_data;
   p.row_scale = to_dev(h.row_scale);
@@ -279,7 +294,7 @@ void run(const detail::Mxfp8Params& h, cudaStream_t s) {
   p.col_scale = to_dev(h.col_scale);
   if (h.M == 0 || h.K == 0) return;
   if constexpr (sizeof(In) == 2) {
-    if (p.vec_ok) {
+    if (p.vec_ok && !p.torchao) {  // torchao's to_mx runs on the generic kernel
       const int64_t n_tiles = ((h.K + 63) / 64) * ((h.M + 31) / 32);
       const int64_t grid = (n_tiles + kFastWarps - 1) / kFastWarps;
       QTC_CHECK(grid <= 0x7FFFFFFF, "mxfp8: tensor too large for one launch (", h.M, " x ", h.K, ")");

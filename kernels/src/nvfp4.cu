@@ -35,6 +35,8 @@ void run(const detail::Nvfp4Params& h, cudaStream_t s) {
   p.rht = h.rht;
   p.vec_ok = (reinterpret_cast<uintptr_t>(h.x) % 16 == 0) && ((h.K * sizeof(In)) % 16 == 0);
   p.cfg = Nvfp4Cfg{h.pyref, h.torchao, h.stochastic, h.fourover6, h.mse, h.e4m3_max, 6.0f * h.e4m3_max, h.seed};
+  p.cfg.ao_two_level = h.torchao_two_level;
+  p.cfg.ao_bf16 = h.dtype == DType::kBF16;
   p.rht_mask = h.rht_sign_mask;
   p.amax_row = h.amax_row;
   p.amax_col = h.amax_col;

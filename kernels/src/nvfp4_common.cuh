@@ -3,6 +3,7 @@
 ///        exact order of operations: explicit _rn intrinsics, no contraction.
 #pragma once
 #include "device_codec.cuh"
+#include "torchao_device.cuh"
 #include "qtc/rng.hpp"
 
 namespace qtc::cuda::dev {
@@ -24,13 +25,15 @@ __device__ __forceinline__ float nvfp4_s_enc(float amax, float e4m3_max, bool py
 
 struct Nvfp4Cfg {
   bool pyref;
-  bool torchao;  ///< torchao two-level scaling (profile kTorchAO, 1x16 only)
+  bool torchao;  ///< torchao nvfp4_quantize (profile order kTorchAO, 1x16 only): torchao_device.cuh
   bool sr;
   bool f46;
   bool mse;
   float e4m3_max;
   float k6max;  ///< 6 * e4m3_max
   uint64_t seed;
+  bool ao_two_level = true;  ///< torchao: with the per-tensor scale (else block scales only)
+  bool ao_bf16 = false;      ///< torchao: BF16 input (the NaN a per-tensor amax of a NaN tensor carries)
 };
 
 /// enc = fminf(1 / (float(sf) * S_dec), FLT_MAX), a NaN kept (possible only when S_dec is NaN).
@@ -103,22 +106,7 @@ __device__ __forceinline__ uint2 nvfp4_block_1d(const float x[16], float s_enc, 
 #pragma unroll
   for (int i = 0; i < 16; ++i) bamax = max_p(bamax, fabsf(x[i]), c.pyref);
   float enc;
-  if (c.torchao) {
-    // torchao: per_tensor_scale = amax / 2688; block scale (bamax / 6) / pts clamped to [2^-6, 448];
-    // data divided by pts * sf and clamped to +-6 before the RN-even conversion.
-    const float pts = __fdiv_rn(amax_err, 2688.0f);
-    float sbs = __fdiv_rn(__fdiv_rn(bamax, 6.0f), pts);
-    if (sbs == sbs) sbs = fminf(fmaxf(sbs, 0x1p-6f), 448.0f);
-    sf = enc_e4m3(sbs);
-    const float total = __fmul_rn(pts, dec_e4m3(sf));
-    uint32_t w[2] = {0u, 0u};
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const float v = __fdiv_rn(x[i], total);
-      w[i >> 3] |= enc_e2m1(v != v ? v : fminf(fmaxf(v, -6.0f), 6.0f)) << (4 * (i & 7));
-    }
-    return make_uint2(w[0], w[1]);
-  }
+  if (c.torchao) return ao::nvfp4_block(x, amax_err, c.ao_two_level, c.ao_bf16, sf);
   if (c.f46) {
     uint32_t sf4, sf6;
     float enc4, enc6;

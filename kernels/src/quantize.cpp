@@ -11,6 +11,7 @@
 #include "qtc/cuda/quantize.hpp"
 #include "qtc/gating.hpp"
 #include "qtc/layouts.hpp"
+#include "qtc/profile.hpp"
 
 namespace qtc::cuda {
 
@@ -149,7 +150,8 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
     if (p != nullptr && p->scale_layout != ScaleLayout::kCompact && p->scale.bytes() > 0)
       QTC_CUDA_CHECK(cudaMemsetAsync(p->scale.data(), 0, p->scale.bytes(), s));  // padding reads as zero
   float* ws = out.workspace.as<float>();
-  const bool pyref = r.profile == Profile::kTEPyRef;
+  const ProfileRules& pr = profile_rules(r.profile);  // every profile rule the launchers need comes from here
+  const bool pyref = pr.nvfp4_neg_zero_positive;      // te_pyref's NVFP4/FP8 rule set (-0 -> 0x0, NaN amax, ...)
   auto so = [&](DevicePlane* p, PlaneKind pk) { return p ? scale_out(*p, r, pk, M, K) : detail::ScaleOutHost{}; };
   // The fields every launcher's parameters share (Nvfp4/Mxfp8/Fp8Block/Fp8TensorParams, AmaxParams).
   auto input_and_planes = [&](auto& p) {
@@ -175,12 +177,14 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
     a.dtype = x.dtype;
     a.rows = M;
     a.cols = K;
-    a.propagate_nan = pyref;
+    a.propagate_nan = pr.nan_amax;
     return a;
   };
 
   switch (r.kind) {
     case RecipeKind::kNVFP4: {
+      QTC_CHECK(M % 16 == 0, "quantize: the CUDA NVFP4 kernels need M % 16 == 0, got M = ", M,
+                " (torchao's rowwise-only plane of a ragged M runs on the CPU reference)");
       float* ar = rp ? rp->amax.as<float>() : ws;
       float* ac = cp ? cp->amax.as<float>() : ws + 1;
       if (r.row_scaled) {
@@ -211,7 +215,8 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
       p.stochastic = r.stochastic;
       p.rht = r.rht;
       p.pyref = pyref;
-      p.torchao = r.profile == Profile::kTorchAO;
+      p.torchao = pr.nvfp4_order == Nvfp4Order::kTorchAO;
+      p.torchao_two_level = r.per_tensor_scale;
       p.e4m3_max = static_cast<float>(r.e4m3_max);
       p.seed = r.seed;
       p.rht_sign_mask = r.rht_sign_mask;
@@ -228,7 +233,9 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
       p.e5m2 = r.fp8 == Fp8Type::kE5M2;
       p.floor_rule = r.scale_rule == MxScaleRule::kOcpFloor;
       p.tile2d = r.mx_2d;
-      p.ocp = r.profile == Profile::kOCP || r.profile == Profile::kTorchAO;
+      p.ocp = pr.mx_nonfinite == MxNonFinite::kNaN;
+      p.torchao = pr.mx_order == MxOrder::kTorchAO;
+      p.scale_rule = static_cast<int>(r.scale_rule);
       outputs_with_scales(p);
       detail::launch_mxfp8(p, s);
       break;
@@ -239,7 +246,7 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
       p.e5m2 = r.fp8 == Fp8Type::kE5M2;
       p.tile2d = r.block_2d;
       p.pow2 = r.pow2_scales;
-      p.pyref = pyref;
+      p.pyref = pr.fp8_inf_amax_scale_zero;
       p.eps = r.eps;
       p.value_for_inf = dtype_max(x.dtype);
       outputs_with_scales(p);
@@ -260,7 +267,7 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
       input_and_planes(p);
       p.e5m2 = r.fp8 == Fp8Type::kE5M2;
       p.pow2 = r.pow2_scales;
-      p.pyref = pyref;
+      p.pyref = pr.fp8_inf_amax_scale_zero;
       p.eps = r.eps;
       p.amax = a0;
       p.scale_inv = out.scale_inv.as<float>();
@@ -284,6 +291,8 @@ std::string unsupported_reason(const Recipe& r, DType input, int64_t rows, int64
   } catch (const Error& e) {
     return e.what();
   }
+  if (r.kind == RecipeKind::kNVFP4 && rows % 16 != 0)
+    return "the CUDA NVFP4 kernels need M % 16 == 0 (torchao's rowwise-only plane of a ragged M runs on the CPU reference)";
   if (device_count() == 0) return "";  // the recipe is legal; whether a device is there is the backend's question
   // The capability table (gating.hpp) for the current device.
   gating::Capability cap;
@@ -445,7 +454,8 @@ void dequantize(const DeviceQuantized& q, PlaneKind pk, DType out, void* y, cuda
   p.nvfp4_factor = 1.0f / (6.0f * static_cast<float>(r.e4m3_max));
   p.e5m2 = r.fp8 == Fp8Type::kE5M2;
   p.tile2d = r.block_2d;
-  p.torchao = r.profile == Profile::kTorchAO;
+  p.torchao = r.kind == RecipeKind::kNVFP4 && profile_rules(r.profile).nvfp4_order == Nvfp4Order::kTorchAO;
+  p.torchao_two_level = r.per_tensor_scale;
   p.out = out;
   p.y = y;
   detail::launch_dequantize(p, stream);

@@ -1,6 +1,7 @@
 /// \file backend_unavailable.cpp
 /// \brief make_cuda_backend() for builds without CUDA: a backend that says why it cannot run.
 #include "qtc/backend.hpp"
+#include "qtc/cuda/backend.hpp"
 #include "qtc/error.hpp"
 
 namespace qtc {

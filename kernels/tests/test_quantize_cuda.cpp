@@ -4,7 +4,7 @@
 /// Coverage matrix (TEST_P Conformance):
 ///   recipes  NVFP4 {1x16, 16x16, row-scaled, RHT, 4over6 MAE/MSE x 448/256 x 1x16/16x16, row-scaled 4over6,
 ///            SR 1x16/16x16/RHT, te_pyref 1x16/16x16/4over6, torchao, single-plane}; MXFP8 {E4M3/E5M2 x
-///            rceil/ocp_floor x 1x32/32x32, profiles ocp and torchao, single-plane}; FP8 block {1x128/128x128 x E4M3/E5M2 x pow2, eps, te_pyref,
+///            rceil/ocp_floor x 1x32/32x32, profiles ocp and torchao (rceil/floor/ceil/even x E4M3/E5M2), single-plane}; FP8 block {1x128/128x128 x E4M3/E5M2 x pow2, eps, te_pyref,
 ///            single-plane}; FP8 tensor {E4M3/E5M2, pow2, eps, te_pyref}
 ///   inputs   F32, BF16, F16 (RHT: BF16 only)
 ///   shapes   16x16 32x48 48x80 128x128 304x304 256x272 1x32 65x80 (where legal); 4096x4096 and 8192x5120
@@ -23,6 +23,7 @@
 #include "../src/launch.hpp"  // the packed-encoder test hook
 #include "gpu_test_util.hpp"
 #include "qtc/backend.hpp"
+#include "qtc/cuda/backend.hpp"
 #include "qtc/cuda/check.hpp"
 #include "qtc/layouts.hpp"
 #include "qtc/quantize.hpp"
@@ -157,6 +158,7 @@ std::vector<RecipeCase> recipes() {
   nv("Nvfp416x16PyRef", [](Recipe& r) { r.profile = Profile::kTEPyRef; r.tile_2d = true; });
   nv("Nvfp4FourOverSixPyRef", [](Recipe& r) { r.profile = Profile::kTEPyRef; r.fourover6 = true; });
   nv("Nvfp41x16TorchAO", [](Recipe& r) { r.profile = Profile::kTorchAO; });
+  nv("Nvfp41x16TorchAOBlockOnly", [](Recipe& r) { r.profile = Profile::kTorchAO; r.per_tensor_scale = false; });
   nv("Nvfp41x16RowOnly", [](Recipe& r) { r.columnwise = false; });
   nv("Nvfp41x16ColOnly", [](Recipe& r) { r.rowwise = false; });
   nv("Nvfp4RhtColOnly", [](Recipe& r) { r.rht = true; r.rowwise = false; });
@@ -175,6 +177,13 @@ std::vector<RecipeCase> recipes() {
   mx("Mxfp8E5m2Ocp32x32", [](Recipe& r) { r.scale_rule = MxScaleRule::kOcpFloor; r.profile = Profile::kOCP; r.fp8 = Fp8Type::kE5M2; r.mx_2d = true; });
   mx("Mxfp8E4m3TorchAORceil", [](Recipe& r) { r.profile = Profile::kTorchAO; });
   mx("Mxfp8E4m3TorchAOFloor", [](Recipe& r) { r.profile = Profile::kTorchAO; r.scale_rule = MxScaleRule::kOcpFloor; });
+  // torchao's to_mx: every ScaleCalculationMode x E4M3/E5M2 (the torchao_device.cuh path of the generic kernel)
+  mx("Mxfp8E5m2TorchAORceil", [](Recipe& r) { r.profile = Profile::kTorchAO; r.fp8 = Fp8Type::kE5M2; });
+  mx("Mxfp8E5m2TorchAOFloor", [](Recipe& r) { r.profile = Profile::kTorchAO; r.scale_rule = MxScaleRule::kOcpFloor; r.fp8 = Fp8Type::kE5M2; });
+  mx("Mxfp8E4m3TorchAOCeil", [](Recipe& r) { r.profile = Profile::kTorchAO; r.scale_rule = MxScaleRule::kCeil; });
+  mx("Mxfp8E5m2TorchAOCeil", [](Recipe& r) { r.profile = Profile::kTorchAO; r.scale_rule = MxScaleRule::kCeil; r.fp8 = Fp8Type::kE5M2; });
+  mx("Mxfp8E4m3TorchAOEven", [](Recipe& r) { r.profile = Profile::kTorchAO; r.scale_rule = MxScaleRule::kEven; });
+  mx("Mxfp8E5m2TorchAOEven", [](Recipe& r) { r.profile = Profile::kTorchAO; r.scale_rule = MxScaleRule::kEven; r.fp8 = Fp8Type::kE5M2; });
   mx("Mxfp8E4m3RceilRowOnly", [](Recipe& r) { r.columnwise = false; });
   mx("Mxfp8E4m3RceilColOnly", [](Recipe& r) { r.rowwise = false; });
   auto fb = [&](const std::string& label, auto f) {

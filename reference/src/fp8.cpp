@@ -1,6 +1,7 @@
 /// \file fp8.cpp
 /// \brief FP8 block scaling (1x128, 128x128; TE_FORMATS.md §3) and per-tensor current scaling (§4).
 #include "internal.hpp"
+#include "qtc/profile.hpp"
 
 namespace qtc::ref::detail {
 
@@ -22,7 +23,8 @@ QuantizedTensor quantize_fp8_block(const MatrixView& x, const Recipe& r) {
   q.cols = K;
   const float max_fp8 = fp8_max(r.fp8);
   const float vinf = dtype_max(x.dtype);
-  const bool prop = r.profile == Profile::kTEPyRef;
+  const bool prop = profile_rules(r.profile).nan_amax;
+  const Overflow ov = profile_rules(r.profile).fp8_satfinite ? Overflow::kSatFinite : Overflow::kNaN;
   auto scale_of = [&](float a) { return fp8_scale_from_amax(a, max_fp8, r.pow2_scales, r.eps, vinf, r.profile); };
   if (r.block_2d) {
     if (r.rowwise) q.rowwise = make_f32_plane(M, K, mbs, kbs);
@@ -47,7 +49,7 @@ QuantizedTensor quantize_fp8_block(const MatrixView& x, const Recipe& r) {
       }
       for (int64_t i = 0; i < n; ++i)
         for (int64_t j = 0; j < K; ++j) {
-          const uint8_t code = encode_fp8(s[i * K + j] * tile_scale[static_cast<size_t>(j / 128)], r.fp8);
+          const uint8_t code = encode_fp8(s[i * K + j] * tile_scale[static_cast<size_t>(j / 128)], r.fp8, ov);
           if (r.rowwise) q.rowwise->data[static_cast<size_t>((i0 + i) * K + j)] = code;
           if (r.columnwise) q.columnwise->data[static_cast<size_t>(j * M + i0 + i)] = code;
         }
@@ -62,7 +64,7 @@ QuantizedTensor quantize_fp8_block(const MatrixView& x, const Recipe& r) {
           for (int64_t j = j0; j < j1; ++j) a = amax_step(a, s[i * K + j], prop);
           const float sc = scale_of(a);
           p.scale.set_f32(i0 + i, c, 1.0f / sc);
-          for (int64_t j = j0; j < j1; ++j) p.data[static_cast<size_t>((i0 + i) * K + j)] = encode_fp8(s[i * K + j] * sc, r.fp8);
+          for (int64_t j = j0; j < j1; ++j) p.data[static_cast<size_t>((i0 + i) * K + j)] = encode_fp8(s[i * K + j] * sc, r.fp8, ov);
         }
     }
     if (r.columnwise) {
@@ -73,7 +75,7 @@ QuantizedTensor quantize_fp8_block(const MatrixView& x, const Recipe& r) {
       for (int64_t j = 0; j < K; ++j) {
         const float sc = scale_of(col_amax[static_cast<size_t>(j)]);
         p.scale.set_f32(j, g, 1.0f / sc);
-        for (int64_t i = 0; i < n; ++i) p.data[static_cast<size_t>(j * M + i0 + i)] = encode_fp8(s[i * K + j] * sc, r.fp8);
+        for (int64_t i = 0; i < n; ++i) p.data[static_cast<size_t>(j * M + i0 + i)] = encode_fp8(s[i * K + j] * sc, r.fp8, ov);
       }
     }
   });
@@ -87,7 +89,8 @@ QuantizedTensor quantize_fp8_tensor(const MatrixView& x, const Recipe& r, const 
   q.input_dtype = x.dtype;
   q.rows = M;
   q.cols = K;
-  const bool prop = r.profile == Profile::kTEPyRef;
+  const bool prop = profile_rules(r.profile).nan_amax;
+  const Overflow ov = profile_rules(r.profile).fp8_satfinite ? Overflow::kSatFinite : Overflow::kNaN;
   const float a = amax_override != nullptr ? amax_override[0] : amax(x, prop);
   const float scale = fp8_scale_from_amax(a, fp8_max(r.fp8), r.pow2_scales, r.eps, FLT_MAX, r.profile);
   q.scale_inv = 1.0f / scale;
@@ -102,7 +105,7 @@ QuantizedTensor quantize_fp8_tensor(const MatrixView& x, const Recipe& r, const 
   for_each_row_strip(x, 64, [&](int64_t, int64_t i0, int64_t n, const float* s) {
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < K; ++j) {
-        const uint8_t code = encode_fp8(s[i * K + j] * scale, r.fp8);
+        const uint8_t code = encode_fp8(s[i * K + j] * scale, r.fp8, ov);
         if (r.rowwise) q.rowwise->data[static_cast<size_t>((i0 + i) * K + j)] = code;
         if (r.columnwise) q.columnwise->data[static_cast<size_t>(j * M + i0 + i)] = code;
       }

@@ -7,6 +7,7 @@
 
 #include "qtc/error.hpp"
 #include "qtc/layouts.hpp"
+#include "qtc/profile.hpp"
 #include "qtc/quantize.hpp"
 
 namespace qtc::ref {
@@ -23,7 +24,7 @@ struct MemberAmax {
 
 /// The member's own {rowwise, columnwise} amax (columnwise of RHT(x^T) when the recipe has RHT).
 MemberAmax member_amax(const MatrixView& x, const Recipe& r) {
-  const bool prop = r.profile == Profile::kTEPyRef;
+  const bool prop = profile_rules(r.profile).nan_amax;
   MemberAmax a;
   a.rowwise = amax(x, prop);
   a.columnwise = a.rowwise;

@@ -58,7 +58,9 @@ inline float fmin_num(float a, float b) {
 
 inline constexpr float kInv6 = 0x1.555556p-3f;  // RN(1/6), TE fp4_max_inv
 
-inline uint8_t encode_fp8(float v, Fp8Type t) { return t == Fp8Type::kE4M3 ? encode_e4m3(v) : encode_e5m2(v); }
+inline uint8_t encode_fp8(float v, Fp8Type t, Overflow ov = Overflow::kSatFinite) {
+  return t == Fp8Type::kE4M3 ? encode_e4m3(v, ov) : encode_e5m2(v, ov);
+}
 inline float decode_fp8(uint8_t c, Fp8Type t) { return t == Fp8Type::kE4M3 ? decode_e4m3(c) : decode_e5m2(c); }
 
 

@@ -1,8 +1,10 @@
 /// \file mxfp8.cpp
 /// \brief MXFP8 reference quantizer (TE_FORMATS.md §2): E4M3/E5M2 data, one E8M0 scale per 32 elements,
-///        rowwise (1x32), columnwise (32x1) and 2D (32x32) blocks, scale rules rceil (TE/cuBLAS) and
-///        ocp_floor (OCP MX v1.0). Partial blocks reduce over their valid elements only.
+///        rowwise (1x32), columnwise (32x1) and 2D (32x32) blocks, scale rules rceil (TE/cuBLAS),
+///        ocp_floor (OCP MX v1.0), and torchao's to_mx (rceil, floor, ceil, even) under profile torchao. Partial blocks reduce over their valid elements only.
 #include "internal.hpp"
+#include "qtc/profile.hpp"
+#include "qtc/torchao_codec.hpp"
 
 namespace qtc::ref::detail {
 
@@ -10,17 +12,21 @@ namespace {
 
 struct MxRule {
   const Recipe& r;
-  bool propagate() const { return r.profile == Profile::kOCP || r.profile == Profile::kTorchAO; }
-  bool nonfinite_is_nan() const { return propagate(); }
+  const ProfileRules& pr = profile_rules(r.profile);
+  /// NaN propagates into the block amax where a NaN block gets a NaN scale (OCP, torchao); TE ignores it.
+  bool propagate() const { return pr.mx_nonfinite == MxNonFinite::kNaN; }
 
   /// The E8M0 scale byte of a block with absolute maximum `bamax`.
   uint8_t scale(float bamax) const {
-    if (nonfinite_is_nan() && !std::isfinite(bamax)) return 0xFF;  // OCP / torchao: NaN scale
+    if (pr.mx_order == MxOrder::kTorchAO) return torchao::mx_scale(bamax, r.scale_rule, r.fp8);
+    if (pr.mx_nonfinite == MxNonFinite::kNaN && !std::isfinite(bamax)) return 0xFF;  // OCP: NaN scale
     if (r.scale_rule == MxScaleRule::kRceil) {
       // TE: float_to_e8m0(bamax * RN(1/max)): an fp32 multiply by the rounded reciprocal, then round up.
       const float rcp = r.fp8 == Fp8Type::kE4M3 ? bits_f32(0x3B124925u) : bits_f32(0x37924925u);
       return encode_e8m0(bamax * rcp, E8m0Rounding::kUp);
     }
+    QTC_CHECK(r.scale_rule == MxScaleRule::kOcpFloor, "MXFP8 scale_rule ", mx_scale_rule_name(r.scale_rule),
+              " is defined by torchao's to_mx only (profile torchao)");
     // OCP: X = 2^(floor(log2(amax)) - emax_elem), floor taken exactly from the bits.
     if (std::isnan(bamax)) return 0xFF;
     if (std::isinf(bamax)) return 0xFE;  // te with the floor rule: saturate as TE's E8M0 conversion does
@@ -29,7 +35,10 @@ struct MxRule {
     const int e = floor_log2(bamax) - emax;
     return static_cast<uint8_t>(std::max(e, -127) + 127);
   }
-  uint8_t code(float x, uint8_t e) const { return encode_fp8(x * e8m0_reciprocal(e), r.fp8); }
+  uint8_t code(float x, uint8_t e) const {
+    if (pr.mx_order == MxOrder::kTorchAO) return torchao::mx_code(x, e, r.scale_rule, r.fp8);
+    return encode_fp8(x * e8m0_reciprocal(e), r.fp8);
+  }
 };
 
 }  // namespace

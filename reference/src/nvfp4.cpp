@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "internal.hpp"
+#include "qtc/profile.hpp"
+#include "qtc/torchao_codec.hpp"
 #include "qtc/rng.hpp"
 
 namespace qtc::ref::detail {
@@ -33,12 +35,14 @@ struct BlockOut {
 
 struct Nvfp4Block {
   const Recipe& r;
-  NegZero neg_zero() const { return r.profile == Profile::kTEPyRef ? NegZero::kPositiveZero : NegZero::kKeepSign; }
+  const ProfileRules& pr = profile_rules(r.profile);
+  DType input = DType::kF32;  ///< the input's dtype (torchao: which NaN a per-tensor amax of a NaN tensor carries)
+  NegZero neg_zero() const { return pr.nvfp4_neg_zero_positive ? NegZero::kPositiveZero : NegZero::kKeepSign; }
 
   /// §1.4: sf = e4m3(fminf(bamax * (S_enc * RN(1/6)), FLT_MAX)).
   uint8_t scale_byte(float bamax, const GlobalScale& g) const {
     const float v = bamax * (g.s_enc * kInv6);
-    if (r.profile == Profile::kTEPyRef && std::isnan(v)) return 0x7F;
+    if (pr.nvfp4_nan_scale && std::isnan(v)) return 0x7F;
     return encode_e4m3(fmin_num(v, FLT_MAX));
   }
   /// enc = fminf(1 / (float(sf) * S_dec), FLT_MAX).
@@ -49,7 +53,7 @@ struct Nvfp4Block {
   uint8_t code(float xv, float enc, uint32_t plane, uint64_t index) const {
     const float v = xv * enc;
     if (r.stochastic) return encode_e2m1_stochastic(v, sr_random_byte(r.seed, plane, index));
-    if (r.profile == Profile::kTEPyRef) {
+    if (pr.nvfp4_neg_zero_positive) {
       if (std::isnan(v)) return 0x0;
       return encode_e2m1(std::fmin(std::fmax(v, -6.0f), 6.0f), NegZero::kPositiveZero);
     }
@@ -84,7 +88,7 @@ template <typename GS, typename IDX>
 void quantize_rows_1d(const Nvfp4Block& nb, const float* src, int64_t n, int64_t len, GS gs, uint8_t* data, uint8_t* scales,
                       uint32_t plane, IDX idx) {
   const int64_t blocks = len / 16;
-  const bool propagate = nb.r.profile == Profile::kTEPyRef;
+  const bool propagate = nb.pr.nan_amax;
   uint8_t codes[16];
   for (int64_t i = 0; i < n; ++i) {
     const GlobalScale g = gs(i);
@@ -95,18 +99,14 @@ void quantize_rows_1d(const Nvfp4Block& nb, const float* src, int64_t n, int64_t
       for (int k = 0; k < 16; ++k) bamax = amax_step(bamax, x[k], propagate);
       uint8_t sf;
       float enc;
-      if (nb.r.profile == Profile::kTorchAO) {
-        // torchao two-level scaling: block scale (bamax/6)/per_tensor_scale clamped to [2^-6, 448], then the
-        // data is divided by per_tensor_scale * sf and clamped to +-6 before the RN-even E2M1 conversion.
-        const float pts = g.amax / 2688.0f;
-        float sbs = (bamax / 6.0f) / pts;
-        if (!std::isnan(sbs)) sbs = std::min(std::max(sbs, 0x1p-6f), 448.0f);
-        sf = encode_e4m3(sbs);
-        const float total = pts * decode_e4m3(sf);
-        for (int k = 0; k < 16; ++k) {
-          const float v = x[k] / total;
-          codes[k] = encode_e2m1(std::isnan(v) ? v : std::min(std::max(v, -6.0f), 6.0f));
-        }
+      if (nb.pr.nvfp4_order == Nvfp4Order::kTorchAO) {
+        // torchao nvfp4_quantize, float32 throughout: pts = amax / 2688; sf = e4m3(clamp((bamax / 6) / pts,
+        // 2^-6, 448)); codes of clamp(x * ((1 / pts) / sf), -6, 6). Without a per-tensor scale: bamax / 6, 1 / sf.
+        const float pts = torchao::div(torchao::tensor_amax(g.amax, nb.input), kTorchAOPerTensorDivisor);
+        const bool two = nb.r.per_tensor_scale;
+        sf = torchao::nvfp4_scale(bamax, two, pts, nb.pr.nvfp4_tiny_block_floor);
+        const float mul = torchao::nvfp4_multiplier(sf, two, pts);
+        for (int k = 0; k < 16; ++k) codes[k] = torchao::nvfp4_code(x[k], mul);
       } else if (nb.r.fourover6) {
         Nvfp4Block::Candidate c6{};
         const Nvfp4Block::Candidate c4 = nb.candidates(bamax, g, c6);
@@ -163,7 +163,7 @@ std::vector<float> line_amax(const MatrixView& x, bool per_column, bool propagat
 /// 2D (16x16) quantization: one scale per tile used by both planes; columnwise codes are the transpose.
 void quantize_2d(const Nvfp4Block& nb, const float* strip, int64_t K, const GlobalScale& g_row, const GlobalScale& g_col,
                  bool want_row, bool want_col, int64_t g_idx, int64_t M, Plane* rowp, Plane* colp) {
-  const bool propagate = nb.r.profile == Profile::kTEPyRef;
+  const bool propagate = nb.pr.nan_amax;
   const int64_t kb = K / 16;
   for (int64_t c = 0; c < kb; ++c) {
     float bamax = 0.0f;
@@ -243,8 +243,9 @@ QuantizedTensor quantize_nvfp4(const MatrixView& x, const Recipe& r, const float
   q.input_dtype = x.dtype;
   q.rows = M;
   q.cols = K;
-  const Nvfp4Block nb{r};
-  const bool propagate = r.profile == Profile::kTEPyRef;
+  Nvfp4Block nb{r};
+  nb.input = x.dtype;
+  const bool propagate = nb.pr.nan_amax;
 
   // Global scales.
   GlobalScale g_row, g_col;
@@ -342,6 +343,15 @@ QuantizedTensor quantize_nvfp4(const MatrixView& x, const Recipe& r, const float
       }
     }
   });
+
+  if (const int64_t tail = M % 16; tail != 0 && r.rowwise) {
+    // torchao's rowwise-only plane of a ragged M (validate_input admits no other): the last M % 16 rows.
+    std::vector<float> strip(static_cast<size_t>(tail * K));
+    load_rows(x, groups * 16, tail, strip.data());
+    quantize_rows_1d(nb, strip.data(), tail, K, [&](int64_t) { return g_row; }, q.rowwise->data.data() + groups * 16 * (K / 2),
+                     q.rowwise->scale.bytes.data() + groups * 16 * (K / 16), 0,
+                     [&](int64_t i, int64_t blk) { return (groups * 16 + i) * K + blk * 16; });
+  }
 
   if (r.rht && r.columnwise) {
     // Columnwise plane of RHT(x^T): the rows of Y (K, M) quantized with blocks of 16 along M.

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "internal.hpp"
+#include "qtc/profile.hpp"
 #include "simd/simd.hpp"
 
 namespace qtc::ref {
@@ -88,7 +89,7 @@ float amax(const MatrixView& x, bool propagate_nan) {
 
 float nvfp4_global_encode_scale(float global_amax, int e4m3_max, Profile profile) {
   const float s = static_cast<float>(e4m3_max) * 6.0f / global_amax;
-  if (profile == Profile::kTEPyRef) {
+  if (profile_rules(profile).nvfp4_nan_scale) {
     // torch.div, torch.min (NaN propagates), then 0 -> 1.
     if (std::isnan(s)) return s;
     const float c = std::min(s, FLT_MAX);
@@ -102,9 +103,9 @@ float nvfp4_global_encode_scale(float global_amax, int e4m3_max, Profile profile
 float fp8_scale_from_amax(float amax_in, float max_fp8, bool pow2, float eps, float value_for_inf, Profile profile) {
   float a = amax_in;
   if (a < eps) a = eps;
-  if (std::isinf(a) && profile == Profile::kTEPyRef) return 0.0f;  // TE's Python/C++ test references (§3.2)
+  if (std::isinf(a) && profile_rules(profile).fp8_inf_amax_scale_zero) return 0.0f;  // TE's Python/C++ test references (§3.2)
   if (std::isinf(a) || a == 0.0f || std::isnan(a)) return 1.0f;
-  float scale = max_fp8 / a;
+  float scale = profile_rules(profile).fp8_scale_reciprocal ? max_fp8 * (1.0f / a) : max_fp8 / a;
   if (std::isinf(scale)) scale = value_for_inf;
   if (pow2) scale = bits_f32(f32_bits(scale) & 0xFF800000u);
   return scale;
@@ -229,13 +230,14 @@ HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
   switch (r.kind) {
     case RecipeKind::kNVFP4: {
       const float factor = 1.0f / (6.0f * static_cast<float>(r.e4m3_max));
-      const bool torchao = r.profile == Profile::kTorchAO;  // per_tensor_scale * sf
+      // torchao: per_tensor_scale * sf (sf alone without a per-tensor scale)
+      const bool torchao = profile_rules(r.profile).nvfp4_order == Nvfp4Order::kTorchAO;
       for_plane_rows(p.data_rows, [&](int64_t a, float* v) {
         const float am = p.amax.size() > 1 ? p.amax[static_cast<size_t>(a)] : p.amax.at(0);
         const uint8_t* d = p.data.data() + a * p.data_cols;
         const uint8_t* sc = p.scale.bytes.data() + a * p.scale.cols;
         for (int64_t blk = 0; blk < len / 16; ++blk) {
-          const float s_blk = torchao ? (am / 2688.0f) * decode_e4m3(sc[blk]) : (decode_e4m3(sc[blk]) * am) * factor;
+          const float s_blk = torchao ? (r.per_tensor_scale ? (am / kTorchAOPerTensorDivisor) * decode_e4m3(sc[blk]) : decode_e4m3(sc[blk])) : (decode_e4m3(sc[blk]) * am) * factor;
           float table[16];  // every E2M1 value times this block's scale: the same products as per element
           for (int c = 0; c < 16; ++c) table[c] = kE2M1Values[c] * s_blk;
           for (int64_t t = 0; t < 8; ++t) {

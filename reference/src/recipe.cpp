@@ -7,17 +7,11 @@
 #include <cmath>
 #include <sstream>
 
+#include "qtc/profile.hpp"
+
 namespace qtc {
 
-std::string_view profile_name(Profile p) {
-  switch (p) {
-    case Profile::kTE: return "te";
-    case Profile::kTEPyRef: return "te_pyref";
-    case Profile::kOCP: return "ocp";
-    case Profile::kTorchAO: return "torchao";
-  }
-  return "?";
-}
+std::string_view profile_name(Profile p) { return profile_rules(p).name; }
 
 std::string_view recipe_kind_name(RecipeKind k) {
   switch (k) {
@@ -58,24 +52,32 @@ void Recipe::validate() const {
     QTC_CHECK(!tile_2d && !row_scaled && !rht && !fourover6 && !stochastic,
               "recipe ", name(), ": tile 16x16, row_scaled, rht, fourover6 and stochastic rounding are NVFP4 options");
   }
+  const ProfileRules& pr = profile_rules(profile);
+  const bool defined[] = {pr.nvfp4, pr.mxfp8, pr.fp8_block, pr.fp8_tensor};
+  QTC_CHECK(defined[static_cast<int>(kind)], "recipe ", name(), ": profile '", pr.name, "' does not define ",
+            recipe_kind_name(kind), " (", pr.follows, ")");
   if (kind != RecipeKind::kMXFP8) {
     QTC_CHECK(!mx_2d && scale_rule == MxScaleRule::kRceil, "recipe ", name(), ": scale_rule and 32x32 blocks are MXFP8 options");
-    QTC_CHECK(profile != Profile::kOCP, "recipe ", name(), ": profile 'ocp' is defined for MXFP8 only");
   }
   if (kind != RecipeKind::kFP8Block) QTC_CHECK(!block_2d, "recipe ", name(), ": 128x128 tiles are an FP8 block option");
   if (kind == RecipeKind::kNVFP4 || kind == RecipeKind::kMXFP8) {
     QTC_CHECK(!pow2_scales && eps == 0.0f, "recipe ", name(), ": pow2_scales and eps are FP8 block/tensor options");
     if (kind == RecipeKind::kNVFP4) QTC_CHECK(fp8 == Fp8Type::kE4M3, "recipe ", name(), ": NVFP4 data is E2M1 (no fp8_dtype)");
   }
-  if (profile == Profile::kTorchAO) {
-    QTC_CHECK(kind == RecipeKind::kNVFP4 || kind == RecipeKind::kMXFP8, "recipe ", name(),
-              ": profile 'torchao' is defined for NVFP4 and MXFP8 only");
-    QTC_CHECK(kind != RecipeKind::kNVFP4 || (!tile_2d && !row_scaled && !rht && !fourover6 && !stochastic), "recipe ", name(),
-              ": profile 'torchao' defines NVFP4 with 1x16 blocks only (no 16x16, row-scaled, RHT, 4over6 or stochastic rounding)");
+  QTC_CHECK(per_tensor_scale || (kind == RecipeKind::kNVFP4 && pr.nvfp4_single_level), "recipe ", name(),
+            ": per_tensor_scale=0 (block scales only) is defined for NVFP4 under profile torchao only");
+  if (kind == RecipeKind::kNVFP4 && pr.nvfp4_order == Nvfp4Order::kTorchAO) {
+    QTC_CHECK(!tile_2d && !row_scaled && !rht && !fourover6 && !stochastic, "recipe ", name(), ": profile '", pr.name,
+              "' defines NVFP4 with 1x16 blocks only (no 16x16, row-scaled, RHT, 4over6 or stochastic rounding)");
   }
   if (kind == RecipeKind::kMXFP8) {
-    QTC_CHECK(profile != Profile::kOCP || scale_rule == MxScaleRule::kOcpFloor, "recipe ", name(),
-              ": profile 'ocp' uses scale_rule ocp_floor (OCP MX v1.0), not rceil");
+    const auto& rules = pr.mx_scale_rules;
+    if (std::find(rules.begin(), rules.end(), scale_rule) == rules.end()) {
+      std::string allowed;
+      for (MxScaleRule x : rules) allowed += (allowed.empty() ? "" : ", ") + std::string(mx_scale_rule_name(x));
+      QTC_FAIL("recipe ", name(), ": profile '", pr.name, "' defines scale_rule ", allowed, ", not ",
+               mx_scale_rule_name(scale_rule));
+    }
   }
   QTC_CHECK(std::isfinite(eps) && eps >= 0.0f, "recipe ", name(), ": eps must be a finite value >= 0");
   if (nv) {
@@ -102,7 +104,10 @@ void Recipe::validate_input(DType input, int64_t rows, int64_t cols) const {
   QTC_CHECK(rows >= 0 && cols >= 0, "recipe ", name(), ": negative shape [", rows, ", ", cols, "]");
   if (kind == RecipeKind::kNVFP4) {
     QTC_CHECK(cols % 16 == 0, "recipe ", name(), ": NVFP4 needs K % 16 == 0, got K = ", cols, " (TE_FORMATS.md §1.1)");
-    QTC_CHECK(rows % 16 == 0, "recipe ", name(), ": NVFP4 needs M % 16 == 0, got M = ", rows, " (TE_FORMATS.md §1.1)");
+    // torchao's nvfp4_quantize blocks along K only: its rowwise plane takes any M (columnwise blocks run along M).
+    const bool any_m = profile_rules(profile).nvfp4_order == Nvfp4Order::kTorchAO && !columnwise;
+    QTC_CHECK(any_m || rows % 16 == 0, "recipe ", name(), ": NVFP4 needs M % 16 == 0, got M = ", rows,
+              " (TE_FORMATS.md §1.1; torchao's rowwise-only plane takes any M)");
     QTC_CHECK(!rht || input == DType::kBF16, "recipe ", name(), ": RHT is only defined for BF16 input (TE_FORMATS.md §1.9), got ",
               dtype_name(input));
   }
@@ -118,9 +123,11 @@ std::string Recipe::name() const {
       if (rht) os << "_rht";
       if (fourover6) os << "_4over6" << (fourover6_err == ErrMode::kMAE ? "mae" : "mse") << e4m3_max;
       if (stochastic) os << "_sr";
+      if (!per_tensor_scale) os << "_blockonly";
       break;
     case RecipeKind::kMXFP8:
-      os << "mxfp8_" << fp8n << (scale_rule == MxScaleRule::kRceil ? "_rceil" : "_ocpfloor") << (mx_2d ? "_32x32" : "");
+      os << "mxfp8_" << fp8n << "_" << (scale_rule == MxScaleRule::kOcpFloor ? "ocpfloor" : mx_scale_rule_name(scale_rule))
+         << (mx_2d ? "_32x32" : "");
       break;
     case RecipeKind::kFP8Block:
       os << "fp8block_" << (block_2d ? "128x128" : "1x128") << "_" << fp8n << (pow2_scales ? "_pow2" : "");
@@ -167,10 +174,11 @@ std::map<std::string, std::string> Recipe::to_metadata() const {
         md["seed"] = std::to_string(seed);
       }
       if (rht_sign_mask != 0xD7E8) md["rht_sign_mask"] = std::to_string(rht_sign_mask);
+      if (!per_tensor_scale) md["per_tensor_scale"] = "0";
       break;
     case RecipeKind::kMXFP8:
       md["fp8_dtype"] = fp8n;
-      md["scale_rule"] = scale_rule == MxScaleRule::kRceil ? "rceil" : "ocp_floor";
+      md["scale_rule"] = std::string(mx_scale_rule_name(scale_rule));
       md["rounding"] = "rne";
       if (mx_2d) md["tile"] = "32x32";
       break;
@@ -254,13 +262,13 @@ Recipe Recipe::from_metadata(const std::map<std::string, std::string>& md) {
   Recipe r;
   r.kind = m.choice<RecipeKind>("recipe", "", {{"nvfp4", RecipeKind::kNVFP4}, {"mxfp8", RecipeKind::kMXFP8},
                                                {"fp8_block", RecipeKind::kFP8Block}, {"fp8_tensor", RecipeKind::kFP8Tensor}});
-  r.profile = m.choice<Profile>("profile", "te", {{"te", Profile::kTE}, {"te_pyref", Profile::kTEPyRef}, {"ocp", Profile::kOCP}, {"torchao", Profile::kTorchAO}});
+  r.profile = profile_from_name(m.get("profile", "te"));
   r.rowwise = m.flag("rowwise", true);
   r.columnwise = m.flag("columnwise", true);
   std::initializer_list<std::pair<const char*, Fp8Type>> fp8s = {{"e4m3", Fp8Type::kE4M3}, {"e5m2", Fp8Type::kE5M2}};
   // Keys that belong to other recipes are rejected, so a typo cannot be silently ignored.
   static const std::map<RecipeKind, std::vector<std::string>> kKeys = {
-      {RecipeKind::kNVFP4, {"tile", "row_scaled", "rht", "fourover6", "fourover6_err", "e4m3_max", "stochastic_rounding", "seed", "rht_sign_mask"}},
+      {RecipeKind::kNVFP4, {"tile", "row_scaled", "rht", "fourover6", "fourover6_err", "e4m3_max", "stochastic_rounding", "seed", "rht_sign_mask", "per_tensor_scale"}},
       {RecipeKind::kMXFP8, {"fp8_dtype", "scale_rule", "rounding", "tile"}},
       {RecipeKind::kFP8Block, {"tile", "pow2_scales", "eps", "fp8_dtype"}},
       {RecipeKind::kFP8Tensor, {"pow2_scales", "eps", "fp8_dtype"}}};
@@ -288,11 +296,13 @@ Recipe Recipe::from_metadata(const std::map<std::string, std::string>& md) {
       const uint64_t mask = m.integer("rht_sign_mask", 0xD7E8);
       QTC_CHECK(mask <= 0xFFFF, "metadata key 'rht_sign_mask': ", mask, " does not fit 16 bits");
       r.rht_sign_mask = static_cast<uint16_t>(mask);
+      r.per_tensor_scale = m.flag("per_tensor_scale", true);
       break;
     }
     case RecipeKind::kMXFP8:
       r.fp8 = m.choice<Fp8Type>("fp8_dtype", "e4m3", fp8s);
-      r.scale_rule = m.choice<MxScaleRule>("scale_rule", "rceil", {{"rceil", MxScaleRule::kRceil}, {"ocp_floor", MxScaleRule::kOcpFloor}});
+      r.scale_rule = m.choice<MxScaleRule>("scale_rule", "rceil", {{"rceil", MxScaleRule::kRceil}, {"ocp_floor", MxScaleRule::kOcpFloor},
+                                                                          {"ceil", MxScaleRule::kCeil}, {"even", MxScaleRule::kEven}});
       (void)m.choice<int>("rounding", "rne", {{"rne", 0}});
       r.mx_2d = m.choice<bool>("tile", "1x32", {{"1x32", false}, {"32x32", true}});
       break;

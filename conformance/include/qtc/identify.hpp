@@ -33,15 +33,27 @@ struct VectorIdentity {
   std::string claimed_mismatch;        ///< when the claimed candidate fails: its first mismatching tensor
   std::string closest;                 ///< when nothing matches: the candidate with the fewest mismatching tensors
   std::string closest_mismatch;        ///< ... and its first mismatch
+  int64_t closest_count = 0;           ///< ... and its number of mismatching elements
+  std::string explaining_profile;      ///< kNone: the profile (nearest first) one of whose rules, changed, reproduces
+  std::string explaining_rule;         ///< the file, and that rule (profile.hpp rule_toggles), e.g. "torchao" and
+                                       ///< "nvfp4.zero_and_tiny_block_scale"
+  std::string explaining_change;       ///< ... and the change, e.g. "flipped"; both empty when no single rule does
   std::string error;                   ///< kError: why
   IdentityVerdict verdict = IdentityVerdict::kError;
 };
 
 /// Verifies the vector at `path` once per candidate profile (its own recipe with the metadata keys `profile`, and
-/// for MXFP8 `scale_rule`, replaced) on `cpu`.
+/// for MXFP8 `scale_rule`, replaced; every profile of profile.hpp, MXFP8 with every scale rule it defines) on
+/// `cpu`. When none reproduces it, the candidates are re-run, nearest (fewest mismatching elements) first, with one
+/// rule changed at a time (rule_toggles, in their order); the first change that reproduces the file is the rule
+/// that explains the mismatch.
 VectorIdentity identify_vector(const std::filesystem::path& path, QuantizeBackend& cpu);
 /// The same for a vector held in memory; `source` names it (VectorIdentity::path).
 VectorIdentity identify_vector(const io::File& file, const std::string& source, QuantizeBackend& cpu);
+
+/// For a kNone identity: "rule R of P explains it: P with R <change> reproduces it bit for bit", or "no single rule
+/// of any profile explains it".
+std::string rule_explanation(const VectorIdentity& id);
 
 /// "te, te_pyref" (or "-" when empty).
 std::string join_labels(const std::vector<std::string>& v);

@@ -26,8 +26,6 @@ class QuantizeBackend {
 
 /// The CPU reference as a backend (reference/src/backend_cpu.cpp).
 std::unique_ptr<QuantizeBackend> make_cpu_backend();
-/// The CUDA kernels as a backend (kernels/). In a build without CUDA this returns a backend whose
-/// unavailable_reason() says so.
-std::unique_ptr<QuantizeBackend> make_cuda_backend();
+// make_cuda_backend(), the kernels as a backend, is declared with them: kernels/include/qtc/cuda/backend.hpp.
 
 }  // namespace qtc

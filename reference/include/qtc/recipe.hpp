@@ -17,13 +17,14 @@ enum class Profile : uint8_t {
   kTEPyRef,  ///< TE's pure-PyTorch / Python test references: -0.0 -> code 0, NaN propagates into amax,
              ///< FP8 scale 0 for amax = +inf (TE_FORMATS.md §1.6, §3.2)
   kOCP,      ///< OCP MX v1.0 (MXFP8 only): floor scale rule, NaN/Inf block -> NaN scale
-  kTorchAO,  ///< torchao (DIVERGENCES.md): NVFP4 1x16 two-level scaling with per_tensor_scale = amax/2688,
-             ///< block scale (bamax/6)/per_tensor_scale clamped to [2^-6, 448], data divided by the total scale;
-             ///< MXFP8 with NaN-propagating amax and scale 0xFF for a non-finite block amax
+  kTorchAO,  ///< torchao 0.18.0 `nvfp4_quantize` (1x16, with or without per-tensor scale) and `to_mx`
+             ///< (rceil, ocp_floor = FLOOR, ceil, even); every rule in profile.hpp
 };
 
 enum class Fp8Type : uint8_t { kE4M3, kE5M2 };
-enum class MxScaleRule : uint8_t { kRceil, kOcpFloor };
+/// MXFP8 E8M0 scale rule: rceil (cuBLAS/TE; torchao RCEIL), ocp_floor (OCP MX v1.0; torchao FLOOR),
+/// ceil and even (torchao ScaleCalculationMode CEIL and EVEN, as its `to_mx` computes them).
+enum class MxScaleRule : uint8_t { kRceil, kOcpFloor, kCeil, kEven };
 enum class ErrMode : uint8_t { kMAE, kMSE };
 
 struct Recipe {
@@ -42,6 +43,7 @@ struct Recipe {
   bool stochastic = false;     ///< stochastic E2M1 rounding from the counter-based source (rng.hpp)
   uint64_t seed = 0;           ///< key of the random source for stochastic rounding
   uint16_t rht_sign_mask = 0xD7E8;  ///< bit i set <=> sign_i = -1
+  bool per_tensor_scale = true;  ///< two-level scaling; false: block scales only (torchao, metadata per_tensor_scale=0)
 
   // MXFP8, FP8 block, FP8 tensor
   Fp8Type fp8 = Fp8Type::kE4M3;

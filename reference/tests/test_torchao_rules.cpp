@@ -1,0 +1,215 @@
+/// \file test_torchao_rules.cpp
+/// \brief Profile torchao against values measured from torchao 0.18.0 on torch 2.15 (CPU): to_mx under
+///        FLOOR, CEIL, EVEN and RCEIL (E4M3 and E5M2), nvfp4_quantize with and without a per-tensor scale
+///        (NaN payloads included), and the profile records themselves (profile.hpp).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "qtc/profile.hpp"
+#include "qtc/quantize.hpp"
+#include "qtc/torchao_codec.hpp"
+
+using namespace qtc;
+
+namespace {
+
+struct MxCase {
+  MxScaleRule rule;
+  Fp8Type fp8;
+  float v;          ///< x[0] = v, x[1] = v / 3, the other 30 elements 0
+  uint8_t scale;    ///< torchao's E8M0 byte
+  uint8_t d0, d1;   ///< torchao's data bytes of x[0] and x[1]
+};
+
+// to_mx(x, float8_*, 32, scaling_mode=...) on torch 2.15 / torchao 0.18.0.
+const MxCase kMx[] = {
+    {MxScaleRule::kOcpFloor, Fp8Type::kE4M3, 448.0f, 127, 0x7e, 0x71},
+    {MxScaleRule::kOcpFloor, Fp8Type::kE4M3, 496.0f, 127, 0x7e, 0x72},
+    {MxScaleRule::kOcpFloor, Fp8Type::kE4M3, 0x1p-120f, 0, 0x68, 0x5b},  // code 0, data divided by 2^-126
+    {MxScaleRule::kOcpFloor, Fp8Type::kE5M2, 61440.0f, 127, 0x7b, 0x75},
+    {MxScaleRule::kCeil, Fp8Type::kE4M3, 448.0f, 128, 0x76, 0x69},
+    {MxScaleRule::kCeil, Fp8Type::kE4M3, 256.0f, 127, 0x78, 0x6b},
+    {MxScaleRule::kCeil, Fp8Type::kE4M3, 257.0f, 128, 0x70, 0x63},
+    {MxScaleRule::kCeil, Fp8Type::kE4M3, 1e-38f, 0, 0x36, 0x29},
+    {MxScaleRule::kCeil, Fp8Type::kE5M2, 448.0f, 121, 0x77, 0x71},
+    {MxScaleRule::kCeil, Fp8Type::kE5M2, 57344.0f, 128, 0x77, 0x71},
+    {MxScaleRule::kEven, Fp8Type::kE4M3, 480.0f, 127, 0x7e, 0x72},
+    {MxScaleRule::kEven, Fp8Type::kE4M3, 496.0f, 128, 0x78, 0x6a},  // 1.9375 rounds to 2 at 3 mantissa bits
+    {MxScaleRule::kEven, Fp8Type::kE5M2, 448.0f, 120, 0x7b, 0x75},
+    {MxScaleRule::kEven, Fp8Type::kE5M2, 480.0f, 121, 0x78, 0x71},  // 1.875 rounds to 2 at 2 mantissa bits
+    {MxScaleRule::kEven, Fp8Type::kE5M2, 61440.0f, 128, 0x78, 0x71},
+    {MxScaleRule::kRceil, Fp8Type::kE4M3, 480.0f, 128, 0x77, 0x6a},
+    {MxScaleRule::kRceil, Fp8Type::kE4M3, 1e-38f, 0, 0x00, 0x00},  // descale < 2^-127: code 0, data times 1.0
+    {MxScaleRule::kRceil, Fp8Type::kE4M3, 0x1.000002p+13f * 1.75f, 132, 0x7e, 0x71},  // log2f rounds 5+1.7e-7 to 5
+    {MxScaleRule::kRceil, Fp8Type::kE5M2, 61440.0f, 128, 0x78, 0x71},
+};
+
+Recipe ao_mx(MxScaleRule rule, Fp8Type t) {
+  Recipe r;
+  r.kind = RecipeKind::kMXFP8;
+  r.profile = Profile::kTorchAO;
+  r.scale_rule = rule;
+  r.fp8 = t;
+  r.columnwise = false;
+  return r;
+}
+
+TEST(TorchAOMx, ScaleAndDataAgainstTorchao) {
+  for (const MxCase& c : kMx) {
+    std::vector<float> x(32, 0.0f);
+    x[0] = c.v;
+    x[1] = c.v / 3.0f;
+    const auto q = ref::quantize(MatrixView{x.data(), DType::kF32, 1, 32}, ao_mx(c.rule, c.fp8));
+    SCOPED_TRACE(std::string(mx_scale_rule_name(c.rule)) + (c.fp8 == Fp8Type::kE4M3 ? " e4m3 " : " e5m2 ") + std::to_string(c.v));
+    EXPECT_EQ(q.rowwise->scale.byte(0, 0), c.scale);
+    EXPECT_EQ(q.rowwise->data[0], c.d0);
+    EXPECT_EQ(q.rowwise->data[1], c.d1);
+  }
+}
+
+TEST(TorchAOMx, NonFiniteBlocks) {
+  std::vector<float> x(64, 1.0f);
+  x[3] = NAN;
+  x[40] = INFINITY;
+  for (MxScaleRule rule : {MxScaleRule::kOcpFloor, MxScaleRule::kCeil, MxScaleRule::kEven, MxScaleRule::kRceil}) {
+    const auto q = ref::quantize(MatrixView{x.data(), DType::kF32, 1, 64}, ao_mx(rule, Fp8Type::kE4M3));
+    SCOPED_TRACE(std::string(mx_scale_rule_name(rule)));
+    EXPECT_EQ(q.rowwise->scale.byte(0, 0), 0xFF) << "a NaN block: NaN scale";
+    EXPECT_EQ(q.rowwise->data[3], 0x7F);
+    // x / +Inf = 0 (floor/ceil/even); under rceil x * NaN = NaN
+    EXPECT_EQ(q.rowwise->data[0], rule == MxScaleRule::kRceil ? 0x7F : 0x00);
+    // An Inf block gets a finite scale (rceil: 0xFE): Inf saturates to 448, the rest underflows to 0.
+    EXPECT_EQ(q.rowwise->scale.byte(0, 1), rule == MxScaleRule::kRceil ? 0xFE : 247) << "Inf: 2^(128 - 8)";
+    EXPECT_EQ(q.rowwise->data[40], 0x7E);
+    EXPECT_EQ(q.rowwise->data[41], 0x00);
+  }
+}
+
+TEST(TorchAOMx, ScaleRulesAreTorchaoOnly) {
+  Recipe r = ao_mx(MxScaleRule::kCeil, Fp8Type::kE4M3);
+  EXPECT_NO_THROW(r.validate());
+  r.profile = Profile::kTE;
+  EXPECT_THROW(r.validate(), Error);
+  r.profile = Profile::kOCP;
+  EXPECT_THROW(r.validate(), Error);
+  const auto md = ao_mx(MxScaleRule::kEven, Fp8Type::kE5M2).to_metadata();
+  EXPECT_EQ(md.at("scale_rule"), "even");
+  EXPECT_EQ(Recipe::from_metadata(md).scale_rule, MxScaleRule::kEven);
+}
+
+Recipe ao_nv(bool two_level) {
+  Recipe r;
+  r.kind = RecipeKind::kNVFP4;
+  r.profile = Profile::kTorchAO;
+  r.per_tensor_scale = two_level;
+  r.columnwise = false;
+  return r;
+}
+
+/// The scale bytes of the first two rows (NVFP4 needs M % 16 == 0: the tests pad with zero rows).
+std::vector<uint8_t> scales(const QuantizedTensor& q) {
+  return std::vector<uint8_t>(q.rowwise->scale.bytes.begin(), q.rowwise->scale.bytes.begin() + 2);
+}
+
+TEST(TorchAONvfp4, Bf16NanPayloads) {
+  // x = arange(32) / 7 - 2 as [2, 16] bfloat16, x[0, 3] = NaN (torch's bf16 NaN is 0xFFFF).
+  std::vector<uint16_t> xb(16 * 16, 0);
+  for (int i = 0; i < 32; ++i) xb[static_cast<size_t>(i)] = f32_to_bf16(static_cast<float>(i) / 7.0f - 2.0f);
+  xb[3] = 0xFFFF;
+  const MatrixView v{xb.data(), DType::kBF16, 16, 16};
+  // Two-level: every per-tensor quantity is NaN (torch.max gives 0x7FC00000 for bf16): codes 0x3 (+NaN's bits).
+  const auto q2 = ref::quantize(v, ao_nv(true));
+  EXPECT_EQ(scales(q2), (std::vector<uint8_t>{0x7F, 0x7F}));
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(q2.rowwise->data[static_cast<size_t>(i)], 51);
+  // Block scales only: the NaN block's scale decodes to 0x7FF00000, whose E2M1 bits are 0x4.
+  const auto q1 = ref::quantize(v, ao_nv(false));
+  EXPECT_EQ(scales(q1), (std::vector<uint8_t>{0x7F, 45}));
+  const std::vector<uint8_t> row1 = {33, 67, 68, 85, 102, 102, 118, 119};
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(q1.rowwise->data[static_cast<size_t>(i)], 68);
+    EXPECT_EQ(q1.rowwise->data[static_cast<size_t>(8 + i)], row1[static_cast<size_t>(i)]);
+  }
+}
+
+TEST(TorchAONvfp4, TinyAndZero) {
+  std::vector<float> x(16 * 16, 0.0f);
+  for (int i = 0; i < 16; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i) / 7.0f - 2.0f;
+  x[21] = 1e-6f;  // row 1: a tiny block, clamped up to 2^-6
+  const auto q = ref::quantize(MatrixView{x.data(), DType::kF32, 16, 16}, ao_nv(true));
+  EXPECT_EQ(scales(q), (std::vector<uint8_t>{126, 8}));
+  const std::vector<uint8_t> row0 = {255, 239, 238, 221, 205, 187, 154, 16};
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(q.rowwise->data[static_cast<size_t>(i)], row0[static_cast<size_t>(i)]);
+  for (int i = 8; i < 16; ++i) EXPECT_EQ(q.rowwise->data[static_cast<size_t>(i)], 0);
+  // An all-zero tensor: pts = 0, 0/0 gives x86's default NaN (negative): scale 0xFF, codes 0xC.
+  std::vector<float> z(16 * 16, 0.0f);
+  const auto qz = ref::quantize(MatrixView{z.data(), DType::kF32, 16, 16}, ao_nv(true));
+  EXPECT_EQ(qz.rowwise->scale.bytes[0], 0xFF);
+  for (uint8_t b : qz.rowwise->data) EXPECT_EQ(b, 204);
+}
+
+TEST(TorchAONvfp4, RaggedRowsRowwiseOnly) {
+  // nvfp4_quantize blocks along K only: M = 33 is legal for the rowwise plane, the last row is its own strip.
+  std::vector<float> x(33 * 16);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 13) - 6.0f;
+  Recipe r = ao_nv(true);
+  EXPECT_NO_THROW(r.validate_input(DType::kF32, 33, 16));
+  const auto q = ref::quantize(MatrixView{x.data(), DType::kF32, 33, 16}, r);
+  std::vector<float> last(x.end() - 16, x.end());
+  last.resize(16 * 16, 0.0f);
+  last[16] = 6.0f;  // same tensor amax (6): the last row's bytes equal a 16-row tensor's first row
+  const auto q1 = ref::quantize(MatrixView{last.data(), DType::kF32, 16, 16}, r);
+  EXPECT_EQ(q.rowwise->scale.bytes[32], q1.rowwise->scale.bytes[0]);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(q.rowwise->data[static_cast<size_t>(32 * 8 + i)], q1.rowwise->data[static_cast<size_t>(i)]);
+  r.columnwise = true;
+  EXPECT_THROW(r.validate_input(DType::kF32, 33, 16), Error) << "the columnwise plane blocks along M";
+  Recipe te;
+  te.kind = RecipeKind::kNVFP4;
+  te.columnwise = false;
+  EXPECT_THROW(te.validate_input(DType::kF32, 33, 16), Error) << "TE needs M % 16 == 0";
+}
+
+TEST(TorchAONvfp4, E2m1CastIsTorchaosBitTwiddling) {
+  // RN-even on the grid, saturating, -0 keeps its sign; NaN goes through the normal branch.
+  EXPECT_EQ(torchao::f32_to_e2m1(0.25f), 0x0);
+  EXPECT_EQ(torchao::f32_to_e2m1(0.75f), 0x2);
+  EXPECT_EQ(torchao::f32_to_e2m1(2.5f), 0x4);
+  EXPECT_EQ(torchao::f32_to_e2m1(5.0f), 0x6);
+  EXPECT_EQ(torchao::f32_to_e2m1(7.0f), 0x7);
+  EXPECT_EQ(torchao::f32_to_e2m1(-0.0f), 0x8);
+  EXPECT_EQ(torchao::f32_to_e2m1(bits_f32(0x7FC00000u)), 0x3);
+  EXPECT_EQ(torchao::f32_to_e2m1(bits_f32(0xFFFFFFFFu)), 0xC);
+  EXPECT_EQ(torchao::f32_to_e2m1(bits_f32(0x7FF00000u)), 0x4);
+}
+
+TEST(Profiles, OneRecordEach) {
+  const auto all = all_profiles();
+  ASSERT_EQ(all.size(), 4u);
+  for (const auto& p : all) {
+    EXPECT_EQ(profile_rules(p.id).name, p.name);
+    EXPECT_EQ(profile_from_name(p.name), p.id);
+    EXPECT_FALSE(p.follows.empty());
+    EXPECT_GE(p.describe().size(), 4u);
+  }
+  EXPECT_THROW(profile_from_name("torchao2"), Error);
+  EXPECT_EQ(profile_rules(Profile::kTorchAO).mx_scale_rules.size(), 4u);
+  // A registered variant is a profile of its own, read by the reference like the built-in ones.
+  ProfileRules v = profile_rules(Profile::kTorchAO);
+  v.name = "test_torchao_no_floor";
+  v.nvfp4_tiny_block_floor = false;
+  const Profile id = register_profile_variant(v);
+  Recipe r = ao_nv(true);
+  std::vector<float> t(16 * 16, 0.0f);
+  t[0] = 1000.0f;
+  t[16] = 1e-6f;
+  const auto floor_on = ref::quantize(MatrixView{t.data(), DType::kF32, 16, 16}, r);
+  r.profile = id;
+  EXPECT_EQ(register_profile_variant(v), id) << "the same name registers once";
+  EXPECT_EQ(profile_from_name("test_torchao_no_floor"), id);
+  const auto floor_off = ref::quantize(MatrixView{t.data(), DType::kF32, 16, 16}, r);
+  EXPECT_EQ(floor_on.rowwise->scale.bytes[1], 0x08);
+  EXPECT_EQ(floor_off.rowwise->scale.bytes[1], 0x00);
+}
+
+}  // namespace

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Regenerate reports/implementations.md and reports/implementations.json: for every implementation qtc has
+outputs from, which profile reproduces its vectors bit for bit, on how many, and, where none does, the rule of
+the nearest profile whose change explains the mismatch (`qtc identify`, rule level).
+
+    scripts/implementations_matrix.py [--qtc build/conformance/qtc] [--out reports]
+
+Vectors read (only small samples are committed; the dump scripts in conformance/peers/ make more):
+  * TransformerEngine's PyTorch references, its C++ test reference, microxcaling: the shared vectors
+    (conformance/vectors/te, a copy of shared/vectors/te), told apart by their `source` metadata;
+  * torchao 0.18.0: conformance/vectors/torchao (conformance/peers/torchao_dump.py);
+  * PyTorch's float8 casts and ml_dtypes' casts: conformance/vectors/peers/{torch_cast,ml_dtypes}
+    (conformance/peers/cast_dump.py);
+  * TransformerEngine's CUDA kernels: conformance/vectors/peers/te_cuda when its dumps are there.
+Standard library only.
+"""
+import argparse
+import collections
+import datetime
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROFILES = ["te", "te_pyref", "ocp", "torchao"]
+
+IMPLEMENTATIONS = [
+    ("TransformerEngine PyTorch references", "conformance/vectors/te", r"^TransformerEngine (tests/pytorch|transformer_engine/pytorch)",
+     "TE's pure-PyTorch references (NVFP4 reference_nvfp4.py, FP8 block and per-tensor test references)"),
+    ("TransformerEngine C++ test reference", "conformance/vectors/te", r"^TransformerEngine tests/cpp",
+     "TE's C++ test reference (MXFP8 compute_ref) with CUDA's host FP8 conversions"),
+    ("microxcaling", "conformance/vectors/te", r"^microsoft/microxcaling",
+     "microsoft/microxcaling mx_ops._quantize_mx (not on PyPI: vectors from the shared set only)"),
+    ("torchao 0.18.0", "conformance/vectors/torchao", r"^torchao",
+     "to_mx (FLOOR, RCEIL, CEIL, EVEN) and nvfp4_quantize (with and without per-tensor scale)"),
+    ("PyTorch float8 casts", "conformance/vectors/peers/torch_cast", r"^PyTorch",
+     "current scaling written with Tensor.to(torch.float8_e4m3fn / float8_e5m2), a non-saturating cast"),
+    ("ml_dtypes casts", "conformance/vectors/peers/ml_dtypes", r"^ml_dtypes",
+     "current scaling written with numpy astype(ml_dtypes.float8_e4m3fn / float8_e5m2)"),
+    ("TransformerEngine CUDA kernels", "conformance/vectors/peers/te_cuda", r"^TransformerEngine",
+     "TE's own CUDA quantize kernels (dumped on a GPU machine)"),
+]
+
+
+def metadata(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        return json.loads(f.read(n)).get("__metadata__", {})
+
+
+def vectors(folder, source_re):
+    out = []
+    d = os.path.join(ROOT, folder)
+    if not os.path.isdir(d):
+        return out
+    for root, _, files in os.walk(d):
+        for f in sorted(files):
+            if f.endswith(".safetensors"):
+                p = os.path.join(root, f)
+                if re.search(source_re, metadata(p).get("source", "")):
+                    out.append(p)
+    return sorted(out)
+
+
+LINE = re.compile(r"^(OK|OTHER|NONE|ERROR)\s+(\S+)(?: \(claims ([^)]*)\))?: (.*)$")
+
+
+def identify(qtc, files):
+    res = subprocess.run([qtc, "identify", *files], capture_output=True, text=True)
+    rows = []
+    for line in res.stdout.splitlines():
+        m = LINE.match(line)
+        if not m:
+            continue
+        tag, path, claims, rest = m.groups()
+        row = {"file": os.path.relpath(path, ROOT), "verdict": tag, "claims": claims or "", "matches": [], "closest": "",
+               "rule": "", "detail": ""}
+        if tag in ("OK", "OTHER"):
+            mm = re.match(r"matches ([^;]*)", rest)
+            row["matches"] = [s.strip() for s in mm.group(1).split(",")] if mm else []
+        elif tag == "NONE":
+            c = re.search(r"closest (\S+) \((\d+) elements differ\)", rest)
+            if c:
+                row["closest"] = c.group(1)
+                row["closest_count"] = int(c.group(2))
+            r = re.search(r"rule (\S+) of (\S+) explains it", rest)
+            t = re.search(r"elements differ\): (\w+):", rest)
+            row["rule"] = (f"{r.group(1)} of {r.group(2)}" if r else
+                           f"no single rule (closest {row['closest']}, first in {t.group(1) if t else '?'})")
+            row["detail"] = rest
+        else:
+            row["detail"] = rest
+        rows.append(row)
+    return rows
+
+
+def summarize(rows):
+    per_profile = collections.Counter()
+    for r in rows:
+        for p in {m.split("+")[0] for m in r["matches"]}:
+            per_profile[p] += 1
+    none = [r for r in rows if r["verdict"] == "NONE"]
+    rules = collections.Counter(r["rule"] for r in none)
+    return {
+        "vectors": len(rows),
+        "reproduced": sum(1 for r in rows if r["matches"]),
+        "per_profile": {p: per_profile.get(p, 0) for p in PROFILES},
+        "labels": dict(collections.Counter(m for r in rows for m in r["matches"])),
+        "unreproduced": len(none),
+        "errors": sum(1 for r in rows if r["verdict"] == "ERROR"),
+        "first_rule_where_none_does": dict(rules),
+        "closest": dict(collections.Counter(r["closest"] for r in none)),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--qtc", default=os.path.join(ROOT, "build", "conformance", "qtc"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "reports"))
+    args = ap.parse_args()
+    if not os.path.exists(args.qtc):
+        sys.exit(f"implementations_matrix: no qtc binary at {args.qtc} (build it, or pass --qtc)")
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    result = {"generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"), "commit": commit,
+              "implementations": []}
+    for name, folder, source_re, what in IMPLEMENTATIONS:
+        files = vectors(folder, source_re)
+        rows = identify(args.qtc, files) if files else []
+        entry = {"implementation": name, "what": what, "folder": folder, **summarize(rows), "files": rows}
+        result["implementations"].append(entry)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "implementations.json"), "w") as f:
+        json.dump(result, f, indent=1, sort_keys=False)
+        f.write("\n")
+    md = ["# Implementations matrix", "",
+          f"Generated by `scripts/implementations_matrix.py` ({result['generated']}, commit {commit}) from `qtc identify` "
+          "over the sample vectors of each implementation. A profile column counts the vectors that profile "
+          "reproduces bit for bit (several profiles can reproduce one vector; MXFP8 under any scale rule the "
+          "profile defines). Where no profile does, the last column names the rule of the nearest profile whose "
+          "change reproduces the vector (`qtc identify`), with the number of vectors.", "",
+          "| implementation | vectors | reproduced | " + " | ".join(f"`{p}`" for p in PROFILES) + " | first rule where none does |",
+          "|---|---|---|" + "---|" * len(PROFILES) + "---|"]
+    for e in result["implementations"]:
+        if e["vectors"] == 0:
+            md.append(f"| {e['implementation']} | 0 | — | " + " | ".join("—" for _ in PROFILES) +
+                      f" | no vectors in `{e['folder']}` yet |")
+            continue
+        rules = "; ".join(f"{k} ({v})" for k, v in sorted(e["first_rule_where_none_does"].items())) or "—"
+        md.append(f"| {e['implementation']} | {e['vectors']} | {e['reproduced']} | " +
+                  " | ".join(str(e["per_profile"][p]) for p in PROFILES) + f" | {rules} |")
+    md += ["", "## What each row is", ""]
+    for e in result["implementations"]:
+        md.append(f"* **{e['implementation']}** (`{e['folder']}`): {e['what']}.")
+        if e["labels"]:
+            md.append("  Reproduced as: " + ", ".join(f"`{k}` {v}" for k, v in sorted(e["labels"].items())) + ".")
+        for r in e["files"]:
+            if r["verdict"] == "NONE":
+                md.append(f"  * `{os.path.basename(r['file'])}`: closest `{r['closest']}`; {r['rule']}.")
+    md.append("")
+    with open(os.path.join(args.out, "implementations.md"), "w") as f:
+        f.write("\n".join(md))
+    for e in result["implementations"]:
+        print(f"{e['implementation']}: {e['reproduced']}/{e['vectors']} reproduced; {e['per_profile']}; "
+              f"none: {e['first_rule_where_none_does']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
