@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
     Recipe r;
     r.kind = k;
     r.rowwise = true;
+    r.columnwise = false;
     tweak(r);
     cases.push_back({name, r, M, K, lay});
   };

@@ -235,7 +235,8 @@ TEST(ShardProperty, GatheredScalesLineUp) {
     tag_if(world > 1, "world_gt_1");
     tag_if(M % 128 != 0, "M_not_multiple_of_128");
     tag_if(layout == ScaleLayout::kPadded && r.kind != RecipeKind::kFP8Tensor, "padded_layout");
-    const auto [ar, ac] = full_amaxes(x.view(), r);
+    const auto amaxes = full_amaxes(x.view(), r);
+    const float ar = amaxes.first, ac = amaxes.second;  // not a structured binding: clang 14 cannot capture one
     ref::AmaxAllReduce reduce = [&](std::span<float> v) {
       v[0] = ar;
       v[1] = ac;

@@ -106,7 +106,8 @@ def quantize(x: Any, recipe: str, *, layout: str = "compact", swizzled: bool = F
     """Quantizes the 2-D array ``x`` ([M, K], float32 / bfloat16 / float16) with the reference.
 
     ``recipe`` is ``nvfp4``, ``mxfp8``, ``fp8_block`` or ``fp8_tensor``; ``params`` are the VECTORS.md parameters
-    (``tile='16x16'``, ``row_scaled=True``, ``fp8_dtype='e5m2'``, ``scale_rule='ocp_floor'``, ``profile='te_pyref'``, ...).
+    (``tile='16x16'``, ``row_scaled=True``, ``fp8_dtype='e5m2'``, ``scale_rule='ocp_floor'``, ``profile='te_pyref'``,
+    ``columnwise=False``, ...).
     Returns the VECTORS.md tensors (``rowwise_data``, ``rowwise_scale_inv``, ``columnwise_data``, ...). With
     ``layout='te'`` the scales are TransformerEngine's padded buffers (``swizzled=True``: cuBLAS's 128x4 layout).
     """
@@ -180,15 +181,16 @@ def _tensors_and_md(tensors: Any, metadata: Mapping[str, Any]) -> Tuple[Dict[str
     return {k: _as_arg(k, v) for k, v in tensors.items()}, md, source
 
 
-def verify(tensors: Any, source: str | None = None, **metadata: Any) -> VerifyResult:
+def verify(tensors: Any, source: str | None = None, strict_padding: bool = False, **metadata: Any) -> VerifyResult:
     """Checks a vector against the reference, as ``qtc verify`` does: ``tensors`` holds ``x`` and the outputs to
     check (VECTORS.md names), ``metadata`` the recipe keys (``recipe='nvfp4'``, ``layout='te'``, ``swizzled=1``,
-    ``profile=...``). ``tensors`` may also be the path of a vector file (its metadata, updated by ``metadata``)."""
+    ``profile=...``). ``tensors`` may also be the path of a vector file (its metadata, updated by ``metadata``).
+    Padding of TE-layout buffers is not compared unless ``strict_padding`` (then it must be zero)."""
     try:
         args, md, src = _tensors_and_md(tensors, metadata)
     except _Unreadable as e:  # as `qtc verify`: an unreadable file is an error verdict, not an exception
         return VerifyResult(verdict="error", message=e.message, line=f"ERROR {e.path}: {e.message}")
-    return VerifyResult(**_qtc.verify(args, md, source or src))
+    return VerifyResult(**_qtc.verify(args, md, source or src, bool(strict_padding)))
 
 
 @dataclass

@@ -20,10 +20,9 @@
 #include "qtc/backend.hpp"
 #include "qtc/error.hpp"
 #include "qtc/identify.hpp"
-#include "qtc/layouts.hpp"
+#include "qtc/native_layout.hpp"
 #include "qtc/quantize.hpp"
 #include "qtc/safetensors.hpp"
-#include "qtc/vector_layout.hpp"
 #include "qtc/verify.hpp"
 
 namespace nb = nanobind;
@@ -98,56 +97,63 @@ qtc::MatrixView view_2d(const TensorArg& x) {
   return qtc::MatrixView{x.first.data(), dt, static_cast<int64_t>(x.first.shape(0)), static_cast<int64_t>(x.first.shape(1))};
 }
 
-/// Splits metadata into the recipe's keys and the layout's.
-std::pair<qtc::Recipe, qtc::conformance::VectorLayout> recipe_and_layout(const Metadata& md) {
+/// The recipe and the output layout a metadata map names.
+std::pair<qtc::Recipe, qtc::ref::LayoutOptions> recipe_and_layout(const Metadata& md) {
   Metadata rmd = md;
-  rmd.erase("layout");
-  rmd.erase("swizzled");
   rmd.erase("qtc.schema");
   rmd.erase("source");
   const qtc::Recipe r = qtc::Recipe::from_metadata(rmd);
-  return {r, qtc::conformance::VectorLayout::from_metadata(md, r)};
+  const qtc::ref::LayoutOptions lo = qtc::ref::layout_from_metadata(md);
+  qtc::ref::check_layout_applies(lo, r);
+  return {r, lo};
 }
 
-qtc::io::Tensor scale_tensor(const std::string& name, qtc::ScaleMatrix&& s) {
-  const bool f32 = s.type == qtc::ScaleType::kF32;
-  qtc::io::Tensor t{name, f32 ? "F32" : "U8", {s.rows, s.cols}, std::move(s.bytes)};
-  return t;
+/// One output in the requested layout (native_layout.hpp), from its compact bytes.
+qtc::io::Tensor in_layout(qtc::io::Tensor&& t, const qtc::Recipe& r, int64_t M, int64_t K, const qtc::ref::LayoutOptions& lo) {
+  if (lo.layout == qtc::ref::TensorLayout::kCompact) return std::move(t);
+  const auto ol = qtc::ref::OutputLayout::find(t.name, r, M, K, lo);
+  QTC_CHECK(ol.has_value(), "tensor '", t.name, "' is not an output of recipe ", r.name());
+  t.bytes = ol->from_compact(t.bytes);
+  t.shape = ol->shape();
+  return std::move(t);
 }
 
 std::map<std::string, TensorOut> quantize(const TensorArg& x_arg, const Metadata& md) {
   const qtc::MatrixView x = view_2d(x_arg);
   auto [r, layout] = recipe_and_layout(md);
-  qtc::QuantizedTensor q;
+  std::vector<qtc::io::Tensor> outs;
   {
     nb::gil_scoped_release release;
-    q = qtc::ref::quantize(x, r);
-    if (layout.te && r.kind != qtc::RecipeKind::kFP8Tensor)
-      qtc::ref::convert_layout(q, layout.swizzled ? qtc::ScaleLayout::kSwizzled : qtc::ScaleLayout::kPadded);
+    qtc::QuantizedTensor q = qtc::ref::quantize(x, r);
+    auto put = [&](std::string name, const char* dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
+      outs.push_back(in_layout(qtc::io::Tensor{std::move(name), dtype, std::move(shape), std::move(bytes)}, r, x.rows, x.cols, layout));
+    };
+    auto f32 = [](const std::vector<float>& v) {
+      std::vector<uint8_t> b(v.size() * 4);
+      if (!b.empty()) std::memcpy(b.data(), v.data(), b.size());
+      return b;
+    };
+    if (r.kind == qtc::RecipeKind::kFP8Tensor) {
+      const float amax = q.rowwise ? q.rowwise->amax.at(0) : q.columnwise->amax.at(0);
+      put("amax", "F32", {1}, f32({amax}));
+      put("scale_inv", "F32", {1}, f32({q.scale_inv}));
+    }
+    for (const char* pname : {"rowwise", "columnwise"}) {
+      std::optional<qtc::Plane>& p = pname[0] == 'r' ? q.rowwise : q.columnwise;
+      if (!p) continue;
+      const std::string n(pname);
+      put(n + "_data", "U8", {p->data_rows, p->data_cols}, std::move(p->data));
+      if (r.kind != qtc::RecipeKind::kFP8Tensor)
+        put(n + "_scale_inv", p->scale.type == qtc::ScaleType::kF32 ? "F32" : "U8", {p->scale.rows, p->scale.cols},
+            std::move(p->scale.bytes));
+      if (r.kind == qtc::RecipeKind::kNVFP4) put("amax_" + n, "F32", {static_cast<int64_t>(p->amax.size())}, f32(p->amax));
+    }
   }
   std::map<std::string, TensorOut> out;
-  auto put_plane = [&](const char* pname, std::optional<qtc::Plane>& p) {
-    if (!p) return;
-    const std::string n(pname);
-    out[n + "_data"] = tensor_out(qtc::io::Tensor{n + "_data", "U8", {p->data_rows, p->data_cols}, std::move(p->data)});
-    if (r.kind != qtc::RecipeKind::kFP8Tensor) out[n + "_scale_inv"] = tensor_out(scale_tensor(n + "_scale_inv", std::move(p->scale)));
-    if (r.kind == qtc::RecipeKind::kNVFP4) {
-      const int64_t n_amax = static_cast<int64_t>(p->amax.size());
-      std::vector<uint8_t> b(p->amax.size() * 4);
-      if (!b.empty()) std::memcpy(b.data(), p->amax.data(), b.size());
-      out["amax_" + n] = tensor_out(qtc::io::Tensor{"amax_" + n, "F32", {n_amax}, std::move(b)});
-    }
-  };
-  if (r.kind == qtc::RecipeKind::kFP8Tensor) {
-    const float amax = q.rowwise ? q.rowwise->amax.at(0) : q.columnwise->amax.at(0);
-    std::vector<uint8_t> a(4), s(4);
-    std::memcpy(a.data(), &amax, 4);
-    std::memcpy(s.data(), &q.scale_inv, 4);
-    out["amax"] = tensor_out(qtc::io::Tensor{"amax", "F32", {1}, std::move(a)});
-    out["scale_inv"] = tensor_out(qtc::io::Tensor{"scale_inv", "F32", {1}, std::move(s)});
+  for (qtc::io::Tensor& t : outs) {
+    std::string name = t.name;
+    out[name] = tensor_out(std::move(t));
   }
-  put_plane("rowwise", q.rowwise);
-  put_plane("columnwise", q.columnwise);
   return out;
 }
 
@@ -169,11 +175,14 @@ TensorOut dequantize(const std::map<std::string, TensorArg>& tensors, const Meta
     auto it = tensors.find(name);
     QTC_CHECK(it != tensors.end(), "dequantize ", plane, " needs tensor '", name, "'");
     qtc::io::Tensor t = to_tensor(name, it->second);
-    const std::vector<int64_t> want = qtc::conformance::output_shape(name, r, M, K, layout);
-    QTC_CHECK(t.shape == want || (t.shape.empty() && want == std::vector<int64_t>{1}), "tensor '", name, "' has shape ",
-              shape_str(t.shape), ", expected ", shape_str(want), " for shape [", M, ", ", K, "] in layout ", layout.name());
+    std::string why;
+    const auto ol = qtc::ref::OutputLayout::find(name, r, M, K, layout, &why);
+    QTC_CHECK(ol.has_value(), why);
+    QTC_CHECK(ol->accepts_shape(t.shape), ol->shape_error(t.shape));
     QTC_CHECK(f32 ? t.dtype == "F32" : t.is_byte_tensor(), "tensor '", name, "' has dtype ", t.dtype, ", expected ",
               f32 ? "F32" : "a byte type (U8, F8_E4M3, F8_E5M2, F8_E8M0)");
+    t.bytes = ol->to_compact(t.bytes);
+    t.shape = ol->compact_shape();
     return t;
   };
   qtc::QuantizedTensor q;
@@ -192,11 +201,10 @@ TensorOut dequantize(const std::map<std::string, TensorArg>& tensors, const Meta
     qtc::io::Tensor s = get(plane + "_scale_inv", r.kind == qtc::RecipeKind::kFP8Block);
     p.scale.type = r.kind == qtc::RecipeKind::kNVFP4 ? qtc::ScaleType::kE4M3
                    : r.kind == qtc::RecipeKind::kMXFP8 ? qtc::ScaleType::kE8M0 : qtc::ScaleType::kF32;
-    p.scale.layout = layout.swizzled ? qtc::ScaleLayout::kSwizzled : layout.te ? qtc::ScaleLayout::kPadded : qtc::ScaleLayout::kCompact;
+    p.scale.layout = qtc::ScaleLayout::kCompact;
     p.scale.rows = s.shape[0];
     p.scale.cols = s.shape[1];
     p.scale.bytes = std::move(s.bytes);
-    if (layout.te) p.scale = qtc::ref::convert_layout(p.scale, qtc::ScaleLayout::kCompact, r, pk, M, K);
   }
   if (r.kind == qtc::RecipeKind::kNVFP4) {
     const qtc::io::Tensor a = get("amax_" + plane, true);
@@ -232,21 +240,15 @@ std::pair<std::string, int64_t> mismatch_count(const std::string& line) {
   return {name, n};
 }
 
-nb::dict verify(const std::map<std::string, TensorArg>& tensors, const Metadata& md, const std::string& source) {
-  qtc::io::File f = make_file(tensors, md);
+nb::dict verify(const std::map<std::string, TensorArg>& tensors, const Metadata& md, const std::string& source, bool strict_padding) {
+  const qtc::io::File f = make_file(tensors, md);
   qtc::conformance::FileResult res;
   {
     nb::gil_scoped_release release;
     auto cpu = qtc::make_cpu_backend();
-    try {
-      qtc::conformance::convert_to_compact(f);
-      res = qtc::conformance::verify_vector(f, source, *cpu);
-    } catch (const qtc::Error& e) {
-      res.path = source;
-      res.backend = "cpu";
-      res.verdict = qtc::conformance::Verdict::kError;
-      res.message = rule(e.what());
-    }
+    qtc::conformance::VerifyOptions opts;
+    opts.strict_padding = strict_padding;
+    res = qtc::conformance::verify_vector(f, source, *cpu, opts);  // never throws: every problem is a verdict
   }
   nb::dict d;
   d["verdict"] = std::string(qtc::conformance::verdict_name(res.verdict));
@@ -267,18 +269,12 @@ nb::dict verify(const std::map<std::string, TensorArg>& tensors, const Metadata&
 }
 
 nb::dict identify(const std::map<std::string, TensorArg>& tensors, const Metadata& md, const std::string& source) {
-  qtc::io::File f = make_file(tensors, md);
+  const qtc::io::File f = make_file(tensors, md);
   qtc::conformance::VectorIdentity id;
   {
     nb::gil_scoped_release release;
     auto cpu = qtc::make_cpu_backend();
-    try {
-      qtc::conformance::convert_to_compact(f);
-      id = qtc::conformance::identify_vector(f, source, *cpu);
-    } catch (const qtc::Error& e) {
-      id.path = source;
-      id.error = e.what();
-    }
+    id = qtc::conformance::identify_vector(f, source, *cpu);
   }
   nb::dict d;
   d["verdict"] = std::string(qtc::conformance::identity_tag(id.verdict));
@@ -324,7 +320,7 @@ NB_MODULE(_qtc, m) {
   });
   m.def("quantize", &quantize, "x"_a, "metadata"_a);
   m.def("dequantize", &dequantize, "tensors"_a, "metadata"_a, "rows"_a, "cols"_a, "plane"_a, "out"_a);
-  m.def("verify", &verify, "tensors"_a, "metadata"_a, "source"_a);
+  m.def("verify", &verify, "tensors"_a, "metadata"_a, "source"_a, "strict_padding"_a);
   m.def("identify", &identify, "tensors"_a, "metadata"_a, "source"_a);
   m.def("load_vector", &load_vector, "path"_a);
   m.def("save_vector", &save_vector, "path"_a, "tensors"_a, "metadata"_a);

@@ -6,8 +6,7 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BUNDLED = REPO / "conformance" / "vectors" / "te"
-TE_LAYOUT = next((p for p in (REPO / "conformance" / "vectors" / "te_layout", REPO.parent / "shared" / "vectors" / "te_layout")
-                  if p.is_dir()), None)
+TE_LAYOUT = REPO / "conformance" / "vectors" / "te_layout"
 
 
 @pytest.fixture

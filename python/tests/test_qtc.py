@@ -38,20 +38,15 @@ def layouts(recipe):
     return out
 
 
-def outputs_only(q, recipe):
-    # qtc verify's table has no per-tensor FP8 columnwise plane yet (issue 13, item 3 adds it).
-    return {k: v for k, v in q.items() if not (recipe == "fp8_tensor" and k == "columnwise_data")}
-
-
 @pytest.mark.parametrize("recipe,params", RECIPES)
 def test_quantize_then_verify_passes_in_every_layout(recipe, params):
     x = make_x(1)
     for layout, swz in layouts(recipe):
         q = qtc.quantize(x, recipe, layout=layout, swizzled=swz, **params)
-        r = qtc.verify({"x": x, **outputs_only(q, recipe)}, recipe=recipe, layout=layout, swizzled=swz, **params)
+        r = qtc.verify({"x": x, **q}, recipe=recipe, layout=layout, swizzled=swz, **params)
         assert r.passed, r.line
         assert r.verdict == "pass" and r.message == "" and all(n == 0 for n in r.mismatches.values())
-        assert set(r.checked) == set(outputs_only(q, recipe))
+        assert set(r.checked) == set(q)
 
 
 def test_quantize_shapes_follow_vectors_md():
@@ -66,6 +61,7 @@ def test_quantize_shapes_follow_vectors_md():
     assert b["rowwise_scale_inv"].shape == (2, 144) and b["rowwise_scale_inv"].dtype == np.float32
     f = qtc.quantize(x, "fp8_tensor")
     assert f["scale_inv"].shape == (1,) and f["columnwise_data"].shape == (K, M)
+    assert set(qtc.quantize(x, "mxfp8", columnwise=False)) == {"rowwise_data", "rowwise_scale_inv"}
 
 
 def test_flipped_byte_fails_with_the_line_qtc_verify_prints(tmp_path, qtc_binary):
@@ -117,8 +113,6 @@ def test_bundled_vectors_verify(path):
 
 
 def test_te_layout_vectors_verify():
-    if TE_LAYOUT is None:
-        pytest.skip("no TE-layout vectors (conformance/vectors/te_layout or ../shared/vectors/te_layout)")
     files = sorted(TE_LAYOUT.glob("*.safetensors"))
     assert len(files) > 100
     failed = [r.line for r in (qtc.verify(f) for f in files) if not r.passed]
@@ -213,7 +207,7 @@ def test_torch_cpu_tensors():
     (lambda x: qtc.quantize(x.astype(np.float64), "mxfp8"), "x has dtype F64"),
     (lambda x: qtc.quantize(x.astype(np.complex64), "mxfp8"), "has dtype complex64"),
     (lambda x: qtc.quantize(x, "mxfp8", layout="cublas"), "layout must be 'compact' or 'te'"),
-    (lambda x: qtc.quantize(x, "fp8_block", layout="te", swizzled=True), "has no swizzled scales"),
+    (lambda x: qtc.quantize(x, "fp8_block", layout="te", swizzled=True), "has no swizzled scale"),
     (lambda x: qtc.dequantize(qtc.quantize(x, "mxfp8"), "mxfp8", (144, 175)), "expected [144, 175]"),
     (lambda x: qtc.dequantize({}, "mxfp8", (144, 176)), "needs tensor 'rowwise_data'"),
     (lambda x: qtc.dequantize(qtc.quantize(x, "mxfp8"), "mxfp8", (144, 176), plane="diagonal"), "plane must be"),
@@ -269,6 +263,16 @@ def test_gil_is_released_while_the_reference_runs():
     assert len(inside) > 10, (len(inside), t1 - t0)
 
 
+def test_strict_padding_wants_zeros():
+    x = make_x(15)
+    q = qtc.quantize(x, "mxfp8", layout="te")
+    assert qtc.verify({"x": x, **q}, recipe="mxfp8", layout="te", strict_padding=True).passed  # quantize pads with 0
+    q["rowwise_scale_inv"][-1, -1] = 0xAB
+    assert qtc.verify({"x": x, **q}, recipe="mxfp8", layout="te").passed
+    r = qtc.verify({"x": x, **q}, recipe="mxfp8", layout="te", strict_padding=True)
+    assert not r.passed and "rowwise_scale_inv" in r.message and "padding" in r.message
+
+
 def test_assert_conforms_passes_and_fails_with_the_first_mismatch():
     from qtc.testing import assert_conforms
 
@@ -279,4 +283,5 @@ def test_assert_conforms_passes_and_fails_with_the_first_mismatch():
     with pytest.raises(AssertionError) as e:
         assert_conforms(x, "fp8_block", q, layout="te", name="my_kernel")
     # TE's [kb][i] entry (1, 2) is compact entry [2, 1]: row 2's second 128-block.
-    assert str(e.value).startswith("FAIL my_kernel [cpu]: rowwise_scale_inv: 1 of 288 elements differ; first at [2, 1]")
+    assert str(e.value).startswith("FAIL my_kernel [cpu]: rowwise_scale_inv: 1 of 288 elements differ; "
+                                   "first at [1, 2] (compact [2, 1])")

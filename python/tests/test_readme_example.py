@@ -20,3 +20,21 @@ def test_my_kernel_conforms():
     out = qtc.quantize(x, "mxfp8", layout="te", swizzled=True)  # stands in for your kernel's TE buffers
     assert_conforms(x, "mxfp8", {"rowwise_data": out["rowwise_data"], "rowwise_scale_inv": out["rowwise_scale_inv"]},
                     layout="te", swizzled=True)
+
+
+def test_readme_quotes_these_examples_as_they_are():
+    root = pathlib.Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text()
+    section = readme[readme.index("## Use it from your tests"):]
+    section = section[: section.index("\n## ", 10)]
+    blocks = section.split("```")[1::2]  # the fenced code blocks, in order: cmake, cpp, python
+    sources = {"cmake": root / "examples/consumer/CMakeLists.txt", "cpp": root / "examples/consumer/my_kernel_test.cpp",
+               "python": pathlib.Path(__file__)}
+    assert [b.split("\n", 1)[0] for b in blocks] == ["cmake", "cpp", "python"]
+    for block in blocks:
+        lang, body = block.split("\n", 1)
+        text = sources[lang].read_text()
+        if lang == "cmake":  # two separate lines of the file
+            assert all(line in text.splitlines() for line in body.strip().splitlines()), body
+        else:  # one contiguous excerpt
+            assert body.strip() in text, body

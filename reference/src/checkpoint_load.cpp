@@ -218,7 +218,7 @@ std::vector<TensorShard> load_checkpoint(const std::string& dir, int rank, int w
     QTC_CHECK(proto != nullptr, "load_checkpoint: tensor ", printable_name(name), " missing from its shard file");
     const int64_t g = row_granularity(*proto);
     for (auto& [r, e] : olds)
-      QTC_CHECK(e->row_offset % g == 0, "load_checkpoint: tensor ", printable_name(name), " was saved with a shard boundary at row ", e->row_offset,
+      QTC_CHECK(e->row_offset % g == 0 || e->row_offset == M, "load_checkpoint: tensor ", printable_name(name), " was saved with a shard boundary at row ", e->row_offset,
                 ", not a multiple of its block granularity ", g);
     const auto [n0, n1] = shard_row_range(M, world, rank, g);
     std::vector<QuantizedTensor> parts;

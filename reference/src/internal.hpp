@@ -23,7 +23,7 @@ void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 /// Rows [r0, r0 + count) of x as float, row-major, `count * x.cols` values.
 void load_rows(const MatrixView& x, int64_t r0, int64_t count, float* out);
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }  // a >= 0, b > 0; no overflow
 
 /// Runs fn(g, i0, n, s) for every strip g of `strip_rows` rows of x (rows [i0, i0 + n), the last strip may be
 /// shorter), with s the strip's n x K values as float. Strips are spread over the threads; each thread loads

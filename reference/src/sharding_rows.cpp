@@ -76,7 +76,7 @@ int64_t row_granularity(const QuantizedTensor& q) {
 QuantizedTensor slice_rows(const QuantizedTensor& q, int64_t r0, int64_t r1) {
   QTC_CHECK(0 <= r0 && r0 <= r1 && r1 <= q.rows, "slice_rows: rows [", r0, ", ", r1, ") are outside [0, ", q.rows, ")");
   const int64_t g = row_granularity(q);
-  QTC_CHECK(r0 % g == 0 && (r1 % g == 0 || r1 == q.rows), "slice_rows: ", q.recipe.name(), " needs slice boundaries at multiples of ",
+  QTC_CHECK((r0 % g == 0 || r0 == q.rows) && (r1 % g == 0 || r1 == q.rows), "slice_rows: ", q.recipe.name(), " needs slice boundaries at multiples of ",
             g, " rows (so no block straddles them), got [", r0, ", ", r1, ")");
   if (q.recipe.kind == RecipeKind::kNVFP4 && q.columnwise) {
     QTC_CHECK(r0 % 2 == 0 && r1 % 2 == 0, "slice_rows: NVFP4 columnwise data packs two rows per byte; odd boundary");

@@ -343,6 +343,31 @@ TEST(EmptyRanks, LoadingAtAWorldThatLeavesRanksEmpty) {
   }
 }
 
+// A tensor whose row count is not a multiple of its granularity, split over more ranks than it has blocks:
+// the last ranks start at row M (130 for a 128-row granularity). Their empty slice was refused ("boundaries at
+// multiples of 128"), so such a state could not be saved at that world size.
+TEST(EmptyRanks, EmptySliceAtTheEndOfARaggedTensor) {
+  Recipe r;
+  r.kind = RecipeKind::kFP8Block;
+  r.block_2d = true;
+  r.columnwise = true;
+  HostMatrix x(DType::kF32, 130, 20);
+  const QuantizedTensor q = ref::quantize(x.view(), r);
+  for (int rank = 0; rank < 3; ++rank) {
+    const auto [b, e] = ref::shard_row_range(130, 3, rank, ref::row_granularity(q));
+    const QuantizedTensor s = ref::slice_rows(q, b, e);
+    EXPECT_EQ(s.rows, e - b) << rank;
+  }
+  TempDir d("ragged");
+  std::vector<std::vector<ref::TensorShard>> per(3);
+  for (int rank = 0; rank < 3; ++rank) {
+    const auto [b, e] = ref::shard_row_range(130, 3, rank, 128);
+    per[static_cast<size_t>(rank)].push_back(ref::TensorShard{"w", 130, b, ref::slice_rows(q, b, e)});
+  }
+  ref::save_checkpoint(d.str(), per);
+  EXPECT_TRUE(ref::bitwise_equal(ref::load_checkpoint_full(d.str()).at("w"), q));
+}
+
 // ---- Defect 7: names from files ------------------------------------------------------------------------
 
 TEST(Names, EscapedAndShortened) {

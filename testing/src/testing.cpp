@@ -13,7 +13,7 @@
 #include "qtc/error.hpp"
 #include "qtc/quantize.hpp"
 #include "qtc/safetensors.hpp"
-#include "qtc/vector_layout.hpp"
+#include "qtc/native_layout.hpp"
 #include "qtc/verify.hpp"
 
 namespace qtc::testing {
@@ -81,9 +81,11 @@ Recipe recipe(const std::map<std::string, std::string>& metadata) { return Recip
     QTC_CHECK(x.rows >= 0 && x.cols >= 0, "x has a negative dimension");
     io::File f;
     f.metadata = r.to_metadata();
-    conformance::VectorLayout layout{out.layout == Layout::kTE, out.swizzled};
-    QTC_CHECK(!layout.swizzled || layout.te, "Outputs::swizzled needs layout kTE (VECTORS.md, Native layouts)");
-    layout.to_metadata(f.metadata);
+    const ref::LayoutOptions layout{out.layout == Layout::kTE ? ref::TensorLayout::kTE : ref::TensorLayout::kCompact, out.swizzled};
+    QTC_CHECK(!layout.swizzled || out.layout == Layout::kTE, "Outputs::swizzled needs layout kTE (VECTORS.md, Native layouts)");
+    QTC_CHECK(!out.strict_padding || out.layout == Layout::kTE, "Outputs::strict_padding needs layout kTE (compact buffers have no padding)");
+    ref::check_layout_applies(layout, r);
+    ref::layout_to_metadata(layout, f.metadata);
     io::Tensor xt{"x", input_dtype_name(x.dtype), {x.rows, x.cols}, {}};
     const size_t xbytes = static_cast<size_t>(x.rows * x.cols) * dtype_size(x.dtype);
     xt.bytes.assign(static_cast<const uint8_t*>(x.data), static_cast<const uint8_t*>(x.data) + xbytes);
@@ -96,24 +98,22 @@ Recipe recipe(const std::map<std::string, std::string>& metadata) { return Recip
         {"dequantized_rowwise", &out.dequantized_rowwise}, {"dequantized_columnwise", &out.dequantized_columnwise}};
     for (const auto& [tname, buf] : given) {
       if (buf->empty()) continue;
-      const std::vector<int64_t> shape = conformance::output_shape(tname, r, x.rows, x.cols, layout);
-      const std::string n(tname);
-      const bool f32 = n.find("amax") != std::string::npos || n == "scale_inv" || n.rfind("dequantized", 0) == 0 ||
-                       (n.find("scale_inv") != std::string::npos && r.kind == RecipeKind::kFP8Block);
-      int64_t count = 1;
-      for (int64_t d : shape) count *= d;
-      const size_t want = static_cast<size_t>(count) * (f32 ? 4 : 1);
-      QTC_CHECK(buf->size_bytes == want, "buffer '", n, "' holds ", buf->size_bytes, " bytes, expected ", want, " (",
-                f32 ? "F32 " : "U8 ", shape_str(shape), " for x of shape [", x.rows, ", ", x.cols, "], recipe ", r.name(),
-                ", layout ", layout.name(), ")");
-      io::Tensor t{n, f32 ? "F32" : "U8", shape, {}};
+      std::string why;
+      const auto lo = ref::OutputLayout::find(tname, r, x.rows, x.cols, layout, &why);
+      QTC_CHECK(lo.has_value(), why);
+      const size_t want = static_cast<size_t>(lo->elements()) * static_cast<size_t>(lo->elem_bytes());
+      QTC_CHECK(buf->size_bytes == want, "buffer '", tname, "' holds ", buf->size_bytes, " bytes, expected ", want, " (",
+                lo->dtype(), " ", shape_str(lo->shape()), " for x of shape [", x.rows, ", ", x.cols, "], recipe ", r.name(),
+                ", layout ", ref::describe(layout), ")");
+      io::Tensor t{tname, lo->dtype(), lo->shape(), {}};
       t.bytes.assign(static_cast<const uint8_t*>(buf->data), static_cast<const uint8_t*>(buf->data) + want);
       f.put(std::move(t));
     }
     QTC_CHECK(f.tensors.size() > 1, "Outputs holds no buffer to compare");
-    conformance::convert_to_compact(f);
     auto cpu = make_cpu_backend();
-    const conformance::FileResult res = conformance::verify_vector(f, source, *cpu);
+    conformance::VerifyOptions opts;
+    opts.strict_padding = out.strict_padding;
+    const conformance::FileResult res = conformance::verify_vector(f, source, *cpu, opts);
     if (res.verdict == conformance::Verdict::kPass) return ::testing::AssertionSuccess();
     ::testing::AssertionResult fail = ::testing::AssertionFailure();
     fail << conformance::result_line(res);

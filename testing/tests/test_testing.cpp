@@ -1,9 +1,9 @@
 /// \file test_testing.cpp
-/// \brief qtc::testing: conforms() passes the reference's own outputs in every layout (TE padding holding junk),
-///        fails on a flipped byte with the very line `qtc verify` prints for the same tensors in a file, names the
-///        expected shape for a wrong buffer; within_error_bound() passes the reference's dequantization and fails
-///        with the element, its bound and its block scale when a code or a scale is wrong. Every TE-layout vector
-///        (shared/vectors/te_layout) converts to compact and passes.
+/// \brief qtc::testing: conforms() passes the reference's own outputs in every layout (TE padding holding junk)
+///        and every bundled TE-layout vector, fails on a flipped byte with the very line `qtc verify` prints for the
+///        same tensors in a file, names the expected shape for a wrong buffer, wants zero padding when strict;
+///        within_error_bound() passes the reference's dequantization and fails with the element, its bound and
+///        its block scale when a code or a scale is wrong.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,10 +16,10 @@
 #include "qtc/backend.hpp"
 #include "qtc/codec.hpp"
 #include "qtc/layouts.hpp"
+#include "qtc/native_layout.hpp"
 #include "qtc/quantize.hpp"
 #include "qtc/safetensors.hpp"
 #include "qtc/testing.hpp"
-#include "qtc/vector_layout.hpp"
 #include "qtc/verify.hpp"
 
 namespace {
@@ -114,8 +114,7 @@ Outputs outputs_of(const Produced& p, const qtc::Recipe& r, Layout l, bool swz) 
   o.swizzled = swz;
   o.rowwise_data = p.rd;
   if (!p.rs.empty()) o.rowwise_scale_inv = p.rs;
-  // qtc verify's table has no per-tensor FP8 columnwise plane yet (issue 13, item 3 adds it).
-  if (!p.cd.empty() && r.kind != qtc::RecipeKind::kFP8Tensor) o.columnwise_data = p.cd;
+  if (!p.cd.empty()) o.columnwise_data = p.cd;
   if (!p.cs.empty()) o.columnwise_scale_inv = p.cs;
   if (r.kind == qtc::RecipeKind::kNVFP4) {
     o.amax_rowwise = p.ar;
@@ -210,8 +209,30 @@ TEST(Conforms, FlippedScaleFailsAndPaddingIsNotCompared) {
       EXPECT_TRUE(qtc::testing::conforms(x.view(), r, outputs_of(p, r, Layout::kTE, swz))) << c.name;
       // The first valid scale entry of row 0 (padded and swizzled layouts both keep entry (0, 0) at offset 0).
       p.rs[0] ^= 0x01;
-      const auto res = qtc::testing::conforms(x.view(), r, outputs_of(p, r, Layout::kTE, swz));
+      const auto res = qtc::testing::conforms(x.view(), r, outputs_of(p, r, Layout::kTE, swz), "te_dump.safetensors");
       ASSERT_FALSE(res) << c.name;
+      // The same buffers in a layout=te file: qtc verify prints the same line.
+      {
+        qtc::io::File f;
+        f.metadata = r.to_metadata();
+        f.metadata["layout"] = "te";
+        if (swz) f.metadata["swizzled"] = "1";
+        f.put(qtc::io::from_matrix("x", x));
+        const auto lo = qtc::ref::OutputLayout::find("rowwise_scale_inv", r, kM, kK,
+                                                     {qtc::ref::TensorLayout::kTE, swz});
+        f.put(qtc::io::Tensor{"rowwise_scale_inv", lo->dtype(), lo->shape(), p.rs});
+        const auto path = std::filesystem::temp_directory_path() / ("qtc_te_dump_" + std::to_string(::getpid()) + ".safetensors");
+        qtc::io::write_file(path, f);
+        auto cpu = qtc::make_cpu_backend();
+        const std::string line = qtc::conformance::result_line(qtc::conformance::verify_file(path, *cpu));
+        std::filesystem::remove(path);
+        Outputs only_scale;
+        only_scale.layout = Layout::kTE;
+        only_scale.swizzled = swz;
+        only_scale.rowwise_scale_inv = p.rs;
+        const auto one = qtc::testing::conforms(x.view(), r, only_scale, path.string());
+        EXPECT_EQ(std::string(one.message()), line) << c.name;
+      }
       EXPECT_NE(std::string(res.message()).find("rowwise_scale_inv: 1 of "), std::string::npos) << res.message();
       EXPECT_NE(std::string(res.message()).find("first at [0, 0]"), std::string::npos) << res.message();
     }
@@ -291,38 +312,56 @@ TEST(ErrorBound, RefusesRhtColumnwise) {
   EXPECT_NE(std::string(res.message()).find("RHT(x^T)"), std::string::npos) << res.message();
 }
 
-TEST(VectorLayout, EveryTeLayoutVectorPassesAfterConversion) {
+/// Every bundled TE-layout vector (conformance/vectors/te_layout: padded, transposed FP8 block scales, swizzled)
+/// handed to conforms() as a kernel's buffers: all pass.
+TEST(Conforms, EveryTeLayoutVectorPasses) {
   namespace fs = std::filesystem;
-  fs::path dir = QTC_TE_LAYOUT_VECTORS_DIR;
-  if (!fs::is_directory(dir)) GTEST_SKIP() << "no TE-layout vectors at " << dir;
-  auto cpu = qtc::make_cpu_backend();
   int n = 0;
-  for (const auto& e : fs::directory_iterator(dir)) {
+  for (const auto& e : fs::directory_iterator(QTC_TE_LAYOUT_VECTORS_DIR)) {
     if (e.path().extension() != ".safetensors") continue;
-    qtc::io::File f = qtc::io::read_file(e.path());
-    ASSERT_NO_THROW(qtc::conformance::convert_to_compact(f)) << e.path();
-    const auto res = qtc::conformance::verify_vector(f, e.path().string(), *cpu);
-    EXPECT_EQ(res.verdict, qtc::conformance::Verdict::kPass) << qtc::conformance::result_line(res);
+    const qtc::io::File f = qtc::io::read_file(e.path());
+    std::map<std::string, std::string> md = f.metadata;
+    Outputs o;
+    o.layout = md.count("layout") && md["layout"] == "te" ? Layout::kTE : Layout::kCompact;
+    o.swizzled = md.count("swizzled") && md["swizzled"] == "1";
+    const qtc::Recipe r = qtc::testing::recipe(md);
+    const qtc::io::Tensor& xt = f.at("x");
+    const DType dt = xt.dtype == "BF16" ? DType::kBF16 : xt.dtype == "F16" ? DType::kF16 : DType::kF32;
+    const qtc::MatrixView x{xt.bytes.data(), dt, xt.shape[0], xt.shape[1]};
+    for (const qtc::io::Tensor& t : f.tensors) {
+      const qtc::testing::Buffer b(t.bytes.data(), t.bytes.size());
+      if (t.name == "rowwise_data") o.rowwise_data = b;
+      else if (t.name == "rowwise_scale_inv") o.rowwise_scale_inv = b;
+      else if (t.name == "columnwise_data") o.columnwise_data = b;
+      else if (t.name == "columnwise_scale_inv") o.columnwise_scale_inv = b;
+      else if (t.name == "amax_rowwise") o.amax_rowwise = b;
+      else if (t.name == "amax_columnwise") o.amax_columnwise = b;
+      else if (t.name == "scale_inv") o.scale_inv = b;
+      else if (t.name == "amax") o.amax = b;
+      else ASSERT_EQ(t.name, "x") << e.path();
+    }
+    EXPECT_TRUE(qtc::testing::conforms(x, r, o, e.path().string()));
     ++n;
   }
   EXPECT_GT(n, 100);
 }
 
-TEST(VectorLayout, WrongPaddedShapeNamesTheExpectedOne) {
-  qtc::io::File f;
-  f.metadata = {{"recipe", "mxfp8"}, {"layout", "te"}};
-  qtc::HostMatrix x(DType::kF32, 40, 64);
-  f.put(qtc::io::from_matrix("x", x));
-  f.put(qtc::io::Tensor{"rowwise_scale_inv", "U8", {40, 2}, std::vector<uint8_t>(80)});
-  try {
-    qtc::conformance::convert_to_compact(f);
-    FAIL() << "no error";
-  } catch (const qtc::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("tensor 'rowwise_scale_inv' has shape [40, 2], expected [128, 4]"), std::string::npos)
-        << e.what();
-  }
-  f.metadata["layout"] = "cuda";
-  EXPECT_THROW(qtc::conformance::convert_to_compact(f), qtc::Error);
+TEST(Conforms, StrictPaddingWantsZeros) {
+  const qtc::HostMatrix x = make_x(kM, kK, 13);
+  const qtc::Recipe r = qtc::testing::recipe({{"recipe", "mxfp8"}});
+  Produced p = produce(x, r, Layout::kTE, false);  // padding holds 0xA5
+  Outputs o = outputs_of(p, r, Layout::kTE, false);
+  EXPECT_TRUE(qtc::testing::conforms(x.view(), r, o));
+  o.strict_padding = true;
+  const auto res = qtc::testing::conforms(x.view(), r, o);
+  ASSERT_FALSE(res);
+  EXPECT_NE(std::string(res.message()).find("padding"), std::string::npos) << res.message();
+  for (size_t i = 0; i < p.rs.size(); ++i)
+    if (p.rs_pad[i]) p.rs[i] = 0;
+  Outputs z = outputs_of(p, r, Layout::kTE, false);
+  z.columnwise_scale_inv = {};  // its padding still holds 0xA5
+  z.strict_padding = true;
+  EXPECT_TRUE(qtc::testing::conforms(x.view(), r, z));
 }
 
 }  // namespace

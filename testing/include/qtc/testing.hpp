@@ -71,7 +71,8 @@ enum class Layout {
 /// The outputs to check; an empty buffer is not checked (at least one must be given).
 struct Outputs {
   Layout layout = Layout::kCompact;
-  bool swizzled = false;  ///< kTE only: NVFP4 / MXFP8 scales in cuBLAS's 128x4 layout
+  bool swizzled = false;        ///< kTE only: NVFP4 / MXFP8 scales in cuBLAS's 128x4 layout
+  bool strict_padding = false;  ///< kTE only: padding entries must be zero (`qtc verify --strict-padding`)
   Buffer rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv;
   Buffer amax_rowwise, amax_columnwise;   ///< NVFP4: F32 [1], or [M] / [K] when row-scaled
   Buffer scale_inv, amax;                 ///< FP8 tensor: F32 [1]
@@ -83,8 +84,10 @@ struct Outputs {
 Recipe recipe(const std::map<std::string, std::string>& metadata);
 
 /// Quantizes x with the reference and compares every non-empty buffer of `out` bit for bit (padding of TE buffers
-/// is not compared). Failure message: "FAIL <name> [cpu]: <tensor>: N of T elements differ; first at [i, j]:
-/// expected ..., got ...; block x[...] = {...}" exactly as `qtc verify` prints it; `name` defaults to the recipe's name.
+/// is not compared unless strict_padding). Failure message: "FAIL <name> [cpu]: <tensor>: N of T elements differ;
+/// first at [i, j]: expected ..., got ...; block x[...] = {...}" exactly as `qtc verify` prints it for a vector file
+/// holding the same buffers (layout=te: coordinates in the buffer, then the compact ones); `name` defaults to the
+/// recipe's name. A buffer of the wrong size fails naming the expected shape.
 ::testing::AssertionResult conforms(const MatrixView& x, const Recipe& r, const Outputs& out, const std::string& name = "");
 
 /// Checks that `dequantized` ([M, K] in x's orientation, F32 / BF16 / F16) lies within the error bound above around
@@ -92,7 +95,8 @@ Recipe recipe(const std::map<std::string, std::string>& metadata);
 ::testing::AssertionResult within_error_bound(const MatrixView& x, const Recipe& r, const MatrixView& dequantized,
                                               PlaneKind plane = PlaneKind::kRowwise);
 
-/// The bound of one element: |x| / s = v in element format `e` (E2M1, E4M3, E5M2 as the recipe's element type).
+/// The bound above for one element x of a block with effective scale `block_scale`, the recipe's element format and
+/// a dequantized value of type `out` (`dequantized` enters through the output rounding term only).
 double element_error_bound(const Recipe& r, float x, double block_scale, DType out = DType::kF32, float dequantized = 0.0f);
 
 }  // namespace qtc::testing
