@@ -11,7 +11,8 @@
 /// | GpuMixedGroup          | (4) each member of a mixed group on the GPU == ref::quantize_group member  |
 /// | GpuShardWithAmax       | (6e) quantize_with_amax of row slices on the GPU == slices of the reference|
 /// | GpuGatingAgrees        | (5) backend unsupported_reason empty <=> every gating row of the recipe holds on this card |
-/// Without a usable device every test skips with the backend's reason; QTC_REQUIRE_GPU=1 makes that a failure.
+/// Without a usable device every test skips with the backend's reason; QTC_REQUIRE_GPU=1 makes that a failure
+/// (QTC_GPU_GATE of qtc/test_support.hpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,7 +25,6 @@
 #include "features.hpp"
 #include "gen.hpp"
 #include "harness.hpp"
-#include "qtc/backend.hpp"
 #include "qtc/cuda/backend.hpp"
 #include "qtc/codec.hpp"
 #include "qtc/cuda/check.hpp"
@@ -34,6 +34,7 @@
 #include "qtc/group.hpp"
 #include "qtc/layouts.hpp"
 #include "qtc/quantize.hpp"
+#include "qtc/test_support.hpp"
 
 namespace qtc::prop {
 namespace {
@@ -42,16 +43,6 @@ QuantizeBackend& backend() {
   static std::unique_ptr<QuantizeBackend> b = make_cuda_backend();
   return *b;
 }
-
-#define QTC_PROP_GPU_GATE()                                                                          \
-  do {                                                                                               \
-    const std::string why_ = backend().unavailable_reason();                                         \
-    if (!why_.empty()) {                                                                             \
-      const char* req_ = std::getenv("QTC_REQUIRE_GPU");                                             \
-      if (req_ != nullptr && std::string(req_) == "1") FAIL() << "QTC_REQUIRE_GPU=1 but " << why_;   \
-      GTEST_SKIP() << why_;                                                                          \
-    }                                                                                                \
-  } while (0)
 
 /// The kernels' quantization of a host matrix with scales in `layout` (device round trip, synchronous).
 QuantizedTensor gpu_quantize(const HostMatrix& x, const Recipe& r, ScaleLayout layout, const float* amax = nullptr) {
@@ -135,7 +126,7 @@ void normalise_nan_amax(QuantizedTensor& got, const QuantizedTensor& want) {
 // (ties, saturation, scale underflow, NaN/Inf/-0 per profile, subnormal scales, SR bits, RHT, 4over6),
 // and a device dequantization that uses another scale.
 TEST(GpuProperty, GpuQuantizeDequantize) {
-  QTC_PROP_GPU_GATE();
+  QTC_GPU_GATE(backend().unavailable_reason());  // the one GPU gate (qtc/test_support.hpp)
   check_property({"nvfp4", "mxfp8", "fp8_block", "fp8_tensor", "input_nan", "input_neg_zero", "zero_block"}, [] {
     const Recipe r = *gen_recipe(RecipeSpace{});
     const int64_t M = *gen_dim(r.kind, 96), K = *gen_dim(r.kind, 96);
@@ -166,7 +157,7 @@ TEST(GpuProperty, GpuQuantizeDequantize) {
 // Guards against: padded or swizzled scales written by the kernels at other positions than the layout
 // functions put them, and padding left uninitialised (TE_FORMATS.md §5, §6).
 TEST(GpuProperty, GpuScaleLayouts) {
-  QTC_PROP_GPU_GATE();
+  QTC_GPU_GATE(backend().unavailable_reason());  // the one GPU gate (qtc/test_support.hpp)
   check_property({"padded", "swizzled", "M_not_multiple_of_128"}, [] {
     RecipeSpace sp;
     sp.fp8_tensor = false;
@@ -187,7 +178,7 @@ TEST(GpuProperty, GpuScaleLayouts) {
 // Guards against: a kernel whose 2-D columnwise plane is not the transpose of its rowwise plane, or whose
 // columnwise-only launch differs from the columnwise half of a both-planes launch.
 TEST(GpuProperty, GpuColumnwise2D) {
-  QTC_PROP_GPU_GATE();
+  QTC_GPU_GATE(backend().unavailable_reason());  // the one GPU gate (qtc/test_support.hpp)
   check_property({"nvfp4_16x16", "mxfp8_32x32", "fp8_block_128x128", "partial_tile"}, [] {
     RecipeSpace sp;
     sp.nvfp4_1d = sp.mx_1d = sp.block_1d = false;
@@ -216,7 +207,7 @@ TEST(GpuProperty, GpuColumnwise2D) {
 // Guards against: device state (amax workspace, scale buffers) of one member leaking into the next
 // launch when members of different recipes are quantized back to back.
 TEST(GpuProperty, GpuMixedGroup) {
-  QTC_PROP_GPU_GATE();
+  QTC_GPU_GATE(backend().unavailable_reason());  // the one GPU gate (qtc/test_support.hpp)
   check_property({"several_members", "empty_member"}, [] {
     const int n = 1 + *pick(5);
     std::vector<Recipe> recipes;
@@ -245,7 +236,7 @@ TEST(GpuProperty, GpuMixedGroup) {
 // Guards against: a device quantize_with_amax that recomputes or ignores the supplied (all-reduced) amax,
 // so GPU shards of one tensor end up with different global scales.
 TEST(GpuProperty, GpuShardWithAmax) {
-  QTC_PROP_GPU_GATE();
+  QTC_GPU_GATE(backend().unavailable_reason());  // the one GPU gate (qtc/test_support.hpp)
   check_property({"nvfp4", "fp8_tensor", "several_shards"}, [] {
     RecipeSpace sp;
     sp.mxfp8 = sp.fp8_block = false;
@@ -272,7 +263,7 @@ TEST(GpuProperty, GpuShardWithAmax) {
 // Guards against: GPU tests that run (or skip) against the gating table's verdict for this card: the
 // quantizer backend must refuse exactly the recipes whose gating rows fail here, with the table's reason.
 TEST(GpuProperty, GpuGatingAgrees) {
-  QTC_PROP_GPU_GATE();
+  QTC_GPU_GATE(backend().unavailable_reason());  // the one GPU gate (qtc/test_support.hpp)
   const gating::Capability cap = cuda::device_capability();
   std::printf("[ property ] device SM %d.%d, cuBLAS %s\n", cap.cc_major, cap.cc_minor, gating::cublas_version_string(cap.cublas).c_str());
   check_property({"supported_here"}, [cap] {

@@ -1,12 +1,12 @@
 /// \file backends.hpp
 /// \brief The backends of the `qtc` command by name. Kept out of qtc/verify.hpp (the installed verify library):
-///        naming "cuda" needs make_cuda_backend(), which only qtc_cuda (or its stub) defines.
+///        naming "cuda" needs make_cuda_backend(), which only qtc_cuda (or its stub) defines (qtc/cuda/backend.hpp).
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "qtc/backend.hpp"
+#include "qtc/cuda/backend.hpp"
 
 namespace qtc::conformance {
 

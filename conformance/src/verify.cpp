@@ -23,8 +23,8 @@ namespace qtc::conformance {
 
 namespace {
 
-/// How the elements of a compared tensor are encoded.
-enum class Elem { kE2M1, kE4M3, kE5M2, kE8M0, kF32 };
+/// How the elements of a compared tensor are encoded (verify.hpp).
+using Elem = ElementCode;
 enum class Role { kData, kScale, kAmax, kScaleInv, kTensorAmax, kDequant };
 
 struct Spec {
@@ -103,36 +103,10 @@ struct Grid {
   Elem elem = Elem::kF32;
   int64_t rows = 0, cols = 0;  ///< in elements
 
-  uint32_t at(int64_t i) const {
-    switch (elem) {
-      case Elem::kE2M1: return (p[i / 2] >> (4 * (i % 2))) & 0xFu;
-      case Elem::kF32: {
-        uint32_t u;
-        std::memcpy(&u, p + 4 * i, 4);
-        return u;
-      }
-      default: return p[i];
-    }
-  }
+  uint32_t at(int64_t i) const { return element_at(elem, p, i); }
 };
 
-bool same(Elem e, uint32_t a, uint32_t b) {
-  if (a == b) return true;
-  return e == Elem::kF32 && std::isnan(bits_f32(a)) && std::isnan(bits_f32(b));
-}
-
-std::string show(Elem e, uint32_t v) {
-  switch (e) {
-    case Elem::kE2M1: return ::fmt::format("0x{:x} (e2m1 {})", v, decode_e2m1(static_cast<uint8_t>(v)));
-    case Elem::kE4M3: return ::fmt::format("0x{:02x} (e4m3 {})", v, decode_e4m3(static_cast<uint8_t>(v)));
-    case Elem::kE5M2: return ::fmt::format("0x{:02x} (e5m2 {})", v, decode_e5m2(static_cast<uint8_t>(v)));
-    case Elem::kE8M0:
-      return v == 0xFF ? std::string("0xff (e8m0 NaN)")
-                       : ::fmt::format("0x{:02x} (e8m0 2^{} = {})", v, static_cast<int>(v) - 127, decode_e8m0(static_cast<uint8_t>(v)));
-    case Elem::kF32: return ::fmt::format("0x{:08x} ({})", v, bits_f32(v));
-  }
-  return "?";
-}
+std::string show(Elem e, uint32_t v) { return element_text(e, v); }
 
 /// A rectangle of x: rows [r0, r1), cols [c0, c1).
 struct Region {
@@ -207,16 +181,9 @@ Region region_of(const Spec& s, const Recipe& r, int64_t a, int64_t b, int64_t M
 /// Compares expected and actual element grids; returns an empty string on equality, else the failure line.
 std::string compare(const Spec& s, const Grid& want, const Grid& got, const Recipe& r, const MatrixView& x) {
   const int64_t n = want.rows * want.cols;
-  // Equal bytes mean equal elements (a NaN equals itself); only a difference needs the element loop.
-  const int64_t nbytes = want.elem == Elem::kE2M1 ? (n + 1) / 2 : want.elem == Elem::kF32 ? 4 * n : n;
-  if (nbytes == 0 || std::memcmp(want.p, got.p, static_cast<size_t>(nbytes)) == 0) return {};
-  int64_t bad = 0, first = -1;
-  for (int64_t i = 0; i < n; ++i)
-    if (!same(want.elem, want.at(i), got.at(i))) {
-      if (first < 0) first = i;
-      ++bad;
-    }
-  if (bad == 0) return {};
+  const Mismatch m = find_mismatch(want.elem, want.p, got.p, n, true);
+  if (m.count == 0) return {};
+  const int64_t first = m.first;
   const int64_t a = first / want.cols, b = first % want.cols;
   std::string coord = s.shape.size() == 1 ? ::fmt::format("[{}]", first) : ::fmt::format("[{}, {}]", a, b);
   if (s.layout && !s.layout->is_identity()) {  // name the element where the file holds it, then its compact place
@@ -227,8 +194,7 @@ std::string compare(const Spec& s, const Grid& want, const Grid& got, const Reci
   if (r.rht && s.plane == PlaneKind::kColumnwise && s.role != Role::kAmax) note = " (before the RHT)";
   if (r.kind == RecipeKind::kFP8Tensor && (s.role == Role::kData || s.role == Role::kDequant)) note = " (per-tensor scale)";
   const Region g = region_of(s, r, a, b, x.rows, x.cols);
-  return ::fmt::format("{}: {} of {} elements differ; first at {}: expected {}, got {}; block {}", s.name, bad, n, coord,
-                     show(want.elem, want.at(first)), show(want.elem, got.at(first)), describe_region(x, g, note));
+  return mismatch_line(s.name, want.elem, m, n, coord, describe_region(x, g, note));
 }
 
 std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
@@ -377,6 +343,11 @@ FileResult verify_vector(const io::File& file, const std::string& source, Quanti
     } catch (const std::bad_alloc&) {
       return error("backend " + backend.name() + " ran out of memory quantizing x of shape " + shape_text({M, K}) +
                    " (resource limit, not a wrong answer)");
+    } catch (const BackendError& e) {  // no answer (a CUDA error, a refused launch): not a wrong one
+      if (e.kind == BackendError::Kind::kError) return error(e.what());
+      res.verdict = Verdict::kSkipped;
+      res.message = clean(e.what());
+      return res;
     } catch (const std::exception& e) {
       res.verdict = Verdict::kFail;
       res.message = std::string("backend ") + backend.name() + " failed to quantize: " + clean(e.what());
@@ -452,6 +423,11 @@ FileResult verify_vector(const io::File& file, const std::string& source, Quanti
               it = dequantized.emplace(s.plane, backend.dequantize(q, s.plane, DType::kF32)).first;
             } catch (const std::bad_alloc&) {
               return error("backend " + backend.name() + " ran out of memory dequantizing " + s.name + " (resource limit)");
+            } catch (const BackendError& e) {  // no answer: error or skipped, not a failure
+              if (e.kind == BackendError::Kind::kError) return error(s.name + ": " + e.what());
+              res.verdict = Verdict::kSkipped;
+              res.message = clean(s.name + ": " + e.what());
+              return res;
             } catch (const std::exception& e) {
               fails.push_back(::fmt::format("{}: backend {} failed to dequantize: {}", s.name, backend.name(), e.what()));
               continue;
@@ -640,6 +616,89 @@ std::string result_line(const FileResult& r) {
   // One line per file: messages from elsewhere must not break it.
   std::replace(line.begin(), line.end(), '\n', ' ');
   return line;
+}
+
+std::string element_text(ElementCode e, uint32_t v) {
+  switch (e) {
+    case Elem::kE2M1: return ::fmt::format("0x{:x} (e2m1 {})", v, decode_e2m1(static_cast<uint8_t>(v)));
+    case Elem::kE4M3: return ::fmt::format("0x{:02x} (e4m3 {})", v, decode_e4m3(static_cast<uint8_t>(v)));
+    case Elem::kE5M2: return ::fmt::format("0x{:02x} (e5m2 {})", v, decode_e5m2(static_cast<uint8_t>(v)));
+    case Elem::kE8M0:
+      return v == 0xFF ? std::string("0xff (e8m0 NaN)")
+                       : ::fmt::format("0x{:02x} (e8m0 2^{} = {})", v, static_cast<int>(v) - 127, decode_e8m0(static_cast<uint8_t>(v)));
+    case Elem::kF32: return ::fmt::format("0x{:08x} ({})", v, bits_f32(v));
+    case Elem::kBF16: return ::fmt::format("0x{:04x} (bf16 {})", v, bits_f32(v << 16));
+    case Elem::kF16: return ::fmt::format("0x{:04x} (f16 {})", v, f16_to_f32(static_cast<uint16_t>(v)));
+    case Elem::kU8: return ::fmt::format("0x{:02x}", v);
+  }
+  return "?";
+}
+
+uint32_t element_at(ElementCode e, const uint8_t* p, int64_t i) {
+  switch (e) {
+    case Elem::kE2M1: return (p[i / 2] >> (4 * (i % 2))) & 0xFu;
+    case Elem::kF32: {
+      uint32_t u;
+      std::memcpy(&u, p + 4 * i, 4);
+      return u;
+    }
+    case Elem::kBF16:
+    case Elem::kF16: {
+      uint16_t u;
+      std::memcpy(&u, p + 2 * i, 2);
+      return u;
+    }
+    default: return p[i];
+  }
+}
+
+int64_t element_bytes(ElementCode e, int64_t n) {
+  switch (e) {
+    case Elem::kE2M1: return (n + 1) / 2;
+    case Elem::kF32: return 4 * n;
+    case Elem::kBF16:
+    case Elem::kF16: return 2 * n;
+    default: return n;
+  }
+}
+
+Mismatch find_mismatch(ElementCode e, const uint8_t* want, const uint8_t* got, int64_t n, bool nan_equal) {
+  Mismatch m;
+  // Equal bytes mean equal elements (a NaN equals itself); only a difference needs the element loop.
+  const int64_t nbytes = element_bytes(e, n);
+  if (nbytes == 0 || std::memcmp(want, got, static_cast<size_t>(nbytes)) == 0) return m;
+  auto is_nan = [e](uint32_t v) {
+    switch (e) {
+      case Elem::kF32: return std::isnan(bits_f32(v));
+      case Elem::kBF16: return std::isnan(bits_f32(v << 16));
+      case Elem::kF16: return (v & 0x7C00u) == 0x7C00u && (v & 0x3FFu) != 0;
+      default: return false;
+    }
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t a = element_at(e, want, i), b = element_at(e, got, i);
+    if (a == b || (nan_equal && is_nan(a) && is_nan(b))) continue;
+    if (m.count++ == 0) m.first = i, m.want = a, m.got = b;
+  }
+  return m;
+}
+
+std::string mismatch_line(std::string_view name, ElementCode e, const Mismatch& m, int64_t total, std::string_view coord,
+                          std::string_view block) {
+  std::string line = ::fmt::format("{}: {} of {} elements differ; first at {}: expected {}, got {}", name, m.count, total, coord,
+                                   element_text(e, m.want), element_text(e, m.got));
+  if (!block.empty()) line += ::fmt::format("; block {}", block);
+  return line;
+}
+
+std::string block_inputs_text(const Recipe& r, std::string_view tensor, int64_t a, int64_t b, const MatrixView& x) {
+  std::string why;
+  const auto s = spec_for(std::string(tensor), r, x.rows, x.cols, why);
+  if (!s) return {};
+  std::string note;
+  if (r.rht && s->plane == PlaneKind::kColumnwise && s->role != Role::kAmax) note = " (before the RHT)";
+  if (r.kind == RecipeKind::kFP8Tensor && (s->role == Role::kData || s->role == Role::kDequant)) note = " (per-tensor scale)";
+  return describe_region(x, region_of(*s, r, a, b, x.rows, x.cols), note);
 }
 
 }  // namespace qtc::conformance

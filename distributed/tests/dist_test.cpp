@@ -59,7 +59,7 @@ TEST_P(DistFsdp, GatheredEqualsQuantizedFullTensorAndWireBytesAreQuantized) {
 
   const HostMatrix full = testing::weight_rows(seed, 0, M, kK);
   const QuantizedTensor ref_q = ref::quantize(full.view(), c.recipe);
-  EXPECT_TRUE(ref::bitwise_equal(got, ref_q)) << "the all-gathered tensor differs from quantize(full)";
+  EXPECT_TRUE(qtc::testing::quantized_equal(ref_q, got)) << "the all-gathered tensor differs from quantize(full)";
   if (comm().rank() == 0)
     std::printf("[%s] world %d over %s: %lld bytes per rank on the wire (BF16: %lld, %.2fx less), gathered == quantize(full)\n",
                 c.name.c_str(), world, comm().name().c_str(), static_cast<long long>(st.bytes_sent), static_cast<long long>(bf16),
@@ -86,7 +86,7 @@ TEST_P(DistFsdp, InPlaceUpdateOverTwoSteps) {
     }
     EXPECT_EQ(comm().stats().bytes_sent, static_cast<uint64_t>(testing::expected_wire_bytes(c.recipe, shard, kK)));
     const HostMatrix full = testing::weight_rows(seed, 0, M, kK);
-    EXPECT_TRUE(ref::bitwise_equal(out, ref::quantize(full.view(), c.recipe))) << c.name << " step " << step;
+    EXPECT_TRUE(qtc::testing::quantized_equal(ref::quantize(full.view(), c.recipe), out)) << c.name << " step " << step;
   }
 }
 
@@ -112,7 +112,7 @@ TEST_P(DistFsdp, AdamStepOnMasterShardsThenRequantizeInPlace) {
     comm().reset_stats();
     const QuantizedTensor got = dist::all_gather_quantized(comm(), param);
     EXPECT_EQ(comm().stats().bytes_sent, static_cast<uint64_t>(testing::expected_wire_bytes(c.recipe, shard, kK)));
-    EXPECT_TRUE(ref::bitwise_equal(got, ref::quantize(full_master.view(), c.recipe))) << c.name << " after Adam step " << step;
+    EXPECT_TRUE(qtc::testing::quantized_equal(ref::quantize(full_master.view(), c.recipe), got)) << c.name << " after Adam step " << step;
   }
 }
 
@@ -151,7 +151,7 @@ TEST(DistAmaxReduction, WithoutItTheGatherIsWrong) {
           if (b != 0) worst = std::max(worst, std::fabs(a - b) / std::fabs(b));
         }
       if (reduce) {
-        EXPECT_TRUE(ref::bitwise_equal(got, ref_q)) << c.name;
+        EXPECT_TRUE(qtc::testing::quantized_equal(ref_q, got)) << c.name;
       } else {
         // Every row of the other ranks is dequantized with this rank's global scale.
         EXPECT_GT(wrong, (M - shard) * kK * 3 / 4) << c.name;
@@ -164,12 +164,10 @@ TEST(DistAmaxReduction, WithoutItTheGatherIsWrong) {
 }
 
 TEST(DistTransport, GpuRunsUseNccl) {
-  const char* rg = std::getenv("QTC_REQUIRE_GPU");
-  if (rg != nullptr && std::string(rg) == "1") {
-    EXPECT_EQ(comm().name(), "nccl") << "QTC_REQUIRE_GPU=1: the GPU run must move bytes with NCCL";
-  } else if (comm().name() != "nccl") {
-    GTEST_SKIP() << "transport is " << comm().name() << ": " << dist::nccl_unavailable_reason();
-  }
+  // The one GPU gate (test_support.hpp): without NCCL, skipped with the reason; under QTC_REQUIRE_GPU=1 a failure
+  // (the GPU run must move bytes with NCCL).
+  QTC_GPU_GATE(comm().name() == "nccl" ? std::string() : "transport is " + comm().name() + ": " + dist::nccl_unavailable_reason());
+  EXPECT_EQ(comm().name(), "nccl");
 }
 
 // ---- Checkpoints ---------------------------------------------------------------------------------
@@ -212,7 +210,7 @@ TEST(DistCheckpoint, SaveAtThisWorldLoadsAtOneTwoFour) {
   for (const ref::TensorShard& s : ref::load_checkpoint(dir, comm().rank(), comm().size())) {
     const QuantizedTensor& f = full.at(s.name);
     const auto [b, e] = ref::shard_row_range(f.rows, comm().size(), comm().rank(), ref::row_granularity(f));
-    EXPECT_TRUE(ref::bitwise_equal(s.tensor, ref::slice_rows(f, b, e))) << s.name;
+    EXPECT_TRUE(qtc::testing::quantized_equal(ref::slice_rows(f, b, e), s.tensor)) << s.name;
   }
   // ... and the ranks share the loads at other world sizes (a world-4 load from 2 processes: 2 ranks each).
   for (int w : {1, 2, 4}) {
@@ -220,7 +218,7 @@ TEST(DistCheckpoint, SaveAtThisWorldLoadsAtOneTwoFour) {
       for (const ref::TensorShard& s : ref::load_checkpoint(dir, r, w)) {
         const QuantizedTensor& f = full.at(s.name);
         const auto [b, e] = ref::shard_row_range(f.rows, w, r, ref::row_granularity(f));
-        EXPECT_TRUE(ref::bitwise_equal(s.tensor, ref::slice_rows(f, b, e)))
+        EXPECT_TRUE(qtc::testing::quantized_equal(ref::slice_rows(f, b, e), s.tensor))
             << s.name << ": saved at world " << comm().size() << ", loaded as rank " << r << " of " << w;
       }
     }

@@ -3,7 +3,7 @@
 ///        the reference when a GPU is present, and says why not otherwise.
 #include <gtest/gtest.h>
 
-#include <qtc/backend.hpp>
+#include <qtc/cuda/backend.hpp>
 #include <qtc/quantize.hpp>
 
 #include <vector>

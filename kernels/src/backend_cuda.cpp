@@ -1,7 +1,9 @@
 /// \file backend_cuda.cpp
 /// \brief The CUDA kernels as a QuantizeBackend (backend.hpp): host in, host out, compact scales, exactly
 ///        the reference's QuantizedTensor. Used by `qtc verify --backend cuda` and the conformance suites.
-#include "qtc/backend.hpp"
+///        Verdicts: a recipe refused here (reference rules or the gating table) throws BackendError kNotSupported
+///        with the reason; a CUDA error throws BackendError kError with CUDA's message (qtc verify: skipped / error,
+///        never fail).
 #include "qtc/cuda/backend.hpp"
 #include "qtc/cuda/check.hpp"
 #include "qtc/cuda/quantize.hpp"
@@ -25,9 +27,32 @@ class CudaBackend final : public QuantizeBackend {
   }
 
   QuantizedTensor quantize(const MatrixView& x, const Recipe& r) override {
-    const std::string u = unavailable_reason();
-    QTC_CHECK(u.empty(), "cuda backend: ", u);
-    r.validate_input(x.dtype, x.rows, x.cols);
+    if (const std::string why = unsupported_reason(r, x.dtype, x.rows, x.cols); !why.empty())
+      throw BackendError(BackendError::Kind::kNotSupported, "cuda backend: " + why);
+    return on_device("quantizing", [&] { return quantize_on_device(x, r); });
+  }
+
+  HostMatrix dequantize(const QuantizedTensor& q, PlaneKind plane, DType out) override {
+    if (const std::string u = unavailable_reason(); !u.empty())
+      throw BackendError(BackendError::Kind::kNotSupported, "cuda backend: " + u);
+    return on_device("dequantizing", [&] { return dequantize_on_device(q, plane, out); });
+  }
+
+ private:
+  /// Runs device work: a CUDA error or a refusal by the kernels is BackendError kError (the backend gave no answer),
+  /// never a wrong answer; running out of host memory stays std::bad_alloc.
+  template <typename F>
+  static auto on_device(const char* what, F&& f) -> decltype(f()) {
+    try {
+      return f();
+    } catch (const BackendError&) {
+      throw;
+    } catch (const Error& e) {
+      throw BackendError(BackendError::Kind::kError, std::string("cuda backend: ") + what + ": " + e.what());
+    }
+  }
+
+  static QuantizedTensor quantize_on_device(const MatrixView& x, const Recipe& r) {
     cudaStream_t s = nullptr;
     QTC_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     struct StreamGuard {
@@ -42,9 +67,7 @@ class CudaBackend final : public QuantizeBackend {
     return h;
   }
 
-  HostMatrix dequantize(const QuantizedTensor& q, PlaneKind plane, DType out) override {
-    const std::string u = unavailable_reason();
-    QTC_CHECK(u.empty(), "cuda backend: ", u);
+  static HostMatrix dequantize_on_device(const QuantizedTensor& q, PlaneKind plane, DType out) {
     cudaStream_t s = nullptr;
     QTC_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     struct StreamGuard {

@@ -1,6 +1,5 @@
 /// \file backend_unavailable.cpp
 /// \brief make_cuda_backend() for builds without CUDA: a backend that says why it cannot run.
-#include "qtc/backend.hpp"
 #include "qtc/cuda/backend.hpp"
 #include "qtc/error.hpp"
 
@@ -15,8 +14,12 @@ class UnavailableCudaBackend final : public QuantizeBackend {
   std::string name() const override { return "cuda"; }
   std::string unavailable_reason() const override { return kReason; }
   std::string unsupported_reason(const Recipe&, DType, int64_t, int64_t) const override { return kReason; }
-  QuantizedTensor quantize(const MatrixView&, const Recipe&) override { QTC_FAIL("cuda backend: ", kReason); }
-  HostMatrix dequantize(const QuantizedTensor&, PlaneKind, DType) override { QTC_FAIL("cuda backend: ", kReason); }
+  QuantizedTensor quantize(const MatrixView&, const Recipe&) override {
+    throw BackendError(BackendError::Kind::kNotSupported, std::string("cuda backend: ") + kReason);
+  }
+  HostMatrix dequantize(const QuantizedTensor&, PlaneKind, DType) override {
+    throw BackendError(BackendError::Kind::kNotSupported, std::string("cuda backend: ") + kReason);
+  }
 };
 
 }  // namespace

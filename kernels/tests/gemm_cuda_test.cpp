@@ -16,8 +16,8 @@
 ///
 /// Exact inputs (STYLE.md item 6): element values from {0, ±0.5, ±1, ±1.5, ±2, ±3} and power-of-two scales,
 /// so every product and partial sum is exact in FP32 (and in Hopper's FP8 MMA accumulator) in any order.
-/// No GPU: skipped with "no CUDA device"; QTC_REQUIRE_GPU=1 turns that into a failure. QTC_SEED overrides
-/// the seed.
+/// No GPU: skipped with "no CUDA device"; QTC_REQUIRE_GPU=1 turns that into a failure; a path the gating table
+/// refuses on this card is skipped with the table's reason (test_support.hpp's gate). QTC_SEED overrides the seed.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -37,33 +37,26 @@
 #include "qtc/grouped.hpp"
 #include "qtc/layouts.hpp"
 #include "qtc/quantize.hpp"
+#include "qtc/test_support.hpp"
 
 namespace qtc::cuda {
 namespace {
 
-uint64_t seed() {
-  const char* s = std::getenv("QTC_SEED");
-  return s != nullptr ? std::strtoull(s, nullptr, 0) : 20261129ull;
+/// The seed (QTC_SEED overrides; test_support.hpp).
+uint64_t seed() { return qtc::testing::test_seed(20261129ull); }
+
+/// Empty when a CUDA device is usable, else why not.
+std::string device_reason() { return device_count() > 0 ? std::string() : std::string("no CUDA device"); }
+
+/// The one GPU gate (test_support.hpp): no device -> skip, or fail under QTC_REQUIRE_GPU=1; a feature the gating
+/// table refuses here -> skip with the table's reason.
+#define QTC_REQUIRE_FEATURE(f) QTC_GPU_GATE_FEATURE(device_reason(), device_supports(f))
+
+/// NVFP4 GEMM, native or emulated: supported when either is; else the native path's reason.
+gating::Support nvfp4_gemm_support() {
+  const gating::Support native = device_supports(gating::Feature::kGemmNvfp4);
+  return native.supported ? native : device_supports(gating::Feature::kGemmNvfp4Emulated).supported ? gating::Support{true, {}} : native;
 }
-
-bool require_gpu() {
-  const char* s = std::getenv("QTC_REQUIRE_GPU");
-  return s != nullptr && std::string(s) == "1";
-}
-
-#define QTC_SKIP_OR_FAIL(reason)                                    \
-  do {                                                              \
-    if (require_gpu()) FAIL() << (reason) << " (QTC_REQUIRE_GPU=1)"; \
-    GTEST_SKIP() << (reason);                                       \
-  } while (0)
-
-/// Skips (or fails under QTC_REQUIRE_GPU=1 when there is no device) unless the feature runs here.
-#define QTC_REQUIRE_FEATURE(f)                                                        \
-  do {                                                                                \
-    if (device_count() == 0) QTC_SKIP_OR_FAIL("no CUDA device");                      \
-    const gating::Support s_ = device_supports(f);                                    \
-    if (!s_.supported) GTEST_SKIP() << s_.reason;                                     \
-  } while (0)
 
 // ------------------------------------------------------------------------------------------------
 // Exact-by-construction host tensors
@@ -193,27 +186,10 @@ double at(const HostMatrix& m, int64_t i) {
   }
 }
 
-uint32_t bits(const HostMatrix& m, int64_t i) {
-  uint32_t u = 0;
-  std::memcpy(&u, m.bytes.data() + i * static_cast<int64_t>(dtype_size(m.dtype)), dtype_size(m.dtype));
-  return u;
-}
-
-/// Bitwise equality with the first mismatches (coordinate, both bit patterns, both values).
+/// Bitwise equality of a GPU output with the exact reference: the library's first-mismatch message (coordinate,
+/// count, both bit patterns decoded).
 ::testing::AssertionResult bitwise_equal(const HostMatrix& got, const HostMatrix& want) {
-  int64_t bad = 0;
-  std::string first;
-  for (int64_t i = 0; i < want.numel(); ++i)
-    if (bits(got, i) != bits(want, i)) {
-      if (bad++ < 4) {
-        char buf[256];
-        std::snprintf(buf, sizeof buf, "\n  (%lld, %lld): gpu 0x%x (%.9g) exact 0x%x (%.9g)", static_cast<long long>(i / want.cols),
-                      static_cast<long long>(i % want.cols), bits(got, i), at(got, i), bits(want, i), at(want, i));
-        first += buf;
-      }
-    }
-  if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << bad << " of " << want.numel() << " outputs differ" << first;
+  return qtc::testing::matrices_equal("output", want, got);
 }
 
 struct Shapes {
@@ -357,9 +333,7 @@ float pow2_alpha_amax() {
 }
 
 TEST(GemmCudaExact, Nvfp4AllLayouts) {
-  if (device_count() == 0) QTC_SKIP_OR_FAIL("no CUDA device");
-  if (!device_supports(gating::Feature::kGemmNvfp4) && !device_supports(gating::Feature::kGemmNvfp4Emulated))
-    GTEST_SKIP() << device_supports(gating::Feature::kGemmNvfp4).reason;
+  QTC_GPU_GATE_FEATURE(device_reason(), nvfp4_gemm_support());
   GemmContext ctx;
   std::mt19937_64 g(seed() + 3);
   const float pow2_amax = pow2_alpha_amax();
@@ -487,9 +461,7 @@ TEST(GemmCudaRandom, Fp8BlockWithinBound) {
 }
 
 TEST(GemmCudaRandom, Nvfp4WithinBound) {
-  if (device_count() == 0) QTC_SKIP_OR_FAIL("no CUDA device");
-  if (!device_supports(gating::Feature::kGemmNvfp4) && !device_supports(gating::Feature::kGemmNvfp4Emulated))
-    GTEST_SKIP() << device_supports(gating::Feature::kGemmNvfp4).reason;
+  QTC_GPU_GATE_FEATURE(device_reason(), nvfp4_gemm_support());
   GemmContext ctx;
   std::mt19937_64 g(seed() + 12);
   Recipe r;
@@ -524,7 +496,7 @@ QuantizedTensor slice_rows(const QuantizedTensor& q, int64_t r0, int64_t n) {
 
 TEST(GemmCudaGrouped, Nvfp4RowScaledFpropEqualsPerGroupReference) {
   QTC_REQUIRE_FEATURE(gating::Feature::kGemmGroupedNvfp4RowScaled);
-  if (!device_supports(gating::Feature::kGemmNvfp4Emulated)) GTEST_SKIP() << device_supports(gating::Feature::kGemmNvfp4Emulated).reason;
+  QTC_REQUIRE_FEATURE(gating::Feature::kGemmNvfp4Emulated);
   GemmContext ctx;
   std::mt19937_64 g(seed() + 20);
   const int64_t N = 128, K = 256, cap = 256;
@@ -921,8 +893,7 @@ struct GroupedFixture {
 #define QTC_REQUIRE_GROUPED_GEMM()                                                                                  \
   do {                                                                                                              \
     QTC_REQUIRE_FEATURE(gating::Feature::kGemmGroupedNvfp4RowScaled);                                               \
-    if (!device_supports(gating::Feature::kGemmNvfp4Emulated))                                                      \
-      GTEST_SKIP() << device_supports(gating::Feature::kGemmNvfp4Emulated).reason;                                  \
+    QTC_REQUIRE_FEATURE(gating::Feature::kGemmNvfp4Emulated);                                                       \
   } while (0)
 
 /// The output filled with a sentinel; returns whether a call threw a qtc::Error containing `needle` and left
@@ -1052,7 +1023,7 @@ TEST(GemmCudaGrouped, MoreThan64GroupsAndKNotMultipleOf128) {
 
 TEST(GemmCudaGrouped, WgradEqualsPerGroupReference) {
   QTC_REQUIRE_GROUPED_GEMM();
-  if (!device_supports(gating::Feature::kGemmNvfp4RowScaled)) GTEST_SKIP() << device_supports(gating::Feature::kGemmNvfp4RowScaled).reason;
+  QTC_REQUIRE_FEATURE(gating::Feature::kGemmNvfp4RowScaled);
   GemmContext ctx;
   std::mt19937_64 g(seed() + 47);
   const int64_t N = 96, K = 128;
@@ -1111,7 +1082,7 @@ TEST(GemmCudaGrouped, WgradEqualsPerGroupReference) {
 // Gating: refused calls carry the table's reason
 
 TEST(GemmCudaGating, UnsupportedPathsRefuseWithTheTableReason) {
-  if (device_count() == 0) QTC_SKIP_OR_FAIL("no CUDA device");
+  QTC_GPU_GATE(device_reason());
   const gating::Support mx = device_supports(gating::Feature::kGemmMxfp8);
   if (mx.supported) GTEST_SKIP() << "MXFP8 GEMM is supported on this card; nothing to refuse";
   GemmContext ctx;
@@ -1132,7 +1103,7 @@ TEST(GemmCudaGating, UnsupportedPathsRefuseWithTheTableReason) {
 
 TEST(GemmCudaGating, MissingDeviceIsASkipOrAFailure) {
   // Documents the rule: with a device this passes; without one it skips, or fails under QTC_REQUIRE_GPU=1.
-  if (device_count() == 0) QTC_SKIP_OR_FAIL("no CUDA device");
+  QTC_GPU_GATE(device_reason());
   const gating::Capability c = device_capability();
   std::printf("GEMMCAP sm=%d cublas=%s\n%s", c.sm(), gating::cublas_version_string(c.cublas).c_str(),
               gating::format_table(c).c_str());

@@ -3,6 +3,6 @@
 #        QTC_REQUIRE_GPU=1. Host-only C++ on the qtc::cuda API, so it compiles fast.
 qtc_add_test(test_quantize_cuda CUDA
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_quantize_cuda.cpp
-  LIBS qtc_cuda qtc_ref
+  LIBS qtc_cuda qtc_ref qtc_testing
   LABELS gpu
   TIMEOUT 1800)

@@ -14,6 +14,9 @@
 ///   checked  data bytes, compact scales, amax, scale_inv; on shapes up to 304x304 also padded and swizzled
 ///            scales (all bytes, padding zero) and dequantization (F32 and BF16 outputs).
 /// Other suites: quantize_with_amax (NVFP4, FP8 tensor), the backend object, the GPU gate.
+/// Gate, seeds, inputs and failure messages come from the verdict library (qtc/test_support.hpp): no device ->
+/// skipped (failure under QTC_REQUIRE_GPU=1); a legal case the gating table refuses on this card -> registered and
+/// skipped with the table's reason.
 /// Env: QTC_SEED (seed), QTC_SMALL=1 (shapes up to 304x304 only, for compute-sanitizer), QTC_REQUIRE_GPU=1.
 #include <gtest/gtest.h>
 
@@ -22,7 +25,6 @@
 
 #include "../src/launch.hpp"  // the packed-encoder test hook
 #include "gpu_test_util.hpp"
-#include "qtc/backend.hpp"
 #include "qtc/cuda/backend.hpp"
 #include "qtc/cuda/check.hpp"
 #include "qtc/layouts.hpp"
@@ -31,102 +33,8 @@
 namespace qtc::test {
 namespace {
 
-enum class Input { kNormal, kHeavy, kZeros, kTiny, kHuge, kTies, kSpecial };
-constexpr Input kAllInputs[] = {Input::kNormal, Input::kHeavy, Input::kZeros, Input::kTiny,
-                                Input::kHuge,   Input::kTies,  Input::kSpecial};
-
-const char* input_name(Input k) {
-  switch (k) {
-    case Input::kNormal: return "Normal";
-    case Input::kHeavy: return "Heavy";
-    case Input::kZeros: return "ZeroBlocks";
-    case Input::kTiny: return "Tiny";
-    case Input::kHuge: return "Huge";
-    case Input::kTies: return "Ties";
-    case Input::kSpecial: return "NanInfNegZero";
-  }
-  return "?";
-}
-
-/// Smallest positive normal and largest finite value of an input type.
-double type_tiny(DType t) { return t == DType::kF16 ? 0x1p-14 : 0x1p-126; }
-double type_max(DType t) { return t == DType::kF16 ? 65504.0 : (t == DType::kBF16 ? 0x1.FEp127 : 0x1.FFFFFEp127); }
-
-/// Writes value v (rounded RN-even) at flat index i of a matrix of type t; `ulp` adds that many units in
-/// the last place of the stored magnitude (ties and their neighbours).
-void put(HostMatrix& m, int64_t i, double v, int ulp = 0) {
-  uint32_t bits = float_to_dtype_bits(static_cast<float>(v), m.dtype);
-  if (ulp != 0 && v != 0.0) bits = static_cast<uint32_t>(static_cast<int64_t>(bits) + ulp);
-  if (m.dtype == DType::kF32)
-    std::memcpy(m.bytes.data() + 4 * i, &bits, 4);
-  else {
-    const uint16_t b = static_cast<uint16_t>(bits);
-    std::memcpy(m.bytes.data() + 2 * i, &b, 2);
-  }
-}
-
-HostMatrix make_input(Input kind, DType t, int64_t M, int64_t K, uint64_t seed) {
-  HostMatrix x(t, M, K);
-  const double tiny = type_tiny(t), big = type_max(t);
-  parallel_chunks(M * K, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const int64_t r = i / K, c = i % K;
-      const double n = normal(seed, static_cast<uint64_t>(i));
-      const double u = uniform01(seed ^ 0xA5A5ull, static_cast<uint64_t>(i));
-      switch (kind) {
-        case Input::kNormal: put(x, i, n * 3.0); break;
-        case Input::kHeavy: put(x, i, n * std::exp(4.0 * normal(seed ^ 0x77ull, static_cast<uint64_t>(i)))); break;
-        case Input::kZeros: {
-          // zero rows, zero columns and zero 16x16 / 32x32 / 128x128 regions; the rest normal
-          const bool zero = (r % 7 == 3) || (c % 11 == 5) || ((r / 16 + c / 16) % 5 == 0) || ((r / 32) % 3 == 1 && (c / 32) % 2 == 0) ||
-                            ((r / 128 + c / 128) % 3 == 2 && M > 128 && K > 128);
-          put(x, i, zero ? 0.0 : n);
-          break;
-        }
-        case Input::kTiny: {
-          // subnormals of the input type and the smallest normals; a few rows of ordinary scale
-          const double v = (u < 0.5 ? tiny * u * 2.0 : tiny * (1.0 + 8.0 * u)) * (n < 0 ? -1.0 : 1.0);
-          put(x, i, (r % 13 == 12) ? n * 1e-3 : v);
-          break;
-        }
-        case Input::kHuge: put(x, i, (u < 0.3 ? big : big * (0.25 + 0.5 * u)) * (n < 0 ? -1.0 : 1.0)); break;
-        case Input::kTies: {
-          // Rows of even index: blocks of 16 whose max is 6 * 2^b and whose other elements are the E2M1 tie
-          // points t * 2^b (exact after multiplying by a power-of-two enc), +-1 ulp. One element holds the global
-          // amax 2688 (S_enc = 1). Rows of odd index: E4M3 midpoints (1 + (2m+1)/16) * 2^e for power-of-two scales.
-          static constexpr double kTie[] = {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0};
-          const uint64_t h = mix(seed, static_cast<uint64_t>(i));
-          const int b = static_cast<int>((mix(seed, static_cast<uint64_t>(r * 1000003 + c / 16)) % 9)) - 4;
-          const double sgn = (h & 1) ? -1.0 : 1.0;
-          if (r == 0 && c == 0) {
-            put(x, i, 2688.0);
-          } else if (r % 2 == 0) {
-            if (c % 16 == static_cast<int64_t>(mix(seed, static_cast<uint64_t>(r * 7919 + c / 16)) % 16))
-              put(x, i, sgn * 6.0 * std::ldexp(1.0, b));
-            else
-              put(x, i, sgn * kTie[(h >> 1) % 7] * std::ldexp(1.0, b), static_cast<int>((h >> 8) % 3) - 1);
-          } else {
-            const int m = static_cast<int>((h >> 1) % 8), ex = static_cast<int>((h >> 4) % 12) - 6;
-            put(x, i, sgn * (1.0 + (2.0 * m + 1.0) / 16.0) * std::ldexp(1.0, ex));
-          }
-          break;
-        }
-        case Input::kSpecial: {
-          const uint64_t h = mix(seed ^ 0x5Bull, static_cast<uint64_t>(i)) % 64;
-          double v = n;
-          if (h == 0) v = std::nan("");
-          else if (h == 1) v = INFINITY;
-          else if (h == 2) v = -INFINITY;
-          else if (h < 8) v = -0.0;
-          else if (h < 10) v = 0.0;
-          put(x, i, v);
-          break;
-        }
-      }
-    }
-  });
-  return x;
-}
+using Input = Family;  // the library's input families (test_support.hpp)
+inline const char* input_name(Input k) { return qtc::testing::family_name(k); }
 
 struct RecipeCase {
   std::string label;
@@ -231,6 +139,23 @@ struct Case {
 
 bool is_small(const Shape& s) { return s.M * s.K <= 304 * 304; }
 
+/// Whether the reference's rules allow this input for this recipe (shape multiples, RHT BF16 only). Cases that are
+/// legal but refused by the gating table on this card are registered and skip with the table's reason.
+bool legal(const Recipe& r, DType t, int64_t M, int64_t K) {
+  try {
+    r.validate_input(t, M, K);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+/// The gating table's verdict for this case on the current device (asked once a device is there).
+gating::Support table_support(const Recipe& r, DType t, int64_t M, int64_t K) {
+  const std::string why = cuda::unsupported_reason(r, t, M, K);
+  return why.empty() ? gating::Support{true, {}} : gating::Support{false, why};
+}
+
 std::vector<Case> all_cases() {
   const auto rs = recipes();
   std::vector<Case> out;
@@ -239,14 +164,14 @@ std::vector<Case> all_cases() {
     const Recipe& r = rs[ri].r;
     for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
       for (const Shape& s : kSmallShapes) {
-        if (!cuda::unsupported_reason(r, t, s.M, s.K).empty()) continue;  // illegal here (reference rules)
-        for (Input k : kAllInputs) out.push_back({ri, t, s, k});
+        if (!legal(r, t, s.M, s.K)) continue;  // illegal by the reference's rules (the gating table: skipped, below)
+        for (Input k : qtc::testing::kAllFamilies) out.push_back({ri, t, s, k});
       }
       if (small_only) continue;
       for (const Shape& s : kBigShapes) {
         const bool f32_extra = t == DType::kF32 && rs[ri].label == "Nvfp41x16" && s.M == 4096;
         if (t != DType::kBF16 && !f32_extra) continue;
-        if (!cuda::unsupported_reason(r, t, s.M, s.K).empty()) continue;
+        if (!legal(r, t, s.M, s.K)) continue;
         out.push_back({ri, t, s, Input::kNormal});
       }
     }
@@ -259,7 +184,7 @@ const std::vector<RecipeCase>& recipe_table() {
   return t;
 }
 
-std::string case_name(const testing::TestParamInfo<Case>& info) {
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   std::ostringstream os;
   os << recipe_table()[c.recipe].label << dtype_name(c.dtype) << c.shape.M << "x" << c.shape.K << input_name(c.input);
@@ -276,73 +201,12 @@ void PrintTo(const Case& c, std::ostream* os) {
       << input_name(c.input);
 }
 
-/// Decoders for failure messages.
-std::function<std::string(uint64_t)> data_decoder(const Recipe& r) {
-  return [r](uint64_t b) {
-    std::ostringstream os;
-    if (r.kind == RecipeKind::kNVFP4) {
-      os << "lo " << decode_e2m1(static_cast<uint8_t>(b & 0xF)) << ", hi " << decode_e2m1(static_cast<uint8_t>((b >> 4) & 0xF));
-    } else {
-      os << (r.fp8 == Fp8Type::kE4M3 ? decode_e4m3(static_cast<uint8_t>(b)) : decode_e5m2(static_cast<uint8_t>(b)));
-    }
-    return os.str();
-  };
-}
-std::function<std::string(uint64_t)> scale_decoder(ScaleType t) {
-  return [t](uint64_t b) {
-    std::ostringstream os;
-    if (t == ScaleType::kE4M3) os << decode_e4m3(static_cast<uint8_t>(b));
-    else if (t == ScaleType::kE8M0) os << "2^" << (static_cast<int>(b) - 127);
-    else os << bits_f32(static_cast<uint32_t>(b));
-    return os.str();
-  };
-}
-std::string f32_describe(uint64_t b) {
-  std::ostringstream os;
-  os << bits_f32(static_cast<uint32_t>(b));
-  return os.str();
-}
-
-std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
-  std::vector<uint8_t> out(v.size() * 4);
-  if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());
-  return out;
-}
-
-/// Compares a device result (already on the host) with the reference, every field; "" when equal.
-std::string compare(const QuantizedTensor& want, const QuantizedTensor& got) {
-  std::ostringstream os;
-  const Recipe& r = want.recipe;
-  auto plane = [&](const std::optional<Plane>& w, const std::optional<Plane>& g, const char* nm) {
-    if (w.has_value() != g.has_value()) {
-      os << nm << " plane: present " << g.has_value() << ", expected " << w.has_value() << "\n";
-      return;
-    }
-    if (!w) return;
-    if (w->data_rows != g->data_rows || w->data_cols != g->data_cols)
-      os << nm << " data shape [" << g->data_rows << ", " << g->data_cols << "], expected [" << w->data_rows << ", "
-         << w->data_cols << "]\n";
-    std::string m = compare_elems(std::string(nm) + " data", w->data, g->data, w->data_rows, w->data_cols, 1, data_decoder(r));
-    if (!m.empty()) os << m << "\n";
-    if (w->scale.rows != g->scale.rows || w->scale.cols != g->scale.cols || w->scale.type != g->scale.type ||
-        w->scale.layout != g->scale.layout)
-      os << nm << " scale shape/type/layout differ: [" << g->scale.rows << ", " << g->scale.cols << "] vs expected ["
-         << w->scale.rows << ", " << w->scale.cols << "]\n";
-    m = compare_elems(std::string(nm) + " scales", w->scale.bytes, g->scale.bytes, w->scale.rows, w->scale.cols,
-                      w->scale.elem_size(), scale_decoder(w->scale.type));
-    if (!m.empty()) os << m << "\n";
-    m = compare_elems(std::string(nm) + " amax", f32_bytes(w->amax), f32_bytes(g->amax), 1,
-                      static_cast<int64_t>(w->amax.size()), 4, f32_describe);
-    if (!m.empty()) os << m << "\n";
-  };
-  plane(want.rowwise, got.rowwise, "rowwise");
-  plane(want.columnwise, got.columnwise, "columnwise");
-  if (r.kind == RecipeKind::kFP8Tensor) {
-    const uint32_t a = f32_bits(want.scale_inv), b = f32_bits(got.scale_inv);
-    if (a != b && !(std::isnan(want.scale_inv) && std::isnan(got.scale_inv)))
-      os << "scale_inv: expected " << hex(a, 8) << " (" << want.scale_inv << "), got " << hex(b, 8) << " (" << got.scale_inv << ")\n";
-  }
-  return os.str();
+/// A device result (already on the host) against the reference, every output (planes, scales in their layout,
+/// amax, scale_inv; any NaN equals any NaN): the library's first-mismatch message, with the block's inputs when x is
+/// given and the scales are compact.
+::testing::AssertionResult outputs_match(const QuantizedTensor& want, const QuantizedTensor& got, const HostMatrix* x = nullptr) {
+  const MatrixView xv = x ? x->view() : MatrixView{};
+  return qtc::testing::outputs_equal(want, got, x ? &xv : nullptr, qtc::testing::NanRule::kAnyNanEqual);
 }
 
 /// RAII stream + device copy of the input.
@@ -363,12 +227,12 @@ struct GpuInput {
   }
 };
 
-class Conformance : public testing::TestWithParam<Case> {};
+class Conformance : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Conformance, BitExactAgainstReference) {
-  QTC_REQUIRE_GPU_OR_SKIP();
   const Case& c = GetParam();
   const RecipeCase& rc = recipe_table()[c.recipe];
+  QTC_GPU_GATE_FEATURE(gpu_unavailable_reason(), table_support(rc.r, c.dtype, c.shape.M, c.shape.K));
   const uint64_t seed = test_seed() ^ (c.recipe * 0x100000001B3ull) ^ (static_cast<uint64_t>(c.input) << 48);
   const HostMatrix x = make_input(c.input, c.dtype, c.shape.M, c.shape.K, seed);
   const std::string ctx = "recipe " + rc.r.name() + " (" + rc.label + "), input " + std::string(dtype_name(c.dtype)) + " [" +
@@ -379,8 +243,7 @@ TEST_P(Conformance, BitExactAgainstReference) {
   GpuInput in(x);
   cuda::DeviceQuantized dq = cuda::quantize(in.view, rc.r, in.s, ScaleLayout::kCompact);
   const QuantizedTensor got = cuda::to_host(dq, in.s);
-  const std::string diff = compare(want, got);
-  ASSERT_TRUE(diff.empty()) << diff;
+  ASSERT_TRUE(outputs_match(want, got, &x));
 
   if (!is_small(c.shape)) return;
   // Padded and swizzled scales written by the kernels: every byte, padding zero.
@@ -391,8 +254,7 @@ TEST_P(Conformance, BitExactAgainstReference) {
     QuantizedTensor gl = cuda::to_host(dl, in.s);
     QuantizedTensor wl = want;
     ref::convert_layout(wl, lay);
-    const std::string d2 = compare(wl, gl);
-    EXPECT_TRUE(d2.empty()) << (lay == ScaleLayout::kPadded ? "padded layout: " : "swizzled layout: ") << d2;
+    EXPECT_TRUE(outputs_match(wl, gl)) << (lay == ScaleLayout::kPadded ? "padded layout" : "swizzled layout");
   }
   // Dequantization of each plane (F32 and BF16 outputs).
   for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
@@ -404,29 +266,17 @@ TEST_P(Conformance, BitExactAgainstReference) {
       std::vector<uint8_t> yg(yw.bytes.size());
       if (!yg.empty()) QTC_CUDA_CHECK(cudaMemcpyAsync(yg.data(), dy.data(), yg.size(), cudaMemcpyDeviceToHost, in.s));
       QTC_CUDA_CHECK(cudaStreamSynchronize(in.s));
-      const size_t es = dtype_size(ot);
-      std::string d3;
-      if (ot == DType::kF32) {
-        d3 = compare_elems("dequantized F32", yw.bytes, yg, yw.rows, yw.cols, 4, f32_describe);
-      } else {
-        // bf16: NaN payloads may differ; compare values with NaN == NaN
-        std::vector<uint8_t> a(yw.bytes.size() * 2), b(yg.size() * 2);
-        for (size_t i = 0; i < yw.bytes.size() / es; ++i) {
-          uint16_t u, v;
-          std::memcpy(&u, yw.bytes.data() + 2 * i, 2);
-          std::memcpy(&v, yg.data() + 2 * i, 2);
-          const uint32_t fu = static_cast<uint32_t>(u) << 16, fv = static_cast<uint32_t>(v) << 16;
-          std::memcpy(a.data() + 4 * i, &fu, 4);
-          std::memcpy(b.data() + 4 * i, &fv, 4);
-        }
-        d3 = compare_elems("dequantized BF16 (as F32)", a, b, yw.rows, yw.cols, 4, f32_describe);
-      }
-      EXPECT_TRUE(d3.empty()) << (pk == PlaneKind::kRowwise ? "rowwise " : "columnwise ") << d3;
+      HostMatrix got_y(ot, yw.rows, yw.cols);
+      got_y.bytes = std::move(yg);
+      // BF16: NaN payloads may differ; any NaN equals any NaN (as for F32)
+      EXPECT_TRUE(qtc::testing::matrices_equal(std::string(pk == PlaneKind::kRowwise ? "dequantized_rowwise " : "dequantized_columnwise ") +
+                                                   (ot == DType::kF32 ? "F32" : "BF16"),
+                                               yw, got_y, qtc::testing::NanRule::kAnyNanEqual));
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Quantize, Conformance, testing::ValuesIn(all_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Quantize, Conformance, ::testing::ValuesIn(all_cases()), case_name);
 
 // ---------------------------------------------------------------------------------------------------------
 // quantize_with_amax: the global amax supplied (FSDP2 shards, fused norms): NVFP4 and FP8 tensor.
@@ -434,14 +284,14 @@ INSTANTIATE_TEST_SUITE_P(Quantize, Conformance, testing::ValuesIn(all_cases()), 
 // The fast NVFP4 kernel's packed two-at-a-time E2M1 encoder (kernels/src/nvfp4_fast.cuh) against the scalar
 // encoder of the generic kernel, on every float.
 TEST(Nvfp4PackedEncoder, MatchesScalarOnAllFloats) {
-  QTC_REQUIRE_GPU_OR_SKIP();
+  QTC_GPU_GATE(gpu_unavailable_reason());
   EXPECT_EQ(cuda::detail::e2m1x2_exhaustive_mismatches(), 0);
 }
 
 TEST(QuantizeWithAmax, EqualsReference) {
-  QTC_REQUIRE_GPU_OR_SKIP();
+  QTC_GPU_GATE(gpu_unavailable_reason());
   const uint64_t seed = test_seed();
-  SCOPED_TRACE("seed " + hex(seed, 16));
+  QTC_SEED_TRACE(seed);
   for (DType t : {DType::kF32, DType::kBF16}) {
     const HostMatrix x = make_input(Input::kNormal, t, 128, 96, seed);
     const float true_amax = ref::amax(x.view());
@@ -455,8 +305,7 @@ TEST(QuantizeWithAmax, EqualsReference) {
         GpuInput in(x);
         cuda::DeviceQuantized dq = cuda::allocate_quantized(r, t, 128, 96, ScaleLayout::kCompact, in.s);
         cuda::quantize_with_amax_into(in.view, dq, a, a * 0.75f, in.s);
-        const std::string diff = compare(want, cuda::to_host(dq, in.s));
-        EXPECT_TRUE(diff.empty()) << diff;
+        EXPECT_TRUE(outputs_match(want, cuda::to_host(dq, in.s), &x));
       }
     }
   }
@@ -471,7 +320,7 @@ TEST(CudaBackend, MatchesCpuBackend) {
   if (!be->unavailable_reason().empty()) {
     EXPECT_EQ(be->unavailable_reason(), gpu_unavailable_reason());
   }
-  QTC_REQUIRE_GPU_OR_SKIP();
+  QTC_GPU_GATE(gpu_unavailable_reason());
   auto cpu = make_cpu_backend();
   const HostMatrix x = make_input(Input::kHeavy, DType::kBF16, 64, 128, test_seed());
   for (const RecipeCase& rc : recipe_table()) {
@@ -479,11 +328,11 @@ TEST(CudaBackend, MatchesCpuBackend) {
     ASSERT_EQ(be->unsupported_reason(rc.r, DType::kBF16, 64, 128), "");
     const QuantizedTensor want = cpu->quantize(x.view(), rc.r);
     const QuantizedTensor got = be->quantize(x.view(), rc.r);
-    EXPECT_EQ(compare(want, got), "");
+    EXPECT_TRUE(outputs_match(want, got, &x));
     const PlaneKind pk = want.rowwise ? PlaneKind::kRowwise : PlaneKind::kColumnwise;
     const HostMatrix yw = cpu->dequantize(want, pk, DType::kF32);
     const HostMatrix yg = be->dequantize(got, pk, DType::kF32);
-    EXPECT_EQ(compare_elems("dequantized", yw.bytes, yg.bytes, yw.rows, yw.cols, 4, f32_describe), "");
+    EXPECT_TRUE(qtc::testing::matrices_equal("dequantized", yw, yg, qtc::testing::NanRule::kAnyNanEqual));
   }
   Recipe bad;
   bad.kind = RecipeKind::kNVFP4;

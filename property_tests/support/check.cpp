@@ -8,6 +8,7 @@
 
 #include "qtc/codec.hpp"
 #include "qtc/error.hpp"
+#include "qtc/test_support.hpp"
 
 namespace qtc::prop {
 
@@ -15,92 +16,36 @@ namespace {
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t rup(int64_t a, int64_t b) { return cdiv(a, b) * b; }
 
-std::string hex(uint32_t v, int width) {
-  std::ostringstream os;
-  os << "0x" << std::hex;
-  os.width(width);
-  os.fill('0');
-  os << v;
-  return os.str();
-}
+}  // namespace
+
+// The reporting is the verdict library's (qtc/test_support.hpp: the first mismatch as `qtc verify` prints it); what
+// is compared (every bit, NaN payloads included) stays this file's.
+namespace {
+std::string text(const ::testing::AssertionResult& r) { return r ? std::string() : std::string(r.message()); }
 }  // namespace
 
 std::string diff_scales(const ScaleMatrix& a, const ScaleMatrix& b, const char* what) {
-  std::ostringstream os;
-  if (a.type != b.type || a.layout != b.layout || a.rows != b.rows || a.cols != b.cols || a.bytes.size() != b.bytes.size()) {
-    os << what << " scales: shape/type/layout differ: [" << a.rows << ", " << a.cols << "] type " << int(a.type) << " layout "
-       << int(a.layout) << " (" << a.bytes.size() << " bytes) vs [" << b.rows << ", " << b.cols << "] type " << int(b.type)
-       << " layout " << int(b.layout) << " (" << b.bytes.size() << " bytes)";
-    return os.str();
-  }
-  const size_t es = a.elem_size();
-  int64_t count = 0, first = -1;
-  for (size_t i = 0; i < a.bytes.size() / es; ++i)
-    if (std::memcmp(a.bytes.data() + i * es, b.bytes.data() + i * es, es) != 0) {
-      if (first < 0) first = static_cast<int64_t>(i);
-      ++count;
-    }
-  if (count == 0) return {};
-  const int64_t r = a.cols ? first / a.cols : 0, c = a.cols ? first % a.cols : 0;
-  uint32_t va = 0, vb = 0;
-  std::memcpy(&va, a.bytes.data() + static_cast<size_t>(first) * es, es);
-  std::memcpy(&vb, b.bytes.data() + static_cast<size_t>(first) * es, es);
-  os << what << " scales: " << count << " of " << a.bytes.size() / es << " entries differ; first at [" << r << ", " << c
-     << "] (storage index " << first << "): " << hex(va, static_cast<int>(2 * es)) << " vs " << hex(vb, static_cast<int>(2 * es));
-  if (es == 4) os << " (" << bits_f32(va) << " vs " << bits_f32(vb) << ")";
-  return os.str();
+  return text(qtc::testing::scales_equal(std::string(what) + " scales", a, b));
 }
 
 std::string diff_plane(const Plane& a, const Plane& b, const char* what) {
-  std::ostringstream os;
-  if (a.data_rows != b.data_rows || a.data_cols != b.data_cols || a.data.size() != b.data.size()) {
-    os << what << " data shape differs: " << a.data_rows << " x " << a.data_cols << " vs " << b.data_rows << " x " << b.data_cols;
-    return os.str();
-  }
-  int64_t count = 0, first = -1;
-  for (size_t i = 0; i < a.data.size(); ++i)
-    if (a.data[i] != b.data[i]) {
-      if (first < 0) first = static_cast<int64_t>(i);
-      ++count;
-    }
-  if (count > 0) {
-    os << what << " data: " << count << " of " << a.data.size() << " bytes differ; first at byte [" << first / a.data_cols << ", "
-       << first % a.data_cols << "]: " << hex(a.data[static_cast<size_t>(first)], 2) << " vs " << hex(b.data[static_cast<size_t>(first)], 2);
-    return os.str();
-  }
-  const std::string s = diff_scales(a.scale, b.scale, what);
-  if (!s.empty()) return s;
-  if (a.amax.size() != b.amax.size() || (!a.amax.empty() && std::memcmp(a.amax.data(), b.amax.data(), a.amax.size() * 4) != 0)) {
-    os << what << " amax differs: [";
-    for (float v : a.amax) os << hex(f32_bits(v), 8) << " ";
-    os << "] vs [";
-    for (float v : b.amax) os << hex(f32_bits(v), 8) << " ";
-    os << "]";
-    return os.str();
-  }
-  return {};
+  if (a.data_rows != b.data_rows || a.data_cols != b.data_cols || a.data.size() != b.data.size())
+    return std::string(what) + " data shape differs: " + std::to_string(a.data_rows) + " x " + std::to_string(a.data_cols) + " vs " +
+           std::to_string(b.data_rows) + " x " + std::to_string(b.data_cols);
+  // The plane alone does not say its element format: data bytes are shown as bytes.
+  std::string d = text(qtc::testing::buffers_equal(std::string(what) + " data", qtc::testing::ElementCode::kU8, a.data, b.data,
+                                                   a.data_rows, a.data_cols));
+  if (!d.empty()) return d;
+  d = diff_scales(a.scale, b.scale, what);
+  if (!d.empty()) return d;
+  return text(qtc::testing::f32_equal(std::string(what) + " amax", a.amax, b.amax, 1, static_cast<int64_t>(a.amax.size())));
 }
 
 std::string diff_quantized(const QuantizedTensor& a, const QuantizedTensor& b) {
-  std::ostringstream os;
-  if (a.rows != b.rows || a.cols != b.cols) {
-    os << "shape [" << a.rows << ", " << a.cols << "] vs [" << b.rows << ", " << b.cols << "]";
-    return os.str();
-  }
-  if (a.rowwise.has_value() != b.rowwise.has_value() || a.columnwise.has_value() != b.columnwise.has_value())
-    return "planes present differ (rowwise " + std::to_string(a.rowwise.has_value()) + "/" + std::to_string(b.rowwise.has_value()) +
-           ", columnwise " + std::to_string(a.columnwise.has_value()) + "/" + std::to_string(b.columnwise.has_value()) + ")";
-  if (a.rowwise) {
-    const std::string s = diff_plane(*a.rowwise, *b.rowwise, "rowwise");
-    if (!s.empty()) return s;
-  }
-  if (a.columnwise) {
-    const std::string s = diff_plane(*a.columnwise, *b.columnwise, "columnwise");
-    if (!s.empty()) return s;
-  }
-  if (f32_bits(a.scale_inv) != f32_bits(b.scale_inv))
-    return "scale_inv " + hex(f32_bits(a.scale_inv), 8) + " vs " + hex(f32_bits(b.scale_inv), 8);
-  return {};
+  if (a.rows != b.rows || a.cols != b.cols)
+    return "shape [" + std::to_string(a.rows) + ", " + std::to_string(a.cols) + "] vs [" + std::to_string(b.rows) + ", " +
+           std::to_string(b.cols) + "]";
+  return text(qtc::testing::outputs_equal(a, b));
 }
 
 // ---------------------------------------------------------------------------------------------------

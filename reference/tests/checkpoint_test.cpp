@@ -93,7 +93,7 @@ void expect_loads_as(const std::string& dir, const std::map<std::string, Quantiz
       const QuantizedTensor& full = state.at(s.name);
       const auto [b, e] = ref::shard_row_range(full.rows, world, r, ref::row_granularity(full));
       EXPECT_EQ(s.row_offset, b) << s.name;
-      EXPECT_TRUE(ref::bitwise_equal(s.tensor, ref::slice_rows(full, b, e))) << s.name << " rank " << r << " of " << world;
+      EXPECT_TRUE(qtc::testing::quantized_equal(ref::slice_rows(full, b, e), s.tensor)) << s.name << " rank " << r << " of " << world;
     }
   }
 }
@@ -105,7 +105,7 @@ TEST(Checkpoint, RoundTripEveryRecipeAndLayout) {
     ref::save_checkpoint(d.str(), shard_state(state, world));
     expect_loads_as(d.str(), state, world);
     const auto full = ref::load_checkpoint_full(d.str());
-    for (const auto& [name, q] : state) EXPECT_TRUE(ref::bitwise_equal(full.at(name), q)) << name << " saved at world " << world;
+    for (const auto& [name, q] : state) EXPECT_TRUE(qtc::testing::quantized_equal(q, full.at(name))) << name << " saved at world " << world;
     // Only the committed generation's files remain.
     int files = 0;
     for (const auto& de : fs::directory_iterator(d.path)) files += de.path().filename().string().rfind("shard-", 0) == 0;
@@ -139,7 +139,7 @@ TEST(Checkpoint, AsyncSaveSnapshotsBuffersFirst) {
     }
   f.get();
   const auto loaded = ref::load_checkpoint_full(d.str());
-  for (const auto& [name, q] : original) EXPECT_TRUE(ref::bitwise_equal(loaded.at(name), q)) << name;
+  for (const auto& [name, q] : original) EXPECT_TRUE(qtc::testing::quantized_equal(q, loaded.at(name))) << name;
 }
 
 // ---- Corruption ------------------------------------------------------------------------------

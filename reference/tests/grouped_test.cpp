@@ -16,21 +16,26 @@
 
 #include <cmath>
 #include <cstring>
-#include <random>
 
 #include "qtc/codec.hpp"
 #include "qtc/grouped.hpp"
 #include "qtc/quantize.hpp"
+#include "qtc/test_support.hpp"
 
 namespace qtc::ref {
 namespace {
 
+/// BF16 input of the shared input families (test_support.hpp); QTC_SEED offsets every seed.
 HostMatrix random_bf16(int64_t rows, int64_t cols, uint64_t seed) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  HostMatrix x(DType::kBF16, rows, cols);
-  for (int64_t i = 0; i < rows * cols; ++i) x.as<uint16_t>()[i] = f32_to_bf16(d(g) * (1.0f + static_cast<float>(i % 5)));
-  return x;
+  return qtc::testing::make_input(qtc::testing::Family::kNormal, DType::kBF16, rows, cols, seed + qtc::testing::test_seed(0));
+}
+
+/// Rows [r0, r0 + n) of m, as a matrix (for first-mismatch comparisons of a group's rows).
+HostMatrix rows_copy(const HostMatrix& m, int64_t r0, int64_t n) {
+  HostMatrix out(m.dtype, n, m.cols);
+  const size_t row = static_cast<size_t>(m.cols) * dtype_size(m.dtype);
+  std::memcpy(out.bytes.data(), m.bytes.data() + static_cast<size_t>(r0) * row, static_cast<size_t>(n) * row);
+  return out;
 }
 
 MatrixView rows_of(const HostMatrix& x, int64_t r0, int64_t n) {
@@ -49,9 +54,7 @@ Recipe nvfp4(bool row_scaled) {
 
 void expect_same(const QuantizedTensor& a, const QuantizedTensor& b, int64_t g) {
   EXPECT_EQ(a.rows, b.rows) << "group " << g;
-  EXPECT_TRUE(a.rowwise == b.rowwise) << "group " << g << " rowwise plane differs";
-  EXPECT_TRUE(a.columnwise == b.columnwise) << "group " << g << " columnwise plane differs";
-  EXPECT_EQ(a.scale_inv, b.scale_inv) << "group " << g;
+  EXPECT_TRUE(qtc::testing::outputs_equal(b, a)) << "group " << g;
 }
 
 TEST(Grouped, QuantizeEachGroupAlone) {
@@ -149,7 +152,7 @@ TEST(Grouped, FpropEqualsPerGroupGemms) {
     if (n == 0) continue;
     const HostMatrix d = gemm_nvfp4_row_scaled(m.w[static_cast<size_t>(g)], m.x[static_cast<size_t>(g)], args);
     const int64_t off = m.rows.row_offset(g);
-    EXPECT_EQ(std::memcmp(out.bytes.data() + off * N * 2, d.bytes.data(), d.bytes.size()), 0) << "group " << g;
+    EXPECT_TRUE(qtc::testing::matrices_equal("group output", d, rows_copy(out, off, n))) << "group " << g;
     for (int64_t i = 0; i < n; ++i) live[static_cast<size_t>(off + i)] = 1;
   }
   for (int64_t i = 0; i < 256; ++i)
@@ -164,7 +167,7 @@ TEST(Grouped, MixedRowScaledAndPerTensorGroups) {
   HostMatrix out(DType::kF32, 256, N);
   gemm_nvfp4_row_scaled_grouped_fprop(m.w, m.x, m.rows, GemmArgs::of(GemmKind::kFprop), out);
   const HostMatrix d2 = gemm_nvfp4_row_scaled(m.w[2], m.x[2], GemmArgs::of(GemmKind::kFprop));
-  EXPECT_EQ(std::memcmp(out.bytes.data() + m.rows.row_offset(2) * N * 4, d2.bytes.data(), d2.bytes.size()), 0);
+  EXPECT_TRUE(qtc::testing::matrices_equal("group 2 output", d2, rows_copy(out, m.rows.row_offset(2), d2.rows)));
   EXPECT_EQ(m.x[3].rowwise->amax, amax_before);  // the neighbour's amax is not written
   EXPECT_EQ(m.x[2].rowwise->amax.size(), 1u);
 }
@@ -230,7 +233,7 @@ TEST(Grouped, WgradEqualsPerGroupGemms) {
       continue;
     }
     const HostMatrix d = gemm_nvfp4_row_scaled(x[g], dy[g], GemmArgs::of(GemmKind::kWgrad));
-    EXPECT_EQ(res[g].bytes, d.bytes) << "group " << g;
+    EXPECT_TRUE(qtc::testing::matrices_equal("wgrad", d, res[g])) << "group " << g;
   }
 }
 

@@ -14,39 +14,18 @@
 #include "qtc/quantize.hpp"
 #include "qtc/recipe.hpp"
 #include "qtc/tensor.hpp"
+#include "qtc/test_support.hpp"
 
 namespace qtc::testing {
 
-/// The seed of every random input: QTC_SEED overrides the default, and failures print it.
-inline uint64_t test_seed() {
-  const char* s = std::getenv("QTC_SEED");
-  return s ? std::strtoull(s, nullptr, 0) : 0x5EEDF5D2ull;
-}
+/// The seed of every random input: QTC_SEED overrides this layer's default (test_support.hpp), and failures print it.
+inline uint64_t test_seed() { return test_seed(0x5EEDF5D2ull); }
 
-inline uint64_t mix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-/// Element (i, j) of the test weight: uniform in [-1, 1) times a magnitude that depends on the row
-/// band (16 rows), so shards have different amaxes (the amax-reduction bug needs that), plus a few
-/// outliers.
-inline float weight_value(uint64_t seed, int64_t i, int64_t j, int64_t cols) {
-  const uint64_t h = mix64(seed ^ mix64(static_cast<uint64_t>(i * cols + j)));
-  const float u = static_cast<float>(h >> 40) * 0x1p-24f * 2.0f - 1.0f;
-  const float band = std::ldexp(1.0f, static_cast<int>((i / 16) % 7) - 3);
-  const bool outlier = (h & 0xFFF) == 7;
-  return u * band * (outlier ? 37.0f : 1.0f);
-}
-
-/// Rows [r0, r1) of the M x K weight as an F32 (or BF16) host matrix.
+/// Rows [r0, r1) of the M x K test weight, an F32 (or BF16) host matrix: the library's Banded input family (row bands
+/// of 16 with different magnitudes, so shards have different amaxes -- the amax-reduction bug needs that -- plus a few
+/// outliers), keyed by (seed, row, column) so any rank rebuilds its rows.
 inline HostMatrix weight_rows(uint64_t seed, int64_t r0, int64_t r1, int64_t K, DType t = DType::kF32) {
-  HostMatrix m(t, r1 - r0, K);
-  for (int64_t i = r0; i < r1; ++i)
-    for (int64_t j = 0; j < K; ++j) m.set(i - r0, j, weight_value(seed, i, j, K));
-  return m;
+  return make_rows(Family::kBanded, t, r0, r1, K, seed);
 }
 
 /// One FSDP2 case: a recipe with a short name.

@@ -54,38 +54,8 @@ std::vector<QuantizedTensor> quantize_shards(const HostMatrix& x, const Recipe& 
   return out;
 }
 
-std::string describe_mismatch(const QuantizedTensor& a, const QuantizedTensor& b) {
-  std::ostringstream os;
-  os << a.recipe.name() << " [" << a.rows << ", " << a.cols << "] vs [" << b.rows << ", " << b.cols << "]";
-  for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
-    const auto& pa = pk == PlaneKind::kRowwise ? a.rowwise : a.columnwise;
-    const auto& pb = pk == PlaneKind::kRowwise ? b.rowwise : b.columnwise;
-    const char* n = pk == PlaneKind::kRowwise ? "rowwise" : "columnwise";
-    if (pa.has_value() != pb.has_value()) {
-      os << "; " << n << " plane present " << pa.has_value() << " vs " << pb.has_value();
-      continue;
-    }
-    if (!pa) continue;
-    if (pa->data != pb->data) {
-      size_t i = 0, cnt = 0;
-      for (size_t k = 0; k < std::min(pa->data.size(), pb->data.size()); ++k)
-        if (pa->data[k] != pb->data[k]) cnt += (cnt == 0 ? (i = k, 1) : 1);
-      char buf[128];
-      std::snprintf(buf, sizeof buf, "; %s data: %zu mismatches, first at byte %zu (row %lld): 0x%02x vs 0x%02x", n, cnt, i,
-                    static_cast<long long>(pa->data_cols ? static_cast<int64_t>(i) / pa->data_cols : 0), pa->data[i], pb->data[i]);
-      os << buf;
-    }
-    if (!(pa->scale == pb->scale))
-      os << "; " << n << " scales differ (" << pa->scale.rows << "x" << pa->scale.cols << " vs " << pb->scale.rows << "x" << pb->scale.cols
-         << ")";
-    if (pa->amax.size() != pb->amax.size() || (!pa->amax.empty() && std::memcmp(pa->amax.data(), pb->amax.data(), pa->amax.size() * 4)))
-      os << "; " << n << " amax " << (pa->amax.empty() ? -1.0f : pa->amax[0]) << " vs " << (pb->amax.empty() ? -1.0f : pb->amax[0]);
-  }
-  if (std::memcmp(&a.scale_inv, &b.scale_inv, 4)) os << "; scale_inv " << a.scale_inv << " vs " << b.scale_inv;
-  return os.str();
-}
-
-#define EXPECT_BITWISE_EQ(a, b) EXPECT_TRUE(ref::bitwise_equal((a), (b))) << describe_mismatch((a), (b))
+/// Bit-for-bit equality; a failure prints the first mismatching tensor as `qtc verify` does (test_support.hpp).
+#define EXPECT_BITWISE_EQ(a, b) EXPECT_TRUE(qtc::testing::quantized_equal((b), (a)))
 
 class FsdpGather : public ::testing::TestWithParam<std::tuple<FsdpCase, int>> {};
 

@@ -66,4 +66,32 @@ struct Summary {
 /// One line for a result that did not pass: "FAIL path [cpu]: message".
 std::string result_line(const FileResult& r);
 
+// ---------------------------------------------------------------------------------------------------
+// The first-mismatch message of `qtc verify`, shared with the test library (qtc/test_support.hpp) so that a
+// failing test prints exactly the line `qtc verify` prints for the same buffers.
+
+/// How the elements of a compared buffer are encoded.
+enum class ElementCode { kE2M1, kE4M3, kE5M2, kE8M0, kF32, kBF16, kF16, kU8 };
+/// One element as `qtc verify` shows it: "0x3c (e4m3 1.5)", "0x3fc00000 (1.5)"; kU8 (a byte of unknown format): "0x3c".
+std::string element_text(ElementCode e, uint32_t bits);
+/// Element i of a buffer (E2M1: nibble i, low nibble first; F32: 4 bytes; BF16/F16: 2 bytes; else 1 byte).
+uint32_t element_at(ElementCode e, const uint8_t* p, int64_t i);
+/// Bytes that n elements occupy.
+int64_t element_bytes(ElementCode e, int64_t n);
+/// How many of n elements differ and the first one. nan_equal: a NaN equals any NaN (F32, BF16, F16), as `qtc verify`
+/// compares; otherwise bit patterns are compared.
+struct Mismatch {
+  int64_t count = 0, first = -1;
+  uint32_t want = 0, got = 0;
+};
+Mismatch find_mismatch(ElementCode e, const uint8_t* want, const uint8_t* got, int64_t n, bool nan_equal);
+/// "<name>: N of T elements differ; first at <coord>: expected <want>, got <got>" and "; block <block>" when
+/// `block` is not empty: the line of `qtc verify`.
+std::string mismatch_line(std::string_view name, ElementCode e, const Mismatch& m, int64_t total, std::string_view coord,
+                          std::string_view block);
+/// The inputs of the quantization block behind element (a, b) (compact coordinates, elements) of the VECTORS.md
+/// output `tensor` of recipe r on x: "x[0, 0:16] = {...}" as `qtc verify` prints it; empty when `tensor` is not an
+/// output of r.
+std::string block_inputs_text(const Recipe& r, std::string_view tensor, int64_t a, int64_t b, const MatrixView& x);
+
 }  // namespace qtc::conformance

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "qtc/error.hpp"
 #include "qtc/quantized.hpp"
 
 namespace qtc {
@@ -24,8 +25,18 @@ class QuantizeBackend {
   virtual HostMatrix dequantize(const QuantizedTensor& q, PlaneKind plane, DType out) = 0;
 };
 
-/// The CPU reference as a backend (reference/src/backend_cpu.cpp).
+/// What a backend throws when it could not produce an answer, as opposed to producing a wrong one: a CUDA error or
+/// a launch the backend refused. `qtc verify` reports kError as an error and kNotSupported as skipped with the
+/// message, never as a failure (VECTORS.md verdicts).
+class BackendError : public Error {
+ public:
+  enum class Kind { kError, kNotSupported };
+  BackendError(Kind k, const std::string& what) : Error(what), kind(k) {}
+  Kind kind;
+};
+
+/// The CPU reference as a backend (reference/src/backend_cpu.cpp). The CUDA kernels' backend is
+/// make_cuda_backend() in qtc/cuda/backend.hpp (kernels/).
 std::unique_ptr<QuantizeBackend> make_cpu_backend();
-// make_cuda_backend(), the kernels as a backend, is declared with them: kernels/include/qtc/cuda/backend.hpp.
 
 }  // namespace qtc

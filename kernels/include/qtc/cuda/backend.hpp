@@ -1,7 +1,7 @@
 /// \file backend.hpp
-/// \brief The CUDA kernels as a QuantizeBackend (qtc/backend.hpp). Declared here, with the backends' code:
-///        kernels/src/backend_cuda.cpp in a CUDA build, kernels/stub/backend_unavailable.cpp otherwise. No CUDA
-///        header: every layer includes it in both builds.
+/// \brief The CUDA kernels as a QuantizeBackend (qtc/backend.hpp), for `qtc verify --backend cuda` and the
+///        conformance suites. No CUDA header: a build without CUDA links the stub (kernels/stub/), whose backend
+///        says why it cannot run.
 #pragma once
 #include <memory>
 
@@ -9,8 +9,9 @@
 
 namespace qtc {
 
-/// The CUDA kernels as a backend. In a build without CUDA this returns a backend whose unavailable_reason()
-/// says so.
+/// The CUDA kernels as a backend (kernels/src/backend_cuda.cpp). In a build without CUDA (kernels/stub/) its
+/// unavailable_reason() says so. A CUDA error while quantizing throws BackendError kError; a recipe the gating
+/// table refuses on this device throws BackendError kNotSupported with the table's reason.
 std::unique_ptr<QuantizeBackend> make_cuda_backend();
 
 }  // namespace qtc
