@@ -33,10 +33,13 @@ if [ "${1:-}" = "--stage" ]; then
     [ -n "$f" ] && cp "$f" "$DEST/" && strip "$DEST/$t" && echo "$t" >> "$DEST/gpu_tests.txt"
   done
   for f in $(find "$BUILD" -type f -name 'bench_*cuda' -perm -u+x); do cp "$f" "$DEST/" && strip "$DEST/$(basename "$f")"; done
-  # the shared libraries the benchmarks need that the GPU image lacks (Debian's libbenchmark), under their sonames
-  for f in "$DEST"/bench_*; do
-    [ -f "$f" ] || continue
-    ldd "$f" | awk '/libbenchmark/{print $1, $3}' | while read -r soname path; do cp -L "$path" "$DEST/$soname"; done
+  # the qtc command, when built (qtc verify --backend cuda over the bundled vectors)
+  [ -x "$BUILD/conformance/qtc" ] && cp "$BUILD/conformance/qtc" "$DEST/" && strip "$DEST/qtc"
+  # the shared libraries the binaries need that the GPU image lacks (Debian's libbenchmark, libhwy, libfmt), under
+  # their sonames
+  for f in "$DEST"/*; do
+    [ -f "$f" ] && [ -x "$f" ] || continue
+    ldd "$f" | awk '/libbenchmark|libhwy|libfmt/{print $1, $3}' | while read -r soname path; do cp -L "$path" "$DEST/$soname"; done
   done
   git -C "$ROOT" rev-parse --short=12 HEAD > "$DEST/commit.txt" 2>/dev/null
   du -sh "$DEST"; ls -la "$DEST"
