@@ -12,7 +12,7 @@ namespace qtc::conformance {
 
 namespace {
 
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t cdiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }  // no overflow at 2^63 - 1 (issue 14)
 
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string out = "[";

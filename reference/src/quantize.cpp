@@ -72,9 +72,9 @@ void load_rows(const MatrixView& x, int64_t r0, int64_t count, float* out) {
 }  // namespace detail
 
 float amax(const MatrixView& x, bool propagate_nan) {
+  if (x.rows == 0 || x.cols == 0) return 0.0f;  // no element (and no per-strip buffer for a [2^40, 0] tensor)
   if (simd::enabled_any()) return simd::amax(x, propagate_nan);
   const int64_t kStrip = 64;
-  if (x.rows == 0 || x.cols == 0) return 0.0f;  // no element (and no per-strip buffer for a [2^40, 0] tensor)
   std::vector<float> partial(static_cast<size_t>(std::max<int64_t>(detail::ceil_div(x.rows, kStrip), 1)), 0.0f);
   detail::for_each_row_strip(x, kStrip, [&](int64_t g, int64_t, int64_t n, const float* s) {
     float acc = 0.0f;
@@ -141,7 +141,9 @@ HostMatrix rht_transform(const MatrixView& x, uint16_t sign_mask) {
 QuantizedTensor quantize(const MatrixView& x, const Recipe& recipe) {
   recipe.validate_input(x.dtype, x.rows, x.cols);
   QTC_CHECK(x.data != nullptr || x.rows * x.cols == 0, "quantize: input has no data");
-  if (simd::enabled(recipe, x.dtype)) {  // the vectorized path (simd/), same bits; cpu_path.hpp says when
+  // An empty tensor takes the scalar path, whose loops cost nothing however long the other extent (issue 14).
+  const bool empty = x.rows == 0 || x.cols == 0;
+  if (!empty && simd::enabled(recipe, x.dtype)) {  // the vectorized path (simd/), same bits; cpu_path.hpp says when
     switch (recipe.kind) {
       case RecipeKind::kNVFP4: return simd::quantize_nvfp4(x, recipe, nullptr);
       case RecipeKind::kMXFP8: return simd::quantize_mxfp8(x, recipe);
@@ -161,7 +163,7 @@ QuantizedTensor quantize(const MatrixView& x, const Recipe& recipe) {
 QuantizedTensor quantize_with_amax(const MatrixView& x, const Recipe& recipe, float amax_rowwise, float amax_columnwise) {
   recipe.validate_input(x.dtype, x.rows, x.cols);
   const float a[2] = {amax_rowwise, amax_columnwise};
-  const bool vec = simd::enabled(recipe, x.dtype);
+  const bool vec = x.rows != 0 && x.cols != 0 && simd::enabled(recipe, x.dtype);  // empty: the scalar path
   switch (recipe.kind) {
     case RecipeKind::kNVFP4:
       QTC_CHECK(!recipe.row_scaled, "quantize_with_amax: row-scaled NVFP4 computes its own per-row amax (§1.11)");
@@ -177,7 +179,7 @@ HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
   const Recipe& r = q.recipe;
   QTC_CHECK(p.scale.layout == ScaleLayout::kCompact || r.kind == RecipeKind::kFP8Tensor,
             "dequantize: scales must be in the compact layout (convert with ref::convert_layout)");
-  if (simd::enabled_dequantize(r, out)) return simd::dequantize(q, pk, out);
+  if (q.rows != 0 && q.cols != 0 && simd::enabled_dequantize(r, out)) return simd::dequantize(q, pk, out);
   const int64_t M = q.rows, K = q.cols;
   const bool col = pk == PlaneKind::kColumnwise;
   HostMatrix y(out, M, K);
