@@ -125,6 +125,7 @@ TEST(HugeEmptyShapes, WideEmptyTensorsToo) {
 
 // ---- Defect 4: cdiv at 2^63 - 1 ---------------------------------------------------------------------------
 
+// verify's expected shapes and the native-layout description both use a ceil division without overflow.
 TEST(ExpectedShapes, NoOverflowAtTheLargestDimension) {
   qtc::io::File f;
   f.metadata = {{"recipe", "mxfp8"}, {"scale_rule", "rceil"}};

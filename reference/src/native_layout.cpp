@@ -12,7 +12,7 @@ namespace qtc::ref {
 
 namespace {
 
-int64_t cdiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }  // a >= 0; no overflow at 2^63 - 1
+int64_t cdiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }  // no overflow at 2^63 - 1 (issue 14)
 
 int64_t product(const std::vector<int64_t>& s) {
   int64_t n = 1;

@@ -142,9 +142,9 @@ HostMatrix rht_transform(const MatrixView& x, uint16_t sign_mask) {
 QuantizedTensor quantize(const MatrixView& x, const Recipe& recipe) {
   recipe.validate_input(x.dtype, x.rows, x.cols);
   QTC_CHECK(x.data != nullptr || x.rows * x.cols == 0, "quantize: input has no data");
-  // The vectorized path (simd/), same bits; cpu_path.hpp says when. An empty input ([2^40, 0] included) takes the
-  // scalar path, whose loops cost nothing when one extent is 0.
-  if (x.rows != 0 && x.cols != 0 && simd::enabled(recipe, x.dtype)) {  // the vectorized path (simd/), same bits; cpu_path.hpp says when
+  // An empty tensor takes the scalar path, whose loops cost nothing however long the other extent (issue 14).
+  const bool empty = x.rows == 0 || x.cols == 0;
+  if (!empty && simd::enabled(recipe, x.dtype)) {  // the vectorized path (simd/), same bits; cpu_path.hpp says when
     switch (recipe.kind) {
       case RecipeKind::kNVFP4: return simd::quantize_nvfp4(x, recipe, nullptr);
       case RecipeKind::kMXFP8: return simd::quantize_mxfp8(x, recipe);

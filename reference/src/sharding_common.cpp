@@ -14,7 +14,7 @@
 
 namespace qtc::ref::shard_detail {
 
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t cdiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }  // no overflow at 2^63 - 1 (issue 14)
 
 const char* plane_name(PlaneKind p) { return p == PlaneKind::kRowwise ? "rowwise" : "columnwise"; }
 

@@ -200,8 +200,12 @@ HWY_INLINE VI EncodeE4M3(VF v) {
   const VI a = hn::And(u, hn::Set(di, 0x7FFFFFFF));
   const VI reb = hn::Sub(a, hn::Set(di, 120 << 23));
   const VI normal = hn::ShiftRight<20>(hn::Add(reb, hn::Add(hn::Set(di, 0x7FFFF), hn::And(hn::ShiftRight<20>(reb), hn::Set(di, 1)))));
-  const VI sub = hn::ConvertTo(di, hn::Round(hn::Mul(hn::BitCast(df, a), hn::Set(df, 512.0f))));
-  VI r = hn::IfThenElse(hn::Lt(a, hn::Set(di, 0x3C800000)), sub, normal);
+  // The subnormal candidate only from the lanes that take it (others 0): a NaN or huge lane must not reach the
+  // float -> int conversion, which is undefined behaviour in the portable (EMU128) copy.
+  const auto is_sub = hn::Lt(a, hn::Set(di, 0x3C800000));
+  const VF small = hn::BitCast(df, hn::IfThenElseZero(is_sub, a));
+  const VI sub = hn::ConvertTo(di, hn::Round(hn::Mul(small, hn::Set(df, 512.0f))));
+  VI r = hn::IfThenElse(is_sub, sub, normal);
   r = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x43E80000 - 1)), hn::Set(di, 0x7E), r);
   r = hn::Or(r, sign);
   return hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x7F800000)), hn::Set(di, 0x7F), r);
@@ -216,8 +220,12 @@ HWY_INLINE VI EncodeE5M2(VF v) {
   const VI a = hn::And(u, hn::Set(di, 0x7FFFFFFF));
   const VI reb = hn::Sub(a, hn::Set(di, 112 << 23));
   const VI normal = hn::ShiftRight<21>(hn::Add(reb, hn::Add(hn::Set(di, 0xFFFFF), hn::And(hn::ShiftRight<21>(reb), hn::Set(di, 1)))));
-  const VI sub = hn::ConvertTo(di, hn::Round(hn::Mul(hn::BitCast(df, a), hn::Set(df, 65536.0f))));
-  VI r = hn::IfThenElse(hn::Lt(a, hn::Set(di, 0x38800000)), sub, normal);
+  // The subnormal candidate only from the lanes that take it (others 0): a NaN or huge lane must not reach the
+  // float -> int conversion, which is undefined behaviour in the portable (EMU128) copy.
+  const auto is_sub = hn::Lt(a, hn::Set(di, 0x38800000));
+  const VF small = hn::BitCast(df, hn::IfThenElseZero(is_sub, a));
+  const VI sub = hn::ConvertTo(di, hn::Round(hn::Mul(small, hn::Set(df, 65536.0f))));
+  VI r = hn::IfThenElse(is_sub, sub, normal);
   r = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x47700000 - 1)), hn::Set(di, 0x7B), r);
   r = hn::Or(r, sign);
   return hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x7F800000)), hn::Set(di, 0x7F), r);
