@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 t0=$(date +%s)
 cmake --preset default
 cmake --build build -j2
-ctest --test-dir build -LE slow --output-on-failure
+ctest --test-dir build -LE slow -j2 --output-on-failure
 t1=$(date +%s)
 echo "ci: default build and tests: $((t1 - t0)) s"
 scripts/sanitize_test.sh
