@@ -15,7 +15,14 @@ for t in $wanted; do
   if grep -qx "$t" <<<"$available"; then targets+=("$t"); fi
 done
 echo "sanitize: building ${#targets[@]} targets: ${targets[*]}"
-cmake --build build-asan -j2 --target "${targets[@]}"
+# One make over CMake's inner Makefile2 builds the targets two at a time: `cmake --build --target a b c` goes
+# through the top-level Makefile, which is .NOTPARALLEL, so its targets (mostly one source file each) were built
+# one after another.
+if [ -f build-asan/CMakeFiles/Makefile2 ]; then
+  make -C build-asan -j2 -f CMakeFiles/Makefile2 "${targets[@]}"
+else
+  cmake --build build-asan -j2 --target "${targets[@]}"
+fi
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # Two exhaustive numeric sweeps cost minutes of CPU under the sanitizers (test_gemm_ref timed out at 600 s on a
