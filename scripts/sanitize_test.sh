@@ -18,8 +18,15 @@ echo "sanitize: building ${#targets[@]} targets: ${targets[*]}"
 # One make over CMake's inner Makefile2 builds the targets two at a time: `cmake --build --target a b c` goes
 # through the top-level Makefile, which is .NOTPARALLEL, so its targets (mostly one source file each) were built
 # one after another.
+# The goals are the targets' `<dir>/CMakeFiles/<target>.dir/all` rules, so that one make process sees the shared
+# dependencies (qtc_ref, ...) once (the per-target rules would start a make each and build them concurrently).
 if [ -f build-asan/CMakeFiles/Makefile2 ]; then
-  make -C build-asan -j2 -f CMakeFiles/Makefile2 "${targets[@]}"
+  goals=()
+  for t in "${targets[@]}"; do
+    g=$(grep -o "^[^ :]*/CMakeFiles/$t\.dir/all:" build-asan/CMakeFiles/Makefile2 | head -1)
+    [ -n "$g" ] && goals+=("${g%:}")
+  done
+  make -C build-asan -j2 -f CMakeFiles/Makefile2 "${goals[@]}"
 else
   cmake --build build-asan -j2 --target "${targets[@]}"
 fi
