@@ -2,7 +2,7 @@
 # \file setup.sh
 # \brief Installs the Debian packages qtc builds against; does nothing when all are present.
 set -euo pipefail
-pkgs=(cmake g++ make libeigen3-dev libgtest-dev libgmock-dev googletest librapidcheck-dev libbenchmark-dev
+pkgs=(cmake g++ make ninja-build libeigen3-dev libgtest-dev libgmock-dev googletest librapidcheck-dev libbenchmark-dev
       libbenchmark-tools nlohmann-json3-dev libcli11-dev libfmt-dev libopenmpi-dev openmpi-bin libxxhash-dev libhwy-dev
       python3 python3-scipy gnuplot-nox chromium python3-venv python3-dev  # compare.py needs scipy; the report: gnuplot,
       # headless Chromium; the Python module (python/): venv and the headers it compiles against
