@@ -330,10 +330,10 @@ void gemm_nvfp4(GemmContext& ctx, const DeviceQuantized& A, const DeviceQuantize
   };
   void* a16 = ctx.scratch(1, static_cast<size_t>(m * k) * 2);
   void* b16 = ctx.scratch(2, static_cast<size_t>(n * k) * 2);
-  detail::launch_nvfp4_to_bf16_pair(r.a.plane->data.as<uint8_t>(), r.a.plane->scale.as<uint8_t>(), m,
-                                    layout_code(*r.a.plane), r.a.plane->scale_cols, a16,
-                                    r.b.plane->data.as<uint8_t>(), r.b.plane->scale.as<uint8_t>(), n,
-                                    layout_code(*r.b.plane), r.b.plane->scale_cols, b16, k, ctx.stream());
+  detail::launch_nvfp4_to_bf16(r.a.plane->data.as<uint8_t>(), r.a.plane->scale.as<uint8_t>(), m, k,
+                               layout_code(*r.a.plane), r.a.plane->scale_cols, a16, ctx.stream());
+  detail::launch_nvfp4_to_bf16(r.b.plane->data.as<uint8_t>(), r.b.plane->scale.as<uint8_t>(), n, k,
+                               layout_code(*r.b.plane), r.b.plane->scale_cols, b16, ctx.stream());
   c.a_type = c.b_type = CUDA_R_16BF;
   c.a = a16;
   c.b = b16;

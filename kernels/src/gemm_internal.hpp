@@ -34,11 +34,6 @@ void launch_gather_scalars(const float* const* ptrs, int64_t n, float* out, cuda
 /// max_blocks > 0 caps the grid (grid-stride loop), so the pass leaves SMs to GEMMs running beside it.
 void launch_nvfp4_to_bf16(const uint8_t* data, const uint8_t* scale, int64_t rows, int64_t k, int layout,
                           int64_t scale_cols, void* out, cudaStream_t stream, int max_blocks = 0);
-/// Two planes of the same k in one launch (the emulated GEMM's operands); falls back to two launches.
-void launch_nvfp4_to_bf16_pair(const uint8_t* data0, const uint8_t* scale0, int64_t rows0, int layout0,
-                               int64_t scale_cols0, void* out0, const uint8_t* data1, const uint8_t* scale1,
-                               int64_t rows1, int layout1, int64_t scale_cols1, void* out1, int64_t k,
-                               cudaStream_t stream);
 /// out[0] = alpha (§7.4, amax pointers may be null = 1), out[1] = beta.
 void launch_nvfp4_alpha(const float* amax_a, const float* amax_b, float alpha_in, float factor, float beta,
                         float* out, cudaStream_t stream);

@@ -69,60 +69,6 @@ __global__ void nvfp4_to_bf16_kernel(const uint8_t* __restrict__ data, const uin
   }
 }
 
-/// One NVFP4 plane to convert (the coalesced kernel below).
-struct PlaneToBf16 {
-  const uint8_t* data;
-  const uint8_t* scale;
-  uint32_t units;      ///< 8-element units: rows · k / 8
-  uint32_t units_row;  ///< k / 8
-  uint32_t nkb;        ///< k / 16
-  int layout;
-  uint32_t scale_cols;
-  __nv_bfloat16* out;
-};
-
-constexpr int kUnitsPerThread = 4;
-constexpr int kDequantThreads = 256;
-
-/// Coalesced NVFP4 -> BF16: the plane is one stream of 8-element units (4 code bytes in, one 16-byte BF16 store
-/// out); a warp reads 128 contiguous bytes and writes 512, and each thread keeps 4 units in flight (loads first,
-/// then the conversions and stores). Up to two planes per launch: blocks [0, blocks0) convert p0, the rest p1 (the
-/// two operands of the emulated NVFP4 GEMM). 32-bit indices (the launcher checks the range).
-__global__ void __launch_bounds__(kDequantThreads) nvfp4_to_bf16_units_kernel(PlaneToBf16 p0, PlaneToBf16 p1,
-                                                                            uint32_t blocks0) {
-  const bool second = blockIdx.x >= blocks0;
-  const PlaneToBf16& p = second ? p1 : p0;
-  const uint32_t first = (second ? blockIdx.x - blocks0 : blockIdx.x) * (kDequantThreads * kUnitsPerThread) + threadIdx.x;
-  uint32_t codes[kUnitsPerThread];
-  uint32_t sf_bits[kUnitsPerThread];
-#pragma unroll
-  for (int i = 0; i < kUnitsPerThread; ++i) {
-    const uint32_t u = first + i * kDequantThreads;
-    codes[i] = 0;
-    sf_bits[i] = 0;
-    if (u < p.units) {
-      codes[i] = __ldg(reinterpret_cast<const uint32_t*>(p.data) + u);
-      const uint32_t r = u / p.units_row;
-      const uint32_t kb = (u - r * p.units_row) >> 1;
-      sf_bits[i] = __ldg(p.scale + scale_index(p.layout, r, kb, p.nkb, p.scale_cols));
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < kUnitsPerThread; ++i) {
-    const uint32_t u = first + i * kDequantThreads;
-    if (u >= p.units) break;
-    const float sf = e4m3_to_float(sf_bits[i]);
-    __align__(16) __nv_bfloat16 v[8];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const uint32_t byte = (codes[i] >> (8 * j)) & 0xFFu;
-      v[2 * j] = __float2bfloat16_rn(__fmul_rn(e2m1_to_float(byte & 0xF), sf));  // exact: <= 6 significant bits
-      v[2 * j + 1] = __float2bfloat16_rn(__fmul_rn(e2m1_to_float(byte >> 4), sf));
-    }
-    reinterpret_cast<uint4*>(p.out)[u] = *reinterpret_cast<const uint4*>(v);
-  }
-}
-
 /// alpha = alpha_in·amax_A·amax_B·(1/(36·maxA·maxB)), fp32 left to right (§7.4); beta copied. With
 /// neutralised operands (row-scaled, §7.5) the amaxes are 1 and the pointers are null.
 __global__ void nvfp4_alpha_kernel(const float* amax_a, const float* amax_b, float alpha_in, float factor, float beta,
@@ -317,50 +263,8 @@ int grid_for(int64_t work, int threads) {
 
 }  // namespace
 
-namespace {
-/// Whether the coalesced kernel takes the plane: 4-byte aligned codes, 16-byte aligned output, 32-bit unit indices.
-bool units_ok(const uint8_t* data, int64_t rows, int64_t k, const void* out) {
-  return rows * (k / 8) < (int64_t{1} << 31) && reinterpret_cast<uintptr_t>(data) % 4 == 0 &&
-         reinterpret_cast<uintptr_t>(out) % 16 == 0;
-}
-PlaneToBf16 units_plane(const uint8_t* data, const uint8_t* scale, int64_t rows, int64_t k, int layout,
-                        int64_t scale_cols, void* out) {
-  return {data, scale, static_cast<uint32_t>(rows * (k / 8)), static_cast<uint32_t>(k / 8), static_cast<uint32_t>(k / 16),
-          layout, static_cast<uint32_t>(scale_cols), static_cast<__nv_bfloat16*>(out)};
-}
-uint32_t units_blocks(int64_t rows, int64_t k) {
-  constexpr int64_t per_block = kDequantThreads * kUnitsPerThread;
-  return static_cast<uint32_t>((rows * (k / 8) + per_block - 1) / per_block);
-}
-}  // namespace
-
-void launch_nvfp4_to_bf16_pair(const uint8_t* data0, const uint8_t* scale0, int64_t rows0, int layout0,
-                               int64_t scale_cols0, void* out0, const uint8_t* data1, const uint8_t* scale1,
-                               int64_t rows1, int layout1, int64_t scale_cols1, void* out1, int64_t k,
-                               cudaStream_t stream) {
-  if (!units_ok(data0, rows0, k, out0) || !units_ok(data1, rows1, k, out1)) {
-    launch_nvfp4_to_bf16(data0, scale0, rows0, k, layout0, scale_cols0, out0, stream);
-    launch_nvfp4_to_bf16(data1, scale1, rows1, k, layout1, scale_cols1, out1, stream);
-    return;
-  }
-  const uint32_t b0 = units_blocks(rows0, k), b1 = units_blocks(rows1, k);
-  if (b0 + b1 == 0) return;
-  nvfp4_to_bf16_units_kernel<<<b0 + b1, kDequantThreads, 0, stream>>>(
-      units_plane(data0, scale0, rows0, k, layout0, scale_cols0, out0),
-      units_plane(data1, scale1, rows1, k, layout1, scale_cols1, out1), b0);
-  QTC_CUDA_CHECK_LAUNCH();
-}
-
 void launch_nvfp4_to_bf16(const uint8_t* data, const uint8_t* scale, int64_t rows, int64_t k, int layout,
                           int64_t scale_cols, void* out, cudaStream_t stream, int max_blocks) {
-  if (max_blocks == 0 && units_ok(data, rows, k, out)) {
-    const uint32_t b = units_blocks(rows, k);
-    if (b == 0) return;
-    const PlaneToBf16 p = units_plane(data, scale, rows, k, layout, scale_cols, out);
-    nvfp4_to_bf16_units_kernel<<<b, kDequantThreads, 0, stream>>>(p, p, b);
-    QTC_CUDA_CHECK_LAUNCH();
-    return;
-  }
   const int threads = 256;
   int grid = grid_for(rows * (k / 16), threads);
   if (max_blocks > 0) grid = std::min(grid, max_blocks);
