@@ -12,6 +12,9 @@
 ///                       GEMM with FP32 accumulation runs with the device alpha of §7.4
 ///   row-scaled NVFP4    §7.5: neutralised NVFP4 GEMM into an FP32 scratch, then the row/column       gemm.nvfp4_row_scaled
 ///                       post-scale, bias and cast on the device
+///   grouped row-scaled  §7.5 per expert with device group sizes: one CUTLASS sm_90a grouped BF16    gemm.grouped_nvfp4_
+///   NVFP4, device sizes GEMM (exact emulation) whose epilogue does the post-scale and bias in FP32;   row_scaled_sm90
+///                       graph-capturable (gating::grouped_row_scaled_path says which engine a card gets)
 /// An unsupported call throws qtc::Error carrying the gating reason. Nothing here synchronizes with the
 /// host; the alpha of NVFP4 is computed on the device from the device amaxes.
 #pragma once
