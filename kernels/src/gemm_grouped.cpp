@@ -253,7 +253,7 @@ void check_rows_on_device(const GroupedRowsOnDevice& rows) {
   QTC_CHECK(rows.groups == 0 || (rows.first_dims != nullptr && rows.row_offsets != nullptr),
             "grouped GEMM: device group sizes missing");
   QTC_CHECK(rows.stride >= 1, "grouped GEMM: group-size stride must be >= 1, got ", rows.stride);
-  QTC_CHECK(rows.groups <= (1 << 20), "grouped GEMM: ", rows.groups, " groups (at most 2^20)");
+  QTC_CHECK(rows.groups <= 65535, "grouped GEMM: ", rows.groups, " groups (at most 65535: one grid row per group)");
 }
 
 void check_weights_list(const std::vector<const DeviceQuantized*>& w, int64_t K, int64_t* n_out) {
@@ -390,6 +390,9 @@ void gemm_nvfp4_row_scaled_grouped_fprop_device(GemmContext& ctx, const GroupedW
   check_fprop_device(ctx, x, rows, args);
   QTC_CHECK(w.groups == rows.groups, "grouped GEMM: ", w.groups, " cached weights for ", rows.groups, " groups");
   QTC_CHECK(w.k == x.cols, "grouped GEMM: cached weights have K = ", w.k, ", x has ", x.cols);
+  QTC_CHECK(w.bf16.bytes() >= static_cast<size_t>(w.groups * w.n * w.k) * 2 && w.amax.bytes() >= static_cast<size_t>(w.groups) * 4,
+            "grouped GEMM: the weight cache's buffers are smaller than [", w.groups, ", ", w.n, ", ", w.k,
+            "] BF16 and [", w.groups, "] amaxes (allocate_grouped_weights)");
   QTC_CHECK(w.n % 8 == 0 && w.k % 8 == 0, "grouped GEMM with device group sizes needs N and K multiples of 8 (16-byte "
             "TMA rows of the BF16 operands), got N = ", w.n, ", K = ", w.k);
   if (rows.groups == 0) return;
@@ -440,6 +443,14 @@ void gemm_nvfp4_row_scaled_grouped_wgrad_device(GemmContext& ctx, const DeviceGr
   QTC_CHECK(x.cols % 8 == 0 && dy.cols % 8 == 0 && x.cols > 0 && dy.cols > 0, "grouped wgrad: K = ", x.cols, " and N = ",
             dy.cols, " must be positive multiples of 8");
   const int64_t G = rows.groups, K = x.cols, N = dy.cols, cap = rows.capacity;
+  for (const auto* t : {&x, &dy}) {
+    const char* which = t == &x ? "x" : "dY";
+    QTC_CHECK(t->data.bytes() >= static_cast<size_t>(t->cols * cap / 2) &&
+                  t->scale.bytes() >= static_cast<size_t>(t->cols * cap / 16) &&
+                  t->amax.bytes() >= static_cast<size_t>((t->row_scaled ? G * t->cols : G) * 4),
+              "grouped wgrad: ", which, "'s buffers are smaller than its shape: data [", t->cols, ", ", cap / 2,
+              "] bytes, scales [", t->cols, ", ", cap / 16, "], amax [", t->row_scaled ? G * t->cols : G, "] floats");
+  }
   if (G == 0) return;
   const cudaStream_t st = ctx.stream();
   // Columnwise planes -> BF16 [K, capacity] and [N, capacity] (compact scales, blocks of 16 tokens).
