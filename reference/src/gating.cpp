@@ -254,7 +254,7 @@ GroupedPath grouped_row_scaled_path(const Capability& cap) {
     p.why = "qtc's CUTLASS sm_90a grouped GEMM, because " + lt.reason;
     return p;
   }
-  p.why = "none (only the per-group path with host group sizes), because " + lt.reason + "; and " + own.reason;
+  p.why = "only the per-group path with host group sizes, because " + lt.reason + "; and " + own.reason;
   return p;
 }
 
