@@ -4,21 +4,20 @@
 ///        reference models (PyTorch's x86 CPU kernels; a GPU's own NaN results are canonical, so every NaN
 ///        is chosen explicitly here).
 #pragma once
-#include "device_codec.cuh"
-#include "qtc/profile.hpp"  // kTorchAOPerTensorDivisor
+#include "device_util.cuh"
 
 namespace qtc::cuda::dev::ao {
 
 constexpr uint32_t kDefaultNaN = 0xFFC00000u;  // x86's NaN of an invalid operation
 constexpr uint32_t kAmaxNaN = 0x7FC00000u;     // torch.amax of a block holding a NaN
 
-__device__ __forceinline__ float quiet(float v) { return bitsf(fbits(v) | 0x00400000u); }
+__device__ __forceinline__ float quiet(float v) { return bits_f32(f32_bits(v) | 0x00400000u); }
 __device__ __forceinline__ float nan_choice(float a, float b, float r, bool first) {
   const bool na = a != a, nb = b != b;
   if (na && nb) return quiet(first ? a : b);
   if (na) return quiet(a);
   if (nb) return quiet(b);
-  if (r != r) return bitsf(kDefaultNaN);
+  if (r != r) return bits_f32(kDefaultNaN);
   return r;
 }
 __device__ __forceinline__ float mul(float a, float b) { return nan_choice(a, b, __fmul_rn(a, b), false); }
@@ -27,24 +26,24 @@ __device__ __forceinline__ float clamp(float v, float lo, float hi) { return v !
 
 /// float32 -> float8 as PyTorch casts (RN-even; a NaN keeps its sign). Inputs are already clamped.
 __device__ __forceinline__ uint32_t cast_fp8(float v, bool e5m2) {
-  if (v != v) return 0x7Fu | ((fbits(v) >> 24) & 0x80u);
-  return e5m2 ? enc_e5m2(v) : enc_e4m3(v);
+  if (v != v) return 0x7Fu | ((f32_bits(v) >> 24) & 0x80u);
+  return e5m2 ? encode_e5m2(v) : encode_e4m3(v);
 }
 /// float8_e4m3fn -> float32 as PyTorch converts it (NaN codes -> 0x7FF00000 with the sign).
 __device__ __forceinline__ float decode_e4m3(uint32_t c) {
-  if ((c & 0x7Fu) == 0x7Fu) return bitsf(0x7FF00000u | ((c & 0x80u) << 24));
-  return dec_e4m3(c);
+  if ((c & 0x7Fu) == 0x7Fu) return bits_f32(0x7FF00000u | ((c & 0x80u) << 24));
+  return qtc::decode_e4m3(c);
 }
 
 /// torchao `_f32_to_floatx_unpacked(x, 2, 1)` bit for bit.
 __device__ __forceinline__ uint32_t f32_to_e2m1(float v) {
-  const uint32_t u = fbits(v), sign = u & 0x80000000u, a = u ^ sign;
-  const float x = bitsf(a);
+  const uint32_t u = f32_bits(v), sign = u & 0x80000000u, a = u ^ sign;
+  const float x = bits_f32(a);
   uint32_t code;
   if (x >= 6.0f) {
     code = 7u;
   } else if (x < 1.0f) {
-    code = (fbits(__fadd_rn(x, 0x1p22f)) - (149u << 23)) & 0xFFu;
+    code = (f32_bits(__fadd_rn(x, 0x1p22f)) - (149u << 23)) & 0xFFu;
   } else {
     const uint32_t odd = (a >> 22) & 1u;
     const uint32_t n = a + static_cast<uint32_t>((1 - 127) * (1 << 23) + ((1 << 21) - 1)) + odd;
@@ -65,7 +64,7 @@ __device__ __forceinline__ uint32_t mx_scale(float bamax, int rule, bool e5m2) {
   }
   if (bamax != bamax) return 0xFFu;
   const int target = e5m2 ? 15 : 8, mbits = e5m2 ? 2 : 3;
-  uint32_t bits = fbits(bamax);
+  uint32_t bits = f32_bits(bamax);
   if (rule == 3) bits = (bits + (1u << (23 - mbits - 1))) & 0xFF800000u;
   int ex = static_cast<int>((bits >> 23) & 0xFFu) - 127;
   if (rule == 2 && (bits & 0x7FFFFFu) != 0u) ++ex;
@@ -79,11 +78,11 @@ __device__ __forceinline__ uint32_t mx_code(float x, uint32_t e, int rule, bool 
   const float max_pos = e5m2 ? 57344.0f : 448.0f;
   float v;
   if (rule == 0) {
-    const float rcp = e == 0xFFu ? bitsf(kAmaxNaN)
-                                 : (e == 0xFEu ? 0x1p-127f : (e == 0u ? 1.0f : bitsf((254u - e) << 23)));
+    const float rcp = e == 0xFFu ? bits_f32(kAmaxNaN)
+                                 : (e == 0xFEu ? 0x1p-127f : (e == 0u ? 1.0f : bits_f32((254u - e) << 23)));
     v = mul(x, rcp);
   } else {
-    v = div(x, fmaxf(bitsf(e << 23), 0x1p-126f));
+    v = div(x, fmaxf(bits_f32(e << 23), 0x1p-126f));
   }
   return cast_fp8(clamp(v, -max_pos, max_pos), e5m2);
 }
@@ -91,7 +90,7 @@ __device__ __forceinline__ uint32_t mx_code(float x, uint32_t e, int rule, bool 
 /// The per-tensor amax torch.max(torch.abs(x)) gives for a tensor holding a NaN (0xFFFFFFFF from float32,
 /// 0x7FC00000 from bfloat16); F16 reaches torchao as float32.
 __device__ __forceinline__ float tensor_amax(float amax, bool bf16) {
-  return amax == amax ? amax : bitsf(bf16 ? 0x7FC00000u : 0xFFFFFFFFu);
+  return amax == amax ? amax : bits_f32(bf16 ? 0x7FC00000u : 0xFFFFFFFFu);
 }
 
 /// nvfp4_quantize on one 1x16 block: the E4M3 scale byte and the 8 packed bytes.
@@ -104,7 +103,7 @@ __device__ __forceinline__ uint2 nvfp4_block(const float x[16], float tensor_ama
     has_nan |= x[i] != x[i];
     bamax = fmaxf(bamax, fabsf(x[i]));
   }
-  if (has_nan) bamax = bitsf(kAmaxNaN);
+  if (has_nan) bamax = bits_f32(kAmaxNaN);
   const float pts = div(tensor_amax(tensor_amax_v, bf16), kTorchAOPerTensorDivisor);
   float s = div(bamax, 6.0f);
   if (two_level) s = div(s, pts);
