@@ -23,7 +23,7 @@ struct KParams {
   const void* x;
   int64_t M, K;
   bool rowwise, columnwise, e5m2, floor_rule, tile2d, ocp, vec_ok, torchao;
-  int scale_rule;  ///< torchao: MxScaleRule (0 rceil, 1 floor, 2 ceil, 3 even)
+  MxScaleRule scale_rule;  ///< torchao: rceil, floor, ceil or even
   uint8_t* row_data;
   ScaleOut row_scale;
   uint8_t* col_data;
@@ -256,7 +256,7 @@ void run(const detail::Mxfp8Params& h, cudaStream_t s) {
   p.tile2d = h.tile2d;
   p.ocp = h.ocp;
   p.torchao = h.torchao;
-  p.scale_rule = h.scale_rule;
+  p.scale_rule = static_cast<MxScaleRule>(h.scale_rule);  // launch.hpp keeps MxScaleRule's numeric value
   p.vec_ok = (reinterpret_cast<uintptr_t>(h.x) % 16 == 0) && ((h.K * sizeof(In)) % 16 == 0);
   p.row_data = h.row_data;
   p.row_scale = to_scale_out(h.row_scale);

@@ -145,7 +145,10 @@ TePeer::TePeer() {
     error_ = "QTC_TE_LIB: NVRTC, which TE needs, could not be loaded (set QTC_NVRTC_LIB or LD_LIBRARY_PATH):" + nvrtc_err;
     return;
   }
-  api_->lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // Lazy binding: TE 2.20.2 also references cuBLASLt entry points newer than the cuBLAS 13.1 of the H200's image
+  // (cublasLtGroupedMatrixLayoutInit_internal, for its grouped GEMM), which RTLD_NOW would refuse although the
+  // quantizers never call them. The nvte_* symbols below are resolved (and checked) by dlsym.
+  api_->lib = dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL);
   if (api_->lib == nullptr) {
     error_ = "QTC_TE_LIB=" + path + " could not be loaded: " + dlerror() +
              " (it needs cuDNN 9, cuBLAS, NCCL and the CUDA runtime on LD_LIBRARY_PATH)";
@@ -171,12 +174,13 @@ std::string TePeer::unsupported_reason(const Recipe& r, DType input) const {
   if (!loaded()) return error_;
   if (input != DType::kBF16 && input != DType::kF16 && input != DType::kF32) return "input type not supported by TE";
   if (r.kind == RecipeKind::kMXFP8 || r.kind == RecipeKind::kNVFP4) {
-    int dev = 0, major = 0;
+    int dev = 0, major = 0, minor = 0;
     (void)cudaGetDevice(&dev);
     (void)cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    (void)cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
     if (major < 10)
-      return "not supported on sm_" + std::to_string(major) +
-             "x: TE's MXFP8 and NVFP4 quantize kernels need sm_100 (on sm_90 its MXFP8 kernel writes nothing and "
+      return "not supported on sm_" + std::to_string(10 * major + minor) +
+             ": TE's MXFP8 and NVFP4 quantize kernels need sm_100 (on sm_90 its MXFP8 kernel writes nothing and "
              "its NVFP4 kernel fails or writes zero codes)";
     return "this peer drives TE's FP8 per-tensor and FP8 block quantizers only";
   }

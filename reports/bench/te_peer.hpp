@@ -8,7 +8,8 @@
 ///        scaling (1x128, 128x128) = nvte_quantize_v2 with TE's GEMM-ready scale layout.
 ///
 /// TE leaves the nvrtc* symbols undefined (its PyTorch package loads NVRTC first), so the loader opens NVRTC
-/// with RTLD_GLOBAL before TE: QTC_NVRTC_LIB, else libnvrtc.so.13, libnvrtc.so.12, libnvrtc.so.
+/// with RTLD_GLOBAL before TE: QTC_NVRTC_LIB, else libnvrtc.so.13, libnvrtc.so.12, libnvrtc.so. TE itself is opened
+/// with lazy binding (te_peer.cpp says why).
 #pragma once
 #include <cuda_runtime_api.h>
 

@@ -16,7 +16,8 @@ struct ScaleShape {
 ScaleShape compact_scale_shape(const Recipe& r, PlaneKind p, int64_t M, int64_t K);
 ScaleShape padded_scale_shape(const Recipe& r, PlaneKind p, int64_t M, int64_t K);
 
-// swizzled_offset(row, kb, num_kb), the cuBLAS swizzle index (§6): numeric.hpp, shared with the kernels.
+/// swizzled_offset(row, kb, num_kb), the cuBLAS swizzle index (§6), is numeric.hpp's (shared with the kernels).
+using qtc::swizzled_offset;
 
 /// compact -> padded: TE's allocation shape, padding zero. FP8 block 1x128 becomes TE's GEMM-ready
 /// transposed layout ([kb][i]); FP8 tensor has no scale matrix and is refused.
