@@ -6,6 +6,8 @@
 #        only its sm_90 cubins kept: scripts/te/prune_fatbin.py, then strip and xz).
 #
 #   scripts/te/run_quantize_gpu.sh DIR [tests|bench|all]      results in $OUT (default DIR/out)
+#   all = the conformance tests, every NVFP4 case through the generic kernel, compute-sanitizer memcheck and
+#   racecheck at small shapes, and the benchmark with the TE peer.
 # Env: QTC_BENCH_REPS (default 5), QTC_BENCH_FILTER (--benchmark_filter), QTC_TEST_FILTER (gtest filter).
 # TE needs cuDNN 9, cuBLAS 13, NCCL, NVRTC and the CUDA 13 runtime: python3's site-packages/nvidia/*/lib.
 set -uo pipefail
@@ -30,6 +32,24 @@ if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
   say "test_quantize_cuda rc=$rc ($(( $(date +%s) - start )) s): $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_quantize_cuda.log" | tr '\n' ' ')"
   tail -5 "$OUT/test_quantize_cuda.log" >> "$SUMMARY"
   gzip -f "$OUT/test_quantize_cuda.json"
+fi
+
+if [ "$WHAT" = all ]; then
+  # Every NVFP4 case through the generic kernel too (the fast kernel serves all it can by default), and
+  # compute-sanitizer memcheck + racecheck at small shapes: the filters of scripts/gpu_run.sh.
+  start=$(date +%s)
+  QTC_NVFP4_KERNEL=generic timeout 300 "$DIR/test_quantize_cuda" --gtest_brief=1 \
+    --gtest_filter='*Nvfp4*:*NVFP4*:QuantizeWithAmax.*' > "$OUT/test_quantize_cuda_nvfp4_generic.log" 2>&1
+  say "test_quantize_cuda (QTC_NVFP4_KERNEL=generic, NVFP4 cases) rc=$? ($(( $(date +%s) - start )) s): $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_quantize_cuda_nvfp4_generic.log" | tr '\n' ' ')"
+  for tool in memcheck racecheck; do
+    if [ "$tool" = memcheck ]; then f='*BF16*Normal*:*F32*NanInfNegZero*:*F16*Tiny*:QuantizeWithAmax.*:CudaBackend.*'; else f='*BF16*Normal*:*F16*128x128Ties*'; fi
+    start=$(date +%s)
+    QTC_SMALL=1 timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
+      "$DIR/test_quantize_cuda" --gtest_brief=1 --gtest_filter="$f" > "$OUT/sanitizer_$tool.log" 2>&1
+    say "sanitizer $tool rc=$? ($(( $(date +%s) - start )) s): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer_$tool.log" | tail -1) $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/sanitizer_$tool.log" | tr '\n' ' ')"
+  done
+  tar czf "$OUT/logs.tgz" -C "$OUT" test_quantize_cuda_nvfp4_generic.log sanitizer_memcheck.log sanitizer_racecheck.log \
+    && rm -f "$OUT/test_quantize_cuda_nvfp4_generic.log" "$OUT/sanitizer_memcheck.log" "$OUT/sanitizer_racecheck.log"
 fi
 
 if [ "$WHAT" = bench ] || [ "$WHAT" = all ]; then
