@@ -52,10 +52,11 @@ __device__ __forceinline__ void nvfp4_46_candidates(float bamax, float s_enc, fl
 
 /// Sequential error sum of one 16-element row of a candidate (§1.12, exact error arithmetic).
 __device__ __forceinline__ float nvfp4_46_err(const float x[16], uint32_t sf, float enc, float amax, const Nvfp4Cfg& c) {
+  const float sff = decode_e4m3(sf);
   float err = 0.0f;
 #pragma unroll
   for (int i = 0; i < 16; ++i)
-    err = __fadd_rn(err, nvfp4_4over6_err(x[i], encode_e2m1_rn(__fmul_rn(x[i], enc)), sf, amax, c.k6max, c.mse));
+    err = __fadd_rn(err, nvfp4_4over6_err(x[i], encode_e2m1_rn(__fmul_rn(x[i], enc)), sff, amax, c.k6max, c.mse));
   return err;
 }
 

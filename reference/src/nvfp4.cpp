@@ -66,7 +66,8 @@ struct Nvfp4Block {
   }
   /// Error contribution of one element: |d| or d*d with d = RN(RN(RN(q * sf) * amax) / (6 * E4M3_MAX)) - x.
   float elem_err(float xv, uint8_t code_v, uint8_t sf, float amax) const {
-    return nvfp4_4over6_err(xv, code_v, sf, amax, 6.0f * static_cast<float>(r.e4m3_max), r.fourover6_err != ErrMode::kMAE);
+    return nvfp4_4over6_err(xv, code_v, decode_e4m3(sf), amax, 6.0f * static_cast<float>(r.e4m3_max),
+                            r.fourover6_err != ErrMode::kMAE);
   }
 };
 

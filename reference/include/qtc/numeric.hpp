@@ -353,8 +353,9 @@ QTC_HD void nvfp4_4over6_scales(float bamax, float s_enc, uint8_t& sf4, uint8_t&
 }
 
 /// 4over6 error term of one element: d = RN(RN(RN(q * sf) * amax) / (6 * e4m3_max)) - x; |d| (MAE) or d*d (MSE).
-QTC_HD float nvfp4_4over6_err(float x, uint32_t code, uint32_t sf, float amax, float k6max, bool mse) {
-  const float t = decode_e2m1(code) * decode_e4m3(sf);
+/// `sf_value` is the candidate's decoded scale, decode_e4m3(sf) (decoded once per block by the callers).
+QTC_HD float nvfp4_4over6_err(float x, uint32_t code, float sf_value, float amax, float k6max, bool mse) {
+  const float t = decode_e2m1(code) * sf_value;
   const float d = (t * amax) / k6max - x;
   return mse ? d * d : fabsf(d);
 }
