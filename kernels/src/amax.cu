@@ -2,7 +2,7 @@
 /// \brief Device amax passes (TE_FORMATS.md §0.5): global max|x|, per row, per column, and the global amax of
 ///        the bf16 RHT of x^T (§1.9). NaN is ignored (fmaxf) unless the profile propagates it; blocks combine
 ///        through atomicMax on the float bits (amax >= 0). Outputs are zeroed first, on the stream.
-#include "device_codec.cuh"
+#include "device_util.cuh"
 #include "launch.hpp"
 #include "qtc/cuda/check.hpp"
 #include "tile.cuh"
@@ -162,12 +162,7 @@ void launch_amax(const AmaxParams& p, cudaStream_t s) {
   if (p.per_row) QTC_CUDA_CHECK(cudaMemsetAsync(p.per_row, 0, sizeof(float) * p.rows, s));
   if (p.per_col) QTC_CUDA_CHECK(cudaMemsetAsync(p.per_col, 0, sizeof(float) * p.cols, s));
   if (p.rht_global) QTC_CUDA_CHECK(cudaMemsetAsync(p.rht_global, 0, sizeof(float), s));
-  switch (p.dtype) {
-    case DType::kF32: run<float>(p, s); break;
-    case DType::kBF16: run<__nv_bfloat16>(p, s); break;
-    case DType::kF16: run<__half>(p, s); break;
-    default: QTC_FAIL("amax: input must be F32, BF16 or F16");
-  }
+  dev::dispatch_input(p.dtype, "amax", [&](auto in) { run<typename decltype(in)::type>(p, s); });
 }
 }  // namespace detail
 

@@ -7,7 +7,7 @@
 ///        surviving NaN to 0 (a block of only NaNs has amax 0); with .NaN (NaN-propagating profiles) any NaN
 ///        wins, as max_p(.., true) does.
 #pragma once
-#include "device_codec.cuh"
+#include "device_util.cuh"
 
 namespace qtc::cuda::dev {
 

@@ -2,8 +2,7 @@
 /// \brief Dequantization of one plane to a [M, K] matrix in x's orientation (TE_FORMATS.md §1.14, §2.3, §3.3,
 ///        §4.2): NVFP4 (sf * amax) * 1/(6 * E4M3_MAX) times the E2M1 value, MXFP8 2^(e-127) * q, FP8 q * scale_inv,
 ///        rounded once (RN-even) to the output type.
-#include "device_codec.cuh"
-#include "qtc/profile.hpp"  // kTorchAOPerTensorDivisor
+#include "device_util.cuh"
 #include "launch.hpp"
 #include "qtc/cuda/check.hpp"
 
@@ -12,8 +11,11 @@ namespace {
 
 using namespace dev;
 
+/// The plane's format (launch.hpp's DequantParams::kind: 0..3 in this order).
+enum class DequantKind : int32_t { kNvfp4 = 0, kMxfp8 = 1, kFp8Block = 2, kFp8Tensor = 3 };
+
 struct KParams {
-  int kind;
+  DequantKind kind;
   bool columnwise, per_row_amax, e5m2, tile2d, torchao, torchao_two_level;
   int64_t M, K;
   const uint8_t* data;
@@ -21,7 +23,7 @@ struct KParams {
   ScaleOut sl;
   const float* amax;
   float factor;
-  int out;  // 0 F32, 1 BF16, 2 F16
+  DType out;  ///< F32, BF16 or F16
   void* y;
 };
 
@@ -32,30 +34,30 @@ __global__ void dequant_kernel(KParams p) {
     const int64_t i = idx / p.K, j = idx % p.K;
     float v = 0.0f;
     switch (p.kind) {
-      case 0: {  // NVFP4
+      case DequantKind::kNvfp4: {
         uint32_t code;
         float sf, am;
         if (!p.columnwise) {
           code = (p.data[i * (p.K / 2) + j / 2] >> (4 * (j & 1))) & 0xFu;
-          sf = dec_e4m3(p.scale[scale_index(p.sl, i, j / 16)]);
+          sf = decode_e4m3(p.scale[scale_index(p.sl, i, j / 16)]);
           am = p.amax[p.per_row_amax ? i : 0];
         } else {
           code = (p.data[j * (p.M / 2) + i / 2] >> (4 * (i & 1))) & 0xFu;
-          sf = dec_e4m3(p.scale[scale_index(p.sl, j, i / 16)]);
+          sf = decode_e4m3(p.scale[scale_index(p.sl, j, i / 16)]);
           am = p.amax[p.per_row_amax ? j : 0];
         }
         const float fs = p.torchao ? (p.torchao_two_level ? __fmul_rn(__fdiv_rn(am, kTorchAOPerTensorDivisor), sf) : sf)
                                    : __fmul_rn(__fmul_rn(sf, am), p.factor);
-        v = __fmul_rn(dec_e2m1(code), fs);
+        v = __fmul_rn(decode_e2m1(code), fs);
         break;
       }
-      case 1: {  // MXFP8: both planes in x's orientation
+      case DequantKind::kMxfp8: {  // both planes in x's orientation
         const uint32_t q = p.data[i * p.K + j];
         const uint32_t e = p.columnwise ? p.scale[scale_index(p.sl, i / 32, j)] : p.scale[scale_index(p.sl, i, j / 32)];
-        v = __fmul_rn(e8m0_dec(e), dec_fp8(q, p.e5m2));
+        v = __fmul_rn(decode_e8m0(e), decode_fp8(q, p.e5m2));
         break;
       }
-      case 2: {  // FP8 block
+      case DequantKind::kFp8Block: {
         const float* s = reinterpret_cast<const float*>(p.scale);
         uint32_t q;
         float si;
@@ -66,18 +68,18 @@ __global__ void dequant_kernel(KParams p) {
           q = p.data[j * p.M + i];
           si = p.tile2d ? s[scale_index(p.sl, j / 128, i / 128)] : s[scale_index(p.sl, j, i / 128)];
         }
-        v = __fmul_rn(dec_fp8(q, p.e5m2), si);
+        v = __fmul_rn(decode_fp8(q, p.e5m2), si);
         break;
       }
-      default: {  // FP8 tensor
+      default: {  // DequantKind::kFp8Tensor
         const uint32_t q = p.columnwise ? p.data[j * p.M + i] : p.data[i * p.K + j];
-        v = __fmul_rn(dec_fp8(q, p.e5m2), *p.amax);
+        v = __fmul_rn(decode_fp8(q, p.e5m2), *p.amax);
         break;
       }
     }
-    if (p.out == 0)
+    if (p.out == DType::kF32)
       static_cast<float*>(p.y)[idx] = v;
-    else if (p.out == 1)
+    else if (p.out == DType::kBF16)
       static_cast<uint16_t*>(p.y)[idx] = f32_to_bf16(v);
     else
       static_cast<uint16_t*>(p.y)[idx] = f32_to_f16(v);
@@ -89,7 +91,8 @@ __global__ void dequant_kernel(KParams p) {
 namespace detail {
 void launch_dequantize(const DequantParams& h, cudaStream_t s) {
   KParams p{};
-  p.kind = h.kind;
+  QTC_CHECK(h.kind >= 0 && h.kind <= 3, "dequantize: unknown plane kind ", h.kind);
+  p.kind = static_cast<DequantKind>(h.kind);
   p.columnwise = h.columnwise;
   p.per_row_amax = h.per_row_amax;
   p.e5m2 = h.e5m2;
@@ -100,10 +103,11 @@ void launch_dequantize(const DequantParams& h, cudaStream_t s) {
   p.K = h.K;
   p.data = h.data;
   p.scale = h.scale;
-  p.sl = ScaleOut{nullptr, h.scale_layout.mode, h.scale_layout.ld, h.scale_layout.num_kb};
+  p.sl = to_scale_out(h.scale_layout);
+  p.sl.p = nullptr;
   p.amax = h.amax;
   p.factor = h.nvfp4_factor;
-  p.out = h.out == DType::kF32 ? 0 : (h.out == DType::kBF16 ? 1 : 2);
+  p.out = h.out;
   QTC_CHECK(h.out == DType::kF32 || h.out == DType::kBF16 || h.out == DType::kF16,
             "dequantize: output must be F32, BF16 or F16");
   p.y = h.y;

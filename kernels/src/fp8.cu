@@ -5,7 +5,7 @@
 ///        BF16/F16 inputs whose rows are 16-byte aligned take fp8_fast_kernel (all three modes): 128x128 tiles
 ///        held in registers, the transposed plane staged as FP8 bytes in shared memory and stored 16 B per thread.
 #include "cast_common.cuh"
-#include "device_codec.cuh"
+#include "device_util.cuh"
 #include "launch.hpp"
 #include "qtc/cuda/check.hpp"
 #include "tile.cuh"
@@ -17,19 +17,12 @@ using namespace dev;
 
 constexpr int kThreads = 256;
 
-/// TE compute_scale_from_amax (§3.2); profile kTEPyRef gives scale 0 for amax = +inf.
+/// TE compute_scale_from_amax (§3.2, numeric.hpp); profile kTEPyRef gives scale 0 for amax = +inf.
 __device__ __forceinline__ float scale_from_amax(float amax, float max_fp8, bool pow2, float eps, float value_for_inf,
                                                  bool pyref) {
-  if (amax < eps) amax = eps;
-  if (pyref && isinf(amax)) return 0.0f;
-  if (isinf(amax) || amax == 0.0f || amax != amax) return 1.0f;
-  float scale = __fdiv_rn(max_fp8, amax);
-  if (isinf(scale)) scale = value_for_inf;
-  if (pow2) scale = bitsf(fbits(scale) & 0xFF800000u);
-  return scale;
+  return fp8_scale_from_amax(amax, max_fp8, pow2, eps, value_for_inf, pyref, false);
 }
 
-ScaleOut to_dev(const detail::ScaleOutHost& h) { return ScaleOut{h.p, h.mode, h.ld, h.num_kb}; }
 
 // ------------------------------------------------------------------------------------------------------
 // FP8 block scaling: one 128x128 tile per CTA (66 KB of shared memory).
@@ -137,8 +130,8 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockK p) {
 
 
 // ------------------------------------------------------------------------------------------------------
-// Fast path for BF16/F16 inputs with K % 8 == 0 and a 16-byte aligned x: FP8 block 1x128 (mode 0), block
-// 128x128 (mode 1) and per tensor (mode 2). One 128x128 tile per CTA of 256 threads; thread (cl = lane / 2,
+// Fast path for BF16/F16 inputs with K % 8 == 0 and a 16-byte aligned x: FP8 block 1x128 (Fp8Scaling::kBlock1x128), block
+// 128x128 (kBlock128x128) and per tensor (kTensor). One 128x128 tile per CTA of 256 threads; thread (cl = lane / 2,
 // rg = 2 warp + lane % 2) loads the 8 elements [8 cl, 8 cl + 8) of the 8 consecutive rows [8 rg, 8 rg + 8)
 // (one warp instruction = 2 rows x 256 B). Rowwise 1x128 amax: the 16 lanes of one rg (lane bits 1-4);
 // columnwise 128x1 amax: lane bit 0, then the 8 warps through shared memory. The rowwise plane is stored 8 B per
@@ -149,14 +142,17 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockK p) {
 
 constexpr int kFT = 128;
 
+/// What one scale covers in the register-resident FP8 kernel.
+enum class Fp8Scaling : int32_t { kBlock1x128, kBlock128x128, kTensor };
+
 struct FastK {
   const void* x;
   int64_t M, K;
-  int mode;  ///< 0: block 1x128, 1: block 128x128, 2: per tensor
+  Fp8Scaling mode;
   bool rowwise, columnwise, e5m2, pow2, pyref;
   float eps, value_for_inf, max_fp8;
-  const float* amax;  ///< mode 2: the global amax
-  float* scale_inv;   ///< mode 2
+  const float* amax;  ///< kTensor: the global amax
+  float* scale_inv;   ///< kTensor
   uint8_t* row_data;
   ScaleOut row_scale;
   uint8_t* col_data;
@@ -184,9 +180,9 @@ __global__ void __launch_bounds__(kThreads, 4) fp8_fast_kernel(FastK p) {
   for (int i = 0; i < 8; ++i)
     v[i] = (col_in && gr0 + i < p.M) ? __ldcs(reinterpret_cast<const uint4*>(x + (gr0 + i) * p.K + gc))
                                       : make_uint4(0, 0, 0, 0);
-  float s_all = 1.0f;  // modes 1 and 2: the one scale of the tile
-  float s_row = 1.0f;  // mode 0: scale of row 8 rg + (cl % 8), broadcast below
-  if (p.mode == 2) {
+  float s_all = 1.0f;  // 128x128 and tensor: the one scale of the tile
+  float s_row = 1.0f;  // 1x128: scale of row 8 rg + (cl % 8), broadcast below
+  if (p.mode == Fp8Scaling::kTensor) {
     s_all = scale_from_amax(*p.amax, p.max_fp8, p.pow2, p.eps, p.value_for_inf, pr);
     if (blockIdx.x == 0 && blockIdx.y == 0 && t == 0) *p.scale_inv = __fdiv_rn(1.0f, s_all);
   } else {
@@ -202,7 +198,7 @@ __global__ void __launch_bounds__(kThreads, 4) fp8_fast_kernel(FastK p) {
         cm[2] = P::max2(cm[2], a2, pr); cm[3] = P::max2(cm[3], a3, pr);
       }
     }
-    if (p.mode == 1) {
+    if (p.mode == Fp8Scaling::kBlock128x128) {
       uint32_t m = P::max2(P::max2(cm[0], cm[1], pr), P::max2(cm[2], cm[3], pr), pr);
 #pragma unroll
       for (int o = 1; o < 32; o <<= 1) m = P::max2(m, __shfl_xor_sync(0xFFFFFFFFu, m, o), pr);
@@ -231,7 +227,7 @@ __global__ void __launch_bounds__(kThreads, 4) fp8_fast_kernel(FastK p) {
       }
     }
     __syncthreads();
-    if (p.mode == 1) {
+    if (p.mode == Fp8Scaling::kBlock128x128) {
       float m = red[0];
 #pragma unroll
       for (int k = 1; k < kThreads / 32; ++k) m = max_p(m, red[k], pr);
@@ -254,12 +250,12 @@ __global__ void __launch_bounds__(kThreads, 4) fp8_fast_kernel(FastK p) {
       __syncthreads();
     }
   }
-  // Rowwise bytes (also the source of the transposed plane in modes 1 and 2).
+  // Rowwise bytes (also the source of the transposed plane for 128x128 and tensor scaling).
   uint2 rq[8];
-  if (p.rowwise || p.mode != 0) {
+  if (p.rowwise || p.mode != Fp8Scaling::kBlock1x128) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const float sc = p.mode == 0 ? __shfl_sync(0xFFFFFFFFu, s_row, (i << 1) | (lane & 1)) : s_all;
+      const float sc = p.mode == Fp8Scaling::kBlock1x128 ? __shfl_sync(0xFFFFFFFFu, s_row, (i << 1) | (lane & 1)) : s_all;
       uint32_t q[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -273,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, 4) fp8_fast_kernel(FastK p) {
   if (!p.columnwise) return;
   // Transposed bytes: column 8 cl + j, rows 8 rg .. 8 rg + 7, as one 8-byte chunk.
   uint2 cq[8];
-  if (p.mode == 0) {
+  if (p.mode == Fp8Scaling::kBlock1x128) {
     const float4 s_lo = *reinterpret_cast<const float4*>(&cscale[8 * cl]);
     const float4 s_hi = *reinterpret_cast<const float4*>(&cscale[8 * cl + 4]);
     const float sc[8] = {s_lo.x, s_lo.y, s_lo.z, s_lo.w, s_hi.x, s_hi.y, s_hi.z, s_hi.w};
@@ -359,16 +355,16 @@ void run_block(const detail::Fp8BlockParams& h, cudaStream_t s) {
   p.value_for_inf = h.value_for_inf;
   p.max_fp8 = h.e5m2 ? 57344.0f : 448.0f;
   p.row_data = h.row_data;
-  p.row_scale = to_dev(h.row_scale);
+  p.row_scale = to_scale_out(h.row_scale);
   p.col_data = h.col_data;
-  p.col_scale = to_dev(h.col_scale);
+  p.col_scale = to_scale_out(h.col_scale);
   if (h.M == 0 || h.K == 0) return;
   {
     FastK f{};
     f.x = h.x;
     f.M = h.M;
     f.K = h.K;
-    f.mode = h.tile2d ? 1 : 0;
+    f.mode = h.tile2d ? Fp8Scaling::kBlock128x128 : Fp8Scaling::kBlock1x128;
     f.rowwise = h.rowwise;
     f.columnwise = h.columnwise;
     f.e5m2 = h.e5m2;
@@ -505,7 +501,7 @@ void run_tensor(const detail::Fp8TensorParams& h, cudaStream_t s) {
     f.x = h.x;
     f.M = h.M;
     f.K = h.K;
-    f.mode = 2;
+    f.mode = Fp8Scaling::kTensor;
     f.rowwise = h.rowwise;
     f.columnwise = h.columnwise;
     f.e5m2 = h.e5m2;
@@ -527,20 +523,10 @@ void run_tensor(const detail::Fp8TensorParams& h, cudaStream_t s) {
 
 namespace detail {
 void launch_fp8_block(const Fp8BlockParams& p, cudaStream_t s) {
-  switch (p.dtype) {
-    case DType::kF32: run_block<float>(p, s); break;
-    case DType::kBF16: run_block<__nv_bfloat16>(p, s); break;
-    case DType::kF16: run_block<__half>(p, s); break;
-    default: QTC_FAIL("fp8 block: input must be F32, BF16 or F16");
-  }
+  dev::dispatch_input(p.dtype, "fp8 block", [&](auto in) { run_block<typename decltype(in)::type>(p, s); });
 }
 void launch_fp8_tensor(const Fp8TensorParams& p, cudaStream_t s) {
-  switch (p.dtype) {
-    case DType::kF32: run_tensor<float>(p, s); break;
-    case DType::kBF16: run_tensor<__nv_bfloat16>(p, s); break;
-    case DType::kF16: run_tensor<__half>(p, s); break;
-    default: QTC_FAIL("fp8 tensor: input must be F32, BF16 or F16");
-  }
+  dev::dispatch_input(p.dtype, "fp8 tensor", [&](auto in) { run_tensor<typename decltype(in)::type>(p, s); });
 }
 }  // namespace detail
 

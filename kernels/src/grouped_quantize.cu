@@ -35,7 +35,7 @@ struct GScale {
   int64_t nkb = 0;                          ///< k-blocks per row
   const int64_t* offsets = nullptr;         ///< swizzled: element offset of each group's tiles
   __device__ int64_t index(int64_t g, int64_t r0, int64_t i, int64_t kb) const {
-    return swizzled ? offsets[g] + dev::swizzled_offset(i, kb, nkb) : (r0 + i) * nkb + kb;
+    return swizzled ? offsets[g] + swizzled_offset(i, kb, nkb) : (r0 + i) * nkb + kb;
   }
 };
 
@@ -115,34 +115,16 @@ __global__ void grouped_mxfp8_kernel(const T* __restrict__ x, int64_t K, Groups 
     const int64_t j0 = kb * 32, j1 = min(K, j0 + 32);
     float bamax = 0.0f;
     for (int64_t j = j0; j < j1; ++j) bamax = dev::max_p(bamax, fabsf(InputTraits<T>::to_f32(x[r * K + j])), false);
-    uint32_t e;
-    if (floor_rule) {
-      if (isinf(bamax))
-        e = 0xFE;
-      else if (bamax == 0.0f)
-        e = 0;
-      else {
-        const int ex = dev::floor_log2(bamax) - (e5m2 ? 15 : 8);
-        e = static_cast<uint32_t>((ex < -127 ? -127 : ex) + 127);
-      }
-    } else {
-      const float rcp = e5m2 ? dev::bitsf(0x37924925u) : dev::bitsf(0x3B124925u);
-      e = dev::enc_e8m0_up(__fmul_rn(bamax, rcp));
-    }
-    const float q = dev::e8m0_rcp(e);
-    for (int64_t j = j0; j < j1; ++j) data[r * K + j] = dev::enc_fp8(__fmul_rn(InputTraits<T>::to_f32(x[r * K + j]), q), e5m2);
+    const uint32_t e = mx_block_scale(bamax, e5m2, floor_rule, false);  // numeric.hpp
+    const float q = e8m0_reciprocal(e);
+    for (int64_t j = j0; j < j1; ++j) data[r * K + j] = encode_fp8(__fmul_rn(InputTraits<T>::to_f32(x[r * K + j]), q), e5m2);
     sc.p[sc.index(g, r0, i, kb)] = static_cast<uint8_t>(e);
   }
 }
 
-/// TE compute_scale_from_amax (§3.2, TE profile), as qtc::ref::fp8_scale_from_amax.
+/// TE compute_scale_from_amax (§3.2, TE profile): numeric.hpp's fp8_scale_from_amax.
 __device__ __forceinline__ float fp8_scale(float amax, float max_fp8, bool pow2, float eps, float value_for_inf) {
-  if (amax < eps) amax = eps;
-  if (isinf(amax) || amax == 0.0f || amax != amax) return 1.0f;
-  float s = __fdiv_rn(max_fp8, amax);
-  if (isinf(s)) s = value_for_inf;
-  if (pow2) s = dev::bitsf(dev::fbits(s) & 0xFF800000u);
-  return s;
+  return fp8_scale_from_amax(amax, max_fp8, pow2, eps, value_for_inf, false, false);
 }
 
 struct Fp8Params {
@@ -164,7 +146,7 @@ __global__ void grouped_fp8_block_kernel(const T* __restrict__ x, int64_t K, Gro
     float bamax = 0.0f;
     for (int64_t j = j0; j < j1; ++j) bamax = dev::max_p(bamax, fabsf(InputTraits<T>::to_f32(x[r * K + j])), false);
     const float s = fp8_scale(bamax, fp.max_fp8, fp.pow2, fp.eps, fp.value_for_inf);
-    for (int64_t j = j0; j < j1; ++j) data[r * K + j] = dev::enc_fp8(__fmul_rn(InputTraits<T>::to_f32(x[r * K + j]), s), fp.e5m2);
+    for (int64_t j = j0; j < j1; ++j) data[r * K + j] = encode_fp8(__fmul_rn(InputTraits<T>::to_f32(x[r * K + j]), s), fp.e5m2);
     scale_inv[r * nkb + kb] = __fdiv_rn(1.0f, s);
   }
 }
@@ -182,7 +164,7 @@ __global__ void grouped_fp8_tensor_kernel(const T* __restrict__ x, int64_t K, Gr
   for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < rows * K;
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t e = r0 * K + t;
-    data[e] = dev::enc_fp8(__fmul_rn(InputTraits<T>::to_f32(x[e]), s), fp.e5m2);
+    data[e] = encode_fp8(__fmul_rn(InputTraits<T>::to_f32(x[e]), s), fp.e5m2);
   }
 }
 

@@ -10,7 +10,7 @@
 
 namespace qtc::cuda::detail {
 
-/// Mirror of dev::ScaleOut (device_codec.cuh), kept layout-identical.
+/// Mirror of dev::ScaleOut (device_util.cuh), kept layout-identical.
 struct ScaleOutHost {
   uint8_t* p = nullptr;
   int mode = 0;

@@ -6,7 +6,7 @@
 ///        BF16/F16 inputs whose rows are 16-byte aligned take mxfp8_fast_kernel instead: no shared memory, each
 ///        warp owns a 32x64 tile held in registers, both planes written with 8-byte stores.
 #include "cast_common.cuh"
-#include "device_codec.cuh"
+#include "device_util.cuh"
 #include "launch.hpp"
 #include "torchao_device.cuh"
 #include "qtc/cuda/check.hpp"
@@ -23,7 +23,7 @@ struct KParams {
   const void* x;
   int64_t M, K;
   bool rowwise, columnwise, e5m2, floor_rule, tile2d, ocp, vec_ok, torchao;
-  int scale_rule;  ///< torchao: MxScaleRule (0 rceil, 1 floor, 2 ceil, 3 even)
+  MxScaleRule scale_rule;  ///< torchao: rceil, floor, ceil or even
   uint8_t* row_data;
   ScaleOut row_scale;
   uint8_t* col_data;
@@ -33,16 +33,7 @@ struct KParams {
 /// E8M0 scale of a block amax (NaN already ignored, or propagated under the OCP profile).
 __device__ __forceinline__ uint32_t mx_scale(float bamax, const KParams& p) {
   if (p.torchao) return ao::mx_scale(bamax, p.scale_rule, p.e5m2);
-  if (p.ocp && !(fabsf(bamax) <= kFltMax)) return 0xFF;  // OCP / torchao: a non-finite block amax -> NaN scale
-  if (p.floor_rule) {  // OCP: 2^(floor(log2 amax) - emax_elem); NaN -> 0xFF; Inf -> 0xFE (te saturates)
-    if (bamax != bamax) return 0xFF;
-    if (isinf(bamax)) return 0xFE;
-    if (bamax == 0.0f) return 0x00;
-    const int e = floor_log2(bamax) - (p.e5m2 ? 15 : 8);
-    return static_cast<uint32_t>((e < -127 ? -127 : e) + 127);
-  }
-  const float rcp = p.e5m2 ? bitsf(0x37924925u) : bitsf(0x3B124925u);
-  return enc_e8m0_up(__fmul_rn(bamax, rcp));
+  return mx_block_scale(bamax, p.e5m2, p.floor_rule, p.ocp);  // numeric.hpp, as the reference
 }
 
 template <typename In>
@@ -52,23 +43,11 @@ __global__ void __launch_bounds__(kThreads, sizeof(In) == 4 ? 3 : 4) mxfp8_kerne
   __shared__ float ca[4][kTC];      // per column, per 16-row quarter
   __shared__ uint32_t blk_e[2][2];  // 2D block scales
   const In* x = static_cast<const In*>(p.x);
-  const int64_t tiles_x = (p.K + kTC - 1) / kTC, n_tiles = tiles_x * ((p.M + kTR - 1) / kTR);
   const bool pr = p.ocp;
   const int t = threadIdx.x;
   const int r = t >> 2, q = t & 3;     // rowwise: row r, quarter q (16 columns), block q / 2
   const int cc = t & 63, g = t >> 6;   // columnwise: column cc, quarter g (16 rows), block g / 2
-  using Pipe = TilePipe<In, kTR, kTC, kThreads>;
-  // Two register buffers: the loads of the next two tiles are in flight while this one is computed.
-  Pipe pipe_a, pipe_b;
-  const int64_t G = gridDim.x;
-  auto fetch = [&](Pipe& pp, int64_t tt) {
-    if (tt < n_tiles) pp.fetch(x, p.M, p.K, (tt / tiles_x) * kTR, (tt % tiles_x) * kTC, p.vec_ok);
-  };
-  auto step = [&](int64_t tile, Pipe& pipe) {
-    const int64_t r0 = (tile / tiles_x) * kTR, c0 = (tile % tiles_x) * kTC;
-    pipe.commit(sm, x, p.M, p.K, r0, c0, p.vec_ok);
-    __syncthreads();
-    fetch(pipe, tile + 2 * G);
+  for_each_tile<In, kTR, kTC, kThreads>(sm, x, p.M, p.K, p.vec_ok, [&](int64_t r0, int64_t c0) {
     float xr[16];
     float mr = 0.0f;
 #pragma unroll
@@ -94,7 +73,7 @@ __global__ void __launch_bounds__(kThreads, sizeof(In) == 4 ? 3 : 4) mxfp8_kerne
       const int64_t gr = r0 + r, gc = c0 + 16 * q;
       if (gr < p.M && gc < p.K) {
         const uint32_t e = p.tile2d ? blk_e[r >> 5][q >> 1] : mx_scale(max_p(mr, qa[r][q ^ 1], pr), p);
-        const float inv = e8m0_rcp(e);
+        const float inv = e8m0_reciprocal(e);
         uint32_t w[4];
         if (p.torchao) {
 #pragma unroll
@@ -121,7 +100,7 @@ __global__ void __launch_bounds__(kThreads, sizeof(In) == 4 ? 3 : 4) mxfp8_kerne
       const int64_t gk = c0 + cc, gm = r0 + 16 * g;
       if (gk < p.K && gm < p.M) {
         const uint32_t e = p.tile2d ? blk_e[g >> 1][cc >> 5] : mx_scale(max_p(mc, ca[g ^ 1][cc], pr), p);
-        const float inv = e8m0_rcp(e);
+        const float inv = e8m0_reciprocal(e);
         uint8_t* dst = p.col_data + gm * p.K + gk;
 #pragma unroll
         for (int i = 0; i < 16; i += 2) {
@@ -134,15 +113,7 @@ __global__ void __launch_bounds__(kThreads, sizeof(In) == 4 ? 3 : 4) mxfp8_kerne
         if ((g & 1) == 0) p.col_scale.p[scale_index(p.col_scale, gm / 32, gk)] = static_cast<uint8_t>(e);
       }
     }
-    __syncthreads();
-  };
-  int64_t tile = blockIdx.x;
-  fetch(pipe_a, tile);
-  fetch(pipe_b, tile + G);
-  for (; tile < n_tiles; tile += 2 * G) {
-    step(tile, pipe_a);
-    if (tile + G < n_tiles) step(tile + G, pipe_b);
-  }
+  });
 }
 
 /// Fast path (BF16/F16, K % 8 == 0, x 16-byte aligned): every warp owns one 32-row x 64-column tile. Lane
@@ -238,7 +209,7 @@ __global__ void __launch_bounds__(kFastWarps * 32, 4) mxfp8_fast_kernel(KParams 
     for (int i = 0; i < 8; ++i) {
       const int64_t gr = r0 + rg + 4 * i;
       if (gr >= p.M) break;
-      const float inv = e8m0_rcp((re[i >> 1] >> (8 * (i & 1))) & 0xFFu);
+      const float inv = e8m0_reciprocal((re[i >> 1] >> (8 * (i & 1))) & 0xFFu);
       uint32_t q[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -251,7 +222,7 @@ __global__ void __launch_bounds__(kFastWarps * 32, 4) mxfp8_fast_kernel(KParams 
   if (p.columnwise) {
     float inv[8];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) inv[j] = e8m0_rcp((ce[j >> 1] >> (8 * (j & 1))) & 0xFFu);
+    for (int j = 0; j < 8; ++j) inv[j] = e8m0_reciprocal((ce[j >> 1] >> (8 * (j & 1))) & 0xFFu);
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const int64_t gr = r0 + rg + 4 * i;
@@ -271,7 +242,6 @@ __global__ void __launch_bounds__(kFastWarps * 32, 4) mxfp8_fast_kernel(KParams 
   }
 }
 
-ScaleOut to_dev(const detail::ScaleOutHost& h) { return ScaleOut{h.p, h.mode, h.ld, h.num_kb}; }
 
 template <typename In>
 void run(const detail::Mxfp8Params& h, cudaStream_t s) {
@@ -286,12 +256,12 @@ void run(const detail::Mxfp8Params& h, cudaStream_t s) {
   p.tile2d = h.tile2d;
   p.ocp = h.ocp;
   p.torchao = h.torchao;
-  p.scale_rule = h.scale_rule;
+  p.scale_rule = static_cast<MxScaleRule>(h.scale_rule);  // launch.hpp keeps MxScaleRule's numeric value
   p.vec_ok = (reinterpret_cast<uintptr_t>(h.x) % 16 == 0) && ((h.K * sizeof(In)) % 16 == 0);
   p.row_data = h.row_data;
-  p.row_scale = to_dev(h.row_scale);
+  p.row_scale = to_scale_out(h.row_scale);
   p.col_data = h.col_data;
-  p.col_scale = to_dev(h.col_scale);
+  p.col_scale = to_scale_out(h.col_scale);
   if (h.M == 0 || h.K == 0) return;
   if constexpr (sizeof(In) == 2) {
     if (p.vec_ok && !p.torchao) {  // torchao's to_mx runs on the generic kernel
@@ -310,12 +280,7 @@ void run(const detail::Mxfp8Params& h, cudaStream_t s) {
 
 namespace detail {
 void launch_mxfp8(const Mxfp8Params& p, cudaStream_t s) {
-  switch (p.dtype) {
-    case DType::kF32: run<float>(p, s); break;
-    case DType::kBF16: run<__nv_bfloat16>(p, s); break;
-    case DType::kF16: run<__half>(p, s); break;
-    default: QTC_FAIL("mxfp8: input must be F32, BF16 or F16");
-  }
+  dev::dispatch_input(p.dtype, "mxfp8", [&](auto in) { run<typename decltype(in)::type>(p, s); });
 }
 }  // namespace detail
 

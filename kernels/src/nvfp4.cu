@@ -12,7 +12,6 @@ namespace {
 
 using namespace dev;
 
-ScaleOut to_dev(const detail::ScaleOutHost& h) { return ScaleOut{h.p, h.mode, h.ld, h.num_kb}; }
 
 /// Which kernel runs a call both can serve (1x16/16x16 RN, te/ocp, optionally row-scaled, BF16/F16, M and K
 /// multiples of 16, aligned): the fast kernel (nvfp4_fast.cu), always. QTC_NVFP4_KERNEL=generic forces the
@@ -41,9 +40,9 @@ void run(const detail::Nvfp4Params& h, cudaStream_t s) {
   p.amax_row = h.amax_row;
   p.amax_col = h.amax_col;
   p.row_data = h.row_data;
-  p.row_scale = to_dev(h.row_scale);
+  p.row_scale = to_scale_out(h.row_scale);
   p.col_data = h.col_data;
-  p.col_scale = to_dev(h.col_scale);
+  p.col_scale = to_scale_out(h.col_scale);
   if (h.M == 0 || h.K == 0) return;
   const int64_t n_tiles = ((h.K + kTC - 1) / kTC) * ((h.M + kTR - 1) / kTR);
   const bool full = h.fourover6 || h.stochastic || h.rht || h.torchao || h.pyref;
@@ -62,12 +61,7 @@ void run(const detail::Nvfp4Params& h, cudaStream_t s) {
 
 namespace detail {
 void launch_nvfp4(const Nvfp4Params& p, cudaStream_t s) {
-  switch (p.dtype) {
-    case DType::kF32: nvfp4::run<float>(p, s); break;
-    case DType::kBF16: nvfp4::run<__nv_bfloat16>(p, s); break;
-    case DType::kF16: nvfp4::run<__half>(p, s); break;
-    default: QTC_FAIL("nvfp4: input must be F32, BF16 or F16");
-  }
+  dev::dispatch_input(p.dtype, "nvfp4", [&](auto in) { nvfp4::run<typename decltype(in)::type>(p, s); });
 }
 }  // namespace detail
 

@@ -2,25 +2,17 @@
 /// \brief NVFP4 block arithmetic on the device (TE_FORMATS.md §1.3, §1.4, §1.10, §1.12), in the reference's
 ///        exact order of operations: explicit _rn intrinsics, no contraction.
 #pragma once
-#include "device_codec.cuh"
+#include "device_util.cuh"
 #include "torchao_device.cuh"
 #include "qtc/rng.hpp"
 
 namespace qtc::cuda::dev {
 
-constexpr float kRcp6 = 0x1.555556p-3f;  // RN(1/6), TE fp4_max_inv
+constexpr float kRcp6 = kNvfp4Rcp6;  // RN(1/6), TE fp4_max_inv (numeric.hpp)
 
-/// S_enc (§1.3) from a global amax; profile kTEPyRef propagates NaN (torch.min) and keeps the amax-0 rule.
+/// S_enc (§1.3) from a global amax (numeric.hpp); profile kTEPyRef propagates NaN (torch.min).
 __device__ __forceinline__ float nvfp4_s_enc(float amax, float e4m3_max, bool pyref) {
-  const float s = __fdiv_rn(__fmul_rn(e4m3_max, 6.0f), amax);
-  if (pyref) {  // torch.div, torch.min (NaN propagates), then 0 -> 1 (amax 0 gives FLT_MAX here)
-    if (s != s) return s;
-    const float c = fminf(s, kFltMax);
-    return c == 0.0f ? 1.0f : c;
-  }
-  const float c = fminf(s, kFltMax);  // NaN amax -> FLT_MAX
-  if (amax == 0.0f || c == 0.0f) return 1.0f;
-  return c;
+  return nvfp4_global_encode_scale(amax, e4m3_max, pyref);
 }
 
 struct Nvfp4Cfg {
@@ -36,40 +28,35 @@ struct Nvfp4Cfg {
   bool ao_bf16 = false;      ///< torchao: BF16 input (the NaN a per-tensor amax of a NaN tensor carries)
 };
 
-/// enc = fminf(1 / (float(sf) * S_dec), FLT_MAX), a NaN kept (possible only when S_dec is NaN).
-__device__ __forceinline__ float nvfp4_enc(uint32_t sf, float s_dec) {
-  const float v = __fdiv_rn(1.0f, __fmul_rn(dec_e4m3(sf), s_dec));
-  return v != v ? v : fminf(v, kFltMax);
-}
+/// enc = fminf(1 / (float(sf) * S_dec), FLT_MAX), a NaN kept (numeric.hpp).
+__device__ __forceinline__ float nvfp4_enc(uint32_t sf, float s_dec) { return nvfp4_encode_factor(sf, s_dec); }
 
-/// Standard block scale: sf = e4m3(min(bamax * (S_enc * RN(1/6)), FLT_MAX)); enc = min(1/(sf * S_dec), FLT_MAX).
+/// Standard block scale (numeric.hpp): sf = e4m3(min(bamax * (S_enc * RN(1/6)), FLT_MAX)); enc = min(1/(sf * S_dec),
+/// FLT_MAX).
 __device__ __forceinline__ void nvfp4_std_scale(float bamax, float s_enc, float s_dec, bool pr, uint32_t& sf,
                                                 float& enc) {
-  const float v = min_p(__fmul_rn(bamax, __fmul_rn(s_enc, kRcp6)), kFltMax, pr);
-  sf = enc_e4m3(v);
+  sf = nvfp4_block_scale(bamax, s_enc, pr);
   enc = nvfp4_enc(sf, s_dec);
 }
 
-/// The two 4over6 candidates (§1.12): base = bamax / 6 * S_enc; map-to-4 uses base * 1.5.
+/// The two 4over6 candidates (§1.12, numeric.hpp): base = bamax / 6 * S_enc; map-to-4 uses base * 1.5.
 __device__ __forceinline__ void nvfp4_46_candidates(float bamax, float s_enc, float s_dec, uint32_t& sf4, float& enc4,
                                                     uint32_t& sf6, float& enc6) {
-  const float base = __fmul_rn(__fdiv_rn(bamax, 6.0f), s_enc);
-  sf4 = enc_e4m3(fminf(__fmul_rn(base, 1.5f), 448.0f));
-  sf6 = enc_e4m3(fminf(base, 448.0f));
+  uint8_t b4 = 0, b6 = 0;
+  nvfp4_4over6_scales(bamax, s_enc, b4, b6);
+  sf4 = b4;
+  sf6 = b6;
   enc4 = nvfp4_enc(sf4, s_dec);
   enc6 = nvfp4_enc(sf6, s_dec);
 }
 
 /// Sequential error sum of one 16-element row of a candidate (§1.12, exact error arithmetic).
 __device__ __forceinline__ float nvfp4_46_err(const float x[16], uint32_t sf, float enc, float amax, const Nvfp4Cfg& c) {
-  const float sff = dec_e4m3(sf);
+  const float sff = decode_e4m3(sf);
   float err = 0.0f;
 #pragma unroll
-  for (int i = 0; i < 16; ++i) {
-    const float q = dec_e2m1(enc_e2m1_rn(__fmul_rn(x[i], enc)));
-    const float d = __fsub_rn(__fdiv_rn(__fmul_rn(__fmul_rn(q, sff), amax), c.k6max), x[i]);
-    err = __fadd_rn(err, c.mse ? __fmul_rn(d, d) : fabsf(d));
-  }
+  for (int i = 0; i < 16; ++i)
+    err = __fadd_rn(err, nvfp4_4over6_err(x[i], encode_e2m1_rn(__fmul_rn(x[i], enc)), sff, amax, c.k6max, c.mse));
   return err;
 }
 
@@ -84,15 +71,15 @@ __device__ __forceinline__ uint2 nvfp4_encode16(const float x[16], float enc, co
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
       const uint32_t rb = (ctr[i >> 2] >> (8 * (i & 3))) & 0xFFu;
-      w[i >> 3] |= enc_e2m1_sr(__fmul_rn(x[i], enc), rb) << (4 * (i & 7));
+      w[i >> 3] |= static_cast<uint32_t>(encode_e2m1_stochastic(__fmul_rn(x[i], enc), rb)) << (4 * (i & 7));
     }
   } else {
     if (c.pyref) {
 #pragma unroll
-      for (int i = 0; i < 16; ++i) w[i >> 3] |= enc_e2m1(__fmul_rn(x[i], enc), false) << (4 * (i & 7));
+      for (int i = 0; i < 16; ++i) w[i >> 3] |= static_cast<uint32_t>(encode_e2m1(__fmul_rn(x[i], enc), NegZero::kPositiveZero)) << (4 * (i & 7));
     } else {
 #pragma unroll
-      for (int i = 0; i < 16; ++i) w[i >> 3] |= enc_e2m1_rn(__fmul_rn(x[i], enc)) << (4 * (i & 7));
+      for (int i = 0; i < 16; ++i) w[i >> 3] |= encode_e2m1_rn(__fmul_rn(x[i], enc)) << (4 * (i & 7));
     }
   }
   return make_uint2(w[0], w[1]);

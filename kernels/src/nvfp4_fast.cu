@@ -439,7 +439,7 @@ __global__ void e2m1x2_check_kernel(unsigned long long* bad) {
   for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (uint64_t{1} << 32); i += stride) {
     const uint32_t b0 = static_cast<uint32_t>(i), b1 = b0 * 2654435761u;
     const float y0 = __uint_as_float(b0), y1 = __uint_as_float(b1);
-    const uint32_t want = enc_e2m1_rn(y0) | (enc_e2m1_rn(y1) << 16);
+    const uint32_t want = encode_e2m1_rn(y0) | (encode_e2m1_rn(y1) << 16);
     local += e2m1x2(y0, y1) != want;
   }
   if (local != 0) atomicAdd(bad, local);

@@ -1,12 +1,12 @@
 /// \file nvfp4_fast.cuh
 /// \brief Packed E2M1 encoding for the fast NVFP4 kernel (nvfp4_fast.cu): two codes per integer/bf16x2 operation,
-///        bit-identical to enc_e2m1_rn (device_codec.cuh) for every float.
+///        bit-identical to encode_e2m1_rn (device_util.cuh) for every float.
 ///
 /// E2M1 RN-even of y only needs y to 2 significant bits plus "exactly on a tie or not", so y is first rounded to
 /// odd at bf16 precision (8 significant bits, the fp32 exponent range): RZ = the high half of y's bits, RA = the
 /// high half of (bits + 0xFFFF), round-to-odd = RZ with bit 0 set when they differ. Rounding to odd at 8 bits and
 /// then RN-even at 2 bits equals one RN-even at 2 bits (8 >= 2 + 2), and the sign and NaN-ness of RZ are those
-/// of y (NaN keeps an all-ones payload). On the bf16 pair r, with a = min(|r|, 6) (NaN -> 6, as enc_e2m1_rn
+/// of y (NaN keeps an all-ones payload). On the bf16 pair r, with a = min(|r|, 6) (NaN -> 6, as encode_e2m1_rn
 /// maps NaN to 7), the code is read off bf16 FMAs (e2m1x2_from_ro); the sign comes from r's sign bit.
 #pragma once
 #include <cuda_bf16.h>
@@ -39,7 +39,7 @@ __device__ __forceinline__ uint32_t bf16x2_round_odd(float y0, float y1) {
 /// [4, 6]; each candidate plus 192 is one bf16 FMA (ulp 1 on [128, 256), a * s exact), and on every binade the
 /// right candidate is the smallest of the three (2a <= a + 2 <= a / 2 + 4 below 2, and so on; rounding keeps
 /// the order), so code = min(c0, c1, c2) - 192: three FMAs and two minima instead of integer exponent
-/// arithmetic, which keeps the packed encoder off the integer pipe. Checked against the scalar enc_e2m1_rn on
+/// arithmetic, which keeps the packed encoder off the integer pipe. Checked against the scalar encode_e2m1_rn on
 /// all 2^32 floats (test_quantize_cuda, Nvfp4PackedEncoder).
 __device__ __forceinline__ uint32_t e2m1x2_from_ro(uint32_t r) {
   const __nv_bfloat162 a = __hmin2(u2bf2(r & 0x7FFF7FFFu), u2bf2(0x40C040C0u));  // min(|r|, 6)

@@ -5,12 +5,9 @@
 namespace qtc::cuda::nvfp4 {
 
 void launch_full(const KParams& p, int64_t n_tiles, DType t, cudaStream_t s) {
-  switch (t) {
-    case DType::kF32: dev::launch_persistent(nvfp4_kernel<float, kFull>, n_tiles, p, s); break;
-    case DType::kBF16: dev::launch_persistent(nvfp4_kernel<__nv_bfloat16, kFull>, n_tiles, p, s); break;
-    case DType::kF16: dev::launch_persistent(nvfp4_kernel<__half, kFull>, n_tiles, p, s); break;
-    default: QTC_FAIL("nvfp4: input must be F32, BF16 or F16");
-  }
+  dev::dispatch_input(t, "nvfp4", [&](auto in) {
+    dev::launch_persistent(nvfp4_kernel<typename decltype(in)::type, kFull>, n_tiles, p, s);
+  });
 }
 
 }  // namespace qtc::cuda::nvfp4

@@ -54,21 +54,9 @@ __global__ void __launch_bounds__(kThreads, kMode == kFull ? 2 : (sizeof(In) == 
   const bool rht = kMode == kFull && p.rht;
   const bool row_scaled = kMode != k2D && p.row_scaled;
   const In* x = static_cast<const In*>(p.x);
-  const int64_t tiles_x = (p.K + kTC - 1) / kTC, n_tiles = tiles_x * ((p.M + kTR - 1) / kTR);
   const int t = threadIdx.x;
   const int r = t >> 2, b = t & 3;  // rowwise work item: row r, 16-column block b
-  using Pipe = TilePipe<In, kTR, kTC, kThreads>;
-  // Two register buffers: the loads of the next two tiles are in flight while this one is computed.
-  Pipe pipe_a, pipe_b;
-  const int64_t G = gridDim.x;
-  auto fetch = [&](Pipe& pp, int64_t tt) {
-    if (tt < n_tiles) pp.fetch(x, p.M, p.K, (tt / tiles_x) * kTR, (tt % tiles_x) * kTC, p.vec_ok);
-  };
-  auto step = [&](int64_t tile, Pipe& pipe) {
-  const int64_t r0 = (tile / tiles_x) * kTR, c0 = (tile % tiles_x) * kTC;
-  pipe.commit(sm, x, p.M, p.K, r0, c0, p.vec_ok);
-  __syncthreads();
-  fetch(pipe, tile + 2 * G);
+  for_each_tile<In, kTR, kTC, kThreads>(sm, x, p.M, p.K, p.vec_ok, [&](int64_t r0, int64_t c0) {
   const bool row_in = (r0 + r < p.M) && (c0 + 16 * b < p.K);
 
   if (tile2d) {
@@ -175,15 +163,7 @@ __global__ void __launch_bounds__(kThreads, kMode == kFull ? 2 : (sizeof(In) == 
       p.col_scale.p[scale_index(p.col_scale, gk, gm / 16)] = static_cast<uint8_t>(sf);
     }
   }
-  __syncthreads();  // the shared tile is overwritten by the next commit
-  };
-  int64_t tile = blockIdx.x;
-  fetch(pipe_a, tile);
-  fetch(pipe_b, tile + G);
-  for (; tile < n_tiles; tile += 2 * G) {
-    step(tile, pipe_a);
-    if (tile + G < n_tiles) step(tile + G, pipe_b);
-  }
+  });
 }
 
 /// Launches the kFull specialization (nvfp4_full.cu: its own translation unit, compiled in parallel).

@@ -5,7 +5,7 @@
 #pragma once
 #include <algorithm>
 
-#include "device_codec.cuh"
+#include "device_util.cuh"
 #include "qtc/cuda/check.hpp"
 
 namespace qtc::cuda::dev {
@@ -99,6 +99,38 @@ struct TilePipe {
   }
 };
 
+/// The persistent tile loop of the tiled kernels (nvfp4_kernel.cuh, mxfp8.cu): the M x K input is cut into TR x TC
+/// tiles and CTA b walks tiles b, b + G, b + 2G, ... (G = gridDim.x). Two TilePipe register buffers keep the loads
+/// of the next two tiles in flight while one is computed: each step commits its tile into the shared tile `sm`,
+/// synchronizes, issues the loads of the tile 2G ahead, calls body(r0, c0) (the tile's first row and column) and
+/// synchronizes again before the shared tile is overwritten.
+template <typename In, int TR, int TC, int kThreads, typename Body>
+__device__ __forceinline__ void for_each_tile(float* sm, const In* __restrict__ x, int64_t M, int64_t K, bool vec_ok,
+                                              Body&& body) {
+  using Pipe = TilePipe<In, TR, TC, kThreads>;
+  const int64_t tiles_x = (K + TC - 1) / TC, n_tiles = tiles_x * ((M + TR - 1) / TR);
+  const int64_t G = gridDim.x;
+  Pipe pipe_a, pipe_b;
+  auto fetch = [&](Pipe& pp, int64_t tt) {
+    if (tt < n_tiles) pp.fetch(x, M, K, (tt / tiles_x) * TR, (tt % tiles_x) * TC, vec_ok);
+  };
+  auto step = [&](int64_t tile, Pipe& pipe) {
+    const int64_t r0 = (tile / tiles_x) * TR, c0 = (tile % tiles_x) * TC;
+    pipe.commit(sm, x, M, K, r0, c0, vec_ok);
+    __syncthreads();
+    fetch(pipe, tile + 2 * G);
+    body(r0, c0);
+    __syncthreads();  // the shared tile is overwritten by the next commit
+  };
+  int64_t tile = blockIdx.x;
+  fetch(pipe_a, tile);
+  fetch(pipe_b, tile + G);
+  for (; tile < n_tiles; tile += 2 * G) {
+    step(tile, pipe_a);
+    if (tile + G < n_tiles) step(tile + G, pipe_b);
+  }
+}
+
 /// Sign of RHT row r: -1 iff bit r of the mask is set; H[r][c] = (-1)^popcount(r & c) / 4 (TE_FORMATS.md §1.9).
 __device__ __forceinline__ double rht_coef(int r, int c, uint32_t mask) {
   const int neg = ((__popc(static_cast<unsigned>(r & c)) & 1) ^ ((mask >> r) & 1));
@@ -113,7 +145,25 @@ __device__ __forceinline__ void rht16(const float x[16], float y[16], uint32_t m
     double acc = 0.0;
 #pragma unroll
     for (int r = 0; r < 16; ++r) acc = __dadd_rn(acc, __dmul_rn(static_cast<double>(x[r]), rht_coef(r, c, mask)));
-    y[c] = bitsf(static_cast<uint32_t>(f64_to_bf16(acc)) << 16);
+    y[c] = bits_f32(static_cast<uint32_t>(f64_to_bf16(acc)) << 16);
+  }
+}
+
+/// The element type tag dispatch_input passes: typename decltype(tag)::type is float, __nv_bfloat16 or __half.
+template <typename T>
+struct InputType {
+  using type = T;
+};
+
+/// The one input-dtype dispatcher of the launchers: fn(InputType<T>{}) with T the device element type of an F32,
+/// BF16 or F16 input; any other type is refused with a message naming the quantizer `what`.
+template <typename Fn>
+void dispatch_input(DType t, const char* what, Fn&& fn) {
+  switch (t) {
+    case DType::kF32: fn(InputType<float>{}); return;
+    case DType::kBF16: fn(InputType<__nv_bfloat16>{}); return;
+    case DType::kF16: fn(InputType<__half>{}); return;
+    default: QTC_FAIL(what, ": input must be F32, BF16 or F16");
   }
 }
 

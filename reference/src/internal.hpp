@@ -9,6 +9,7 @@
 #include <functional>
 #include <vector>
 
+#include "qtc/numeric.hpp"
 #include "qtc/quantize.hpp"
 
 namespace qtc::ref::detail {
@@ -49,14 +50,10 @@ inline float amax_step(float acc, float v, bool propagate_nan) {
   return a > acc ? a : acc;
 }
 
-/// IEEE minNum (C fminf) without the libm call: a NaN operand is ignored.
-inline float fmin_num(float a, float b) {
-  if (a != a) return b;
-  if (b != b) return a;
-  return a < b ? a : b;
-}
+/// IEEE minNum (C fminf) without the libm call: a NaN operand is ignored (numeric.hpp's min_num).
+inline float fmin_num(float a, float b) { return min_num(a, b); }
 
-inline constexpr float kInv6 = 0x1.555556p-3f;  // RN(1/6), TE fp4_max_inv
+inline constexpr float kInv6 = kNvfp4Rcp6;  // RN(1/6), TE fp4_max_inv
 
 inline uint8_t encode_fp8(float v, Fp8Type t, Overflow ov = Overflow::kSatFinite) {
   return t == Fp8Type::kE4M3 ? encode_e4m3(v, ov) : encode_e5m2(v, ov);

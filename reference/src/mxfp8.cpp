@@ -19,21 +19,13 @@ struct MxRule {
   /// The E8M0 scale byte of a block with absolute maximum `bamax`.
   uint8_t scale(float bamax) const {
     if (pr.mx_order == MxOrder::kTorchAO) return torchao::mx_scale(bamax, r.scale_rule, r.fp8);
-    if (pr.mx_nonfinite == MxNonFinite::kNaN && !std::isfinite(bamax)) return 0xFF;  // OCP: NaN scale
-    if (r.scale_rule == MxScaleRule::kRceil) {
-      // TE: float_to_e8m0(bamax * RN(1/max)): an fp32 multiply by the rounded reciprocal, then round up.
-      const float rcp = r.fp8 == Fp8Type::kE4M3 ? bits_f32(0x3B124925u) : bits_f32(0x37924925u);
-      return encode_e8m0(bamax * rcp, E8m0Rounding::kUp);
-    }
-    QTC_CHECK(r.scale_rule == MxScaleRule::kOcpFloor, "MXFP8 scale_rule ", mx_scale_rule_name(r.scale_rule),
-              " is defined by torchao's to_mx only (profile torchao)");
-    // OCP: X = 2^(floor(log2(amax)) - emax_elem), floor taken exactly from the bits.
-    if (std::isnan(bamax)) return 0xFF;
-    if (std::isinf(bamax)) return 0xFE;  // te with the floor rule: saturate as TE's E8M0 conversion does
-    if (bamax == 0.0f) return 0x00;
-    const int emax = r.fp8 == Fp8Type::kE4M3 ? 8 : 15;
-    const int e = floor_log2(bamax) - emax;
-    return static_cast<uint8_t>(std::max(e, -127) + 127);
+    QTC_CHECK(r.scale_rule == MxScaleRule::kRceil || r.scale_rule == MxScaleRule::kOcpFloor, "MXFP8 scale_rule ",
+              mx_scale_rule_name(r.scale_rule), " is defined by torchao's to_mx only (profile torchao)");
+    // TE rceil: float_to_e8m0(bamax * RN(1/max)); OCP floor: 2^(floor(log2(amax)) - emax_elem), exact from the
+    // bits (te with the floor rule saturates Inf to 0xFE as TE's E8M0 conversion does); OCP: NaN scale for a
+    // non-finite block.
+    return mx_block_scale(bamax, r.fp8 == Fp8Type::kE5M2, r.scale_rule == MxScaleRule::kOcpFloor,
+                          pr.mx_nonfinite == MxNonFinite::kNaN);
   }
   uint8_t code(float x, uint8_t e) const {
     if (pr.mx_order == MxOrder::kTorchAO) return torchao::mx_code(x, e, r.scale_rule, r.fp8);

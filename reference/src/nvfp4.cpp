@@ -40,16 +40,9 @@ struct Nvfp4Block {
   NegZero neg_zero() const { return pr.nvfp4_neg_zero_positive ? NegZero::kPositiveZero : NegZero::kKeepSign; }
 
   /// §1.4: sf = e4m3(fminf(bamax * (S_enc * RN(1/6)), FLT_MAX)).
-  uint8_t scale_byte(float bamax, const GlobalScale& g) const {
-    const float v = bamax * (g.s_enc * kInv6);
-    if (pr.nvfp4_nan_scale && std::isnan(v)) return 0x7F;
-    return encode_e4m3(fmin_num(v, FLT_MAX));
-  }
+  uint8_t scale_byte(float bamax, const GlobalScale& g) const { return nvfp4_block_scale(bamax, g.s_enc, pr.nvfp4_nan_scale); }
   /// enc = fminf(1 / (float(sf) * S_dec), FLT_MAX).
-  static float encode_factor(uint8_t sf, const GlobalScale& g) {
-    const float v = 1.0f / (decode_e4m3(sf) * g.s_dec);
-    return std::isnan(v) ? v : fmin_num(v, FLT_MAX);
-  }
+  static float encode_factor(uint8_t sf, const GlobalScale& g) { return nvfp4_encode_factor(sf, g.s_dec); }
   uint8_t code(float xv, float enc, uint32_t plane, uint64_t index) const {
     const float v = xv * enc;
     if (r.stochastic) return encode_e2m1_stochastic(v, sr_random_byte(r.seed, plane, index));
@@ -66,17 +59,15 @@ struct Nvfp4Block {
     float enc;
   };
   Candidate candidates(float bamax, const GlobalScale& g, Candidate& c6) const {
-    const float base = bamax / 6.0f * g.s_enc;
-    const uint8_t sf4 = encode_e4m3(std::fmin(base * 1.5f, 448.0f));
-    const uint8_t sf6 = encode_e4m3(std::fmin(base, 448.0f));
+    uint8_t sf4 = 0, sf6 = 0;
+    nvfp4_4over6_scales(bamax, g.s_enc, sf4, sf6);
     c6 = {sf6, encode_factor(sf6, g)};
     return {sf4, encode_factor(sf4, g)};
   }
   /// Error contribution of one element: |d| or d*d with d = RN(RN(RN(q * sf) * amax) / (6 * E4M3_MAX)) - x.
   float elem_err(float xv, uint8_t code_v, uint8_t sf, float amax) const {
-    const float t = decode_e2m1(code_v) * decode_e4m3(sf);
-    const float d = (t * amax) / (6.0f * static_cast<float>(r.e4m3_max)) - xv;
-    return r.fourover6_err == ErrMode::kMAE ? std::fabs(d) : d * d;
+    return nvfp4_4over6_err(xv, code_v, decode_e4m3(sf), amax, 6.0f * static_cast<float>(r.e4m3_max),
+                            r.fourover6_err != ErrMode::kMAE);
   }
 };
 

@@ -88,27 +88,13 @@ float amax(const MatrixView& x, bool propagate_nan) {
 }
 
 float nvfp4_global_encode_scale(float global_amax, int e4m3_max, Profile profile) {
-  const float s = static_cast<float>(e4m3_max) * 6.0f / global_amax;
-  if (profile_rules(profile).nvfp4_nan_scale) {
-    // torch.div, torch.min (NaN propagates), then 0 -> 1.
-    if (std::isnan(s)) return s;
-    const float c = std::min(s, FLT_MAX);
-    return c == 0.0f ? 1.0f : c;
-  }
-  const float c = std::fmin(s, FLT_MAX);  // NaN amax -> FLT_MAX (fminf drops the NaN)
-  if (global_amax == 0.0f || c == 0.0f) return 1.0f;
-  return c;
+  return qtc::nvfp4_global_encode_scale(global_amax, static_cast<float>(e4m3_max), profile_rules(profile).nvfp4_nan_scale);
 }
 
 float fp8_scale_from_amax(float amax_in, float max_fp8, bool pow2, float eps, float value_for_inf, Profile profile) {
-  float a = amax_in;
-  if (a < eps) a = eps;
-  if (std::isinf(a) && profile_rules(profile).fp8_inf_amax_scale_zero) return 0.0f;  // TE's Python/C++ test references (§3.2)
-  if (std::isinf(a) || a == 0.0f || std::isnan(a)) return 1.0f;
-  float scale = profile_rules(profile).fp8_scale_reciprocal ? max_fp8 * (1.0f / a) : max_fp8 / a;
-  if (std::isinf(scale)) scale = value_for_inf;
-  if (pow2) scale = bits_f32(f32_bits(scale) & 0xFF800000u);
-  return scale;
+  const ProfileRules& pr = profile_rules(profile);
+  return qtc::fp8_scale_from_amax(amax_in, max_fp8, pow2, eps, value_for_inf, pr.fp8_inf_amax_scale_zero,
+                                  pr.fp8_scale_reciprocal);
 }
 
 HostMatrix rht_transform(const MatrixView& x, uint16_t sign_mask) {

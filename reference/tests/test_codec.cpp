@@ -8,13 +8,18 @@
 /// |                                        | nearest-code search written here (independent of codec.hpp)   |
 /// | fast encoders vs generic round_pack    | every BF16 value, every F16 value, 2^22 random floats          |
 /// | boundary tables of TE_FORMATS.md       | E2M1 ties ±1 ulp, E4M3 464, E5M2 61440, E8M0 edges, §2.2 exceptions |
+/// | numeric.hpp (shared with the kernels)  | bit decoders vs decode_generic on every code; the FMA E2M1     |
+/// |                                        | encoder vs the brute force on every BF16/F16 value and vs the  |
+/// |                                        | comparison encoder on every 61st float; the constants' bits    |
 #include <gtest/gtest.h>
 
 #include <cfloat>
 #include <cmath>
 #include <random>
+#include <vector>
 
 #include "qtc/codec.hpp"
+#include "qtc/numeric.hpp"
 
 namespace {
 
@@ -339,6 +344,85 @@ TEST(CodecStochastic, GenericRoundPackUsesRandomBits) {
   EXPECT_EQ(round_pack<fmt::E4M3>(1.03125, Rounding::kStochastic, Overflow::kSatFinite, 0xBFFFFFFFu), 0x38u);
   EXPECT_EQ(round_pack<fmt::E4M3>(1.03125, Rounding::kStochastic, Overflow::kSatFinite, 0xC0000000u), 0x39u);
   EXPECT_EQ(round_pack<fmt::E4M3>(1.03125, Rounding::kTowardZero), 0x38u);
+}
+
+// --- numeric.hpp: the functions the CUDA kernels share -----------------------------------------------
+
+TEST(NumericCore, BitDecodersMatchGenericDecoderOnEveryCode) {
+  for (uint32_t c = 0; c < 256; ++c) {
+    const double g4 = decode_generic<fmt::E4M3>(c), g5 = decode_generic<fmt::E5M2>(c);
+    const float d4 = decode_e4m3(c), d5 = decode_e5m2(c);
+    if (std::isnan(g4)) {
+      EXPECT_EQ(f32_bits(d4), 0x7FC00000u) << "E4M3 NaN codes decode to the canonical NaN " << hex(c);
+    } else {
+      EXPECT_EQ(static_cast<double>(d4), g4) << hex(c);
+      EXPECT_EQ(std::signbit(d4), (c & 0x80u) != 0) << hex(c);
+    }
+    EXPECT_EQ(f32_bits(d4), f32_bits(kE4M3Table[c])) << "table and bit decoder agree " << hex(c);
+    if (std::isnan(g5)) {
+      EXPECT_TRUE(std::isnan(d5)) << hex(c);
+    } else {
+      EXPECT_EQ(static_cast<double>(d5), g5) << hex(c);
+      EXPECT_EQ(std::signbit(d5), (c & 0x80u) != 0) << hex(c);
+    }
+    EXPECT_EQ(f32_bits(decode_fp8(c, false)), f32_bits(d4)) << hex(c);
+    EXPECT_EQ(f32_bits(decode_fp8(c, true)), f32_bits(d5)) << hex(c);
+    if (c < 16) {
+      EXPECT_EQ(f32_bits(decode_e2m1(c)), f32_bits(kE2M1Values[c])) << hex(c);
+      EXPECT_EQ(static_cast<double>(decode_e2m1(c)), decode_generic<fmt::E2M1>(c)) << hex(c);
+    }
+  }
+}
+
+TEST(NumericCore, FmaE2M1EncoderMatchesBruteForceAndComparisonEncoder) {
+  const auto vals = table<fmt::E2M1>(16);
+  int64_t bad = 0;
+  auto check = [&](float x, uint32_t want) {
+    const uint32_t got = encode_e2m1_rn(x);
+    if (got != want && bad++ < 10) ADD_FAILURE() << std::hexfloat << x << ": got " << hex(got) << " want " << hex(want);
+  };
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float b = bf16_to_f32(static_cast<uint16_t>(h)), f = f16_to_f32(static_cast<uint16_t>(h));
+    if (!std::isnan(b)) check(b, brute_force_encode(b, vals, 0x8, 0x7));
+    if (!std::isnan(f)) check(f, brute_force_encode(f, vals, 0x8, 0x7));
+  }
+  // Every 61st float (all exponents, mantissas and signs; 70 million values): equal to the comparison encoder,
+  // NaN included for a positive NaN (0x7); a negative NaN keeps its sign bit (0xF), which GPU arithmetic
+  // never produces.
+  for (uint64_t u = 0; u <= 0xFFFFFFFFull; u += 61) {
+    const float x = bits_f32(static_cast<uint32_t>(u));
+    const uint32_t want = (std::isnan(x) && std::signbit(x)) ? 0xFu : encode_e2m1(x);
+    check(x, want);
+  }
+  for (float x : {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f, 1e30f, INFINITY, -0.0f, -5.0f, -INFINITY})
+    check(x, encode_e2m1(x));
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(NumericCore, ConstantsAreTheRoundedValues) {
+  EXPECT_EQ(f32_bits(kNvfp4Rcp6), f32_bits(1.0f / 6.0f));
+  EXPECT_EQ(f32_bits(kMxRcpE4M3), 0x3B124925u);
+  EXPECT_EQ(f32_bits(kMxRcpE5M2), 0x37924925u);
+  EXPECT_EQ(kMxRcpE4M3, 1.0f / kE4M3Max);
+  EXPECT_EQ(kMxRcpE5M2, 1.0f / kE5M2Max);
+  EXPECT_EQ(kFltMax, FLT_MAX);
+  EXPECT_EQ(kTorchAOPerTensorDivisor, kE4M3Max * kE2M1Max);
+  EXPECT_EQ(static_cast<double>(kE4M3Max), fmt::Limits<fmt::E4M3>::kMax);
+  EXPECT_EQ(static_cast<double>(kE5M2Max), fmt::Limits<fmt::E5M2>::kMax);
+  EXPECT_EQ(std::ldexp(1.0, kE4M3Emax), 256.0);
+  EXPECT_EQ(std::ldexp(1.0, kE5M2Emax), 32768.0);
+}
+
+TEST(NumericCore, ScaleIndexingCoversEveryLayout) {
+  EXPECT_EQ(scale_index(ScaleIndexing::kRowMajor, 10, 0, 3, 4), 34);
+  EXPECT_EQ(scale_index(ScaleIndexing::kTransposed, 10, 0, 3, 4), 43);
+  EXPECT_EQ(scale_index(ScaleIndexing::kSwizzled, 0, 8, 130, 5), swizzled_offset(130, 5, 8));
+  EXPECT_EQ(scale_index(ScaleIndexing::kSwizzledTransposed, 0, 8, 5, 130), swizzled_offset(130, 5, 8));
+  // The swizzle is a bijection of each 128x4 tile onto its 512 bytes.
+  std::vector<int> seen(512 * 2 * 3, 0);
+  for (int64_t r = 0; r < 256; ++r)
+    for (int64_t kb = 0; kb < 12; ++kb) ++seen[static_cast<size_t>(swizzled_offset(r, kb, 12))];
+  for (int v : seen) EXPECT_EQ(v, 1);
 }
 
 }  // namespace

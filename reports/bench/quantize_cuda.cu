@@ -9,6 +9,12 @@
 /// cast alone, the amax coming from a producer as in a fused training step.
 /// Inputs rotate between two buffers of 8x the 60 MB L2 each, so no iteration reads a cached input.
 /// Context: GPU, SM count, driver, CUDA runtime, commit (compile definition QTC_GIT_COMMIT, or env QTC_COMMIT).
+///
+/// TransformerEngine peer (te_peer.hpp): with QTC_TE_LIB naming TE's core library, the FP8 per-tensor and FP8 block
+/// rows also time TE's kernels on the same inputs, the same number of iterations, right after qtc's: counters te_ms,
+/// te_frac_of_copy and frac_of_te = TE time / qtc time (above 1: qtc is faster), and te_bytes_equal (1: qtc's output,
+/// scales in TE's GEMM-ready layout, equals TE's byte for byte on the first input; else the label says where they
+/// differ). Rows TE has no kernel for on this card say so in the label.
 #include <benchmark/benchmark.h>
 #include <cuda_fp16.h>
 #include <cublasLt.h>
@@ -17,12 +23,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "qtc/cuda/check.hpp"
 #include "qtc/cuda/quantize.hpp"
+#include "te_peer.hpp"
 #ifdef QTC_HAVE_BENCH_CONTEXT
 #include "qtc/bench_context.hpp"
 #endif
@@ -129,6 +137,57 @@ __global__ void fill_input(void* p, int64_t n, int dtype, uint32_t seed) {
 
 size_t plane_bytes(const cuda::DevicePlane& p) { return p.data.bytes() + p.scale.bytes() + p.amax.bytes(); }
 
+/// The TransformerEngine peer's part of a row (see the file comment): times TE's quantizer on the same two inputs
+/// for as many iterations as qtc ran (qtc_total seconds), compares the outputs once per recipe, sets the te_*
+/// counters and returns the label's TE note ("" without QTC_TE_LIB).
+std::string te_peer_row(benchmark::State& state, const Recipe& r, DType t, void* const in[2], float given_amax,
+                        double qtc_total, double bytes, double copy_rate, cudaStream_t s) {
+  bench::TePeer* te = bench::TePeer::instance();
+  if (te == nullptr) return {};
+  if (const std::string why = te->unsupported_reason(r, t); !why.empty()) return "; TE: " + why;
+  const bool with_amax = given_amax > 0.0f;
+  try {
+    bench::TeOutput o = te->allocate(r, kM, kK, s);
+    if (with_amax) bench::TePeer::store_amax(o, given_amax, s);
+    auto run = [&](int i) { te->quantize(r, in[i & 1], t, kM, kK, o, with_amax, s); };
+    run(0);
+    run(1);
+    QTC_CUDA_CHECK(cudaStreamSynchronize(s));
+    Events ev;
+    double total = 0.0;
+    const int64_t n = static_cast<int64_t>(state.iterations());
+    for (int64_t i = 0; i < n; ++i) {
+      QTC_CUDA_CHECK(cudaEventRecord(ev.a, s));
+      run(static_cast<int>(i));
+      QTC_CUDA_CHECK(cudaEventRecord(ev.b, s));
+      QTC_CUDA_CHECK(cudaEventSynchronize(ev.b));
+      total += ev.ms() * 1e-3;
+    }
+    state.counters["te_ms"] = total / static_cast<double>(n) * 1e3;
+    state.counters["te_frac_of_copy"] = bytes * static_cast<double>(n) / total / copy_rate;
+    state.counters["frac_of_te"] = total / qtc_total;
+    // Byte-for-byte comparison on the first input, once per recipe and amax mode (both results fresh).
+    static std::map<std::string, std::string> compared;
+    const std::string key = r.name() + (with_amax ? " amax given" : "") + std::string(dtype_name(t));
+    auto it = compared.find(key);
+    if (it == compared.end()) {
+      cuda::DeviceQuantized qp = cuda::allocate_quantized(r, t, kM, kK, ScaleLayout::kPadded, s);
+      const cuda::DeviceMatrixView x0{in[0], t, kM, kK};
+      if (with_amax)
+        cuda::quantize_with_amax_into(x0, qp, given_amax, given_amax, s);
+      else
+        cuda::quantize_into(x0, qp, s);
+      run(0);
+      it = compared.emplace(key, bench::compare_with_te(qp, o, s)).first;
+    }
+    state.counters["te_bytes_equal"] = it->second.empty() ? 1.0 : 0.0;
+    QTC_CUDA_CHECK(cudaStreamSynchronize(s));
+    return it->second.empty() ? "; TE: outputs byte-identical" : "; TE output differs: " + it->second;
+  } catch (const std::exception& e) {
+    return std::string("; TE failed: ") + e.what();
+  }
+}
+
 /// given_amax: 0 = the amax pass runs on the device; else quantize_with_amax with that value (1000: a loose bound;
 /// 32: the input's exact bound, the value the device pass finds, so the scales are the same as with the pass).
 void BM_Quantize(benchmark::State& state, Recipe r, DType t, float given_amax) {
@@ -176,13 +235,15 @@ void BM_Quantize(benchmark::State& state, Recipe r, DType t, float given_amax) {
     }
     const double bytes = static_cast<double>(in_bytes + out_bytes);
     const double gbps = bytes * static_cast<double>(state.iterations()) / total / 1e9;
-    char label[256];
-    std::snprintf(label, sizeof(label), "%s %s %lldx%lld; bytes: %.1f MiB read + %.1f MiB written%s", r.name().c_str(),
+    const std::string te_note = te_peer_row(state, r, t, in, given_amax, total, bytes, copy_rate, s);
+    char label[512];
+    std::snprintf(label, sizeof(label), "%s %s %lldx%lld; bytes: %.1f MiB read + %.1f MiB written%s%s", r.name().c_str(),
                   std::string(dtype_name(t)).c_str(), static_cast<long long>(kM), static_cast<long long>(kK),
                   static_cast<double>(in_bytes) / 1048576.0, static_cast<double>(out_bytes) / 1048576.0,
                   (r.kind == RecipeKind::kNVFP4 || r.kind == RecipeKind::kFP8Tensor) && !with_amax
                       ? " (+ device amax pass: input read again, not counted)"
-                      : (with_amax ? " (amax given)" : ""));
+                      : (with_amax ? " (amax given)" : ""),
+                  te_note.c_str());
     state.SetLabel(label);
     state.counters["GBps"] = gbps;
     state.counters["frac_of_copy"] = gbps * 1e9 / copy_rate;
@@ -240,6 +301,8 @@ void add_context() {
   const char* env_commit = std::getenv("QTC_COMMIT");
   benchmark::AddCustomContext("commit", env_commit != nullptr && *env_commit ? env_commit : QTC_GIT_COMMIT);
   benchmark::AddCustomContext("shape", "16384x16384");
+  if (const bench::TePeer* te = bench::TePeer::instance())
+    benchmark::AddCustomContext("te_lib", te->loaded() ? te->description() : "not loaded: " + te->load_error());
 }
 
 void register_all() {

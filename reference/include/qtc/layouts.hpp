@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "qtc/numeric.hpp"
 #include "qtc/quantized.hpp"
 
 namespace qtc::ref {
@@ -15,11 +16,8 @@ struct ScaleShape {
 ScaleShape compact_scale_shape(const Recipe& r, PlaneKind p, int64_t M, int64_t K);
 ScaleShape padded_scale_shape(const Recipe& r, PlaneKind p, int64_t M, int64_t K);
 
-/// The cuBLAS swizzle index of entry (row, kb) of a padded scale matrix with num_kb columns (§6).
-inline int64_t swizzled_offset(int64_t row, int64_t kb, int64_t num_kb) {
-  const int64_t tiles_k = (num_kb + 3) / 4;
-  return ((row / 128) * tiles_k + kb / 4) * 512 + (row % 32) * 16 + ((row % 128) / 32) * 4 + (kb % 4);
-}
+/// swizzled_offset(row, kb, num_kb), the cuBLAS swizzle index (§6), is numeric.hpp's (shared with the kernels).
+using qtc::swizzled_offset;
 
 /// compact -> padded: TE's allocation shape, padding zero. FP8 block 1x128 becomes TE's GEMM-ready
 /// transposed layout ([kb][i]); FP8 tensor has no scale matrix and is refused.

@@ -10,14 +10,13 @@
 #include <utility>
 #include <vector>
 
+#include "qtc/numeric.hpp"
 #include "qtc/recipe.hpp"
 
 namespace qtc {
 
-/// torchao's NVFP4 per-tensor scale divisor: F8E4M3_MAX * F4_E2M1_MAX (per_tensor_amax_to_scale).
-inline constexpr float kTorchAOPerTensorDivisor = 2688.0f;
-/// torchao's NVFP4 block-scale floor: torch.finfo(float8_e4m3fn).tiny, E4M3's smallest normal.
-inline constexpr float kTorchAOBlockScaleMin = 0x1p-6f;
+// The profiles' constants (kTorchAOPerTensorDivisor, kTorchAOBlockScaleMin, ...) are in numeric.hpp, shared
+// with the CUDA kernels.
 
 /// NVFP4 block-scale operation order.
 enum class Nvfp4Order : uint8_t {

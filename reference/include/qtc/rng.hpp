@@ -5,11 +5,7 @@
 #include <array>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define QTC_HD __host__ __device__ __forceinline__
-#else
-#define QTC_HD inline
-#endif
+#include "qtc/host_device.hpp"
 
 namespace qtc {
 

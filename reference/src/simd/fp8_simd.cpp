@@ -104,17 +104,7 @@ struct MxRule {
   bool rceil = true;
   bool e5m2 = false;
   uint8_t scale(float bamax) const {
-    if (propagate && !std::isfinite(bamax)) return 0xFF;
-    if (rceil) {
-      const float rcp = e5m2 ? bits_f32(0x37924925u) : bits_f32(0x3B124925u);
-      return encode_e8m0(bamax * rcp, E8m0Rounding::kUp);
-    }
-    if (std::isnan(bamax)) return 0xFF;
-    if (std::isinf(bamax)) return 0xFE;
-    if (bamax == 0.0f) return 0x00;
-    const int emax = e5m2 ? 15 : 8;
-    const int e = floor_log2(bamax) - emax;
-    return static_cast<uint8_t>(std::max(e, -127) + 127);
+    return mx_block_scale(bamax, e5m2, !rceil, propagate);  // numeric.hpp
   }
 };
 

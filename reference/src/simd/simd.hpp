@@ -1,6 +1,6 @@
 /// \file simd.hpp
 /// \brief The vectorized quantizers (simd/*.cpp), called from quantize.cpp when simd::enabled() holds; and the
-///        per-block scale rules they share with nvfp4.cpp, written once more here in scalar form (one value per
+///        per-block scale rules they share with nvfp4.cpp, in scalar form, from numeric.hpp (one value per
 ///        block: the vector work is per element). Only the profiles of cpu_path.hpp's simd_supports() are here.
 #pragma once
 #include <cfloat>
@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "qtc/cpu_path.hpp"
+#include "qtc/numeric.hpp"
 #include "qtc/quantize.hpp"
 #include "qtc/rng.hpp"
 
@@ -46,26 +47,17 @@ inline GlobalScale make_global(float a, const Recipe& r) {
   return g;
 }
 
-inline float fmin_num(float a, float b) {
-  if (a != a) return b;
-  if (b != b) return a;
-  return a < b ? a : b;
-}
+inline float fmin_num(float a, float b) { return min_num(a, b); }
 
-inline constexpr float kInv6 = 0x1.555556p-3f;  // RN(1/6)
+inline constexpr float kInv6 = kNvfp4Rcp6;  // RN(1/6)
 
-/// §1.4: sf = e4m3(fminf(bamax * (S_enc * RN(1/6)), FLT_MAX)); te_pyref: NaN -> 0x7F.
+/// §1.4: sf = e4m3(fminf(bamax * (S_enc * RN(1/6)), FLT_MAX)); te_pyref: NaN -> 0x7F (numeric.hpp).
 inline uint8_t nvfp4_scale_byte(float bamax, const GlobalScale& g, bool pyref) {
-  const float v = bamax * (g.s_enc * kInv6);
-  if (pyref && std::isnan(v)) return 0x7F;
-  return encode_e4m3(fmin_num(v, FLT_MAX));
+  return nvfp4_block_scale(bamax, g.s_enc, pyref);
 }
 
-/// enc = fminf(1 / (float(sf) * S_dec), FLT_MAX), NaN kept.
-inline float nvfp4_encode_factor(uint8_t sf, const GlobalScale& g) {
-  const float v = 1.0f / (decode_e4m3(sf) * g.s_dec);
-  return std::isnan(v) ? v : fmin_num(v, FLT_MAX);
-}
+/// enc = fminf(1 / (float(sf) * S_dec), FLT_MAX), NaN kept (numeric.hpp).
+inline float nvfp4_encode_factor(uint8_t sf, const GlobalScale& g) { return qtc::nvfp4_encode_factor(sf, g.s_dec); }
 
 /// 4over6 candidates (§1.12): map-to-4 (returned) and map-to-6 (c6).
 struct Candidate {
@@ -73,9 +65,8 @@ struct Candidate {
   float enc;
 };
 inline Candidate nvfp4_candidates(float bamax, const GlobalScale& g, Candidate& c6) {
-  const float base = bamax / 6.0f * g.s_enc;
-  const uint8_t sf4 = encode_e4m3(std::fmin(base * 1.5f, 448.0f));
-  const uint8_t sf6 = encode_e4m3(std::fmin(base, 448.0f));
+  uint8_t sf4 = 0, sf6 = 0;
+  nvfp4_4over6_scales(bamax, g.s_enc, sf4, sf6);
   c6 = {sf6, nvfp4_encode_factor(sf6, g)};
   return {sf4, nvfp4_encode_factor(sf4, g)};
 }
