@@ -1,0 +1,272 @@
+/// \file test_recipe_policy.cpp
+/// \brief The recipe policy: describe_plane against what the quantizers and layouts actually produce, for many
+///        recipes and ragged shapes (data and scale shapes and types, amax counts, padded and swizzled shapes,
+///        and block geometry found by perturbing one input element); and Recipe::validate's rules, each by
+///        its message.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "qtc/layouts.hpp"
+#include "qtc/profile.hpp"
+#include "qtc/quantize.hpp"
+#include "qtc/recipe_policy.hpp"
+
+using namespace qtc;
+
+namespace {
+
+Recipe nvfp4(bool tile2d = false) {
+  Recipe r;
+  r.kind = RecipeKind::kNVFP4;
+  r.tile_2d = tile2d;
+  return r;
+}
+Recipe mxfp8(Fp8Type t, MxScaleRule rule, bool tile2d) {
+  Recipe r;
+  r.kind = RecipeKind::kMXFP8;
+  r.fp8 = t;
+  r.scale_rule = rule;
+  r.mx_2d = tile2d;
+  return r;
+}
+Recipe fp8_block(Fp8Type t, bool tile2d) {
+  Recipe r;
+  r.kind = RecipeKind::kFP8Block;
+  r.fp8 = t;
+  r.block_2d = tile2d;
+  return r;
+}
+Recipe fp8_tensor(Fp8Type t) {
+  Recipe r;
+  r.kind = RecipeKind::kFP8Tensor;
+  r.fp8 = t;
+  return r;
+}
+
+/// Every recipe family and option that changes geometry, with both planes and each plane alone.
+std::vector<Recipe> recipes() {
+  std::vector<Recipe> base;
+  base.push_back(nvfp4(false));
+  base.push_back(nvfp4(true));
+  Recipe rs = nvfp4();
+  rs.row_scaled = true;
+  base.push_back(rs);
+  Recipe rht = nvfp4();
+  rht.rht = true;
+  rht.rowwise = false;
+  base.push_back(rht);
+  Recipe f46 = nvfp4();
+  f46.fourover6 = true;
+  f46.e4m3_max = 256;
+  base.push_back(f46);
+  Recipe ao = nvfp4();
+  ao.profile = Profile::kTorchAO;
+  base.push_back(ao);
+  for (Fp8Type t : {Fp8Type::kE4M3, Fp8Type::kE5M2}) {
+    for (bool t2 : {false, true}) {
+      base.push_back(mxfp8(t, MxScaleRule::kRceil, t2));
+      base.push_back(fp8_block(t, t2));
+    }
+    base.push_back(fp8_tensor(t));
+  }
+  Recipe floor = mxfp8(Fp8Type::kE4M3, MxScaleRule::kOcpFloor, false);
+  floor.profile = Profile::kOCP;
+  base.push_back(floor);
+  std::vector<Recipe> out;
+  for (const Recipe& r : base) {
+    for (int planes = 0; planes < 3; ++planes) {
+      Recipe x = r;
+      x.rowwise = planes != 2;
+      x.columnwise = planes != 1;
+      if (!x.rowwise && x.row_scaled) continue;
+      if (!x.rowwise && !x.columnwise) continue;
+      if (x.rowwise && x.rht && planes != 2) continue;
+      out.push_back(x);
+    }
+  }
+  return out;
+}
+
+/// Shapes the recipe accepts: ragged for the FP8 families, multiples of 16 for NVFP4 (any M for torchao's
+/// rowwise-only plane); empty tensors included.
+std::vector<std::pair<int64_t, int64_t>> shapes(const Recipe& r) {
+  if (r.kind == RecipeKind::kNVFP4) {
+    std::vector<std::pair<int64_t, int64_t>> s = {{16, 16}, {32, 48}, {144, 272}, {0, 32}, {16, 0}, {128, 64}};
+    if (profile_rules(r.profile).nvfp4_order == Nvfp4Order::kTorchAO && !r.columnwise) {
+      s.push_back({17, 32});
+      s.push_back({1, 16});
+    }
+    return s;
+  }
+  return {{1, 1}, {33, 65}, {129, 257}, {127, 300}, {0, 5}, {5, 0}, {200, 130}, {32, 32}, {256, 128}};
+}
+
+HostMatrix random_input(int64_t M, int64_t K, uint32_t seed) {
+  HostMatrix x(DType::kBF16, M, K);
+  std::mt19937 g(seed);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  for (int64_t i = 0; i < M * K; ++i) x.as<uint16_t>()[i] = f32_to_bf16(n(g));
+  return x;
+}
+
+std::string label(const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
+  return r.name() + " " + std::string(plane_kind_name(p)) + " [" + std::to_string(M) + ", " + std::to_string(K) + "]";
+}
+
+TEST(PlaneSpec, MatchesWhatTheQuantizerAndLayoutsProduce) {
+  int checked = 0;
+  for (const Recipe& r : recipes()) {
+    ASSERT_NO_THROW(r.validate()) << r.name();
+    for (auto [M, K] : shapes(r)) {
+      const HostMatrix x = random_input(M, K, static_cast<uint32_t>(M * 131 + K));
+      const QuantizedTensor q = ref::quantize(x.view(), r);
+      for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
+        SCOPED_TRACE(label(r, pk, M, K));
+        const PlaneSpec s = describe_plane(r, pk, M, K);
+        const auto& pl = pk == PlaneKind::kRowwise ? q.rowwise : q.columnwise;
+        ASSERT_EQ(s.requested, pl.has_value());
+        EXPECT_EQ(s.M, M);
+        EXPECT_EQ(s.K, K);
+        EXPECT_EQ(s.data_elem, data_elem_of(r));
+        if (!pl) continue;
+        EXPECT_EQ(s.data_rows, pl->data_rows);
+        EXPECT_EQ(s.data_cols, pl->data_cols);
+        EXPECT_EQ(s.data_bytes(), static_cast<int64_t>(pl->data.size()));
+        EXPECT_EQ(s.data_row_elems, r.kind == RecipeKind::kNVFP4 ? 2 * s.data_cols : s.data_cols);
+        EXPECT_EQ(s.data_rows * s.data_row_elems, M * K);
+        EXPECT_EQ(s.scale_type, pl->scale.type);
+        EXPECT_EQ(s.scale_elem_bytes, pl->scale.elem_size());
+        EXPECT_EQ(s.compact.rows, pl->scale.rows);
+        EXPECT_EQ(s.compact.cols, pl->scale.cols);
+        EXPECT_EQ(s.scale_bytes(ScaleLayout::kCompact), static_cast<int64_t>(pl->scale.bytes.size()));
+        EXPECT_EQ(s.amax_count, static_cast<int64_t>(pl->amax.size()));
+        EXPECT_EQ(s.per_tensor, r.kind == RecipeKind::kFP8Tensor);
+        EXPECT_EQ(s.data_transposed, s.data_m_axis == MAxis::kCols);
+        // The layouts: the padded shape and the swizzle, through the conversion functions.
+        if (!s.per_tensor) {
+          const ScaleMatrix padded = ref::convert_layout(pl->scale, ScaleLayout::kPadded, r, pk, M, K);
+          EXPECT_EQ(s.padded.rows, padded.rows);
+          EXPECT_EQ(s.padded.cols, padded.cols);
+          EXPECT_EQ(s.scale_bytes(ScaleLayout::kPadded), static_cast<int64_t>(padded.bytes.size()));
+          EXPECT_EQ(s.padded.rows * s.padded.cols >= s.compact.rows * s.compact.cols, true);
+          if (s.swizzlable) {
+            const ScaleMatrix sw = ref::swizzle(padded, r, pk, M, K);
+            EXPECT_EQ(sw.rows, s.padded.rows);
+            EXPECT_EQ(sw.cols, s.padded.cols);
+          } else {
+            EXPECT_THROW((void)ref::swizzle(padded, r, pk, M, K), Error);
+          }
+          // The padded layout keeps entry (a, b) at [a][b], or at [b][a] when transposed.
+          if (s.compact.rows > 0 && s.compact.cols > 0) {
+            const int64_t a = s.compact.rows - 1, b = s.compact.cols - 1;
+            const size_t es = s.scale_elem_bytes;
+            const int64_t at = s.padded_transposed ? b * s.padded.cols + a : a * s.padded.cols + b;
+            EXPECT_EQ(0, std::memcmp(pl->scale.bytes.data() + static_cast<size_t>(a * s.compact.cols + b) * es,
+                                     padded.bytes.data() + static_cast<size_t>(at) * es, es));
+          }
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 300);
+}
+
+/// Which compact scale entries change when x(i, j) alone is made large.
+std::set<std::pair<int64_t, int64_t>> changed_scales(const Recipe& r, PlaneKind pk, const HostMatrix& x, int64_t i, int64_t j) {
+  HostMatrix y = x;
+  y.as<uint16_t>()[i * x.cols + j] = f32_to_bf16(3.0e4f);
+  const bool fixed_amax = r.kind == RecipeKind::kNVFP4;  // NVFP4: the global amax would change every scale
+  const QuantizedTensor a = fixed_amax ? ref::quantize_with_amax(x.view(), r, 1.0e5f, 1.0e5f) : ref::quantize(x.view(), r);
+  const QuantizedTensor b = fixed_amax ? ref::quantize_with_amax(y.view(), r, 1.0e5f, 1.0e5f) : ref::quantize(y.view(), r);
+  const ScaleMatrix& sa = a.plane(pk).scale;
+  const ScaleMatrix& sb = b.plane(pk).scale;
+  std::set<std::pair<int64_t, int64_t>> out;
+  const size_t es = sa.elem_size();
+  for (int64_t u = 0; u < sa.rows; ++u)
+    for (int64_t v = 0; v < sa.cols; ++v) {
+      const size_t o = static_cast<size_t>(u * sa.cols + v) * es;
+      if (std::memcmp(sa.bytes.data() + o, sb.bytes.data() + o, es) != 0) out.insert({u, v});
+    }
+  return out;
+}
+
+TEST(PlaneSpec, BlockGeometryIsWhereOneInputElementReaches) {
+  const std::vector<Recipe> rs = {nvfp4(false), nvfp4(true), mxfp8(Fp8Type::kE4M3, MxScaleRule::kRceil, false),
+                                  mxfp8(Fp8Type::kE4M3, MxScaleRule::kRceil, true), fp8_block(Fp8Type::kE4M3, false),
+                                  fp8_block(Fp8Type::kE4M3, true)};
+  for (const Recipe& r : rs) {
+    const bool nv = r.kind == RecipeKind::kNVFP4;
+    const int64_t M = nv ? 48 : 161, K = nv ? 64 : 300;  // ragged edges for the FP8 families
+    HostMatrix x(DType::kBF16, M, K);
+    for (int64_t t = 0; t < M * K; ++t) x.as<uint16_t>()[t] = f32_to_bf16(0.5f + 0.001f * static_cast<float>(t % 7));
+    const std::vector<std::pair<int64_t, int64_t>> probes = {{0, 0}, {M - 1, K - 1}, {M / 2 + 1, K / 3 + 2}, {17, 33}};
+    for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
+      const PlaneSpec s = describe_plane(r, pk, M, K);
+      for (auto [i, j] : probes) {
+        SCOPED_TRACE(label(r, pk, M, K) + " probe (" + std::to_string(i) + ", " + std::to_string(j) + ")");
+        // Expected: every compact entry whose block contains (i, j).
+        std::set<std::pair<int64_t, int64_t>> want;
+        for (int64_t a = 0; a < s.compact.rows; ++a)
+          for (int64_t b = 0; b < s.compact.cols; ++b) {
+            const XRegion g = s.scale_block(a, b);
+            if (g.r0 <= i && i < g.r1 && g.c0 <= j && j < g.c1) want.insert({a, b});
+          }
+        EXPECT_EQ(want, changed_scales(r, pk, x, i, j));
+        // block_of agrees with the entries' regions.
+        const XRegion blk = s.block_of(i, j);
+        for (auto [a, b] : want) EXPECT_EQ(s.scale_block(a, b), blk);
+        EXPECT_EQ(blk.r1 - blk.r0, std::min(s.block_rows, M - blk.r0));
+        EXPECT_EQ(blk.c1 - blk.c0, std::min(s.block_cols, K - blk.c0));
+      }
+    }
+  }
+}
+
+TEST(PlaneSpec, FixedTable) {
+  // A few shapes written out by hand from TE_FORMATS.md §1-§5, so a change of convention cannot pass unseen.
+  Recipe r = nvfp4();
+  PlaneSpec s = describe_plane(r, PlaneKind::kColumnwise, 48, 272);
+  EXPECT_EQ(s.data_rows, 272);
+  EXPECT_EQ(s.data_cols, 24);
+  EXPECT_EQ(s.compact, (ScaleShape{272, 3}));
+  EXPECT_EQ(s.padded, (ScaleShape{384, 4}));
+  EXPECT_EQ(s.amax_count, 1);
+  r.row_scaled = true;
+  EXPECT_EQ(describe_plane(r, PlaneKind::kRowwise, 48, 272).amax_count, 48);
+  EXPECT_EQ(describe_plane(r, PlaneKind::kColumnwise, 48, 272).amax_count, 272);
+  s = describe_plane(mxfp8(Fp8Type::kE5M2, MxScaleRule::kRceil, false), PlaneKind::kColumnwise, 33, 65);
+  EXPECT_EQ(s.data_elem, DataElem::kE5M2);
+  EXPECT_FALSE(s.data_transposed);
+  EXPECT_EQ(s.compact, (ScaleShape{2, 65}));
+  EXPECT_EQ(s.padded, (ScaleShape{4, 128}));
+  EXPECT_TRUE(s.swizzle_transposed);
+  s = describe_plane(fp8_block(Fp8Type::kE4M3, false), PlaneKind::kRowwise, 129, 257);
+  EXPECT_EQ(s.compact, (ScaleShape{129, 3}));
+  EXPECT_EQ(s.padded, (ScaleShape{3, 132}));
+  EXPECT_TRUE(s.padded_transposed);
+  s = describe_plane(fp8_block(Fp8Type::kE4M3, true), PlaneKind::kColumnwise, 129, 257);
+  EXPECT_TRUE(s.data_transposed);
+  EXPECT_EQ(s.compact, (ScaleShape{3, 2}));
+  EXPECT_EQ(s.padded, (ScaleShape{3, 4}));
+  s = describe_plane(fp8_tensor(Fp8Type::kE4M3), PlaneKind::kColumnwise, 5, 7);
+  EXPECT_EQ(s.data_rows, 7);
+  EXPECT_EQ(s.data_cols, 5);
+  EXPECT_EQ(s.amax_count, 1);
+  EXPECT_EQ(s.block_of(3, 4), (XRegion{0, 5, 0, 7}));
+}
+
+TEST(PlaneSpec, HugeShapesDoNotOverflow) {
+  const int64_t big = (int64_t{1} << 62) + 1;
+  const PlaneSpec s = describe_plane(fp8_block(Fp8Type::kE4M3, true), PlaneKind::kRowwise, big, 1);
+  EXPECT_EQ(s.compact.rows, (int64_t{1} << 55) + 1);
+  EXPECT_EQ(s.compact.cols, 1);
+}
+
+}  // namespace
