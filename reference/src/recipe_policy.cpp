@@ -3,13 +3,19 @@
 #include "qtc/recipe_policy.hpp"
 
 #include <algorithm>
+#include <limits>
 
 namespace qtc {
 
 namespace {
 
 int64_t cdiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }  // a >= 0, b > 0; no overflow
-int64_t roundup(int64_t a, int64_t b) { return cdiv(a, b) * b; }
+/// a rounded up to a multiple of b; saturates at INT64_MAX where that multiple does not fit (untrusted shapes:
+/// the padded shape is computed for every plane, and a size check downstream refuses it).
+int64_t roundup(int64_t a, int64_t b) {
+  const int64_t n = cdiv(a, b);
+  return n > std::numeric_limits<int64_t>::max() / b ? std::numeric_limits<int64_t>::max() : n * b;
+}
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <set>
 #include <string>
@@ -267,6 +268,11 @@ TEST(PlaneSpec, HugeShapesDoNotOverflow) {
   const PlaneSpec s = describe_plane(fp8_block(Fp8Type::kE4M3, true), PlaneKind::kRowwise, big, 1);
   EXPECT_EQ(s.compact.rows, (int64_t{1} << 55) + 1);
   EXPECT_EQ(s.compact.cols, 1);
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  const PlaneSpec n = describe_plane(nvfp4(), PlaneKind::kRowwise, kMax, kMax);
+  EXPECT_EQ(n.compact.rows, kMax);
+  EXPECT_EQ(n.padded.rows, kMax);  // saturated, not wrapped
+  EXPECT_EQ(n.padded.cols, kMax / 16 + 1 + 3 - (kMax / 16 + 1 + 3) % 4);
 }
 
 }  // namespace

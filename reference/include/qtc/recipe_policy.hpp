@@ -35,6 +35,12 @@ struct XRegion {
   bool operator==(const XRegion&) const = default;
 };
 
+/// An entry (row, col) of a matrix.
+struct Index2 {
+  int64_t row = 0, col = 0;
+  bool operator==(const Index2&) const = default;
+};
+
 /// Everything about one plane of a recipe for an input of M rows and K columns.
 struct PlaneSpec {
   PlaneKind plane = PlaneKind::kRowwise;
@@ -86,11 +92,17 @@ struct PlaneSpec {
   void data_to_x(int64_t a, int64_t b, int64_t& i, int64_t& j) const;
   /// The block of x that compact scale entry (a, b) covers.
   XRegion scale_block(int64_t a, int64_t b) const;
+  /// The compact scale entry that holds the scale of x(i, j) ({0, 0} for FP8 tensor).
+  Index2 scale_entry(int64_t i, int64_t j) const {
+    if (per_tensor) return {};
+    const int64_t am = i / scale_step_m, ak = j / scale_step_k;
+    return scale_m_axis == MAxis::kRows ? Index2{am, ak} : Index2{ak, am};
+  }
 };
 
 /// The description of plane `p` of recipe `r` for an input of [M, K] (M, K >= 0). Pure arithmetic without
-/// overflow for any non-negative M and K that the padded shape can hold; it does not validate the recipe or
-/// the shape (Recipe::validate_input does).
+/// overflow for any non-negative M and K (a padded extent that does not fit int64 saturates at INT64_MAX); it
+/// does not validate the recipe or the shape (Recipe::validate_input does).
 PlaneSpec describe_plane(const Recipe& r, PlaneKind p, int64_t M, int64_t K);
 
 /// Element type of a recipe's data (E2M1 for NVFP4, else the recipe's FP8 type).

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "qtc/cpu_path.hpp"
+#include "qtc/profile.hpp"
 #include "qtc/quantize.hpp"
 #include "qtc/rng.hpp"
 
