@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <type_traits>
+#include <variant>
 
 namespace qtc {
 
@@ -20,8 +22,15 @@ int64_t roundup(int64_t a, int64_t b) {
 }  // namespace
 
 DataElem data_elem_of(const Recipe& r) {
-  if (r.kind == RecipeKind::kNVFP4) return DataElem::kE2M1;
-  return r.fp8 == Fp8Type::kE4M3 ? DataElem::kE4M3 : DataElem::kE5M2;
+  return std::visit(
+      [](const auto& o) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(o)>, Nvfp4Options>) {
+          return DataElem::kE2M1;
+        } else {
+          return o.fp8 == Fp8Type::kE4M3 ? DataElem::kE4M3 : DataElem::kE5M2;
+        }
+      },
+      r.options());
 }
 
 std::string_view data_elem_name(DataElem e) {
@@ -37,6 +46,7 @@ std::string_view plane_kind_name(PlaneKind p) { return p == PlaneKind::kRowwise 
 
 PlaneSpec describe_plane(const Recipe& r, PlaneKind pk, int64_t M, int64_t K) {
   const bool row = pk == PlaneKind::kRowwise;
+  const RecipeOptions opts = r.options();  // the kind's alternative: only its own options are read below
   PlaneSpec s;
   s.plane = pk;
   s.requested = row ? r.rowwise : r.columnwise;
@@ -58,18 +68,19 @@ PlaneSpec describe_plane(const Recipe& r, PlaneKind pk, int64_t M, int64_t K) {
       s.padded = {roundup(rows, 128), roundup(cdiv(len, 16), 4)};
       s.scale_m_axis = row ? MAxis::kRows : MAxis::kCols;
       s.swizzlable = true;
-      const int64_t h = r.tile_2d ? 16 : 1;
+      const Nvfp4Options& o = std::get<Nvfp4Options>(opts);
+      const int64_t h = o.tile_2d ? 16 : 1;
       s.block_rows = row ? h : 16;
       s.block_cols = row ? 16 : h;
       s.scale_step_m = row ? 1 : 16;
       s.scale_step_k = row ? 16 : 1;
-      s.amax_per_line = r.row_scaled;
-      s.amax_count = r.row_scaled ? rows : 1;
+      s.amax_per_line = o.row_scaled;
+      s.amax_count = o.row_scaled ? rows : 1;
       break;
     }
     case RecipeKind::kMXFP8: {  // §2: E8M0 scales; the columnwise plane keeps x's orientation, blocks down columns
       s.scale_type = ScaleType::kE8M0;
-      const int64_t h = r.mx_2d ? 32 : 1;
+      const int64_t h = std::get<Mxfp8Options>(opts).tile_2d ? 32 : 1;
       if (row) {
         s.compact = {M, cdiv(K, 32)};
         s.padded = {roundup(M, 128), roundup(cdiv(K, 32), 4)};
@@ -91,7 +102,7 @@ PlaneSpec describe_plane(const Recipe& r, PlaneKind pk, int64_t M, int64_t K) {
     case RecipeKind::kFP8Block: {  // §3: F32 scale_inv per 1x128 or 128x128 block
       s.scale_type = ScaleType::kF32;
       const int64_t rows = row ? M : K, len = row ? K : M;
-      if (r.block_2d) {
+      if (std::get<Fp8BlockOptions>(opts).tile_2d) {
         s.compact = {cdiv(rows, 128), cdiv(len, 128)};
         s.padded = {cdiv(rows, 128), roundup(cdiv(len, 128), 4)};
         s.block_rows = 128;

@@ -275,4 +275,178 @@ TEST(PlaneSpec, HugeShapesDoNotOverflow) {
   EXPECT_EQ(n.padded.cols, kMax / 16 + 1 + 3 - (kMax / 16 + 1 + 3) % 4);
 }
 
+// ---------------------------------------------------------------------------------------------------
+// The validator: every rule, by a recipe that breaks it, and the message that names it.
+
+struct RuleCase {
+  const char* rule;
+  Recipe recipe;
+  const char* detail;  ///< a part of the message besides the rule's text ("" for none)
+};
+
+std::vector<RuleCase> rule_cases() {
+  std::vector<RuleCase> v;
+  auto nv = [](auto f) {
+    Recipe r = nvfp4();
+    f(r);
+    return r;
+  };
+  v.push_back({"planes", nv([](Recipe& r) { r.rowwise = r.columnwise = false; }), ""});
+  Recipe ocp_nv = nvfp4();
+  ocp_nv.profile = Profile::kOCP;
+  v.push_back({"profile-defines-kind", ocp_nv, "profile 'ocp' does not define nvfp4"});
+  Recipe ao_blk = fp8_block(Fp8Type::kE4M3, false);
+  ao_blk.profile = Profile::kTorchAO;
+  v.push_back({"profile-defines-kind", ao_blk, "profile 'torchao' does not define fp8_block"});
+  Recipe mx_rs = mxfp8(Fp8Type::kE4M3, MxScaleRule::kRceil, false);
+  mx_rs.row_scaled = true;
+  v.push_back({"kind-options", mx_rs, "option row_scaled is an option of NVFP4, not of MXFP8"});
+  Recipe nv_e5 = nvfp4();
+  nv_e5.fp8 = Fp8Type::kE5M2;
+  v.push_back({"kind-options", nv_e5, "option fp8_dtype is an option of MXFP8, FP8 block and FP8 tensor"});
+  Recipe blk_mx2d = fp8_block(Fp8Type::kE4M3, false);
+  blk_mx2d.mx_2d = true;
+  v.push_back({"kind-options", blk_mx2d, "option tile 32x32 is an option of MXFP8, not of FP8 block"});
+  Recipe ten_2d = fp8_tensor(Fp8Type::kE4M3);
+  ten_2d.block_2d = true;
+  v.push_back({"kind-options", ten_2d, "option tile 128x128 is an option of FP8 block, not of FP8 tensor"});
+  Recipe mx_eps = mxfp8(Fp8Type::kE4M3, MxScaleRule::kRceil, false);
+  mx_eps.eps = 0.5f;
+  v.push_back({"kind-options", mx_eps, "option eps is an option of FP8 block and FP8 tensor, not of MXFP8"});
+  Recipe ten_seed = fp8_tensor(Fp8Type::kE4M3);
+  ten_seed.seed = 3;
+  v.push_back({"kind-options", ten_seed, "option seed is an option of NVFP4, not of FP8 tensor"});
+  Recipe blk_rule = fp8_block(Fp8Type::kE4M3, false);
+  blk_rule.scale_rule = MxScaleRule::kOcpFloor;
+  v.push_back({"kind-options", blk_rule, "option scale_rule is an option of MXFP8"});
+  Recipe mx_blockonly = mxfp8(Fp8Type::kE4M3, MxScaleRule::kRceil, false);
+  mx_blockonly.per_tensor_scale = false;
+  v.push_back({"kind-options", mx_blockonly, "option per_tensor_scale=0 is an option of NVFP4"});
+  v.push_back({"nvfp4-e4m3-max", nv([](Recipe& r) { r.e4m3_max = 300; r.fourover6 = true; }), ""});
+  v.push_back({"nvfp4-e4m3-max-256-needs-4over6", nv([](Recipe& r) { r.e4m3_max = 256; }), ""});
+  v.push_back({"nvfp4-row-scaled-1x16", nv([](Recipe& r) { r.row_scaled = true; r.tile_2d = true; }), ""});
+  v.push_back({"nvfp4-row-scaled-no-rht", nv([](Recipe& r) { r.row_scaled = true; r.rht = true; }), ""});
+  v.push_back({"nvfp4-row-scaled-no-sr", nv([](Recipe& r) { r.row_scaled = true; r.stochastic = true; }), ""});
+  v.push_back({"nvfp4-row-scaled-needs-rowwise", nv([](Recipe& r) { r.row_scaled = true; r.rowwise = false; }), ""});
+  v.push_back({"nvfp4-rht-1x16", nv([](Recipe& r) { r.rht = true; r.tile_2d = true; }), ""});
+  v.push_back({"nvfp4-4over6-no-rht", nv([](Recipe& r) { r.fourover6 = true; r.rht = true; }), ""});
+  v.push_back({"nvfp4-4over6-no-sr", nv([](Recipe& r) { r.fourover6 = true; r.stochastic = true; }), ""});
+  v.push_back({"nvfp4-row-scaled-4over6-rowwise-only", nv([](Recipe& r) { r.fourover6 = true; r.row_scaled = true; }), ""});
+  v.push_back({"nvfp4-profile-sr", nv([](Recipe& r) { r.stochastic = true; r.profile = Profile::kTEPyRef; }),
+               "profile 'te_pyref' has no stochastic rounding"});
+  v.push_back({"nvfp4-profile-order-1x16", nv([](Recipe& r) { r.tile_2d = true; r.profile = Profile::kTorchAO; }),
+               "profile 'torchao'"});
+  v.push_back({"nvfp4-single-level", nv([](Recipe& r) { r.per_tensor_scale = false; }), "profile 'te' does not"});
+  Recipe ocp_rceil = mxfp8(Fp8Type::kE4M3, MxScaleRule::kRceil, false);
+  ocp_rceil.profile = Profile::kOCP;
+  v.push_back({"mxfp8-profile-scale-rule", ocp_rceil, "profile 'ocp' defines scale_rule ocp_floor, not rceil"});
+  v.push_back({"mxfp8-profile-scale-rule", mxfp8(Fp8Type::kE5M2, MxScaleRule::kCeil, false),
+               "profile 'te' defines scale_rule rceil, ocp_floor, not ceil"});
+  Recipe neg_eps = fp8_tensor(Fp8Type::kE4M3);
+  neg_eps.eps = -1.0f;
+  v.push_back({"fp8-eps", neg_eps, ""});
+  Recipe nan_eps = fp8_block(Fp8Type::kE5M2, true);
+  nan_eps.eps = std::numeric_limits<float>::quiet_NaN();
+  v.push_back({"fp8-eps", nan_eps, ""});
+  return v;
+}
+
+TEST(RecipeRules, EachRuleIsNamedByTheRecipeThatBreaksIt) {
+  std::set<std::string> covered;
+  for (const RuleCase& c : rule_cases()) {
+    SCOPED_TRACE(std::string(c.rule) + " " + c.recipe.name());
+    EXPECT_EQ(c.recipe.broken_rule(), c.rule);
+    std::string text;
+    for (const RecipeRule& r : recipe_rules())
+      if (r.id == c.rule) text = std::string(r.text);
+    ASSERT_FALSE(text.empty()) << "no such rule";
+    try {
+      c.recipe.validate();
+      ADD_FAILURE() << "validate() accepted it";
+    } catch (const Error& e) {
+      const std::string w = e.what();
+      EXPECT_NE(w.find("recipe " + c.recipe.name() + ": rule '" + c.rule + "': " + text), std::string::npos) << w;
+      EXPECT_NE(w.find(c.detail), std::string::npos) << w;
+    }
+    covered.insert(c.rule);
+  }
+  for (const RecipeRule& r : recipe_rules()) EXPECT_TRUE(covered.count(std::string(r.id))) << "rule " << r.id << " has no case";
+  std::set<std::string_view> ids;
+  for (const RecipeRule& r : recipe_rules()) EXPECT_TRUE(ids.insert(r.id).second) << "rule id " << r.id << " twice";
+}
+
+TEST(RecipeRules, ValidRecipesBreakNoRule) {
+  for (const Recipe& r : recipes()) {
+    EXPECT_EQ(r.broken_rule(), "") << r.name();
+    EXPECT_NO_THROW(r.validate()) << r.name();
+  }
+}
+
+TEST(RecipeRules, MetadataOfAnotherKindIsRefused) {
+  // The parse path builds the kind's alternative: keys of other kinds never reach a recipe.
+  EXPECT_THROW((void)Recipe::from_metadata({{"recipe", "mxfp8"}, {"row_scaled", "1"}}), Error);
+  EXPECT_THROW((void)Recipe::from_metadata({{"recipe", "fp8_tensor"}, {"tile", "128x128"}}), Error);
+  try {
+    (void)Recipe::from_metadata({{"recipe", "nvfp4"}, {"row_scaled", "1"}, {"tile", "16x16"}});
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rule 'nvfp4-row-scaled-1x16'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(RecipeOptionsTest, OneAlternativePerKindRoundTrips) {
+  for (const Recipe& r : recipes()) {
+    SCOPED_TRACE(r.name());
+    const RecipeOptions o = r.options();
+    EXPECT_EQ(o.index(), static_cast<size_t>(r.kind));
+    const Recipe back = Recipe::of(o, r.profile, r.rowwise, r.columnwise);
+    EXPECT_EQ(back.name(), r.name());
+    EXPECT_EQ(back.to_metadata(), r.to_metadata());
+    EXPECT_EQ(back.options(), o);
+    EXPECT_EQ(Recipe::from_metadata(r.to_metadata()).options(), o);
+  }
+  // An alternative carries only its kind's options: a recipe built from one has no foreign option set.
+  Mxfp8Options mx;
+  mx.fp8 = Fp8Type::kE5M2;
+  mx.scale_rule = MxScaleRule::kOcpFloor;
+  mx.tile_2d = true;
+  const Recipe r = Recipe::of(mx, Profile::kOCP);
+  EXPECT_EQ(r.kind, RecipeKind::kMXFP8);
+  EXPECT_EQ(r.name(), "mxfp8_e5m2_ocpfloor_32x32_ocp");
+  EXPECT_EQ(r.broken_rule(), "");
+  Fp8BlockOptions blk;
+  blk.tile_2d = true;
+  blk.eps = 0.25f;
+  EXPECT_EQ(Recipe::of(blk).name(), "fp8block_128x128_e4m3_eps0.25");
+  EXPECT_EQ(describe_plane(Recipe::of(blk), PlaneKind::kRowwise, 300, 300).compact, (ScaleShape{3, 3}));
+}
+
+TEST(RecipeRules, InputRulesAreNamed) {
+  auto message = [](const Recipe& r, DType t, int64_t M, int64_t K) {
+    try {
+      r.validate_input(t, M, K);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(message(nvfp4(), DType::kU8, 16, 16).find("rule 'input-dtype'"), std::string::npos);
+  EXPECT_NE(message(fp8_tensor(Fp8Type::kE4M3), DType::kF32, -1, 4).find("rule 'input-shape'"), std::string::npos);
+  EXPECT_NE(message(nvfp4(), DType::kF32, 16, 24).find("rule 'nvfp4-input-k16'"), std::string::npos);
+  EXPECT_NE(message(nvfp4(), DType::kF32, 24, 16).find("rule 'nvfp4-input-m16'"), std::string::npos);
+  Recipe rht = nvfp4();
+  rht.rht = true;
+  EXPECT_NE(message(rht, DType::kF32, 16, 16).find("rule 'nvfp4-input-rht-bf16'"), std::string::npos);
+  EXPECT_EQ(message(rht, DType::kBF16, 16, 16), "");
+  Recipe ao = nvfp4();
+  ao.profile = Profile::kTorchAO;
+  ao.columnwise = false;
+  EXPECT_EQ(message(ao, DType::kF32, 17, 16), "");  // torchao's rowwise-only plane takes any M
+  EXPECT_EQ(message(mxfp8(Fp8Type::kE4M3, MxScaleRule::kRceil, false), DType::kF16, 3, 5), "");
+  // A recipe rule comes first: validate_input validates the recipe.
+  Recipe bad = nvfp4();
+  bad.rowwise = bad.columnwise = false;
+  EXPECT_NE(message(bad, DType::kF32, 16, 16).find("rule 'planes'"), std::string::npos);
+}
+
 }  // namespace
