@@ -120,6 +120,7 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
       QTC_CUDA_CHECK(cudaMemsetAsync(p->scale.data(), 0, p->scale.bytes(), s));  // padding reads as zero
   float* ws = out.workspace.as<float>();
   const ProfileRules& pr = profile_rules(r.profile);  // every profile rule the launchers need comes from here
+  const RecipeOptions opts = r.options();             // the recipe's alternative: its kind's options only
   const bool pyref = pr.nvfp4_neg_zero_positive;      // te_pyref's NVFP4/FP8 rule set (-0 -> 0x0, NaN amax, ...)
   auto so = [&](DevicePlane* p, PlaneKind pk) { return p ? scale_out(*p, describe_plane(r, pk, M, K)) : detail::ScaleOutHost{}; };
   // The fields every launcher's parameters share (Nvfp4/Mxfp8/Fp8Block/Fp8TensorParams, AmaxParams).
@@ -175,20 +176,22 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
         if (M * K == 0 && rht_col) detail::launch_fill(ac, 1, 0.0f, s);
         if (!rht_col) copy_f32(ac, ar, s);
       }
+      // The kernel-facing parameters, filled from the recipe's NVFP4 alternative and the profile record.
+      const Nvfp4Options& o = std::get<Nvfp4Options>(opts);
       detail::Nvfp4Params p;
       input_and_planes(p);
-      p.tile2d = r.tile_2d;
-      p.row_scaled = r.row_scaled;
-      p.fourover6 = r.fourover6;
-      p.mse = r.fourover6_err == ErrMode::kMSE;
-      p.stochastic = r.stochastic;
-      p.rht = r.rht;
+      p.tile2d = o.tile_2d;
+      p.row_scaled = o.row_scaled;
+      p.fourover6 = o.fourover6;
+      p.mse = o.fourover6_err == ErrMode::kMSE;
+      p.stochastic = o.stochastic;
+      p.rht = o.rht;
       p.pyref = pyref;
       p.torchao = pr.nvfp4_order == Nvfp4Order::kTorchAO;
-      p.torchao_two_level = r.per_tensor_scale;
-      p.e4m3_max = static_cast<float>(r.e4m3_max);
-      p.seed = r.seed;
-      p.rht_sign_mask = r.rht_sign_mask;
+      p.torchao_two_level = o.per_tensor_scale;
+      p.e4m3_max = static_cast<float>(o.e4m3_max);
+      p.seed = o.seed;
+      p.rht_sign_mask = o.rht_sign_mask;
       p.amax_row = ar;
       p.amax_col = ac;
       p.amax_from_host = host_amax != nullptr;
@@ -197,26 +200,28 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
       break;
     }
     case RecipeKind::kMXFP8: {
+      const Mxfp8Options& o = std::get<Mxfp8Options>(opts);
       detail::Mxfp8Params p;
       input_and_planes(p);
-      p.e5m2 = r.fp8 == Fp8Type::kE5M2;
-      p.floor_rule = r.scale_rule == MxScaleRule::kOcpFloor;
-      p.tile2d = r.mx_2d;
+      p.e5m2 = o.fp8 == Fp8Type::kE5M2;
+      p.floor_rule = o.scale_rule == MxScaleRule::kOcpFloor;
+      p.tile2d = o.tile_2d;
       p.ocp = pr.mx_nonfinite == MxNonFinite::kNaN;
       p.torchao = pr.mx_order == MxOrder::kTorchAO;
-      p.scale_rule = static_cast<int>(r.scale_rule);
+      p.scale_rule = static_cast<int>(o.scale_rule);
       outputs_with_scales(p);
       detail::launch_mxfp8(p, s);
       break;
     }
     case RecipeKind::kFP8Block: {
+      const Fp8BlockOptions& o = std::get<Fp8BlockOptions>(opts);
       detail::Fp8BlockParams p;
       input_and_planes(p);
-      p.e5m2 = r.fp8 == Fp8Type::kE5M2;
-      p.tile2d = r.block_2d;
-      p.pow2 = r.pow2_scales;
+      p.e5m2 = o.fp8 == Fp8Type::kE5M2;
+      p.tile2d = o.tile_2d;
+      p.pow2 = o.pow2_scales;
       p.pyref = pr.fp8_inf_amax_scale_zero;
-      p.eps = r.eps;
+      p.eps = o.eps;
       p.value_for_inf = dtype_max(x.dtype);
       outputs_with_scales(p);
       detail::launch_fp8_block(p, s);
@@ -232,12 +237,13 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
         detail::launch_amax(a, s);
       }
       if (rp && cp) copy_f32(cp->amax.as<float>(), a0, s);
+      const Fp8TensorOptions& o = std::get<Fp8TensorOptions>(opts);
       detail::Fp8TensorParams p;
       input_and_planes(p);
-      p.e5m2 = r.fp8 == Fp8Type::kE5M2;
-      p.pow2 = r.pow2_scales;
+      p.e5m2 = o.fp8 == Fp8Type::kE5M2;
+      p.pow2 = o.pow2_scales;
       p.pyref = pr.fp8_inf_amax_scale_zero;
-      p.eps = r.eps;
+      p.eps = o.eps;
       p.amax = a0;
       p.scale_inv = out.scale_inv.as<float>();
       outputs(p);
