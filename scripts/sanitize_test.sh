@@ -8,28 +8,15 @@ cd "$(dirname "$0")/.."
 labels='cpu|vectors|property|fuzz'
 cmake --preset sanitize >/dev/null
 # The executables of the selected tests (each test is named after its executable; the qtc_* tests run qtc).
-available=$(cmake --build build-asan --target help | sed -n 's/^\.\.\. \([A-Za-z0-9_]*\).*/\1/p')
+# The preset generates Ninja files: one ninja run builds every target two jobs at a time, the shared libraries once.
+available=$(ninja -C build-asan -t targets all | sed -n 's/^\([A-Za-z0-9_]*\): phony$/\1/p')
 wanted=$(ctest --test-dir build-asan -N -L "$labels" -LE slow | sed -n 's/^ *Test *#[0-9]*: \([A-Za-z0-9_]*\)$/\1/p')
 targets=(qtc)
 for t in $wanted; do
   if grep -qx "$t" <<<"$available"; then targets+=("$t"); fi
 done
 echo "sanitize: building ${#targets[@]} targets: ${targets[*]}"
-# One make over CMake's inner Makefile2 builds the targets two at a time: `cmake --build --target a b c` goes
-# through the top-level Makefile, which is .NOTPARALLEL, so its targets (mostly one source file each) were built
-# one after another.
-# The goals are the targets' `<dir>/CMakeFiles/<target>.dir/all` rules, so that one make process sees the shared
-# dependencies (qtc_ref, ...) once (the per-target rules would start a make each and build them concurrently).
-if [ -f build-asan/CMakeFiles/Makefile2 ]; then
-  goals=()
-  for t in "${targets[@]}"; do
-    g=$(grep -o "^[^ :]*/CMakeFiles/$t\.dir/all:" build-asan/CMakeFiles/Makefile2 | head -1)
-    [ -n "$g" ] && goals+=("${g%:}")
-  done
-  make -C build-asan -j2 -f CMakeFiles/Makefile2 "${goals[@]}"
-else
-  cmake --build build-asan -j2 --target "${targets[@]}"
-fi
+ninja -C build-asan -j2 "${targets[@]}"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # Two exhaustive numeric sweeps cost minutes of CPU under the sanitizers (test_gemm_ref timed out at 600 s on a

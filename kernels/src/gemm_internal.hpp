@@ -45,6 +45,28 @@ void launch_row_scaled_epilogue(const float* scratch, int64_t n, int64_t m, cons
 void launch_grouped_row_scaled_epilogue(const float* scratch, int64_t n_cols, int64_t groups, int64_t max_rows,
                                         const int64_t* first_dims, const int64_t* row_offsets,
                                         const float* row_scales, int64_t n_row, const float* col_scales,
-                                        const void* bias, DType out, void* d, cudaStream_t stream);
+                                        const void* bias, DType out, void* d, cudaStream_t stream,
+                                        int64_t stride = 1);
+
+// ---- The device-driven grouped path (gemm_grouped.cpp): every size read on the device ----
+/// Weights [rows, k] of groups 0..groups-1 -> out [groups, rows, k] BF16 (exact); a group whose device size
+/// sizes[g·stride] is 0 is skipped (sizes == nullptr: none skipped). All weights share layout and scale_cols.
+void launch_nvfp4_to_bf16_grouped(const uint8_t* const* data, const uint8_t* const* scale, int groups,
+                                  const int64_t* sizes, int64_t stride, int64_t rows, int64_t k, int layout,
+                                  int64_t scale_cols, void* out, cudaStream_t stream);
+/// s[r] = row_scales[n_row == 1 ? 0 : r] · col_scales[g] for the rows of every group.
+void launch_grouped_row_factors(const int64_t* sizes, const int64_t* offsets, int64_t stride, int64_t groups,
+                                const float* row_scales, int64_t n_row, const float* col_scales, float* s,
+                                cudaStream_t stream);
+/// out[g·len + i] = a[g·a_g + i·a_i] (· b[g·b_g + i·b_i] if b), for g < groups, i < len.
+void launch_scale_product(const float* a, int64_t a_g, int64_t a_i, const float* b, int64_t b_g, int64_t b_i,
+                          int64_t groups, int64_t len, float* out, cudaStream_t stream);
+void launch_fill_f32(float* out, int64_t n, float v, cudaStream_t stream);
+/// F32/BF16/F16 -> F32 (exact).
+void launch_to_f32(const void* in, DType dtype, int64_t n, float* out, cudaStream_t stream);
+/// Wgrad outputs [groups, elems]: zeros for a group without tokens, NaN for one whose offset or size is not a
+/// multiple of 8 (the grouped GEMM skipped it); other groups untouched.
+void launch_grouped_fill_skipped(const int64_t* sizes, const int64_t* offsets, int64_t stride, int64_t groups,
+                                 int64_t elems, DType out, void* d, cudaStream_t stream);
 
 }  // namespace qtc::cuda::detail

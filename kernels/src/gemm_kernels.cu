@@ -134,13 +134,13 @@ __global__ void row_scaled_epilogue_kernel(const float* __restrict__ scratch, in
 template <typename T>
 __global__ void grouped_row_scaled_epilogue_kernel(const float* __restrict__ scratch, int64_t n_cols,
                                                    const int64_t* __restrict__ first_dims,
-                                                   const int64_t* __restrict__ row_offsets,
+                                                   const int64_t* __restrict__ row_offsets, int64_t stride,
                                                    const float* __restrict__ row_scales, int64_t n_row,
                                                    const float* __restrict__ col_scales, const T* __restrict__ bias,
                                                    T* __restrict__ d) {
   const int64_t g = blockIdx.y;
-  const int64_t rows = first_dims[g];
-  const int64_t r0 = row_offsets[g];
+  const int64_t rows = first_dims[g * stride];
+  const int64_t r0 = row_offsets[g * stride];
   const float cs = col_scales[g];
   const int64_t total = rows * n_cols;
   for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total;
@@ -151,6 +151,99 @@ __global__ void grouped_row_scaled_epilogue_kernel(const float* __restrict__ scr
     if (bias != nullptr) v = __fadd_rn(v, load_f(bias, g * n_cols + j));
     d[r * n_cols + j] = store_t<T>(v);
   }
+}
+
+
+/// Weights of a grouped GEMM, one launch per kWeightChunk groups (pointers by value: no host->device copy).
+constexpr int kWeightChunk = 64;
+struct WeightChunk {
+  const uint8_t* data[kWeightChunk];
+  const uint8_t* scale[kWeightChunk];
+};
+
+/// blockIdx.y = group of the chunk: that weight [rows, k] -> out + (g0 + y)·rows·k (BF16, exact), skipped when the
+/// group has no rows (device group sizes; sizes == nullptr: every group).
+__global__ void nvfp4_to_bf16_grouped_kernel(WeightChunk w, int g0, const int64_t* __restrict__ sizes, int64_t stride,
+                                             int64_t rows, int64_t k, int layout, int64_t scale_cols,
+                                             __nv_bfloat16* __restrict__ out) {
+  const int g = g0 + static_cast<int>(blockIdx.y);
+  if (sizes != nullptr && sizes[g * stride] == 0) return;
+  const uint8_t* data = w.data[blockIdx.y];
+  const uint8_t* scale = w.scale[blockIdx.y];
+  __nv_bfloat16* o = out + static_cast<int64_t>(g) * rows * k;
+  const int64_t nkb = k / 16;
+  const int64_t total = rows * nkb;
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = t / nkb;
+    const int64_t kb = t % nkb;
+    const uint2 packed = *reinterpret_cast<const uint2*>(data + r * (k / 2) + kb * 8);
+    const float sf = e4m3_to_float(scale[scale_index(layout, r, kb, nkb, scale_cols)]);
+    __align__(16) __nv_bfloat16 v[16];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t byte = ((i < 4 ? packed.x : packed.y) >> (8 * (i % 4))) & 0xFFu;
+      v[2 * i] = __float2bfloat16_rn(__fmul_rn(e2m1_to_float(byte & 0xF), sf));
+      v[2 * i + 1] = __float2bfloat16_rn(__fmul_rn(e2m1_to_float(byte >> 4), sf));
+    }
+    uint4* dst = reinterpret_cast<uint4*>(o + r * k + kb * 16);
+    dst[0] = reinterpret_cast<const uint4*>(v)[0];
+    dst[1] = reinterpret_cast<const uint4*>(v)[1];
+  }
+}
+
+/// s[r] = row_scales[n_row == 1 ? 0 : r] · col_scales[g] for every row r of group g (the fused §7.5 factor of
+/// the grouped epilogue); rows in no group are not written.
+__global__ void grouped_row_factors_kernel(const int64_t* __restrict__ sizes, const int64_t* __restrict__ offsets,
+                                           int64_t stride, const float* __restrict__ row_scales, int64_t n_row,
+                                           const float* __restrict__ col_scales, float* __restrict__ s) {
+  const int64_t g = blockIdx.y;
+  const int64_t rows = sizes[g * stride];
+  const int64_t r0 = offsets[g * stride];
+  const float cs = col_scales[g];
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < rows;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    s[r0 + t] = __fmul_rn(row_scales[n_row == 1 ? 0 : r0 + t], cs);
+}
+
+/// out[g·len + i] = a[g·a_g + i·a_i] (· b[g·b_g + i·b_i] when b is given), blockIdx.y = g.
+__global__ void scale_product_kernel(const float* __restrict__ a, int64_t a_g, int64_t a_i, const float* __restrict__ b,
+                                     int64_t b_g, int64_t b_i, int64_t len, float* __restrict__ out) {
+  const int64_t g = blockIdx.y;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < len;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float x = a[g * a_g + i * a_i];
+    out[g * len + i] = b != nullptr ? __fmul_rn(x, b[g * b_g + i * b_i]) : x;
+  }
+}
+
+__global__ void fill_f32_kernel(float* __restrict__ out, int64_t n, float v) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = v;
+}
+
+template <typename T>
+__global__ void to_f32_kernel(const T* __restrict__ in, int64_t n, float* __restrict__ out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = load_f(in, i);
+}
+
+/// Wgrad outputs the grouped GEMM does not write: zeros for a group without tokens, NaN for a group that breaks
+/// the 16-token alignment contract (so the violation shows). blockIdx.y = group; `elems` values per group.
+template <typename T>
+__global__ void grouped_fill_skipped_kernel(const int64_t* __restrict__ sizes, const int64_t* __restrict__ offsets,
+                                            int64_t stride, int64_t elems, T* __restrict__ d) {
+  const int64_t g = blockIdx.y;
+  const int64_t t = sizes[g * stride];
+  const int64_t o = offsets[g * stride];
+  const bool aligned = o % 8 == 0 && t % 8 == 0;
+  if (t > 0 && aligned) return;
+  const float v = t == 0 ? 0.0f : __int_as_float(0x7FC00000);
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < elems;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    d[g * elems + i] = store_t<T>(v);
 }
 
 constexpr int kGather = 256;
@@ -225,7 +318,7 @@ void launch_row_scaled_epilogue(const float* scratch, int64_t n, int64_t m, cons
 void launch_grouped_row_scaled_epilogue(const float* scratch, int64_t n_cols, int64_t groups, int64_t max_rows,
                                         const int64_t* first_dims, const int64_t* row_offsets,
                                         const float* row_scales, int64_t n_row, const float* col_scales,
-                                        const void* bias, DType out, void* d, cudaStream_t stream) {
+                                        const void* bias, DType out, void* d, cudaStream_t stream, int64_t stride) {
   if (groups == 0) return;
   const int threads = 256;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((max_rows * n_cols + threads - 1) / threads + 1, 2048)),
@@ -233,21 +326,91 @@ void launch_grouped_row_scaled_epilogue(const float* scratch, int64_t n_cols, in
   switch (out) {
     case DType::kF32:
       grouped_row_scaled_epilogue_kernel<float><<<grid, threads, 0, stream>>>(
-          scratch, n_cols, first_dims, row_offsets, row_scales, n_row, col_scales, static_cast<const float*>(bias),
+          scratch, n_cols, first_dims, row_offsets, stride, row_scales, n_row, col_scales, static_cast<const float*>(bias),
           static_cast<float*>(d));
       break;
     case DType::kBF16:
       grouped_row_scaled_epilogue_kernel<__nv_bfloat16><<<grid, threads, 0, stream>>>(
-          scratch, n_cols, first_dims, row_offsets, row_scales, n_row, col_scales,
+          scratch, n_cols, first_dims, row_offsets, stride, row_scales, n_row, col_scales,
           static_cast<const __nv_bfloat16*>(bias), static_cast<__nv_bfloat16*>(d));
       break;
     case DType::kF16:
       grouped_row_scaled_epilogue_kernel<__half><<<grid, threads, 0, stream>>>(
-          scratch, n_cols, first_dims, row_offsets, row_scales, n_row, col_scales, static_cast<const __half*>(bias),
+          scratch, n_cols, first_dims, row_offsets, stride, row_scales, n_row, col_scales, static_cast<const __half*>(bias),
           static_cast<__half*>(d));
       break;
     default: QTC_FAIL("grouped row-scaled GEMM output must be F32, BF16 or F16");
   }
+  QTC_CUDA_CHECK_LAUNCH();
+}
+
+void launch_nvfp4_to_bf16_grouped(const uint8_t* const* data, const uint8_t* const* scale, int groups,
+                                  const int64_t* sizes, int64_t stride, int64_t rows, int64_t k, int layout,
+                                  int64_t scale_cols, void* out, cudaStream_t stream) {
+  const int threads = 256;
+  for (int g0 = 0; g0 < groups; g0 += kWeightChunk) {
+    const int cnt = std::min(kWeightChunk, groups - g0);
+    WeightChunk w{};
+    for (int i = 0; i < cnt; ++i) {
+      w.data[i] = data[g0 + i];
+      w.scale[i] = scale[g0 + i];
+    }
+    const int gx = std::min(grid_for(rows * (k / 16), threads), 1024);
+    nvfp4_to_bf16_grouped_kernel<<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(cnt)), threads, 0, stream>>>(
+        w, g0, sizes, stride, rows, k, layout, scale_cols, static_cast<__nv_bfloat16*>(out));
+    QTC_CUDA_CHECK_LAUNCH();
+  }
+}
+
+void launch_grouped_row_factors(const int64_t* sizes, const int64_t* offsets, int64_t stride, int64_t groups,
+                                const float* row_scales, int64_t n_row, const float* col_scales, float* s,
+                                cudaStream_t stream) {
+  if (groups == 0) return;
+  grouped_row_factors_kernel<<<dim3(8, static_cast<unsigned>(groups)), 256, 0, stream>>>(sizes, offsets, stride,
+                                                                                          row_scales, n_row, col_scales, s);
+  QTC_CUDA_CHECK_LAUNCH();
+}
+
+void launch_scale_product(const float* a, int64_t a_g, int64_t a_i, const float* b, int64_t b_g, int64_t b_i,
+                          int64_t groups, int64_t len, float* out, cudaStream_t stream) {
+  if (groups == 0 || len == 0) return;
+  const int gx = std::min(grid_for(len, 256), 64);
+  scale_product_kernel<<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(groups)), 256, 0, stream>>>(
+      a, a_g, a_i, b, b_g, b_i, len, out);
+  QTC_CUDA_CHECK_LAUNCH();
+}
+
+void launch_fill_f32(float* out, int64_t n, float v, cudaStream_t stream) {
+  if (n == 0) return;
+  fill_f32_kernel<<<std::min(grid_for(n, 256), 1024), 256, 0, stream>>>(out, n, v);
+  QTC_CUDA_CHECK_LAUNCH();
+}
+
+void launch_to_f32(const void* in, DType dtype, int64_t n, float* out, cudaStream_t stream) {
+  if (n == 0) return;
+  const int grid = std::min(grid_for(n, 256), 1024);
+  switch (dtype) {
+    case DType::kF32: to_f32_kernel<float><<<grid, 256, 0, stream>>>(static_cast<const float*>(in), n, out); break;
+    case DType::kBF16:
+      to_f32_kernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(in), n, out);
+      break;
+    case DType::kF16: to_f32_kernel<__half><<<grid, 256, 0, stream>>>(static_cast<const __half*>(in), n, out); break;
+    default: QTC_FAIL("to_f32: F32, BF16 or F16 input");
+  }
+  QTC_CUDA_CHECK_LAUNCH();
+}
+
+void launch_grouped_fill_skipped(const int64_t* sizes, const int64_t* offsets, int64_t stride, int64_t groups,
+                                 int64_t elems, DType out, void* d, cudaStream_t stream) {
+  if (groups == 0 || elems == 0) return;
+  const dim3 grid(static_cast<unsigned>(std::min(grid_for(elems, 256), 256)), static_cast<unsigned>(groups));
+  if (out == DType::kF32)
+    grouped_fill_skipped_kernel<float><<<grid, 256, 0, stream>>>(sizes, offsets, stride, elems, static_cast<float*>(d));
+  else if (out == DType::kBF16)
+    grouped_fill_skipped_kernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(sizes, offsets, stride, elems,
+                                                                         static_cast<__nv_bfloat16*>(d));
+  else
+    QTC_FAIL("grouped wgrad output must be F32 or BF16");
   QTC_CUDA_CHECK_LAUNCH();
 }
 

@@ -94,6 +94,15 @@ constexpr std::array<Rule, static_cast<size_t>(Feature::kCount)> kRules{{
     {{Feature::kGemmGroupedNvfp4RowScaled, "gemm.grouped_nvfp4_row_scaled",
       "SM >= 9.0 (qtc: per-tensor GEMMs into FP32 scratch + per-group post-scale)", "§7.5 (grouped); qtc"},
      {{{90, kNoUpper}}}, 0, 0, {}, 0, 0, 0, "SM >= 9.0"},
+    {{Feature::kGemmGroupedRowScaledSm90, "gemm.grouped_nvfp4_row_scaled_sm90",
+      "SM 9.0 (qtc: CUTLASS sm_90a grouped BF16 GEMM with the post-scale epilogue, device group sizes, graph-capturable; "
+      "build with QTC_CUTLASS)",
+      "§7.5 (grouped); qtc"},
+     {{{90, 90}}}, 0, 0, {}, 0, 0, 0, "SM 9.0 (sm_90a kernel: wgmma, TMA)"},
+    {{Feature::kGemmGroupedRowScaledCublasLt, "gemm.grouped_nvfp4_row_scaled_cublaslt",
+      "SM 10.0-11.0, cuBLAS >= 13.4 (cuBLASLt grouped NVFP4 GEMM, per-group alpha), built against cuBLASLt headers >= 13.4",
+      "§7.6 (check_grouped_gemm_requirements, NVFP4 grouped)"},
+     {{{100, 110}}}, 0, 0, {}, 130400, 130400, 0, "SM 10.0-11.0 (per-group alpha)"},
 }};
 
 constexpr bool rules_in_order() {
@@ -128,6 +137,15 @@ int parse_int(std::string_view s, std::string_view what) {
 }
 
 }  // namespace
+
+#ifndef QTC_BUILD_CUBLAS_HEADERS
+#define QTC_BUILD_CUBLAS_HEADERS 0
+#endif
+#ifndef QTC_BUILD_CUTLASS_SM90
+#define QTC_BUILD_CUTLASS_SM90 0
+#endif
+int build_cublas_headers() { return QTC_BUILD_CUBLAS_HEADERS; }
+bool build_cutlass_sm90() { return QTC_BUILD_CUTLASS_SM90 != 0; }
 
 std::span<const Row> table() { return kRows; }
 
@@ -206,7 +224,38 @@ Support query(Feature f, const Capability& cap) {
         << cublas_version_string(cap.cuda_runtime);
     return {false, why.str()};
   }
+  // What the build holds (the card and library passed).
+  if (f == Feature::kGemmGroupedRowScaledSm90 && !cap.cutlass_sm90) {
+    why << name << ": this build has no CUTLASS sm_90a grouped GEMM (configure with -DQTC_CUTLASS=ON and the CUTLASS "
+        << "headers scripts/setup.sh installs)";
+    return {false, why.str()};
+  }
+  if (f == Feature::kGemmGroupedRowScaledCublasLt && cap.cublas_headers < 130400) {
+    why << name << ": this build was compiled against "
+        << (cap.cublas_headers == 0 ? std::string("no cuBLASLt headers")
+                                    : "cuBLASLt " + cublas_version_string(cap.cublas_headers) + " headers")
+        << ", which lack the grouped GEMM API (cuBLASLt >= 13.4, " << r.row.source << "); rebuild against cuBLAS >= 13.4";
+    return {false, why.str()};
+  }
   return {true, {}};
+}
+
+GroupedPath grouped_row_scaled_path(const Capability& cap) {
+  GroupedPath p;
+  const Support lt = query(Feature::kGemmGroupedRowScaledCublasLt, cap);
+  if (lt.supported) {
+    p.engine = Feature::kGemmGroupedRowScaledCublasLt;
+    p.why = "cuBLASLt's grouped NVFP4 GEMM (SM 10.0-11.0, cuBLAS >= 13.4)";
+    return p;
+  }
+  const Support own = query(Feature::kGemmGroupedRowScaledSm90, cap);
+  if (own.supported) {
+    p.engine = Feature::kGemmGroupedRowScaledSm90;
+    p.why = "qtc's CUTLASS sm_90a grouped GEMM, because " + lt.reason;
+    return p;
+  }
+  p.why = "only the per-group path with host group sizes, because " + lt.reason + "; and " + own.reason;
+  return p;
 }
 
 std::string format_table(const Capability& cap) {
@@ -226,6 +275,9 @@ std::string format_table(const Capability& cap) {
       os << "no    " << s.reason;
     os << "\n";
   }
+  const GroupedPath gp = grouped_row_scaled_path(cap);
+  os << "grouped row-scaled NVFP4 with device group sizes -> "
+     << (gp.engine ? std::string(feature_name(*gp.engine)) : std::string("none")) << ": " << gp.why << "\n";
   return os.str();
 }
 

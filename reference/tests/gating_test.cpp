@@ -126,5 +126,77 @@ TEST(Gating, FormatTablePrintsEveryRow) {
   for (const auto& row : table()) EXPECT_NE(t.find(row.name), std::string::npos) << row.name;
 }
 
+/// A capability with the build fields set explicitly (the defaults are this build's own).
+Capability build(std::string_view cc, std::string_view cublas, int headers, bool cutlass) {
+  Capability c = cap(cc, cublas);
+  c.cublas_headers = headers;
+  c.cutlass_sm90 = cutlass;
+  return c;
+}
+
+TEST(Gating, GroupedRowScaledPathHopperGetsQtcsOwnKernel) {
+  // Hopper with cuBLAS < 13.4 (the H200 here: 13.1): qtc's CUTLASS sm_90a kernel; the reason names the cuBLASLt row.
+  for (const char* cublas : {"13.1", "13.4", "13.5"}) {
+    SCOPED_TRACE(cublas);
+    const GroupedPath p = grouped_row_scaled_path(build("9.0", cublas, 130100, true));
+    ASSERT_TRUE(p.engine.has_value()) << p.why;
+    EXPECT_EQ(*p.engine, Feature::kGemmGroupedRowScaledSm90);
+    EXPECT_NE(p.why.find("gemm.grouped_nvfp4_row_scaled_cublaslt needs SM 10.0-11.0"), std::string::npos) << p.why;
+  }
+  // sm_90a code runs on SM 9.0 only
+  EXPECT_TRUE(query(Feature::kGemmGroupedRowScaledSm90, build("9.0", "13.1", 0, true)));
+  const Support s = query(Feature::kGemmGroupedRowScaledSm90, build("8.9", "13.1", 130100, true));
+  EXPECT_FALSE(s);
+  EXPECT_NE(s.reason.find("found SM 8.9"), std::string::npos) << s.reason;
+}
+
+TEST(Gating, GroupedRowScaledPathBuildWithoutCutlassHasNone) {
+  const GroupedPath p = grouped_row_scaled_path(build("9.0", "13.1", 130100, false));
+  EXPECT_FALSE(p.engine.has_value());
+  EXPECT_NE(p.why.find("no CUTLASS sm_90a grouped GEMM"), std::string::npos) << p.why;
+  EXPECT_NE(p.why.find("-DQTC_CUTLASS=ON"), std::string::npos) << p.why;
+  // the per-group path with host sizes stays
+  EXPECT_TRUE(query(Feature::kGemmGroupedNvfp4RowScaled, build("9.0", "13.1", 130100, false)));
+}
+
+TEST(Gating, GroupedRowScaledPathBlackwellGetsCublasLtWithCublas134) {
+  // Blackwell with cuBLAS >= 13.4 and a build against >= 13.4 headers: cuBLASLt's grouped NVFP4 GEMM.
+  for (const char* cc : {"10.0", "10.3", "11.0"}) {
+    SCOPED_TRACE(cc);
+    const GroupedPath p = grouped_row_scaled_path(build(cc, "13.4", 130400, true));
+    ASSERT_TRUE(p.engine.has_value()) << p.why;
+    EXPECT_EQ(*p.engine, Feature::kGemmGroupedRowScaledCublasLt);
+  }
+  // cuBLAS 13.3 on the card: refused, and the sm_90a kernel does not run there: none
+  const GroupedPath old = grouped_row_scaled_path(build("10.0", "13.3", 130400, true));
+  EXPECT_FALSE(old.engine.has_value());
+  EXPECT_NE(old.why.find("needs cuBLAS >= 13.4.0 on SM 10.0"), std::string::npos) << old.why;
+  EXPECT_NE(old.why.find("found SM 10.0"), std::string::npos) << old.why;
+  // this build's headers (13.1 here) lack the grouped API: unavailable, with that reason
+  const GroupedPath hdr = grouped_row_scaled_path(build("10.0", "13.4", 130100, true));
+  EXPECT_FALSE(hdr.engine.has_value());
+  EXPECT_NE(hdr.why.find("cuBLASLt 13.1.0 headers, which lack the grouped GEMM API"), std::string::npos) << hdr.why;
+  const Support none = query(Feature::kGemmGroupedRowScaledCublasLt, build("10.0", "13.4", 0, true));
+  EXPECT_NE(none.reason.find("no cuBLASLt headers"), std::string::npos) << none.reason;
+  // SM 12.x: neither
+  EXPECT_FALSE(grouped_row_scaled_path(build("12.0", "13.4", 130400, true)).engine.has_value());
+}
+
+TEST(Gating, TablePrintsTheGroupedPathLine) {
+  const std::string t = format_table(build("9.0", "13.1", 130100, true));
+  EXPECT_NE(t.find("grouped row-scaled NVFP4 with device group sizes -> gemm.grouped_nvfp4_row_scaled_sm90"),
+            std::string::npos) << t;
+  const std::string b = format_table(build("10.0", "13.4", 130400, true));
+  EXPECT_NE(b.find("-> gemm.grouped_nvfp4_row_scaled_cublaslt"), std::string::npos) << b;
+  const std::string n = format_table(build("10.0", "13.4", 130100, true));
+  EXPECT_NE(n.find("-> none"), std::string::npos) << n;
+}
+
+TEST(Gating, BuildFieldsDefaultToThisBuild) {
+  const Capability c;
+  EXPECT_EQ(c.cublas_headers, build_cublas_headers());
+  EXPECT_EQ(c.cutlass_sm90, build_cutlass_sm90());
+}
+
 }  // namespace
 }  // namespace qtc::gating

@@ -7,7 +7,7 @@
 /// | Fp8Tensor          | qtc::cuda::gemm, FP8 E4M3 per-tensor, BF16 | bare cuBLASLt FP8 call (frac_of_cublaslt)  |
 /// | Fp8Block           | qtc::cuda::gemm, 128x128 W x 1x128 X, BF16 | bare cuBLASLt VEC128/BLK128 (frac_of_cublaslt) |
 /// | Nvfp4Emulated      | qtc::cuda::gemm, NVFP4 (BF16 emulation)    | cuBLASLt BF16 GEMM, same shape (frac_of_bf16) |
-/// | GroupedRowScaled   | grouped row-scaled NVFP4 fprop, 64 uneven experts, 32768 tokens, N = K = 4096 | one dense NVFP4 GEMM of equal FLOPs (frac_of_dense) |
+/// | GroupedRowScaled   | grouped row-scaled NVFP4 fprop, device group sizes, 8/64/128 uneven experts, 32768 tokens, N = K = 4096 (cached / per-call weights, graph replay) | one dense cuBLASLt BF16 GEMM of equal FLOPs (frac_of_dense) |
 /// Shapes (M, N, K): 4096³, 8192³, M = 4096 with (N, K) ∈ {(7168, 16384), (4096, 7168), (2112, 7168)}.
 /// Timing: CUDA events around batches of back-to-back calls (manual time = mean per call), warm-up outside
 /// the timed loop; the baseline is timed the same way (20 calls after 5 warm-ups) in the same process just
@@ -18,6 +18,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -113,14 +114,14 @@ DeviceQuantized make_operand(const Recipe& r, int64_t rows, int64_t k, uint32_t 
 
 /// Mean seconds per call of fn over `iters` calls after `warm` warm-ups, with CUDA events.
 template <typename F>
-double time_calls(F&& fn, int warm = 5, int iters = 20) {
+double time_calls(F&& fn, int warm = 5, int iters = 20, cudaStream_t stream = nullptr) {
   for (int i = 0; i < warm; ++i) fn();
   cudaEvent_t a, b;
   QTC_CUDA_CHECK(cudaEventCreate(&a));
   QTC_CUDA_CHECK(cudaEventCreate(&b));
-  QTC_CUDA_CHECK(cudaEventRecord(a));
+  QTC_CUDA_CHECK(cudaEventRecord(a, stream));
   for (int i = 0; i < iters; ++i) fn();
-  QTC_CUDA_CHECK(cudaEventRecord(b));
+  QTC_CUDA_CHECK(cudaEventRecord(b, stream));
   QTC_CUDA_CHECK(cudaEventSynchronize(b));
   float ms = 0;
   QTC_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
@@ -256,22 +257,39 @@ BENCHMARK_CAPTURE(BM_Gemm, Fp8Tensor, Path::kFp8Tensor)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Gemm, Fp8Block, Path::kFp8Block)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_Gemm, Nvfp4Emulated, Path::kNvfp4)->Apply(shapes);
 
-/// Grouped row-scaled NVFP4 fprop: 64 experts of uneven sizes totalling 32768 tokens, N = K = 4096, against
-/// one dense NVFP4 GEMM of equal FLOPs (M = 32768) through the same emulation (frac_of_dense).
-void BM_GroupedRowScaled(benchmark::State& state) {
-  const qtc::gating::Support s = qtc::cuda::device_supports(qtc::gating::Feature::kGemmGroupedNvfp4RowScaled);
-  const qtc::gating::Support e = qtc::cuda::device_supports(qtc::gating::Feature::kGemmNvfp4Emulated);
-  if (!s.supported || !e.supported) {
-    state.SkipWithError((s.supported ? e.reason : s.reason).c_str());
+/// Grouped row-scaled NVFP4 fprop with device group sizes (gemm_nvfp4_row_scaled_grouped_fprop_device): E experts
+/// of uneven sizes (multiples of 16 around 32768/E) totalling 32768 tokens, N = K = 4096, BF16 output, against one
+/// dense cuBLASLt BF16 GEMM of equal FLOPs ([32768, 4096] x [4096, 4096], BF16 out: frac_of_dense). Variants:
+///   cached   the experts' weights dequantized once into a GroupedWeightsBf16 the caller owns (per step)
+///   percall  the NVFP4 weights dequantized on every call (only the groups with tokens, decided on the device)
+///   graph    the cached call captured once in a CUDA graph, replayed (us_eager: the same call launched eagerly)
+/// Breakdown counters (each part alone, microseconds per call): us_x_dequant (all tokens to BF16), us_w_dequant
+/// (every weight to BF16, what percall adds), us_gemm_epilogue (the rest of the cached call: row factors, vectors,
+/// the grouped GEMM with the fused epilogue).
+enum class GroupedMode { kCached, kPerCall, kGraph };
+
+void BM_GroupedRowScaled(benchmark::State& state, GroupedMode mode) {
+  const qtc::gating::GroupedPath gp = qtc::gating::grouped_row_scaled_path(qtc::cuda::device_capability());
+  if (!gp.engine) {
+    state.SkipWithError(("no device-driven grouped engine: " + gp.why).c_str());
     return;
   }
+  struct OwnStream {  // declared before every buffer: they free while it lives
+    cudaStream_t s = nullptr;
+    OwnStream() { QTC_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
+    ~OwnStream() {
+      (void)cudaDeviceSynchronize();
+      (void)cudaStreamDestroy(s);
+    }
+  } stream;
   try {
-    constexpr int64_t kGroups = 64, kTokens = 32768, N = 4096, K = 4096;
-    // uneven sizes: 512 ± a deterministic spread in multiples of 16, summing to 32768
+    const int64_t kGroups = state.range(0);
+    constexpr int64_t kTokens = 32768, N = 4096, K = 4096;
     std::vector<int64_t> sizes(kGroups), offsets(kGroups);
     int64_t total = 0;
+    const int64_t avg = kTokens / kGroups, spread = std::min<int64_t>(12, avg / 32);
     for (int64_t g = 0; g < kGroups; ++g) {
-      sizes[g] = 512 + 16 * ((g * 37) % 25 - 12);
+      sizes[g] = avg + 16 * ((g * 37) % (2 * spread + 1) - spread);
       total += sizes[g];
     }
     sizes[kGroups - 1] += kTokens - total;
@@ -290,53 +308,78 @@ void BM_GroupedRowScaled(benchmark::State& state) {
     DeviceBuffer d_sizes(kGroups * 8, nullptr), d_offsets(kGroups * 8, nullptr);
     QTC_CUDA_CHECK(cudaMemcpy(d_sizes.data(), sizes.data(), kGroups * 8, cudaMemcpyHostToDevice));
     QTC_CUDA_CHECK(cudaMemcpy(d_offsets.data(), offsets.data(), kGroups * 8, cudaMemcpyHostToDevice));
-    qtc::cuda::GroupedRowsDevice rows{sizes, offsets, kTokens, d_sizes.as<int64_t>(), d_offsets.as<int64_t>()};
+    qtc::cuda::GroupedRowsOnDevice rows{kGroups, kTokens, d_sizes.as<int64_t>(), d_offsets.as<int64_t>(), 1};
     DeviceBuffer d(static_cast<size_t>(kTokens * N) * 2, nullptr);
-    qtc::cuda::GemmContext ctx;
-    // dense baseline of equal FLOPs: one per-tensor NVFP4 GEMM [32768, 4096] x [4096, 4096]
-    const DeviceQuantized xd = make_operand(rw, kTokens, K, 11);
+    QTC_CUDA_CHECK(cudaDeviceSynchronize());  // operands filled on the legacy stream, used on ours
+    qtc::cuda::GemmContext ctx(stream.s);
+    const cudaStream_t st = stream.s;
+    qtc::cuda::GroupedWeightsBf16 cache = qtc::cuda::allocate_grouped_weights(kGroups, N, K, st);
+    qtc::cuda::dequantize_grouped_weights_into(ctx, wp, cache);
+    // dense baseline of equal FLOPs: one cuBLASLt BF16 GEMM [32768, 4096] x [4096, 4096] -> BF16
+    DeviceBuffer a16(static_cast<size_t>(N * K) * 2, nullptr), b16(static_cast<size_t>(kTokens * K) * 2, nullptr);
+    bytes(a16, 3, 0x3F, 0x30);
+    bytes(b16, 5, 0x3F, 0x30);
+    QTC_CUDA_CHECK(cudaDeviceSynchronize());
+    const double t_dense = time_calls(
+        [&] { qtc::cuda::gemm_bf16(ctx, a16.data(), b16.data(), N, kTokens, K, DType::kBF16, d.data()); }, 3, 10, st);
     const qtc::cuda::DeviceGemmArgs args = qtc::cuda::DeviceGemmArgs::of(qtc::ref::GemmKind::kFprop, DType::kBF16);
-    const double t_dense = time_calls([&] { qtc::cuda::gemm(ctx, w[0], xd, args, d.data()); }, 3, 10);
-    auto call = [&] { qtc::cuda::gemm_nvfp4_row_scaled_grouped_fprop(ctx, wp, x, rows, DType::kBF16, d.data()); };
-    for (int i = 0; i < 2; ++i) call();
+    auto cached = [&] { qtc::cuda::gemm_nvfp4_row_scaled_grouped_fprop_device(ctx, cache, x, rows, args, d.data()); };
+    auto percall = [&] { qtc::cuda::gemm_nvfp4_row_scaled_grouped_fprop_device(ctx, wp, x, rows, args, d.data()); };
+    for (int i = 0; i < 2; ++i) mode == GroupedMode::kPerCall ? percall() : cached();
+    QTC_CUDA_CHECK(cudaStreamSynchronize(st));
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    if (mode == GroupedMode::kGraph) {  // the context has run the shape: its scratch is sized outside capture
+      QTC_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+      cached();
+      QTC_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+      QTC_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    }
+    auto launch_graph = [&] { QTC_CUDA_CHECK(cudaGraphLaunch(exec, st)); };
     double total_t = 0;
     int64_t n = 0;
     for (auto _ : state) {
-      const double t = time_calls(call, 0, 3);
+      const double t = mode == GroupedMode::kGraph    ? time_calls(launch_graph, 0, 5, st)
+                       : mode == GroupedMode::kPerCall ? time_calls(percall, 0, 3, st)
+                                                       : time_calls(cached, 0, 5, st);
       state.SetIterationTime(t);
       total_t += t;
       ++n;
     }
+    const double t_call = total_t / static_cast<double>(n);
     const double flops = 2.0 * kTokens * N * K;
     state.counters["TFLOPs"] = benchmark::Counter(flops / 1e12, benchmark::Counter::kIsIterationInvariantRate);
-    state.counters["frac_of_dense"] = t_dense / (total_t / static_cast<double>(n));
+    state.counters["frac_of_dense"] = t_dense / t_call;
     state.counters["dense_TFLOPs"] = flops / t_dense / 1e12;
-    // Where the time goes (each part alone, one stream, microseconds per call): the 64 weight
-    // dequantizations to BF16 (the emulation's extra traffic: 64 weights instead of 1), the 64 per-group BF16
-    // GEMMs into FP32 (small-M GEMMs), and one BF16 GEMM of all tokens into FP32 (what one dense GEMM costs).
-    {
-      DeviceBuffer w16(static_cast<size_t>(N * K) * 2, nullptr), x16(static_cast<size_t>(kTokens * K) * 2, nullptr);
-      DeviceBuffer acc(static_cast<size_t>(kTokens * N) * 4, nullptr);
-      const double t_wdq = time_calls([&] {
-        for (int64_t g = 0; g < kGroups; ++g) qtc::cuda::nvfp4_plane_to_bf16(*w[g].rowwise, N, K, w16.data(), nullptr);
-      }, 1, 3);
-      const double t_gemms = time_calls([&] {
-        for (int64_t g = 0; g < kGroups; ++g)
-          qtc::cuda::gemm_bf16(ctx, w16.data(), x16.as<uint8_t>() + offsets[g] * K * 2, N, sizes[g], K, DType::kF32,
-                               acc.as<float>() + offsets[g] * N);
-      }, 1, 3);
-      const double t_one = time_calls([&] {
-        qtc::cuda::gemm_bf16(ctx, w16.data(), x16.data(), N, kTokens, K, DType::kF32, acc.data());
-      }, 1, 3);
-      state.counters["us_weight_dequant_x64"] = t_wdq * 1e6;
-      state.counters["us_group_gemms_f32"] = t_gemms * 1e6;
-      state.counters["us_one_gemm_f32"] = t_one * 1e6;
+    state.counters["us_dense_bf16"] = t_dense * 1e6;
+    if (mode == GroupedMode::kGraph) {
+      const double t_eager = time_calls(cached, 1, 5, st);
+      state.counters["us_eager"] = t_eager * 1e6;
+      state.counters["eager_over_graph"] = t_eager / t_call;
+      QTC_CUDA_CHECK(cudaGraphExecDestroy(exec));
+      QTC_CUDA_CHECK(cudaGraphDestroy(graph));
     }
+    if (mode == GroupedMode::kCached) {
+      DeviceBuffer x16(static_cast<size_t>(kTokens * K) * 2, st);
+      const double t_x =
+          time_calls([&] { qtc::cuda::nvfp4_plane_to_bf16(*x.rowwise, kTokens, K, x16.data(), st); }, 1, 5, st);
+      const double t_w = time_calls([&] { qtc::cuda::dequantize_grouped_weights_into(ctx, wp, cache); }, 1, 3, st);
+      state.counters["us_x_dequant"] = t_x * 1e6;
+      state.counters["us_w_dequant"] = t_w * 1e6;
+      state.counters["us_gemm_epilogue"] = (t_call - t_x) * 1e6;
+    }
+    QTC_CUDA_CHECK(cudaStreamSynchronize(st));
   } catch (const std::exception& ex) {
     state.SkipWithError(ex.what());
   }
 }
-BENCHMARK(BM_GroupedRowScaled)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+void experts(benchmark::internal::Benchmark* b) {
+  b->Arg(64)->Arg(8)->Arg(128)->ArgNames({"experts"})->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+}
+BENCHMARK_CAPTURE(BM_GroupedRowScaled, Cached, GroupedMode::kCached)->Apply(experts);
+BENCHMARK_CAPTURE(BM_GroupedRowScaled, PerCall, GroupedMode::kPerCall)->Apply(experts);
+BENCHMARK_CAPTURE(BM_GroupedRowScaled, Graph, GroupedMode::kGraph)->Arg(64)->ArgNames({"experts"})->UseManualTime()
+    ->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 
 }  // namespace
 

@@ -15,6 +15,11 @@
 
 namespace qtc::gating {
 
+/// CUBLAS_VERSION of the cuBLASLt headers this build compiled its CUDA layer against (0 without CUDA).
+int build_cublas_headers();
+/// Whether this build has the CUTLASS sm_90a grouped GEMM (QTC_CUTLASS=ON).
+bool build_cutlass_sm90();
+
 /// A card and a cuBLAS library. `cublas` uses CUBLAS_VERSION's encoding: major*10000 + minor*100 + patch
 /// (cuBLAS 13.1.0 -> 130100). `cuda_runtime` likewise (CUDA 13.0 -> 130000); 0 means "not known", and
 /// rows that need the runtime then only look at cuBLAS.
@@ -23,6 +28,11 @@ struct Capability {
   int cc_minor = 0;
   int cublas = 0;
   int cuda_runtime = 0;
+  /// What this build of qtc's CUDA layer holds (not the card; defaults are the build's own, see build_*()):
+  /// the CUBLAS_VERSION of the cuBLASLt headers it was compiled against (0: built without CUDA), and whether
+  /// it has the CUTLASS sm_90a grouped GEMM (CMake option QTC_CUTLASS).
+  int cublas_headers = build_cublas_headers();
+  bool cutlass_sm90 = build_cutlass_sm90();
   int sm() const { return cc_major * 10 + cc_minor; }  ///< 9.0 -> 90, 10.0 -> 100, 12.1 -> 121
 };
 
@@ -55,6 +65,8 @@ enum class Feature : uint8_t {
   kGemmGroupedFp8Block,
   kGemmGroupedFp8Tensor,
   kGemmGroupedNvfp4RowScaled,   ///< qtc's grouped row-scaled NVFP4 GEMM (per-tensor GEMMs + post-scale)
+  kGemmGroupedRowScaledSm90,    ///< qtc's device-driven grouped row-scaled NVFP4 GEMM: CUTLASS sm_90a (Hopper)
+  kGemmGroupedRowScaledCublasLt,///< the same through cuBLASLt's grouped NVFP4 GEMM (Blackwell, cuBLAS >= 13.4)
   kCount
 };
 
@@ -89,7 +101,16 @@ int parse_cublas_version(std::string_view s);
 /// Parses "9.0" / "10.0" / "12.1" into cap's cc fields; throws qtc::Error on anything else.
 void parse_compute_capability(std::string_view s, Capability& cap);
 
-/// The table for one capability: one line per feature, "yes" or "no: reason".
+/// Which engine the device-driven grouped row-scaled NVFP4 GEMM (device group sizes, graph-capturable) gets on
+/// a capability: cuBLASLt's grouped NVFP4 GEMM where its row is supported, else qtc's CUTLASS sm_90a kernel, else
+/// none (only the per-group path with host group sizes, gemm.grouped_nvfp4_row_scaled, remains).
+struct GroupedPath {
+  std::optional<Feature> engine;  ///< kGemmGroupedRowScaledCublasLt, kGemmGroupedRowScaledSm90 or none
+  std::string why;                ///< the reason for the choice: the rows that refused the engines before it
+};
+GroupedPath grouped_row_scaled_path(const Capability& cap);
+
+/// The table for one capability: one line per feature, "yes" or "no: reason", then the grouped path line.
 std::string format_table(const Capability& cap);
 
 }  // namespace qtc::gating

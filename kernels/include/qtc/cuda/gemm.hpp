@@ -12,6 +12,9 @@
 ///                       GEMM with FP32 accumulation runs with the device alpha of §7.4
 ///   row-scaled NVFP4    §7.5: neutralised NVFP4 GEMM into an FP32 scratch, then the row/column       gemm.nvfp4_row_scaled
 ///                       post-scale, bias and cast on the device
+///   grouped row-scaled  §7.5 per expert with device group sizes: one CUTLASS sm_90a grouped BF16    gemm.grouped_nvfp4_
+///   NVFP4, device sizes GEMM (exact emulation) whose epilogue does the post-scale and bias in FP32;   row_scaled_sm90
+///                       graph-capturable (gating::grouped_row_scaled_path says which engine a card gets)
 /// An unsupported call throws qtc::Error carrying the gating reason. Nothing here synchronizes with the
 /// host; the alpha of NVFP4 is computed on the device from the device amaxes.
 #pragma once
@@ -106,15 +109,87 @@ struct GroupedRowsDevice {
   const int64_t* d_row_offsets = nullptr;  ///< device copy of row_offsets
 };
 
+/// Group sizes of a grouped [capacity, ...] buffer that live in device memory only: group g is rows
+/// [row_offsets[g·stride], + first_dims[g·stride]) (device int64; TE GroupedTensor first_dims / offsets in rows).
+/// Nothing reads them on the host, so a call taking them can be captured in a CUDA graph once and replayed with
+/// other sizes written into the same arrays. Caller contract (unchecked: checking would need a host sync):
+/// groups in order, not overlapping, inside [0, capacity).
+struct GroupedRowsOnDevice {
+  int64_t groups = 0;
+  int64_t capacity = 0;
+  const int64_t* first_dims = nullptr;
+  const int64_t* row_offsets = nullptr;
+  int64_t stride = 1;  ///< elements between consecutive groups' entries (a strided view, e.g. one column of [G, 2])
+};
+
+/// The experts' NVFP4 weights dequantized once for the device-driven grouped fprop: BF16 [G, N, K] of code·sf (exact,
+/// the global amax left out, §7.5 neutralisation) and the G per-tensor amaxes. Owned by the caller and reused for as
+/// long as the weights do not change (every micro-batch of a step); rebuilt with dequantize_grouped_weights_into.
+struct GroupedWeightsBf16 {
+  int64_t groups = 0;
+  int64_t n = 0;            ///< output width (weight rows)
+  int64_t k = 0;
+  float e4m3_max = 448;     ///< the weights' E4M3 max (all equal)
+  DeviceBuffer bf16;        ///< [G, N, K]
+  DeviceBuffer amax;        ///< [G] F32
+};
+
+GroupedWeightsBf16 allocate_grouped_weights(int64_t groups, int64_t n, int64_t k, cudaStream_t stream);
+/// Dequantizes every weight (per-tensor NVFP4, rowwise plane, one N and K) into out and gathers their amaxes.
+/// Stream-ordered on the context's stream, no host synchronisation.
+void dequantize_grouped_weights_into(GemmContext& ctx, const std::vector<const DeviceQuantized*>& w,
+                                     GroupedWeightsBf16& out);
+
+/// Device-driven grouped row-scaled NVFP4 fprop (§7.5, MoE), the semantics of gemm_nvfp4_row_scaled_grouped_fprop
+/// below with group sizes on the device only: no host synchronisation, no allocation once the context has run the
+/// shape, capturable in a CUDA graph and replayable with other device group sizes. x: row-scaled (or per-tensor)
+/// NVFP4 [capacity, K] with a rowwise plane; d [capacity, N] in args.out (F32, BF16, F16); rows in no group are
+/// neither read into any output nor written. args: TN, alpha 1, beta 0, bias [G, N] in args.out or null.
+/// Engine: the gating table's grouped path (gating::grouped_row_scaled_path): on SM 9.0 qtc's CUTLASS sm_90a
+/// grouped BF16 GEMM whose epilogue applies alpha, the fused row·column factor and the bias in FP32 as TE's torch
+/// ops do (bitwise the per-group path), one launch for all groups. Throws with the table's reason elsewhere.
+void gemm_nvfp4_row_scaled_grouped_fprop_device(GemmContext& ctx, const GroupedWeightsBf16& w, const DeviceQuantized& x,
+                                                const GroupedRowsOnDevice& rows, const DeviceGemmArgs& args, void* d);
+/// Same with the weights as NVFP4 tensors: each call dequantizes the weights of the groups that have rows (decided
+/// on the device) into the context's scratch ([G, N, K] BF16).
+void gemm_nvfp4_row_scaled_grouped_fprop_device(GemmContext& ctx, const std::vector<const DeviceQuantized*>& w,
+                                                const DeviceQuantized& x, const GroupedRowsOnDevice& rows,
+                                                const DeviceGemmArgs& args, void* d);
+
+/// The columnwise planes of a grouped NVFP4 tensor x [capacity, cols] (tokens x features), as wgrad reads them:
+/// data [cols, capacity/2] (E2M1, tokens along a row), compact E4M3 scales [cols, capacity/16]; group g's tokens are
+/// columns [o_g, o_g + t_g) of every row, each group quantized alone (t_g and o_g multiples of 16, so no 16-token
+/// block spans two groups); amax [G] (per-tensor groups) or [G, cols] (row-scaled: one per feature and group).
+struct DeviceGroupedColumnwise {
+  int64_t capacity = 0;
+  int64_t cols = 0;
+  int64_t groups = 0;
+  bool row_scaled = false;
+  float e4m3_max = 448;
+  DeviceBuffer data;
+  DeviceBuffer scale;
+  DeviceBuffer amax;
+};
+
+/// Device-driven grouped row-scaled NVFP4 wgrad (§7.5, wgrad NT): d[g] ([N, K] row-major in `out`, F32 or BF16,
+/// d = [G, N, K]) = dY_gᵀ·X_g with each group's own columnwise amaxes as the row (dY) and column (x) post-scales,
+/// the rules of gemm_nvfp4_row_scaled (one fused factor when a side is per-tensor, else two roundings); a group
+/// without tokens gets zeros, a group whose size or offset is not a multiple of 16 tokens (the caller contract)
+/// gets NaN. No host synchronisation, graph-capturable like the fprop.
+void gemm_nvfp4_row_scaled_grouped_wgrad_device(GemmContext& ctx, const DeviceGroupedColumnwise& x,
+                                                const DeviceGroupedColumnwise& dy, const GroupedRowsOnDevice& rows,
+                                                DType out, void* d);
+
 /// Grouped row-scaled NVFP4 fprop (§7.5, MoE): x is one row-scaled NVFP4 tensor [capacity, K] (rowwise plane,
 /// one amax per row: row-scaled quantization is row-independent, so this equals quantizing each group alone),
 /// w[g] the per-tensor NVFP4 weight [N, K] of group g. For each group: outer scales neutralised, the
 /// per-tensor GEMM into an FP32 scratch [capacity, N]; then one epilogue over all groups post-scales every
 /// live row by x's row amax · w[g]'s amax (one fused factor), adds bias[g] ([G, N] in the output type, or
 /// null) in FP32 and casts into d [capacity, N]. Rows outside every group are left untouched.
-/// Equals qtc::ref::gemm_nvfp4_row_scaled_grouped_fprop. Hopper: BF16 emulation per group; the per-group GEMMs
-/// run on up to 4 concurrent lanes of the context (own stream and workspace each, event fork/join: still
-/// stream-ordered and graph-capturable once the context has run the same shapes outside capture).
+/// Equals qtc::ref::gemm_nvfp4_row_scaled_grouped_fprop. A thin wrapper: the host sizes are checked, then the
+/// device-driven call above runs on rows.d_first_dims / d_row_offsets when the gating table gives this card one
+/// (no per-group loop); otherwise (a build without QTC_CUTLASS) the per-group path: BF16 emulation per group, the
+/// GEMMs on up to 4 concurrent lanes of the context (own stream and workspace each, event fork/join).
 /// Every check (widths, shapes, overlap, beta) runs before any work: a rejected call writes nothing.
 void gemm_nvfp4_row_scaled_grouped_fprop(GemmContext& ctx, const std::vector<const DeviceQuantized*>& w,
                                          const DeviceQuantized& x, const GroupedRowsDevice& rows, DType out, void* d,
