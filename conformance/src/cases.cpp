@@ -13,7 +13,9 @@
 
 #include "qtc/codec.hpp"
 #include "qtc/error.hpp"
+#include "qtc/profile.hpp"
 #include "qtc/quantize.hpp"
+#include "qtc/recipe_policy.hpp"
 #include "qtc/rng.hpp"
 
 namespace qtc::conformance {
@@ -102,24 +104,8 @@ io::Tensor bytes_tensor(std::string name, const std::string& dtype, std::vector<
   return io::Tensor{std::move(name), dtype, std::move(shape), std::move(bytes)};
 }
 
-/// The quantization block of `plane` that holds (i, j) of the plane's reference matrix (x's orientation).
-struct Block {
-  int64_t r0, r1, c0, c1;
-};
-Block block_of(const Recipe& r, PlaneKind p, int64_t i, int64_t j, int64_t M, int64_t K) {
-  if (r.kind == RecipeKind::kFP8Tensor) return {0, M, 0, K};
-  const int64_t bc = r.block_cols(), br = r.block_rows();
-  Block g;
-  if (br > 1)
-    g = {i / br * br, i / br * br + br, j / bc * bc, j / bc * bc + bc};
-  else if (p == PlaneKind::kRowwise)
-    g = {i, i + 1, j / bc * bc, j / bc * bc + bc};
-  else
-    g = {i / bc * bc, i / bc * bc + bc, j, j + 1};
-  g.r1 = std::min(g.r1, M);
-  g.c1 = std::min(g.c1, K);
-  return g;
-}
+/// The quantization block of a plane that holds (i, j) of x: the recipe policy's block geometry.
+using Block = XRegion;
 
 }  // namespace
 
@@ -193,8 +179,14 @@ std::vector<Recipe> all_recipe_variants() {
     }
     out.push_back(r);
   };
-  for (Profile prof : {Profile::kTE, Profile::kTEPyRef, Profile::kOCP}) {
+  // Every profile's record says which recipe kinds and MXFP8 scale rules it defines (profile.hpp); the
+  // options it does not define are dropped by validate() in add(). The error bounds of check_error_bound are
+  // derived for TE's operation orders: a profile with another order (torchao's) has its own vectors instead.
+  for (const ProfileRules& pr : all_profiles()) {
+    if (pr.nvfp4_order != Nvfp4Order::kTE || pr.mx_order != MxOrder::kTE) continue;
+    const Profile prof = pr.id;
     // NVFP4: tile x row_scaled x rht x 4over6 (off, mae/mse x 448/256) x stochastic rounding.
+    if (pr.nvfp4)
     for (bool t2 : {false, true})
       for (bool rs : {false, true})
         for (bool rht : {false, true})
@@ -215,7 +207,7 @@ std::vector<Recipe> all_recipe_variants() {
             }
     // MXFP8: element type x scale rule x 32x32 blocks.
     for (Fp8Type t : {Fp8Type::kE4M3, Fp8Type::kE5M2})
-      for (MxScaleRule rule : {MxScaleRule::kRceil, MxScaleRule::kOcpFloor})
+      for (MxScaleRule rule : pr.mx_scale_rules)
         for (bool b2 : {false, true}) {
           Recipe r;
           r.kind = RecipeKind::kMXFP8;
@@ -228,6 +220,7 @@ std::vector<Recipe> all_recipe_variants() {
     // FP8 block and FP8 tensor: tile x element type x pow2 x eps.
     for (RecipeKind k : {RecipeKind::kFP8Block, RecipeKind::kFP8Tensor})
       for (bool b2 : {false, true})
+        if (k == RecipeKind::kFP8Block ? pr.fp8_block : pr.fp8_tensor)
         for (Fp8Type t : {Fp8Type::kE4M3, Fp8Type::kE5M2})
           for (bool p2 : {false, true})
             for (float eps : {0.0f, 0.5f}) {
@@ -391,11 +384,12 @@ BoundResult check_error_bound(const Recipe& r, PlaneKind p, const MatrixView& x,
   const double fmax = fp8_max(r.fp8);
   const double min_sub = e4m3 ? 0x1p-9 : 0x1p-16;
   int64_t skipped = 0;
+  const PlaneSpec spec = describe_plane(r, p, M, K);
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < K; ++j) {
       const double v = at(i, j);
       const double d = deq.get(i, j);
-      const Block g = block_of(r, p, i, j, M, K);
+      const Block g = spec.block_of(i, j);
       const double b = bamax(g);
       double tol = 0x1p-22 * std::fabs(v) + 0x1p-140;
       switch (r.kind) {

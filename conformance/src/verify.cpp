@@ -17,6 +17,7 @@
 #include "qtc/error.hpp"
 #include "qtc/native_layout.hpp"
 #include "qtc/recipe.hpp"
+#include "qtc/recipe_policy.hpp"
 #include "qtc/untrusted.hpp"
 
 namespace qtc::conformance {
@@ -39,7 +40,6 @@ struct Spec {
   std::vector<uint8_t> compact_bytes;  ///< the file's values in the compact order (empty: the file's bytes are)
 };
 
-int64_t cdiv(int64_t a, int64_t b) { return ceil_div_nonneg(a, b); }  // no overflow at 2^63 - 1
 
 std::string shape_text(const std::vector<int64_t>& s) {
   std::string out = "[";
@@ -47,51 +47,40 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
-Elem fp8_elem(const Recipe& r) { return r.fp8 == Fp8Type::kE4M3 ? Elem::kE4M3 : Elem::kE5M2; }
+Elem elem_of(DataElem e) { return e == DataElem::kE2M1 ? Elem::kE2M1 : e == DataElem::kE4M3 ? Elem::kE4M3 : Elem::kE5M2; }
+Elem elem_of(ScaleType t) { return t == ScaleType::kF32 ? Elem::kF32 : t == ScaleType::kE8M0 ? Elem::kE8M0 : Elem::kE4M3; }
 
-/// The VECTORS.md table. Returns nullopt with `why` set when `name` is not an output of this recipe.
+/// The VECTORS.md table, from the recipe policy's plane description. Returns nullopt with `why` set when `name`
+/// is not an output of this recipe.
 std::optional<Spec> spec_for(const std::string& name, const Recipe& r, int64_t M, int64_t K, std::string& why) {
-  const bool nv = r.kind == RecipeKind::kNVFP4, mx = r.kind == RecipeKind::kMXFP8;
-  const bool blk = r.kind == RecipeKind::kFP8Block, ten = r.kind == RecipeKind::kFP8Tensor;
+  const bool nv = r.kind == RecipeKind::kNVFP4;
   const std::string rk(recipe_kind_name(r.kind));
   Spec s;
   s.name = name;
   const bool col = name.rfind("columnwise", 0) == 0 || name == "amax_columnwise" || name == "dequantized_columnwise";
   s.plane = col ? PlaneKind::kColumnwise : PlaneKind::kRowwise;
-  if (name == "rowwise_data") {
+  const PlaneSpec ps = describe_plane(r, s.plane, M, K);
+  if (name == "rowwise_data" || name == "columnwise_data") {  // FP8 tensor's columnwise: x^T cast with the same scale
     s.role = Role::kData;
-    s.elem = nv ? Elem::kE2M1 : fp8_elem(r);
-    s.shape = nv ? std::vector<int64_t>{M, cdiv(K, 2)} : std::vector<int64_t>{M, K};
-  } else if (name == "columnwise_data") {  // FP8 tensor: x^T cast with the same scale, [K, M]
-    s.role = Role::kData;
-    s.elem = nv ? Elem::kE2M1 : fp8_elem(r);
-    s.shape = nv ? std::vector<int64_t>{K, cdiv(M, 2)} : mx ? std::vector<int64_t>{M, K} : std::vector<int64_t>{K, M};
-  } else if (name == "rowwise_scale_inv" && !ten) {
+    s.elem = elem_of(ps.data_elem);
+    s.shape = {ps.data_rows, ps.data_cols};
+  } else if ((name == "rowwise_scale_inv" || name == "columnwise_scale_inv") && !ps.per_tensor) {
     s.role = Role::kScale;
-    s.elem = nv ? Elem::kE4M3 : mx ? Elem::kE8M0 : Elem::kF32;
-    s.shape = nv ? std::vector<int64_t>{M, cdiv(K, 16)}
-              : mx ? std::vector<int64_t>{M, cdiv(K, 32)}
-              : r.block_2d ? std::vector<int64_t>{cdiv(M, 128), cdiv(K, 128)} : std::vector<int64_t>{M, cdiv(K, 128)};
-  } else if (name == "columnwise_scale_inv" && !ten) {
-    s.role = Role::kScale;
-    s.elem = nv ? Elem::kE4M3 : mx ? Elem::kE8M0 : Elem::kF32;
-    s.shape = nv ? std::vector<int64_t>{K, cdiv(M, 16)}
-              : mx ? std::vector<int64_t>{cdiv(M, 32), K}
-              : r.block_2d ? std::vector<int64_t>{cdiv(K, 128), cdiv(M, 128)} : std::vector<int64_t>{K, cdiv(M, 128)};
+    s.elem = elem_of(ps.scale_type);
+    s.shape = {ps.compact.rows, ps.compact.cols};
   } else if ((name == "amax_rowwise" || name == "amax_columnwise") && nv) {
     s.role = Role::kAmax;
-    s.shape = {r.row_scaled ? (col ? K : M) : 1};
-  } else if ((name == "scale_inv" || name == "amax") && ten) {
+    s.shape = {ps.amax_count};
+  } else if ((name == "scale_inv" || name == "amax") && ps.per_tensor) {
     s.role = name == "amax" ? Role::kTensorAmax : Role::kScaleInv;
     s.shape = {1};
-  } else if (name == "dequantized_rowwise" || (name == "dequantized_columnwise" && !ten)) {
+  } else if (name == "dequantized_rowwise" || (name == "dequantized_columnwise" && !ps.per_tensor)) {
     s.role = Role::kDequant;
     s.shape = {M, K};
   } else {
     why = "tensor " + printable_name(name) + " is not an output of recipe " + rk + " (VECTORS.md, Tensors)";
     return std::nullopt;
   }
-  (void)blk;
   return s;
 }
 
@@ -109,26 +98,7 @@ struct Grid {
 std::string show(Elem e, uint32_t v) { return element_text(e, v); }
 
 /// A rectangle of x: rows [r0, r1), cols [c0, c1).
-struct Region {
-  int64_t r0 = 0, r1 = 0, c0 = 0, c1 = 0;
-};
-
-/// The quantization block of `plane` that holds x(i, j).
-Region block_of(const Recipe& r, PlaneKind p, int64_t i, int64_t j, int64_t M, int64_t K) {
-  if (r.kind == RecipeKind::kFP8Tensor) return {i, i + 1, j, j + 1};
-  const int64_t bc = r.block_cols(), br = r.block_rows();
-  Region g;
-  if (br > 1) {  // square 2-D blocks serve both planes
-    g = {i / br * br, i / br * br + br, j / bc * bc, j / bc * bc + bc};
-  } else if (p == PlaneKind::kRowwise) {
-    g = {i, i + 1, j / bc * bc, j / bc * bc + bc};
-  } else {
-    g = {i / bc * bc, i / bc * bc + bc, j, j + 1};
-  }
-  g.r1 = std::min(g.r1, M);
-  g.c1 = std::min(g.c1, K);
-  return g;
-}
+using Region = XRegion;
 
 std::string range_text(int64_t a, int64_t b) { return b == a + 1 ? std::to_string(a) : ::fmt::format("{}:{}", a, b); }
 
@@ -143,39 +113,26 @@ std::string describe_region(const MatrixView& x, const Region& g, const std::str
   return out + "}";
 }
 
-/// x coordinates of the block that element (a, b) of the compared tensor belongs to.
+/// x coordinates of the block that element (a, b) of the compared tensor belongs to (the plane description's
+/// block geometry).
 Region region_of(const Spec& s, const Recipe& r, int64_t a, int64_t b, int64_t M, int64_t K) {
-  const bool nv = r.kind == RecipeKind::kNVFP4, mx = r.kind == RecipeKind::kMXFP8;
+  const PlaneSpec ps = describe_plane(r, s.plane, M, K);
   const bool row = s.plane == PlaneKind::kRowwise;
   int64_t i = 0, j = 0;
   switch (s.role) {
     case Role::kData:
-      if (row || mx) {
-        i = a, j = b;
-      } else {
-        i = b, j = a;  // [K, M] planes: element (k, m) is x(m, k)
-      }
-      break;
-    case Role::kScale:
-      if (r.kind == RecipeKind::kFP8Block && r.block_2d) {
-        i = (row ? a : b) * 128, j = (row ? b : a) * 128;
-      } else if (row) {
-        i = a, j = b * r.block_cols();
-      } else if (mx) {
-        i = a * 32, j = b;
-      } else {
-        i = b * r.block_cols(), j = a;
-      }
-      break;
+      ps.data_to_x(a, b, i, j);  // [K, M] planes: element (k, m) is x(m, k)
+      if (ps.per_tensor) return {i, i + 1, j, j + 1};  // the element itself (the note names the per-tensor scale)
+      return ps.block_of(i, j);
+    case Role::kScale: return ps.scale_block(a, b);
     case Role::kAmax:
       if (s.shape[0] == 1) return {0, M, 0, K};
       return row ? Region{a, a + 1, 0, K} : Region{0, M, a, a + 1};
     case Role::kScaleInv:
     case Role::kTensorAmax: return {0, M, 0, K};
-    case Role::kDequant: i = a, j = b; break;
+    case Role::kDequant: return ps.per_tensor ? Region{a, a + 1, b, b + 1} : ps.block_of(a, b);
   }
-  (void)nv;
-  return block_of(r, s.plane, i, j, M, K);
+  return {0, M, 0, K};
 }
 
 /// Compares expected and actual element grids; returns an empty string on equality, else the failure line.

@@ -15,6 +15,7 @@
 
 #include "cases.hpp"
 #include "qtc/cpu_path.hpp"
+#include "qtc/profile.hpp"
 #include "qtc/quantize.hpp"
 #include "qtc/safetensors.hpp"
 #include "qtc/verify.hpp"
@@ -233,7 +234,7 @@ TEST(SimdDispatch, PredicateFallsBackForWhatItDoesNotImplement) {
   ao.profile = Profile::kTorchAO;
   std::string why;
   EXPECT_FALSE(ref::simd_supports(ao, DType::kBF16, &why));
-  EXPECT_NE(why.find("te and te_pyref"), std::string::npos) << why;
+  EXPECT_NE(why.find("nvfp4.order te only"), std::string::npos) << why;  // the rule, read from the profile record
   Recipe mx;
   mx.kind = RecipeKind::kMXFP8;
   EXPECT_TRUE(ref::simd_supports(mx, DType::kF32));
@@ -246,6 +247,28 @@ TEST(SimdDispatch, PredicateFallsBackForWhatItDoesNotImplement) {
   // A fallback recipe gives the scalar bits on the default path (the path is chosen per call).
   const HostMatrix x = conformance::make_input(conformance::InputClass::kSpecial, DType::kBF16, 32, 64, 3);
   EXPECT_EQ(compare_paths(x.view(), ao), "");
+  // The predicate reads rules, not profile names: a variant of te with a rule the vector code has (the FP8
+  // scale as fp8_max * RN(1 / amax)) stays vectorized and gives the scalar bits; one whose NVFP4 rules the
+  // vector code does not combine (-0.0 -> 0x0 alone) falls back, naming the rule.
+  ProfileRules recip = profile_rules(Profile::kTE);
+  recip.name = "te+simd_test_scale_reciprocal";
+  recip.fp8_scale_reciprocal = true;
+  for (RecipeKind k : {RecipeKind::kFP8Tensor, RecipeKind::kFP8Block}) {
+    Recipe t;
+    t.kind = k;
+    t.profile = register_profile_variant(recip);
+    EXPECT_TRUE(ref::simd_supports(t, DType::kF32)) << t.name();
+    const HostMatrix xf = conformance::make_input(conformance::InputClass::kSpecial, DType::kF32, 40, 136, 5);
+    EXPECT_EQ(compare_paths(xf.view(), t), "") << t.name();
+  }
+  ProfileRules half = profile_rules(Profile::kTE);
+  half.name = "te+simd_test_neg_zero";
+  half.nvfp4_neg_zero_positive = true;
+  Recipe hv;
+  hv.profile = register_profile_variant(half);
+  EXPECT_FALSE(ref::simd_supports(hv, DType::kBF16, &why));
+  EXPECT_NE(why.find("together or not at all"), std::string::npos) << why;
+  EXPECT_EQ(compare_paths(x.view(), hv), "");
 }
 
 TEST(SimdDispatch, TargetsAndPathControls) {

@@ -12,6 +12,7 @@
 #include "qtc/gating.hpp"
 #include "qtc/layouts.hpp"
 #include "qtc/profile.hpp"
+#include "qtc/recipe_policy.hpp"
 
 namespace qtc::cuda {
 
@@ -54,77 +55,45 @@ int device_count() {
 
 namespace {
 
-ScaleType scale_type_of(RecipeKind k) {
-  switch (k) {
-    case RecipeKind::kNVFP4: return ScaleType::kE4M3;
-    case RecipeKind::kMXFP8: return ScaleType::kE8M0;
-    default: return ScaleType::kF32;
-  }
-}
-
-bool swizzlable(const Recipe& r) { return r.kind == RecipeKind::kNVFP4 || r.kind == RecipeKind::kMXFP8; }
-
-/// Where compact entry (r, c) of a plane's scales lives in the plane's layout.
-detail::ScaleOutHost scale_out(const DevicePlane& pl, const Recipe& r, PlaneKind pk, int64_t M, int64_t K) {
+/// Where compact entry (r, c) of a plane's scales lives in the plane's layout (the kernel-facing ScaleOutHost,
+/// filled from the recipe policy's description of the plane).
+detail::ScaleOutHost scale_out(const DevicePlane& pl, const PlaneSpec& spec) {
   detail::ScaleOutHost s;
   s.p = pl.scale.as<uint8_t>();
-  const ref::ScaleShape cs = ref::compact_scale_shape(r, pk, M, K);
   switch (pl.scale_layout) {
     case ScaleLayout::kCompact:
       s.mode = 0;
-      s.ld = cs.cols;
+      s.ld = spec.compact.cols;
       break;
-    case ScaleLayout::kPadded: {
-      const ref::ScaleShape ps = ref::padded_scale_shape(r, pk, M, K);
-      s.mode = (r.kind == RecipeKind::kFP8Block && !r.block_2d) ? 1 : 0;  // TE's GEMM-ready [kb][i]
-      s.ld = ps.cols;
+    case ScaleLayout::kPadded:
+      s.mode = spec.padded_transposed ? 1 : 0;  // 1: TE's GEMM-ready [kb][i] (FP8 block 1x128)
+      s.ld = spec.padded.cols;
       break;
-    }
     case ScaleLayout::kSwizzled:
-      if (r.kind == RecipeKind::kMXFP8 && pk == PlaneKind::kColumnwise) {
-        s.mode = 3;  // swizzled transposed: row = K index, kb = M/32 block
-        s.num_kb = cs.rows;
+      if (spec.swizzle_transposed) {
+        s.mode = 3;  // swizzled transposed: row = K index, kb = M/32 block (MXFP8 columnwise)
+        s.num_kb = spec.compact.rows;
       } else {
         s.mode = 2;
-        s.num_kb = cs.cols;
+        s.num_kb = spec.compact.cols;
       }
       break;
   }
   return s;
 }
 
-DevicePlane make_plane(const Recipe& r, PlaneKind pk, int64_t M, int64_t K, ScaleLayout layout, cudaStream_t s) {
+DevicePlane make_plane(const PlaneSpec& spec, ScaleLayout layout, cudaStream_t s) {
   DevicePlane p;
-  const bool row = pk == PlaneKind::kRowwise;
-  switch (r.kind) {
-    case RecipeKind::kNVFP4:
-      p.data_rows = row ? M : K;
-      p.data_cols = (row ? K : M) / 2;
-      p.amax_count = r.row_scaled ? (row ? M : K) : 1;
-      break;
-    case RecipeKind::kMXFP8:
-      p.data_rows = M;
-      p.data_cols = K;
-      break;
-    case RecipeKind::kFP8Block:
-      p.data_rows = row ? M : K;
-      p.data_cols = row ? K : M;
-      break;
-    case RecipeKind::kFP8Tensor:
-      p.data_rows = row ? M : K;
-      p.data_cols = row ? K : M;
-      p.amax_count = 1;
-      break;
-  }
-  p.scale_type = scale_type_of(r.kind);
-  p.scale_layout = r.kind == RecipeKind::kFP8Tensor ? ScaleLayout::kCompact : layout;
-  const ref::ScaleShape sh = p.scale_layout == ScaleLayout::kCompact ? ref::compact_scale_shape(r, pk, M, K)
-                                                                     : ref::padded_scale_shape(r, pk, M, K);
+  p.data_rows = spec.data_rows;
+  p.data_cols = spec.data_cols;
+  p.amax_count = spec.amax_count;
+  p.scale_type = spec.scale_type;
+  p.scale_layout = spec.per_tensor ? ScaleLayout::kCompact : layout;
+  const ScaleShape sh = spec.scale_shape(p.scale_layout);
   p.scale_rows = sh.rows;
   p.scale_cols = sh.cols;
-  const size_t es = p.scale_type == ScaleType::kF32 ? 4 : 1;
-  p.data = DeviceBuffer(static_cast<size_t>(p.data_rows * p.data_cols), s);
-  p.scale = DeviceBuffer(static_cast<size_t>(p.scale_rows * p.scale_cols) * es, s);
+  p.data = DeviceBuffer(static_cast<size_t>(spec.data_bytes()), s);
+  p.scale = DeviceBuffer(static_cast<size_t>(spec.scale_bytes(p.scale_layout)), s);
   p.amax = DeviceBuffer(sizeof(float) * static_cast<size_t>(p.amax_count), s);
   return p;
 }
@@ -151,8 +120,9 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
       QTC_CUDA_CHECK(cudaMemsetAsync(p->scale.data(), 0, p->scale.bytes(), s));  // padding reads as zero
   float* ws = out.workspace.as<float>();
   const ProfileRules& pr = profile_rules(r.profile);  // every profile rule the launchers need comes from here
+  const RecipeOptions opts = r.options();             // the recipe's alternative: its kind's options only
   const bool pyref = pr.nvfp4_neg_zero_positive;      // te_pyref's NVFP4/FP8 rule set (-0 -> 0x0, NaN amax, ...)
-  auto so = [&](DevicePlane* p, PlaneKind pk) { return p ? scale_out(*p, r, pk, M, K) : detail::ScaleOutHost{}; };
+  auto so = [&](DevicePlane* p, PlaneKind pk) { return p ? scale_out(*p, describe_plane(r, pk, M, K)) : detail::ScaleOutHost{}; };
   // The fields every launcher's parameters share (Nvfp4/Mxfp8/Fp8Block/Fp8TensorParams, AmaxParams).
   auto input_and_planes = [&](auto& p) {
     p.x = x.data;
@@ -206,20 +176,22 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
         if (M * K == 0 && rht_col) detail::launch_fill(ac, 1, 0.0f, s);
         if (!rht_col) copy_f32(ac, ar, s);
       }
+      // The kernel-facing parameters, filled from the recipe's NVFP4 alternative and the profile record.
+      const Nvfp4Options& o = std::get<Nvfp4Options>(opts);
       detail::Nvfp4Params p;
       input_and_planes(p);
-      p.tile2d = r.tile_2d;
-      p.row_scaled = r.row_scaled;
-      p.fourover6 = r.fourover6;
-      p.mse = r.fourover6_err == ErrMode::kMSE;
-      p.stochastic = r.stochastic;
-      p.rht = r.rht;
+      p.tile2d = o.tile_2d;
+      p.row_scaled = o.row_scaled;
+      p.fourover6 = o.fourover6;
+      p.mse = o.fourover6_err == ErrMode::kMSE;
+      p.stochastic = o.stochastic;
+      p.rht = o.rht;
       p.pyref = pyref;
       p.torchao = pr.nvfp4_order == Nvfp4Order::kTorchAO;
-      p.torchao_two_level = r.per_tensor_scale;
-      p.e4m3_max = static_cast<float>(r.e4m3_max);
-      p.seed = r.seed;
-      p.rht_sign_mask = r.rht_sign_mask;
+      p.torchao_two_level = o.per_tensor_scale;
+      p.e4m3_max = static_cast<float>(o.e4m3_max);
+      p.seed = o.seed;
+      p.rht_sign_mask = o.rht_sign_mask;
       p.amax_row = ar;
       p.amax_col = ac;
       p.amax_from_host = host_amax != nullptr;
@@ -228,26 +200,28 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
       break;
     }
     case RecipeKind::kMXFP8: {
+      const Mxfp8Options& o = std::get<Mxfp8Options>(opts);
       detail::Mxfp8Params p;
       input_and_planes(p);
-      p.e5m2 = r.fp8 == Fp8Type::kE5M2;
-      p.floor_rule = r.scale_rule == MxScaleRule::kOcpFloor;
-      p.tile2d = r.mx_2d;
+      p.e5m2 = o.fp8 == Fp8Type::kE5M2;
+      p.floor_rule = o.scale_rule == MxScaleRule::kOcpFloor;
+      p.tile2d = o.tile_2d;
       p.ocp = pr.mx_nonfinite == MxNonFinite::kNaN;
       p.torchao = pr.mx_order == MxOrder::kTorchAO;
-      p.scale_rule = static_cast<int>(r.scale_rule);
+      p.scale_rule = static_cast<int>(o.scale_rule);
       outputs_with_scales(p);
       detail::launch_mxfp8(p, s);
       break;
     }
     case RecipeKind::kFP8Block: {
+      const Fp8BlockOptions& o = std::get<Fp8BlockOptions>(opts);
       detail::Fp8BlockParams p;
       input_and_planes(p);
-      p.e5m2 = r.fp8 == Fp8Type::kE5M2;
-      p.tile2d = r.block_2d;
-      p.pow2 = r.pow2_scales;
+      p.e5m2 = o.fp8 == Fp8Type::kE5M2;
+      p.tile2d = o.tile_2d;
+      p.pow2 = o.pow2_scales;
       p.pyref = pr.fp8_inf_amax_scale_zero;
-      p.eps = r.eps;
+      p.eps = o.eps;
       p.value_for_inf = dtype_max(x.dtype);
       outputs_with_scales(p);
       detail::launch_fp8_block(p, s);
@@ -263,12 +237,13 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
         detail::launch_amax(a, s);
       }
       if (rp && cp) copy_f32(cp->amax.as<float>(), a0, s);
+      const Fp8TensorOptions& o = std::get<Fp8TensorOptions>(opts);
       detail::Fp8TensorParams p;
       input_and_planes(p);
-      p.e5m2 = r.fp8 == Fp8Type::kE5M2;
-      p.pow2 = r.pow2_scales;
+      p.e5m2 = o.fp8 == Fp8Type::kE5M2;
+      p.pow2 = o.pow2_scales;
       p.pyref = pr.fp8_inf_amax_scale_zero;
-      p.eps = r.eps;
+      p.eps = o.eps;
       p.amax = a0;
       p.scale_inv = out.scale_inv.as<float>();
       outputs(p);
@@ -324,17 +299,18 @@ std::string unsupported_reason(const Recipe& r, DType input, int64_t rows, int64
 DeviceQuantized allocate_quantized(const Recipe& r, DType input, int64_t rows, int64_t cols, ScaleLayout layout,
                                    cudaStream_t stream) {
   r.validate_input(input, rows, cols);
-  QTC_CHECK(layout != ScaleLayout::kSwizzled || swizzlable(r) || r.kind == RecipeKind::kFP8Tensor, r.name(),
+  const PlaneSpec rs = describe_plane(r, PlaneKind::kRowwise, rows, cols), cs = describe_plane(r, PlaneKind::kColumnwise, rows, cols);
+  QTC_CHECK(layout != ScaleLayout::kSwizzled || rs.swizzlable || rs.per_tensor, r.name(),
             ": only NVFP4 and MXFP8 scales have the cuBLAS swizzled layout (TE_FORMATS.md §6)");
   DeviceQuantized q;
   q.recipe = r;
   q.input_dtype = input;
   q.rows = rows;
   q.cols = cols;
-  if (r.rowwise) q.rowwise = make_plane(r, PlaneKind::kRowwise, rows, cols, layout, stream);
-  if (r.columnwise) q.columnwise = make_plane(r, PlaneKind::kColumnwise, rows, cols, layout, stream);
+  if (rs.requested) q.rowwise = make_plane(rs, layout, stream);
+  if (cs.requested) q.columnwise = make_plane(cs, layout, stream);
   q.workspace = DeviceBuffer(2 * sizeof(float), stream);
-  if (r.kind == RecipeKind::kFP8Tensor) q.scale_inv = DeviceBuffer(sizeof(float), stream);
+  if (rs.per_tensor) q.scale_inv = DeviceBuffer(sizeof(float), stream);
   return q;
 }
 
@@ -423,7 +399,7 @@ DeviceQuantized from_host(const QuantizedTensor& h, cudaStream_t stream) {
   if (h.rowwise) q.rowwise = plane_from_host(*h.rowwise, stream);
   if (h.columnwise) q.columnwise = plane_from_host(*h.columnwise, stream);
   q.workspace = DeviceBuffer(2 * sizeof(float), stream);
-  if (h.recipe.kind == RecipeKind::kFP8Tensor) {
+  if (describe_plane(h.recipe, PlaneKind::kRowwise, h.rows, h.cols).per_tensor) {
     q.scale_inv = DeviceBuffer(sizeof(float), stream);
     detail::launch_fill(q.scale_inv.as<float>(), 1, h.scale_inv, stream);
   }
@@ -448,9 +424,10 @@ void dequantize(const DeviceQuantized& q, PlaneKind pk, DType out, void* y, cuda
   p.K = q.cols;
   p.data = pl->data.as<uint8_t>();
   p.scale = pl->scale.as<uint8_t>();
-  if (r.kind != RecipeKind::kFP8Tensor) p.scale_layout = scale_out(*pl, r, pk, q.rows, q.cols);
-  p.amax = r.kind == RecipeKind::kFP8Tensor ? q.scale_inv.as<float>() : pl->amax.as<float>();
-  p.per_row_amax = r.kind == RecipeKind::kNVFP4 && pl->amax_count > 1;
+  const PlaneSpec spec = describe_plane(r, pk, q.rows, q.cols);
+  if (!spec.per_tensor) p.scale_layout = scale_out(*pl, spec);
+  p.amax = spec.per_tensor ? q.scale_inv.as<float>() : pl->amax.as<float>();
+  p.per_row_amax = spec.amax_per_line && pl->amax_count > 1;
   p.nvfp4_factor = 1.0f / (6.0f * static_cast<float>(r.e4m3_max));
   p.e5m2 = r.fp8 == Fp8Type::kE5M2;
   p.tile2d = r.block_2d;

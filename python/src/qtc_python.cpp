@@ -22,6 +22,7 @@
 #include "qtc/identify.hpp"
 #include "qtc/native_layout.hpp"
 #include "qtc/quantize.hpp"
+#include "qtc/recipe_policy.hpp"
 #include "qtc/safetensors.hpp"
 #include "qtc/verify.hpp"
 
@@ -195,12 +196,12 @@ TensorOut dequantize(const std::map<std::string, TensorArg>& tensors, const Meta
   p.data_rows = d.shape[0];
   p.data_cols = d.shape[1];
   p.data = std::move(d.bytes);
-  if (r.kind == qtc::RecipeKind::kFP8Tensor) {
+  const qtc::PlaneSpec spec = qtc::describe_plane(r, col ? qtc::PlaneKind::kColumnwise : qtc::PlaneKind::kRowwise, M, K);
+  if (spec.per_tensor) {
     q.scale_inv = get("scale_inv", true).f32(0);
   } else {
-    qtc::io::Tensor s = get(plane + "_scale_inv", r.kind == qtc::RecipeKind::kFP8Block);
-    p.scale.type = r.kind == qtc::RecipeKind::kNVFP4 ? qtc::ScaleType::kE4M3
-                   : r.kind == qtc::RecipeKind::kMXFP8 ? qtc::ScaleType::kE8M0 : qtc::ScaleType::kF32;
+    qtc::io::Tensor s = get(plane + "_scale_inv", spec.scale_type == qtc::ScaleType::kF32);
+    p.scale.type = spec.scale_type;
     p.scale.layout = qtc::ScaleLayout::kCompact;
     p.scale.rows = s.shape[0];
     p.scale.cols = s.shape[1];

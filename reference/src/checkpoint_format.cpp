@@ -59,14 +59,6 @@ const char* layout_name(ScaleLayout l) {
   return "?";
 }
 
-ScaleType expected_scale_type(const Recipe& r) {
-  switch (r.kind) {
-    case RecipeKind::kNVFP4: return ScaleType::kE4M3;
-    case RecipeKind::kMXFP8: return ScaleType::kE8M0;
-    default: return ScaleType::kF32;
-  }
-}
-
 DType dtype_from_name(const std::string& s, const std::string& where) {
   for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kU8})
     if (dtype_name(t) == s) return t;
@@ -121,22 +113,6 @@ ShardFileInfo info_from_json(const json& j, const std::string& where) {
   return f;
 }
 
-/// Expected (data_rows, data_cols) of a plane.
-std::pair<int64_t, int64_t> expected_data_shape(const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
-  if (p == PlaneKind::kRowwise) return {M, r.kind == RecipeKind::kNVFP4 ? K / 2 : K};
-  switch (r.kind) {
-    case RecipeKind::kNVFP4: return {K, M / 2};
-    case RecipeKind::kMXFP8: return {M, K};
-    default: return {K, M};
-  }
-}
-
-int64_t expected_amax_count(const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
-  if (r.kind == RecipeKind::kNVFP4) return r.row_scaled ? (p == PlaneKind::kRowwise ? M : K) : 1;
-  if (r.kind == RecipeKind::kFP8Tensor) return 1;
-  return 0;
-}
-
 /// Parses and validates one tensor of a shard file; `payload` is the file's payload region.
 TensorShard parse_tensor(const json& j, const uint8_t* payload, uint64_t payload_size, const std::string& where0) {
   TensorShard s;
@@ -185,11 +161,12 @@ TensorShard parse_tensor(const json& j, const uint8_t* payload, uint64_t payload
     Plane p;
     p.data_rows = get<int64_t>(pj, "data_rows", pw);
     p.data_cols = get<int64_t>(pj, "data_cols", pw);
-    const auto [er, ec] = expected_data_shape(r, pk, q.rows, q.cols);
+    const PlaneSpec spec = describe_plane(r, pk, q.rows, q.cols);  // the recipe policy's geometry
+    const int64_t er = spec.data_rows, ec = spec.data_cols;
     QTC_CHECK(p.data_rows == er && p.data_cols == ec, pw, ": data is ", p.data_rows, " x ", p.data_cols, ", a ", r.name(), " tensor [",
               q.rows, ", ", q.cols, "] has ", er, " x ", ec);
     const std::string st = get<std::string>(pj, "scale_type", pw), sl = get<std::string>(pj, "scale_layout", pw);
-    p.scale.type = expected_scale_type(r);
+    p.scale.type = spec.scale_type;
     QTC_CHECK(st == scale_type_name(p.scale.type), pw, ": scale type ", printable_name(st), ", ", r.name(), " has ", scale_type_name(p.scale.type));
     if (sl == "compact") p.scale.layout = ScaleLayout::kCompact;
     else if (sl == "padded") p.scale.layout = ScaleLayout::kPadded;
@@ -198,9 +175,8 @@ TensorShard parse_tensor(const json& j, const uint8_t* payload, uint64_t payload
     p.scale.rows = get<int64_t>(pj, "scale_rows", pw);
     p.scale.cols = get<int64_t>(pj, "scale_cols", pw);
     int64_t xr = 1, xc = 1;
-    if (r.kind != RecipeKind::kFP8Tensor) {
-      const ScaleShape ss = p.scale.layout == ScaleLayout::kCompact ? compact_scale_shape(r, pk, q.rows, q.cols)
-                                                                    : padded_scale_shape(r, pk, q.rows, q.cols);
+    if (!spec.per_tensor) {
+      const ScaleShape ss = spec.scale_shape(p.scale.layout);
       xr = ss.rows;
       xc = ss.cols;
     } else {
@@ -209,8 +185,7 @@ TensorShard parse_tensor(const json& j, const uint8_t* payload, uint64_t payload
     QTC_CHECK(p.scale.rows == xr && p.scale.cols == xc, pw, ": scales are ", p.scale.rows, " x ", p.scale.cols, " in the ", sl,
               " layout, expected ", xr, " x ", xc);
     const int64_t na = get<int64_t>(pj, "amax_count", pw);
-    QTC_CHECK(na == expected_amax_count(r, pk, q.rows, q.cols), pw, ": ", na, " amax values, expected ",
-              expected_amax_count(r, pk, q.rows, q.cols));
+    QTC_CHECK(na == spec.amax_count, pw, ": ", na, " amax values, expected ", spec.amax_count);
     // Every size derived from the header is computed without wrapping and compared with the bytes present.
     const int64_t nd = checked_size({p.data_rows, p.data_cols}, pw + ": data");
     const int64_t ns = checked_size({p.scale.rows, p.scale.cols, static_cast<int64_t>(p.scale.elem_size())}, pw + ": scales");

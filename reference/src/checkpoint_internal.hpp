@@ -34,7 +34,6 @@ std::string shard_file_name(uint64_t gen, int rank, int world);
 const char* plane_key(PlaneKind p);
 const char* scale_type_name(ScaleType t);
 const char* layout_name(ScaleLayout l);
-ScaleType expected_scale_type(const Recipe& r);
 DType dtype_from_name(const std::string& s, const std::string& where);
 
 json plane_json(const Plane& p, PlaneKind k);
@@ -70,9 +69,6 @@ T get(const json& j, const char* key, const std::string& where) {
 ShardEntry entry_from_json(const json& j, const std::string& where);
 ShardFileInfo info_from_json(const json& j, const std::string& where);
 
-/// Expected (data_rows, data_cols) of a plane.
-std::pair<int64_t, int64_t> expected_data_shape(const Recipe& r, PlaneKind p, int64_t M, int64_t K);
-int64_t expected_amax_count(const Recipe& r, PlaneKind p, int64_t M, int64_t K);
 
 /// Parses and validates one tensor of a shard file; `payload` is the file's payload region.
 TensorShard parse_tensor(const json& j, const uint8_t* payload, uint64_t payload_size, const std::string& where0);

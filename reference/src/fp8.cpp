@@ -5,34 +5,16 @@
 
 namespace qtc::ref::detail {
 
-namespace {
-
-Plane make_f32_plane(int64_t data_rows, int64_t data_cols, int64_t srows, int64_t scols) {
-  return make_plane(data_rows, data_cols, ScaleType::kF32, srows, scols);
-}
-
-}  // namespace
-
 QuantizedTensor quantize_fp8_block(const MatrixView& x, const Recipe& r) {
   const int64_t M = x.rows, K = x.cols;
-  const int64_t kbs = ceil_div(K, 128), mbs = ceil_div(M, 128);
+  const int64_t kbs = ceil_div(K, 128);
   QuantizedTensor q;
-  q.recipe = r;
-  q.input_dtype = x.dtype;
-  q.rows = M;
-  q.cols = K;
+  start_output(q, r, x.dtype, M, K);  // planes as describe_plane says
   const float max_fp8 = fp8_max(r.fp8);
   const float vinf = dtype_max(x.dtype);
   const bool prop = profile_rules(r.profile).nan_amax;
   const Overflow ov = profile_rules(r.profile).fp8_satfinite ? Overflow::kSatFinite : Overflow::kNaN;
   auto scale_of = [&](float a) { return fp8_scale_from_amax(a, max_fp8, r.pow2_scales, r.eps, vinf, r.profile); };
-  if (r.block_2d) {
-    if (r.rowwise) q.rowwise = make_f32_plane(M, K, mbs, kbs);
-    if (r.columnwise) q.columnwise = make_f32_plane(K, M, kbs, mbs);
-  } else {
-    if (r.rowwise) q.rowwise = make_f32_plane(M, K, M, kbs);
-    if (r.columnwise) q.columnwise = make_f32_plane(K, M, K, mbs);
-  }
   for_each_row_strip(x, 128, [&](int64_t g, int64_t i0, int64_t n, const float* s) {
     std::vector<float> tile_scale(static_cast<size_t>(kbs));
     std::vector<float> col_amax(static_cast<size_t>(K));
@@ -85,23 +67,17 @@ QuantizedTensor quantize_fp8_block(const MatrixView& x, const Recipe& r) {
 QuantizedTensor quantize_fp8_tensor(const MatrixView& x, const Recipe& r, const float* amax_override) {
   const int64_t M = x.rows, K = x.cols;
   QuantizedTensor q;
-  q.recipe = r;
-  q.input_dtype = x.dtype;
-  q.rows = M;
-  q.cols = K;
+  start_output(q, r, x.dtype, M, K);  // planes as describe_plane says: a 1x1 scale_inv and one amax
   const bool prop = profile_rules(r.profile).nan_amax;
   const Overflow ov = profile_rules(r.profile).fp8_satfinite ? Overflow::kSatFinite : Overflow::kNaN;
   const float a = amax_override != nullptr ? amax_override[0] : amax(x, prop);
   const float scale = fp8_scale_from_amax(a, fp8_max(r.fp8), r.pow2_scales, r.eps, FLT_MAX, r.profile);
   q.scale_inv = 1.0f / scale;
-  auto make = [&](int64_t rows, int64_t cols) {
-    Plane p = make_f32_plane(rows, cols, 1, 1);
-    p.scale.set_f32(0, 0, q.scale_inv);
-    p.amax = {a};
-    return p;
-  };
-  if (r.rowwise) q.rowwise = make(M, K);
-  if (r.columnwise) q.columnwise = make(K, M);
+  for (auto* p : {&q.rowwise, &q.columnwise})
+    if (*p) {
+      (*p)->scale.set_f32(0, 0, q.scale_inv);
+      (*p)->amax.at(0) = a;
+    }
   for_each_row_strip(x, 64, [&](int64_t, int64_t i0, int64_t n, const float* s) {
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < K; ++j) {

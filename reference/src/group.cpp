@@ -9,13 +9,17 @@
 #include "qtc/layouts.hpp"
 #include "qtc/profile.hpp"
 #include "qtc/quantize.hpp"
+#include "qtc/recipe_policy.hpp"
 
 namespace qtc::ref {
 
 namespace {
 
 /// Recipes whose planes use one global amax per tensor (the member's own, never the group's).
-bool per_tensor_amax(const Recipe& r) { return (r.kind == RecipeKind::kNVFP4 && !r.row_scaled) || r.kind == RecipeKind::kFP8Tensor; }
+bool per_tensor_amax(const Recipe& r) {
+  const PlaneSpec s = describe_plane(r, PlaneKind::kRowwise, 1, 1);  // the recipe policy's amax count
+  return s.amax_count == 1 && !s.amax_per_line;
+}
 
 struct MemberAmax {
   float rowwise = 0.0f;
@@ -98,7 +102,7 @@ void quantize_group_into(std::span<const MatrixView> members, std::span<Quantize
       auto& d = pk == PlaneKind::kRowwise ? outs[i].rowwise : outs[i].columnwise;
       auto& s = pk == PlaneKind::kRowwise ? f.rowwise : f.columnwise;
       if (!d) continue;
-      if (f.recipe.kind != RecipeKind::kFP8Tensor && d->scale.layout != ScaleLayout::kCompact)
+      if (d->scale.layout != ScaleLayout::kCompact && !describe_plane(f.recipe, pk, f.rows, f.cols).per_tensor)
         s->scale = convert_layout(s->scale, d->scale.layout, f.recipe, pk, f.rows, f.cols);
       QTC_CHECK(d->data.size() == s->data.size() && d->scale.bytes.size() == s->scale.bytes.size() && d->amax.size() == s->amax.size(),
                 "quantize_group_into: member ", i, " ", pk == PlaneKind::kRowwise ? "rowwise" : "columnwise",

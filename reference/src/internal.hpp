@@ -11,6 +11,7 @@
 
 #include "qtc/numeric.hpp"
 #include "qtc/quantize.hpp"
+#include "qtc/recipe_policy.hpp"
 
 namespace qtc::ref::detail {
 
@@ -78,6 +79,33 @@ inline Plane make_plane(int64_t data_rows, int64_t data_cols, ScaleType st, int6
   p.scale.cols = scols;
   p.scale.bytes.assign(static_cast<size_t>(srows * scols) * p.scale.elem_size(), 0);
   return p;
+}
+
+/// An empty plane as describe_plane says: its data bytes, compact scales and amax values, all zero.
+inline Plane make_plane(const PlaneSpec& s) {
+  Plane p = make_plane(s.data_rows, s.data_cols, s.scale_type, s.compact.rows, s.compact.cols);
+  p.amax.assign(static_cast<size_t>(s.amax_count), 0.0f);
+  return p;
+}
+
+/// q's rows, cols, recipe and input type, and an empty plane for each plane the recipe requests.
+inline void start_output(QuantizedTensor& q, const Recipe& r, DType input, int64_t M, int64_t K) {
+  q.recipe = r;
+  q.input_dtype = input;
+  q.rows = M;
+  q.cols = K;
+  for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
+    const PlaneSpec s = describe_plane(r, pk, M, K);
+    if (s.requested) (pk == PlaneKind::kRowwise ? q.rowwise : q.columnwise) = make_plane(s);
+  }
+}
+
+/// An NVFP4 plane's amax values (as many as describe_plane counted): one per line when row-scaled, else the
+/// plane's global amax. Shared by the scalar and the vectorized quantizer.
+template <typename G>
+void fill_amax(Plane& p, const Recipe& r, const std::vector<G>& lines, const G& global) {
+  QTC_CHECK(!r.row_scaled || lines.size() == p.amax.size(), "NVFP4: ", lines.size(), " line amaxes for ", p.amax.size(), " lines");
+  for (size_t i = 0; i < p.amax.size(); ++i) p.amax[i] = r.row_scaled ? lines[i].amax : global.amax;
 }
 
 // Quantizers of each recipe family (nvfp4.cpp, mxfp8.cpp, fp8.cpp).

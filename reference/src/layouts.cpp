@@ -10,12 +10,7 @@ namespace qtc::ref {
 
 namespace {
 
-int64_t roundup(int64_t a, int64_t b) { return detail::ceil_div(a, b) * b; }
-using detail::ceil_div;
-
-bool fp8_block_1d(const Recipe& r) { return r.kind == RecipeKind::kFP8Block && !r.block_2d; }
-
-const char* plane_name(PlaneKind p) { return p == PlaneKind::kRowwise ? "rowwise" : "columnwise"; }
+const char* plane_name(PlaneKind p) { return plane_kind_name(p).data(); }
 
 void check_shape(const ScaleMatrix& s, ScaleShape want, const Recipe& r, PlaneKind p, const char* what) {
   QTC_CHECK(s.rows == want.rows && s.cols == want.cols, r.name(), " ", plane_name(p), " scales: expected the ", what,
@@ -39,61 +34,38 @@ void copy_elem(const ScaleMatrix& from, int64_t fr, int64_t fc, ScaleMatrix& to,
   std::memcpy(to.bytes.data() + to_index * es, from.bytes.data() + static_cast<size_t>(fr * from.cols + fc) * es, es);
 }
 
-void check_swizzlable(const Recipe& r) {
-  QTC_CHECK(r.kind == RecipeKind::kNVFP4 || r.kind == RecipeKind::kMXFP8, r.name(),
+void check_swizzlable(const Recipe& r, const PlaneSpec& s) {
+  QTC_CHECK(s.swizzlable, r.name(),
             ": only NVFP4 and MXFP8 scales have the cuBLAS swizzled layout (FP8 block scales are consumed as padded "
             "F32 on Hopper; TE_FORMATS.md §6)");
 }
 
 }  // namespace
 
-ScaleShape compact_scale_shape(const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
-  const bool row = p == PlaneKind::kRowwise;
-  switch (r.kind) {
-    case RecipeKind::kNVFP4: return row ? ScaleShape{M, ceil_div(K, 16)} : ScaleShape{K, ceil_div(M, 16)};
-    case RecipeKind::kMXFP8: return row ? ScaleShape{M, ceil_div(K, 32)} : ScaleShape{ceil_div(M, 32), K};
-    case RecipeKind::kFP8Block:
-      if (r.block_2d) return row ? ScaleShape{ceil_div(M, 128), ceil_div(K, 128)} : ScaleShape{ceil_div(K, 128), ceil_div(M, 128)};
-      return row ? ScaleShape{M, ceil_div(K, 128)} : ScaleShape{K, ceil_div(M, 128)};
-    case RecipeKind::kFP8Tensor: return {1, 1};
-  }
-  return {};
-}
+ScaleShape compact_scale_shape(const Recipe& r, PlaneKind p, int64_t M, int64_t K) { return describe_plane(r, p, M, K).compact; }
 
-ScaleShape padded_scale_shape(const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
-  const bool row = p == PlaneKind::kRowwise;
-  switch (r.kind) {
-    case RecipeKind::kNVFP4:
-      return row ? ScaleShape{roundup(M, 128), roundup(ceil_div(K, 16), 4)} : ScaleShape{roundup(K, 128), roundup(ceil_div(M, 16), 4)};
-    case RecipeKind::kMXFP8:
-      return row ? ScaleShape{roundup(M, 128), roundup(ceil_div(K, 32), 4)} : ScaleShape{roundup(ceil_div(M, 32), 4), roundup(K, 128)};
-    case RecipeKind::kFP8Block:
-      if (r.block_2d)
-        return row ? ScaleShape{ceil_div(M, 128), roundup(ceil_div(K, 128), 4)} : ScaleShape{ceil_div(K, 128), roundup(ceil_div(M, 128), 4)};
-      return row ? ScaleShape{ceil_div(K, 128), roundup(M, 4)} : ScaleShape{ceil_div(M, 128), roundup(K, 4)};
-    case RecipeKind::kFP8Tensor: return {1, 1};
-  }
-  return {};
-}
+ScaleShape padded_scale_shape(const Recipe& r, PlaneKind p, int64_t M, int64_t K) { return describe_plane(r, p, M, K).padded; }
 
 ScaleMatrix to_padded(const ScaleMatrix& c, const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
-  QTC_CHECK(r.kind != RecipeKind::kFP8Tensor, r.name(), ": per-tensor FP8 has a single scale_inv, no scale layout");
+  const PlaneSpec s = describe_plane(r, p, M, K);
+  QTC_CHECK(!s.per_tensor, r.name(), ": per-tensor FP8 has a single scale_inv, no scale layout");
   QTC_CHECK(c.layout == ScaleLayout::kCompact, r.name(), " ", plane_name(p), " scales: to_padded needs the compact layout");
-  check_shape(c, compact_scale_shape(r, p, M, K), r, p, "compact");
-  ScaleMatrix out = blank(c, ScaleLayout::kPadded, padded_scale_shape(r, p, M, K));
-  const bool transpose = fp8_block_1d(r);  // TE's GEMM-ready layout: [kb][i] / [mb][j]
+  check_shape(c, s.compact, r, p, "compact");
+  ScaleMatrix out = blank(c, ScaleLayout::kPadded, s.padded);
+  const bool transpose = s.padded_transposed;  // TE's GEMM-ready layout: [kb][i] / [mb][j]
   for (int64_t i = 0; i < c.rows; ++i)
     for (int64_t j = 0; j < c.cols; ++j) copy_elem(c, i, j, out, static_cast<size_t>(transpose ? j * out.cols + i : i * out.cols + j));
   return out;
 }
 
 ScaleMatrix to_compact(const ScaleMatrix& pd, const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
-  QTC_CHECK(r.kind != RecipeKind::kFP8Tensor, r.name(), ": per-tensor FP8 has a single scale_inv, no scale layout");
+  const PlaneSpec s = describe_plane(r, p, M, K);
+  QTC_CHECK(!s.per_tensor, r.name(), ": per-tensor FP8 has a single scale_inv, no scale layout");
   QTC_CHECK(pd.layout == ScaleLayout::kPadded, r.name(), " ", plane_name(p), " scales: to_compact needs the padded layout");
-  check_shape(pd, padded_scale_shape(r, p, M, K), r, p, "padded");
-  const ScaleShape cs = compact_scale_shape(r, p, M, K);
+  check_shape(pd, s.padded, r, p, "padded");
+  const ScaleShape cs = s.compact;
   ScaleMatrix out = blank(pd, ScaleLayout::kCompact, cs);
-  const bool transpose = fp8_block_1d(r);
+  const bool transpose = s.padded_transposed;
   for (int64_t i = 0; i < cs.rows; ++i)
     for (int64_t j = 0; j < cs.cols; ++j) {
       if (transpose)
@@ -107,10 +79,10 @@ ScaleMatrix to_compact(const ScaleMatrix& pd, const Recipe& r, PlaneKind p, int6
 namespace {
 /// Visits every valid compact entry with its padded coordinates and its swizzled offset.
 template <typename F>
-void for_each_swizzled(const Recipe& r, PlaneKind p, int64_t M, int64_t K, F f) {
-  const ScaleShape cs = compact_scale_shape(r, p, M, K);
-  const ScaleShape ps = padded_scale_shape(r, p, M, K);
-  const bool mx_col = r.kind == RecipeKind::kMXFP8 && p == PlaneKind::kColumnwise;
+void for_each_swizzled(const PlaneSpec& s, F f) {
+  const ScaleShape cs = s.compact;
+  const ScaleShape ps = s.padded;
+  const bool mx_col = s.swizzle_transposed;
   for (int64_t i = 0; i < cs.rows; ++i)
     for (int64_t j = 0; j < cs.cols; ++j) {
       // MXFP8 columnwise: the compact matrix is [M/32 block][K]; it is swizzled transposed (row = K index).
@@ -121,20 +93,22 @@ void for_each_swizzled(const Recipe& r, PlaneKind p, int64_t M, int64_t K, F f) 
 }  // namespace
 
 ScaleMatrix swizzle(const ScaleMatrix& pd, const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
-  check_swizzlable(r);
+  const PlaneSpec s = describe_plane(r, p, M, K);
+  check_swizzlable(r, s);
   QTC_CHECK(pd.layout == ScaleLayout::kPadded, r.name(), " ", plane_name(p), " scales: swizzle needs the padded layout");
-  check_shape(pd, padded_scale_shape(r, p, M, K), r, p, "padded");
-  ScaleMatrix out = blank(pd, ScaleLayout::kSwizzled, padded_scale_shape(r, p, M, K));
-  for_each_swizzled(r, p, M, K, [&](int64_t i, int64_t j, int64_t off) { copy_elem(pd, i, j, out, static_cast<size_t>(off)); });
+  check_shape(pd, s.padded, r, p, "padded");
+  ScaleMatrix out = blank(pd, ScaleLayout::kSwizzled, s.padded);
+  for_each_swizzled(s, [&](int64_t i, int64_t j, int64_t off) { copy_elem(pd, i, j, out, static_cast<size_t>(off)); });
   return out;
 }
 
 ScaleMatrix unswizzle(const ScaleMatrix& sw, const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
-  check_swizzlable(r);
+  const PlaneSpec s = describe_plane(r, p, M, K);
+  check_swizzlable(r, s);
   QTC_CHECK(sw.layout == ScaleLayout::kSwizzled, r.name(), " ", plane_name(p), " scales: unswizzle needs the swizzled layout");
-  check_shape(sw, padded_scale_shape(r, p, M, K), r, p, "swizzled (padded)");
-  ScaleMatrix out = blank(sw, ScaleLayout::kPadded, padded_scale_shape(r, p, M, K));
-  for_each_swizzled(r, p, M, K, [&](int64_t i, int64_t j, int64_t off) {
+  check_shape(sw, s.padded, r, p, "swizzled (padded)");
+  ScaleMatrix out = blank(sw, ScaleLayout::kPadded, s.padded);
+  for_each_swizzled(s, [&](int64_t i, int64_t j, int64_t off) {
     out.bytes[static_cast<size_t>(i * out.cols + j)] = sw.bytes[static_cast<size_t>(off)];
   });
   return out;
@@ -154,7 +128,7 @@ ScaleMatrix convert_layout(const ScaleMatrix& s, ScaleLayout to, const Recipe& r
 }
 
 void convert_layout(QuantizedTensor& q, ScaleLayout to) {
-  if (q.recipe.kind == RecipeKind::kFP8Tensor) return;  // a single scale_inv: nothing to lay out
+  if (describe_plane(q.recipe, PlaneKind::kRowwise, q.rows, q.cols).per_tensor) return;  // a single scale_inv: nothing to lay out
   if (q.rowwise) q.rowwise->scale = convert_layout(q.rowwise->scale, to, q.recipe, PlaneKind::kRowwise, q.rows, q.cols);
   if (q.columnwise) q.columnwise->scale = convert_layout(q.columnwise->scale, to, q.recipe, PlaneKind::kColumnwise, q.rows, q.cols);
 }

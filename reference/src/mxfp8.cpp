@@ -37,15 +37,9 @@ struct MxRule {
 
 QuantizedTensor quantize_mxfp8(const MatrixView& x, const Recipe& r) {
   const int64_t M = x.rows, K = x.cols;
-  const int64_t kbs = ceil_div(K, 32), mbs = ceil_div(M, 32);
+  const int64_t kbs = ceil_div(K, 32);
   QuantizedTensor q;
-  q.recipe = r;
-  q.input_dtype = x.dtype;
-  q.rows = M;
-  q.cols = K;
-  auto make = [&](int64_t srows, int64_t scols) { return make_plane(M, K, ScaleType::kE8M0, srows, scols); };
-  if (r.rowwise) q.rowwise = make(M, kbs);
-  if (r.columnwise) q.columnwise = make(mbs, K);
+  start_output(q, r, x.dtype, M, K);  // planes as describe_plane says
   const MxRule rule{r};
   const bool prop = rule.propagate();
   for_each_row_strip(x, 32, [&](int64_t g, int64_t i0, int64_t n, const float* s) {

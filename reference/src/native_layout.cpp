@@ -12,7 +12,6 @@ namespace qtc::ref {
 
 namespace {
 
-int64_t cdiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }  // no overflow at 2^63 - 1 (issue 14)
 
 int64_t product(const std::vector<int64_t>& s) {
   int64_t n = 1;
@@ -59,7 +58,7 @@ void layout_to_metadata(const LayoutOptions& o, std::map<std::string, std::strin
 }
 
 void check_layout_applies(const LayoutOptions& o, const Recipe& r) {
-  if (o.swizzled && r.kind != RecipeKind::kNVFP4 && r.kind != RecipeKind::kMXFP8)
+  if (o.swizzled && !describe_plane(r, PlaneKind::kRowwise, 0, 0).swizzlable)
     QTC_FAIL("metadata key 'swizzled': swizzled=1 applies to NVFP4 and MXFP8 scales only (TE_FORMATS.md §6); recipe ",
              recipe_kind_name(r.kind), " has no swizzled scale layout");
 }
@@ -74,8 +73,7 @@ const std::vector<std::string>& output_tensor_names() {
 std::optional<OutputLayout> OutputLayout::find(std::string_view name, const Recipe& r, int64_t M, int64_t K,
                                                const LayoutOptions& o, std::string* why) {
   check_layout_applies(o, r);
-  const bool nv = r.kind == RecipeKind::kNVFP4, mx = r.kind == RecipeKind::kMXFP8;
-  const bool ten = r.kind == RecipeKind::kFP8Tensor;
+  const bool nv = r.kind == RecipeKind::kNVFP4;
   OutputLayout L;
   L.name_ = std::string(name);
   L.recipe_ = r;
@@ -84,22 +82,21 @@ std::optional<OutputLayout> OutputLayout::find(std::string_view name, const Reci
   L.K_ = K;
   const bool col = name.starts_with("columnwise") || name == "amax_columnwise" || name == "dequantized_columnwise";
   L.plane_ = col ? PlaneKind::kColumnwise : PlaneKind::kRowwise;
-  if (name == "rowwise_data") {
-    L.compact_ = nv ? std::vector<int64_t>{M, cdiv(K, 2)} : std::vector<int64_t>{M, K};
-  } else if (name == "columnwise_data") {
-    L.compact_ = nv ? std::vector<int64_t>{K, cdiv(M, 2)} : mx ? std::vector<int64_t>{M, K} : std::vector<int64_t>{K, M};
-  } else if ((name == "rowwise_scale_inv" || name == "columnwise_scale_inv") && !ten) {
-    const ScaleShape cs = compact_scale_shape(r, L.plane_, M, K);
-    L.compact_ = {cs.rows, cs.cols};
+  L.spec_ = describe_plane(r, L.plane_, M, K);  // the recipe policy's geometry
+  const PlaneSpec& spec = L.spec_;
+  if (name == "rowwise_data" || name == "columnwise_data") {
+    L.compact_ = {spec.data_rows, spec.data_cols};
+  } else if ((name == "rowwise_scale_inv" || name == "columnwise_scale_inv") && !spec.per_tensor) {
+    L.compact_ = {spec.compact.rows, spec.compact.cols};
     L.scale_ = true;
-    L.elem_bytes_ = r.kind == RecipeKind::kFP8Block ? 4 : 1;
+    L.elem_bytes_ = static_cast<int>(spec.scale_elem_bytes);
   } else if ((name == "amax_rowwise" || name == "amax_columnwise") && nv) {
-    L.compact_ = {r.row_scaled ? (col ? K : M) : 1};
+    L.compact_ = {spec.amax_count};
     L.elem_bytes_ = 4;
-  } else if ((name == "scale_inv" || name == "amax") && ten) {
+  } else if ((name == "scale_inv" || name == "amax") && spec.per_tensor) {
     L.compact_ = {1};
     L.elem_bytes_ = 4;
-  } else if (name == "dequantized_rowwise" || (name == "dequantized_columnwise" && !ten)) {
+  } else if (name == "dequantized_rowwise" || (name == "dequantized_columnwise" && !spec.per_tensor)) {
     L.compact_ = {M, K};
     L.elem_bytes_ = 4;
   } else {
@@ -110,11 +107,11 @@ std::optional<OutputLayout> OutputLayout::find(std::string_view name, const Reci
   }
   L.shape_ = L.compact_;
   if (L.scale_ && o.layout == TensorLayout::kTE) {
-    const ScaleShape ps = padded_scale_shape(r, L.plane_, M, K);
+    const ScaleShape ps = spec.padded;
     L.shape_ = {ps.rows, ps.cols};
     L.identity_ = false;
     // Swizzled MXFP8 columnwise scales tile the transposed matrix (row = K index): that 2-D view is accepted too.
-    if (o.swizzled && mx && col) L.alt_shape_ = {ps.cols, ps.rows};
+    if (o.swizzled && spec.swizzle_transposed) L.alt_shape_ = {ps.cols, ps.rows};
   }
   return L;
 }
@@ -130,13 +127,13 @@ std::string OutputLayout::shape_error(const std::vector<int64_t>& got) const {
   if (!alt_shape_.empty()) msg += " (or " + shape_text(alt_shape_) + ")";
   if (!identity_) {
     msg += " (layout=" + describe(opts_) + " expects TE's padded shape, TE_FORMATS.md §5; compact is " + shape_text(compact_) + ")";
-  } else if (scale_ && recipe_.kind != RecipeKind::kFP8Tensor) {
+  } else if (scale_ && !spec_.per_tensor) {
     // A compact file holding a TE buffer: say what to declare.
-    const ScaleShape ps = padded_scale_shape(recipe_, plane_, M_, K_);
+    const ScaleShape ps = spec_.padded;
     const std::vector<int64_t> te{ps.rows, ps.cols};
     if (got == te)
       msg += " (layout=compact; this is TE's padded shape: declare metadata layout=te" +
-             std::string(recipe_.kind == RecipeKind::kNVFP4 || recipe_.kind == RecipeKind::kMXFP8 ? ", and swizzled=1 if the scales are swizzled)" : ")");
+             std::string(spec_.swizzlable ? ", and swizzled=1 if the scales are swizzled)" : ")");
     else
       msg += " (layout=compact; under layout=te it would be " + shape_text(te) + ")";
   }
@@ -154,10 +151,10 @@ int64_t OutputLayout::layout_index(int64_t c) const {
   const int64_t prow = shape_[0], pcol = shape_[1];
   if (opts_.swizzled) {
     // MXFP8 columnwise: the compact matrix is [M/32 block][K]; it is swizzled transposed (row = K index, §6).
-    if (recipe_.kind == RecipeKind::kMXFP8 && plane_ == PlaneKind::kColumnwise) return swizzled_offset(j, i, prow);
+    if (spec_.swizzle_transposed) return swizzled_offset(j, i, prow);
     return swizzled_offset(i, j, pcol);
   }
-  if (recipe_.kind == RecipeKind::kFP8Block && !recipe_.block_2d) return j * pcol + i;  // TE's [kb][i] / [mb][j]
+  if (spec_.padded_transposed) return j * pcol + i;  // TE's [kb][i] / [mb][j]
   return i * pcol + j;
 }
 

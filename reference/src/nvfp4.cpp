@@ -124,8 +124,6 @@ void quantize_rows_1d(const Nvfp4Block& nb, const float* src, int64_t n, int64_t
   }
 }
 
-/// An NVFP4 plane of `rows` rows of `len` elements: len/2 bytes and len/16 E4M3 scales per row.
-Plane make_fp4_plane(int64_t rows, int64_t len) { return make_plane(rows, len / 2, ScaleType::kE4M3, rows, len / 16); }
 
 /// Per-row (or per-column) NaN-aware amax of a strip-loaded matrix.
 std::vector<float> line_amax(const MatrixView& x, bool per_column, bool propagate) {
@@ -230,10 +228,6 @@ void quantize_2d(const Nvfp4Block& nb, const float* strip, int64_t K, const Glob
 QuantizedTensor quantize_nvfp4(const MatrixView& x, const Recipe& r, const float* amax_override) {
   const int64_t M = x.rows, K = x.cols;
   QuantizedTensor q;
-  q.recipe = r;
-  q.input_dtype = x.dtype;
-  q.rows = M;
-  q.cols = K;
   Nvfp4Block nb{r};
   nb.input = x.dtype;
   const bool propagate = nb.pr.nan_amax;
@@ -264,18 +258,9 @@ QuantizedTensor quantize_nvfp4(const MatrixView& x, const Recipe& r, const float
     g_col = make_global(ac, r);
   }
 
-  if (r.rowwise) {
-    q.rowwise = make_fp4_plane(M, K);
-    q.rowwise->amax = r.row_scaled ? std::vector<float>() : std::vector<float>{g_row.amax};
-    if (r.row_scaled)
-      for (const auto& g : row_scales) q.rowwise->amax.push_back(g.amax);
-  }
-  if (r.columnwise) {
-    q.columnwise = make_fp4_plane(K, M);
-    q.columnwise->amax = r.row_scaled ? std::vector<float>() : std::vector<float>{g_col.amax};
-    if (r.row_scaled)
-      for (const auto& g : col_scales) q.columnwise->amax.push_back(g.amax);
-  }
+  start_output(q, r, x.dtype, M, K);  // planes as describe_plane says: amax_count is 1, or one per line
+  if (q.rowwise) fill_amax(*q.rowwise, r, row_scales, g_row);
+  if (q.columnwise) fill_amax(*q.columnwise, r, col_scales, g_col);
   if (M == 0 || K == 0) return q;
 
   const int64_t groups = M / 16;

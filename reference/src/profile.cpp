@@ -30,6 +30,7 @@ std::vector<ProfileRules> make_builtin() {
   py.nvfp4_neg_zero_positive = true;
   py.nvfp4_nan_scale = true;
   py.fp8_inf_amax_scale_zero = true;
+  py.nvfp4_stochastic = false;
   v.push_back(py);
 
   ProfileRules ocp;
@@ -53,6 +54,7 @@ std::vector<ProfileRules> make_builtin() {
   ao.nvfp4_nan_scale = true;
   ao.nvfp4_tiny_block_floor = true;
   ao.nvfp4_single_level = true;
+  ao.nvfp4_stochastic = false;
   ao.mx_order = MxOrder::kTorchAO;
   ao.mx_nonfinite = MxNonFinite::kNaN;
   ao.mx_scale_rules = {MxScaleRule::kRceil, MxScaleRule::kOcpFloor, MxScaleRule::kCeil, MxScaleRule::kEven};
@@ -142,6 +144,7 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
     d.emplace_back("nvfp4.nan_scale", nvfp4_nan_scale ? "0x7F" : "fminf drops it (NaN amax -> S_enc = FLT_MAX)");
     d.emplace_back("nvfp4.neg_zero", nvfp4_neg_zero_positive ? "-0.0 -> 0x0, NaN data -> 0x0" : "-0.0 -> 0x8");
     d.emplace_back("nvfp4.single_level", yes(nvfp4_single_level));
+    d.emplace_back("nvfp4.stochastic_rounding", nvfp4_stochastic ? "defined" : "not defined");
   }
   if (mxfp8) {
     std::string rules;

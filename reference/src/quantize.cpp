@@ -212,7 +212,8 @@ HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
       }
     });
   };
-  const int64_t rows = col ? K : M;  // plane rows in x's terms (MXFP8 keeps x's orientation: col handled below)
+  const PlaneSpec spec = describe_plane(r, pk, M, K);
+  const int64_t rows = spec.data_rows;  // plane rows (MXFP8 keeps x's orientation: handled below)
   switch (r.kind) {
     case RecipeKind::kNVFP4: {
       const float factor = 1.0f / (6.0f * static_cast<float>(r.e4m3_max));
@@ -241,7 +242,8 @@ HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
         for (int64_t i = b0; i < e0; ++i) {
           float* yo = out == DType::kF32 ? y.as<float>() + i * K : nullptr;
           for (int64_t j = 0; j < K; ++j) {
-            const uint8_t e = col ? p.scale.byte(i / 32, j) : p.scale.byte(i, j / 32);
+            const Index2 se = spec.scale_entry(i, j);
+            const uint8_t e = p.scale.byte(se.row, se.col);
             const float v = decode_e8m0(e) * detail::decode_fp8(p.data[static_cast<size_t>(i * K + j)], r.fp8);
             if (yo != nullptr) yo[j] = v; else y.set(i, j, v);
           }
@@ -255,7 +257,12 @@ HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
         const uint8_t* d = p.data.data() + a * p.data_cols;
         for (int64_t b = 0; b < len; ++b) {
           float s_b = q.scale_inv;
-          if (r.kind == RecipeKind::kFP8Block) s_b = r.block_2d ? p.scale.f32(a / 128, b / 128) : p.scale.f32(a, b / 128);
+          if (!spec.per_tensor) {
+            int64_t i = 0, j = 0;
+            spec.data_to_x(a, b, i, j);
+            const Index2 se = spec.scale_entry(i, j);
+            s_b = p.scale.f32(se.row, se.col);
+          }
           v[b] = detail::decode_fp8(d[b], r.fp8) * s_b;
         }
       });

@@ -3,9 +3,12 @@
 #include "qtc/recipe.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <sstream>
+#include <type_traits>
+#include <vector>
 
 #include "qtc/profile.hpp"
 
@@ -45,71 +48,219 @@ int Recipe::block_rows() const {
   return 0;
 }
 
+// ---------------------------------------------------------------------------------------------------
+// The recipe policy's rules: one table, checked in order by validate().
+
+namespace {
+
+const char* kind_title(RecipeKind k) {
+  switch (k) {
+    case RecipeKind::kNVFP4: return "NVFP4";
+    case RecipeKind::kMXFP8: return "MXFP8";
+    case RecipeKind::kFP8Block: return "FP8 block";
+    case RecipeKind::kFP8Tensor: return "FP8 tensor";
+  }
+  return "?";
+}
+
+/// The first option set on `r` that its kind's alternative does not have ("" when none), and which kinds have it.
+std::string foreign_option(const Recipe& r) {
+  const Recipe d = Recipe::of(r.options(), r.profile, r.rowwise, r.columnwise);  // only the kind's own options
+  struct Opt {
+    const char* name;
+    bool differs;
+    const char* owners;
+  };
+  const Opt opts[] = {
+      {"tile 16x16", r.tile_2d != d.tile_2d, "NVFP4"},
+      {"row_scaled", r.row_scaled != d.row_scaled, "NVFP4"},
+      {"rht", r.rht != d.rht, "NVFP4"},
+      {"fourover6", r.fourover6 != d.fourover6, "NVFP4"},
+      {"fourover6_err", r.fourover6_err != d.fourover6_err, "NVFP4"},
+      {"e4m3_max", r.e4m3_max != d.e4m3_max, "NVFP4"},
+      {"stochastic_rounding", r.stochastic != d.stochastic, "NVFP4"},
+      {"seed", r.seed != d.seed, "NVFP4"},
+      {"rht_sign_mask", r.rht_sign_mask != d.rht_sign_mask, "NVFP4"},
+      {"per_tensor_scale=0", r.per_tensor_scale != d.per_tensor_scale, "NVFP4"},
+      {"fp8_dtype", r.fp8 != d.fp8, "MXFP8, FP8 block and FP8 tensor (NVFP4 data is E2M1)"},
+      {"scale_rule", r.scale_rule != d.scale_rule, "MXFP8"},
+      {"tile 32x32", r.mx_2d != d.mx_2d, "MXFP8"},
+      {"tile 128x128", r.block_2d != d.block_2d, "FP8 block"},
+      {"pow2_scales", r.pow2_scales != d.pow2_scales, "FP8 block and FP8 tensor"},
+      {"eps", std::bit_cast<uint32_t>(r.eps) != std::bit_cast<uint32_t>(d.eps), "FP8 block and FP8 tensor"},
+  };
+  for (const Opt& o : opts)
+    if (o.differs) return std::string("option ") + o.name + " is an option of " + o.owners + ", not of " + kind_title(r.kind);
+  return {};
+}
+
+bool nvfp4(const Recipe& r) { return r.kind == RecipeKind::kNVFP4; }
+
+/// One rule: violated(r, pr) says whether r breaks it; detail (optional) adds what exactly.
+struct RuleCheck {
+  RecipeRule rule;
+  bool (*violated)(const Recipe& r, const ProfileRules& pr);
+  std::string (*detail)(const Recipe& r, const ProfileRules& pr) = nullptr;
+};
+
+const RuleCheck kRules[] = {
+    {{"planes", "at least one of the rowwise and columnwise planes must be requested"},
+     [](const Recipe& r, const ProfileRules&) { return !r.rowwise && !r.columnwise; }},
+    {{"profile-defines-kind", "the profile must define the recipe kind"},
+     [](const Recipe& r, const ProfileRules& pr) {
+       const bool defined[] = {pr.nvfp4, pr.mxfp8, pr.fp8_block, pr.fp8_tensor};
+       return !defined[static_cast<int>(r.kind)];
+     },
+     [](const Recipe& r, const ProfileRules& pr) {
+       return "profile '" + pr.name + "' does not define " + std::string(recipe_kind_name(r.kind)) + " (" + pr.follows + ")";
+     }},
+    {{"kind-options", "a recipe sets only the options of its kind (one alternative per kind: Nvfp4Options, Mxfp8Options, "
+                      "Fp8BlockOptions, Fp8TensorOptions)"},
+     [](const Recipe& r, const ProfileRules&) { return !foreign_option(r).empty(); },
+     [](const Recipe& r, const ProfileRules&) { return foreign_option(r); }},
+    {{"nvfp4-e4m3-max", "NVFP4 e4m3_max must be 448 or 256"},
+     [](const Recipe& r, const ProfileRules&) { return nvfp4(r) && r.e4m3_max != 448 && r.e4m3_max != 256; }},
+    {{"nvfp4-e4m3-max-256-needs-4over6", "NVFP4 e4m3_max 256 is only defined with fourover6 (TE_FORMATS.md §1.12)"},
+     [](const Recipe& r, const ProfileRules&) { return nvfp4(r) && r.e4m3_max == 256 && !r.fourover6; }},
+    {{"nvfp4-row-scaled-1x16", "row-scaled NVFP4 cannot use 16x16 tiles (TE_FORMATS.md §1.11)"},
+     [](const Recipe& r, const ProfileRules&) { return nvfp4(r) && r.row_scaled && r.tile_2d; }},
+    {{"nvfp4-row-scaled-no-rht", "row-scaled NVFP4 cannot use RHT (TE_FORMATS.md §1.11)"},
+     [](const Recipe& r, const ProfileRules&) { return nvfp4(r) && r.row_scaled && r.rht; }},
+    {{"nvfp4-row-scaled-no-sr", "row-scaled NVFP4 cannot use stochastic rounding (TE_FORMATS.md §1.11)"},
+     [](const Recipe& r, const ProfileRules&) { return nvfp4(r) && r.row_scaled && r.stochastic; }},
+    {{"nvfp4-row-scaled-needs-rowwise", "row-scaled NVFP4 needs the rowwise plane (TE_FORMATS.md §1.11)"},
+     [](const Recipe& r, const ProfileRules&) { return nvfp4(r) && r.row_scaled && !r.rowwise; }},
+    {{"nvfp4-rht-1x16", "RHT is not combined with 16x16 tiles (TE_FORMATS.md §1.7)"},
+     [](const Recipe& r, const ProfileRules&) { return nvfp4(r) && r.rht && r.tile_2d; }},
+    {{"nvfp4-4over6-no-rht", "4over6 cannot be combined with RHT (TE_FORMATS.md §1.12)"},
+     [](const Recipe& r, const ProfileRules&) { return nvfp4(r) && r.fourover6 && r.rht; }},
+    {{"nvfp4-4over6-no-sr", "4over6 cannot be combined with stochastic rounding (TE_FORMATS.md §1.12)"},
+     [](const Recipe& r, const ProfileRules&) { return nvfp4(r) && r.fourover6 && r.stochastic; }},
+    {{"nvfp4-row-scaled-4over6-rowwise-only", "row-scaled 4over6 produces the rowwise plane only (TE_FORMATS.md §1.12)"},
+     [](const Recipe& r, const ProfileRules&) { return nvfp4(r) && r.fourover6 && r.row_scaled && r.columnwise; }},
+    {{"nvfp4-profile-sr", "the profile must define NVFP4 stochastic rounding (profile rule nvfp4.stochastic_rounding)"},
+     [](const Recipe& r, const ProfileRules& pr) { return nvfp4(r) && r.stochastic && !pr.nvfp4_stochastic; },
+     [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "' has no stochastic rounding"; }},
+    {{"nvfp4-profile-order-1x16", "the profile's NVFP4 operation order defines 1x16 blocks only (no 16x16, row-scaled, "
+                                  "RHT, 4over6 or stochastic rounding)"},
+     [](const Recipe& r, const ProfileRules& pr) {
+       return nvfp4(r) && pr.nvfp4_order == Nvfp4Order::kTorchAO && (r.tile_2d || r.row_scaled || r.rht || r.fourover6 || r.stochastic);
+     },
+     [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "'"; }},
+    {{"nvfp4-single-level", "per_tensor_scale=0 (block scales only) needs a profile that defines single-level NVFP4 "
+                            "(profile rule nvfp4.single_level: torchao)"},
+     [](const Recipe& r, const ProfileRules& pr) { return nvfp4(r) && !r.per_tensor_scale && !pr.nvfp4_single_level; },
+     [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "' does not"; }},
+    {{"mxfp8-profile-scale-rule", "the profile must define the MXFP8 scale_rule"},
+     [](const Recipe& r, const ProfileRules& pr) {
+       return r.kind == RecipeKind::kMXFP8 &&
+              std::find(pr.mx_scale_rules.begin(), pr.mx_scale_rules.end(), r.scale_rule) == pr.mx_scale_rules.end();
+     },
+     [](const Recipe& r, const ProfileRules& pr) {
+       std::string allowed;
+       for (MxScaleRule x : pr.mx_scale_rules) allowed += (allowed.empty() ? "" : ", ") + std::string(mx_scale_rule_name(x));
+       return "profile '" + pr.name + "' defines scale_rule " + allowed + ", not " + std::string(mx_scale_rule_name(r.scale_rule));
+     }},
+    {{"fp8-eps", "FP8 block/tensor eps must be a finite value >= 0"},
+     [](const Recipe& r, const ProfileRules&) { return !(std::isfinite(r.eps) && r.eps >= 0.0f); }},
+};
+
+const RuleCheck* first_broken(const Recipe& r) {
+  const ProfileRules& pr = profile_rules(r.profile);
+  for (const RuleCheck& c : kRules)
+    if (c.violated(r, pr)) return &c;
+  return nullptr;
+}
+
+}  // namespace
+
+std::span<const RecipeRule> recipe_rules() {
+  static const std::vector<RecipeRule> v = [] {
+    std::vector<RecipeRule> out;
+    for (const RuleCheck& c : kRules) out.push_back(c.rule);
+    return out;
+  }();
+  return v;
+}
+
+std::string_view Recipe::broken_rule() const {
+  const RuleCheck* c = first_broken(*this);
+  return c == nullptr ? std::string_view() : c->rule.id;
+}
+
 void Recipe::validate() const {
-  QTC_CHECK(rowwise || columnwise, "recipe ", name(), ": at least one of the rowwise and columnwise planes must be requested");
-  const bool nv = kind == RecipeKind::kNVFP4;
-  if (!nv) {
-    QTC_CHECK(!tile_2d && !row_scaled && !rht && !fourover6 && !stochastic,
-              "recipe ", name(), ": tile 16x16, row_scaled, rht, fourover6 and stochastic rounding are NVFP4 options");
+  const RuleCheck* c = first_broken(*this);
+  if (c == nullptr) return;
+  const std::string detail = c->detail != nullptr ? c->detail(*this, profile_rules(profile)) : std::string();
+  QTC_FAIL("recipe ", name(), ": rule '", c->rule.id, "': ", c->rule.text, detail.empty() ? "" : ": ", detail);
+}
+
+RecipeOptions Recipe::options() const {
+  switch (kind) {
+    case RecipeKind::kNVFP4:
+      return Nvfp4Options{tile_2d, row_scaled, rht, fourover6, fourover6_err, e4m3_max, stochastic, seed, rht_sign_mask, per_tensor_scale};
+    case RecipeKind::kMXFP8: return Mxfp8Options{fp8, scale_rule, mx_2d};
+    case RecipeKind::kFP8Block: return Fp8BlockOptions{fp8, block_2d, pow2_scales, eps};
+    case RecipeKind::kFP8Tensor: return Fp8TensorOptions{fp8, pow2_scales, eps};
   }
-  const ProfileRules& pr = profile_rules(profile);
-  const bool defined[] = {pr.nvfp4, pr.mxfp8, pr.fp8_block, pr.fp8_tensor};
-  QTC_CHECK(defined[static_cast<int>(kind)], "recipe ", name(), ": profile '", pr.name, "' does not define ",
-            recipe_kind_name(kind), " (", pr.follows, ")");
-  if (kind != RecipeKind::kMXFP8) {
-    QTC_CHECK(!mx_2d && scale_rule == MxScaleRule::kRceil, "recipe ", name(), ": scale_rule and 32x32 blocks are MXFP8 options");
-  }
-  if (kind != RecipeKind::kFP8Block) QTC_CHECK(!block_2d, "recipe ", name(), ": 128x128 tiles are an FP8 block option");
-  if (kind == RecipeKind::kNVFP4 || kind == RecipeKind::kMXFP8) {
-    QTC_CHECK(!pow2_scales && eps == 0.0f, "recipe ", name(), ": pow2_scales and eps are FP8 block/tensor options");
-    if (kind == RecipeKind::kNVFP4) QTC_CHECK(fp8 == Fp8Type::kE4M3, "recipe ", name(), ": NVFP4 data is E2M1 (no fp8_dtype)");
-  }
-  QTC_CHECK(per_tensor_scale || (kind == RecipeKind::kNVFP4 && pr.nvfp4_single_level), "recipe ", name(),
-            ": per_tensor_scale=0 (block scales only) is defined for NVFP4 under profile torchao only");
-  if (kind == RecipeKind::kNVFP4 && pr.nvfp4_order == Nvfp4Order::kTorchAO) {
-    QTC_CHECK(!tile_2d && !row_scaled && !rht && !fourover6 && !stochastic, "recipe ", name(), ": profile '", pr.name,
-              "' defines NVFP4 with 1x16 blocks only (no 16x16, row-scaled, RHT, 4over6 or stochastic rounding)");
-  }
-  if (kind == RecipeKind::kMXFP8) {
-    const auto& rules = pr.mx_scale_rules;
-    if (std::find(rules.begin(), rules.end(), scale_rule) == rules.end()) {
-      std::string allowed;
-      for (MxScaleRule x : rules) allowed += (allowed.empty() ? "" : ", ") + std::string(mx_scale_rule_name(x));
-      QTC_FAIL("recipe ", name(), ": profile '", pr.name, "' defines scale_rule ", allowed, ", not ",
-               mx_scale_rule_name(scale_rule));
-    }
-  }
-  QTC_CHECK(std::isfinite(eps) && eps >= 0.0f, "recipe ", name(), ": eps must be a finite value >= 0");
-  if (nv) {
-    QTC_CHECK(e4m3_max == 448 || e4m3_max == 256, "recipe ", name(), ": e4m3_max must be 448 or 256");
-    QTC_CHECK(e4m3_max == 448 || fourover6, "recipe ", name(), ": e4m3_max 256 is only defined with fourover6 (TE_FORMATS.md §1.12)");
-    QTC_CHECK(!(row_scaled && tile_2d), "recipe ", name(), ": row-scaled NVFP4 cannot use 16x16 tiles (TE_FORMATS.md §1.11)");
-    QTC_CHECK(!(row_scaled && rht), "recipe ", name(), ": row-scaled NVFP4 cannot use RHT (TE_FORMATS.md §1.11)");
-    QTC_CHECK(!(row_scaled && stochastic), "recipe ", name(), ": row-scaled NVFP4 cannot use stochastic rounding (§1.11)");
-    QTC_CHECK(!(rht && tile_2d), "recipe ", name(), ": RHT is not combined with 16x16 tiles (TE_FORMATS.md §1.7)");
-    QTC_CHECK(!(fourover6 && rht), "recipe ", name(), ": 4over6 cannot be combined with RHT (TE_FORMATS.md §1.12)");
-    QTC_CHECK(!(fourover6 && stochastic), "recipe ", name(), ": 4over6 cannot be combined with stochastic rounding (§1.12)");
-    QTC_CHECK(!(fourover6 && row_scaled && columnwise), "recipe ", name(),
-              ": row-scaled 4over6 produces the rowwise plane only (TE_FORMATS.md §1.12)");
-    QTC_CHECK(!(row_scaled && !rowwise), "recipe ", name(), ": row-scaled NVFP4 needs the rowwise plane (§1.11)");
-    QTC_CHECK(profile != Profile::kTEPyRef || !stochastic, "recipe ", name(),
-              ": profile te_pyref has no stochastic rounding");
-  }
+  QTC_FAIL("unknown recipe kind");
+}
+
+Recipe Recipe::of(const RecipeOptions& o, Profile p, bool rowwise_plane, bool columnwise_plane) {
+  Recipe r;
+  r.kind = static_cast<RecipeKind>(o.index());  // alternatives in RecipeKind order
+  r.profile = p;
+  r.rowwise = rowwise_plane;
+  r.columnwise = columnwise_plane;
+  std::visit(
+      [&r](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, Nvfp4Options>) {
+          r.tile_2d = x.tile_2d;
+          r.row_scaled = x.row_scaled;
+          r.rht = x.rht;
+          r.fourover6 = x.fourover6;
+          r.fourover6_err = x.fourover6_err;
+          r.e4m3_max = x.e4m3_max;
+          r.stochastic = x.stochastic;
+          r.seed = x.seed;
+          r.rht_sign_mask = x.rht_sign_mask;
+          r.per_tensor_scale = x.per_tensor_scale;
+        } else if constexpr (std::is_same_v<T, Mxfp8Options>) {
+          r.fp8 = x.fp8;
+          r.scale_rule = x.scale_rule;
+          r.mx_2d = x.tile_2d;
+        } else if constexpr (std::is_same_v<T, Fp8BlockOptions>) {
+          r.fp8 = x.fp8;
+          r.block_2d = x.tile_2d;
+          r.pow2_scales = x.pow2_scales;
+          r.eps = x.eps;
+        } else {
+          r.fp8 = x.fp8;
+          r.pow2_scales = x.pow2_scales;
+          r.eps = x.eps;
+        }
+      },
+      o);
+  return r;
 }
 
 void Recipe::validate_input(DType input, int64_t rows, int64_t cols) const {
   validate();
+  // The input rules, named like the recipe rules (their ids start with the kind they concern, or "input").
   QTC_CHECK(input == DType::kF32 || input == DType::kBF16 || input == DType::kF16, "recipe ", name(),
-            ": input must be F32, BF16 or F16, got ", dtype_name(input));
-  QTC_CHECK(rows >= 0 && cols >= 0, "recipe ", name(), ": negative shape [", rows, ", ", cols, "]");
-  if (kind == RecipeKind::kNVFP4) {
-    QTC_CHECK(cols % 16 == 0, "recipe ", name(), ": NVFP4 needs K % 16 == 0, got K = ", cols, " (TE_FORMATS.md §1.1)");
+            ": rule 'input-dtype': input must be F32, BF16 or F16, got ", dtype_name(input));
+  QTC_CHECK(rows >= 0 && cols >= 0, "recipe ", name(), ": rule 'input-shape': negative shape [", rows, ", ", cols, "]");
+  const RecipeOptions opts = options();
+  if (const auto* nv = std::get_if<Nvfp4Options>(&opts)) {
+    QTC_CHECK(cols % 16 == 0, "recipe ", name(), ": rule 'nvfp4-input-k16': NVFP4 needs K % 16 == 0, got K = ", cols,
+              " (TE_FORMATS.md §1.1)");
     // torchao's nvfp4_quantize blocks along K only: its rowwise plane takes any M (columnwise blocks run along M).
     const bool any_m = profile_rules(profile).nvfp4_order == Nvfp4Order::kTorchAO && !columnwise;
-    QTC_CHECK(any_m || rows % 16 == 0, "recipe ", name(), ": NVFP4 needs M % 16 == 0, got M = ", rows,
+    QTC_CHECK(any_m || rows % 16 == 0, "recipe ", name(), ": rule 'nvfp4-input-m16': NVFP4 needs M % 16 == 0, got M = ", rows,
               " (TE_FORMATS.md §1.1; torchao's rowwise-only plane takes any M)");
-    QTC_CHECK(!rht || input == DType::kBF16, "recipe ", name(), ": RHT is only defined for BF16 input (TE_FORMATS.md §1.9), got ",
-              dtype_name(input));
+    QTC_CHECK(!nv->rht || input == DType::kBF16, "recipe ", name(),
+              ": rule 'nvfp4-input-rht-bf16': RHT is only defined for BF16 input (TE_FORMATS.md §1.9), got ", dtype_name(input));
   }
 }
 
@@ -283,38 +434,55 @@ Recipe Recipe::from_metadata(const std::map<std::string, std::string>& md) {
             key.rfind("qtc.note", 0) == 0 || key.rfind("acceptable", 0) == 0;
     QTC_CHECK(known, "metadata key '", key, "' is not a parameter of recipe '", recipe_kind_name(r.kind), "'");
   }
+  // The kind's alternative, holding only its options (keys of other kinds were refused above).
+  RecipeOptions opts;
   switch (r.kind) {
     case RecipeKind::kNVFP4: {
-      r.tile_2d = m.choice<bool>("tile", "1x16", {{"1x16", false}, {"16x16", true}});
-      r.row_scaled = m.flag("row_scaled", false);
-      r.rht = m.flag("rht", false);
-      r.fourover6 = m.flag("fourover6", false);
-      r.fourover6_err = m.choice<ErrMode>("fourover6_err", "mae", {{"mae", ErrMode::kMAE}, {"mse", ErrMode::kMSE}});
-      r.e4m3_max = m.choice<int>("e4m3_max", "448", {{"448", 448}, {"256", 256}});
-      r.stochastic = m.flag("stochastic_rounding", false);
-      r.seed = m.integer("seed", 0);
+      Nvfp4Options o;
+      o.tile_2d = m.choice<bool>("tile", "1x16", {{"1x16", false}, {"16x16", true}});
+      o.row_scaled = m.flag("row_scaled", false);
+      o.rht = m.flag("rht", false);
+      o.fourover6 = m.flag("fourover6", false);
+      o.fourover6_err = m.choice<ErrMode>("fourover6_err", "mae", {{"mae", ErrMode::kMAE}, {"mse", ErrMode::kMSE}});
+      o.e4m3_max = m.choice<int>("e4m3_max", "448", {{"448", 448}, {"256", 256}});
+      o.stochastic = m.flag("stochastic_rounding", false);
+      o.seed = m.integer("seed", 0);
       const uint64_t mask = m.integer("rht_sign_mask", 0xD7E8);
       QTC_CHECK(mask <= 0xFFFF, "metadata key 'rht_sign_mask': ", mask, " does not fit 16 bits");
-      r.rht_sign_mask = static_cast<uint16_t>(mask);
-      r.per_tensor_scale = m.flag("per_tensor_scale", true);
+      o.rht_sign_mask = static_cast<uint16_t>(mask);
+      o.per_tensor_scale = m.flag("per_tensor_scale", true);
+      opts = o;
       break;
     }
-    case RecipeKind::kMXFP8:
-      r.fp8 = m.choice<Fp8Type>("fp8_dtype", "e4m3", fp8s);
-      r.scale_rule = m.choice<MxScaleRule>("scale_rule", "rceil", {{"rceil", MxScaleRule::kRceil}, {"ocp_floor", MxScaleRule::kOcpFloor},
+    case RecipeKind::kMXFP8: {
+      Mxfp8Options o;
+      o.fp8 = m.choice<Fp8Type>("fp8_dtype", "e4m3", fp8s);
+      o.scale_rule = m.choice<MxScaleRule>("scale_rule", "rceil", {{"rceil", MxScaleRule::kRceil}, {"ocp_floor", MxScaleRule::kOcpFloor},
                                                                           {"ceil", MxScaleRule::kCeil}, {"even", MxScaleRule::kEven}});
       (void)m.choice<int>("rounding", "rne", {{"rne", 0}});
-      r.mx_2d = m.choice<bool>("tile", "1x32", {{"1x32", false}, {"32x32", true}});
+      o.tile_2d = m.choice<bool>("tile", "1x32", {{"1x32", false}, {"32x32", true}});
+      opts = o;
       break;
-    case RecipeKind::kFP8Block:
-      r.block_2d = m.choice<bool>("tile", "1x128", {{"1x128", false}, {"128x128", true}});
-      [[fallthrough]];
-    case RecipeKind::kFP8Tensor:
-      r.fp8 = m.choice<Fp8Type>("fp8_dtype", "e4m3", fp8s);
-      r.pow2_scales = m.flag("pow2_scales", false);
-      r.eps = m.number("eps", 0.0f);
+    }
+    case RecipeKind::kFP8Block: {
+      Fp8BlockOptions o;
+      o.tile_2d = m.choice<bool>("tile", "1x128", {{"1x128", false}, {"128x128", true}});
+      o.fp8 = m.choice<Fp8Type>("fp8_dtype", "e4m3", fp8s);
+      o.pow2_scales = m.flag("pow2_scales", false);
+      o.eps = m.number("eps", 0.0f);
+      opts = o;
       break;
+    }
+    case RecipeKind::kFP8Tensor: {
+      Fp8TensorOptions o;
+      o.fp8 = m.choice<Fp8Type>("fp8_dtype", "e4m3", fp8s);
+      o.pow2_scales = m.flag("pow2_scales", false);
+      o.eps = m.number("eps", 0.0f);
+      opts = o;
+      break;
+    }
   }
+  r = Recipe::of(opts, r.profile, r.rowwise, r.columnwise);
   r.validate();
   return r;
 }

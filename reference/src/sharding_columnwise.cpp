@@ -81,13 +81,14 @@ void derive_columnwise(QuantizedTensor& q) {
   const Recipe& r = q.recipe;
   const Plane& rw = *q.rowwise;
   const int64_t M = q.rows, K = q.cols;
+  const PlaneSpec spec = describe_plane(r, PlaneKind::kColumnwise, M, K);  // the plane to build
   Plane cw;
+  cw.data_rows = spec.data_rows;
+  cw.data_cols = spec.data_cols;
   // Data.
-  if (r.kind == RecipeKind::kNVFP4) {
+  if (spec.data_elem == DataElem::kE2M1) {
     QTC_CHECK(M % 2 == 0 && K % 2 == 0, "derive_columnwise: NVFP4 needs even M and K");
-    cw.data_rows = K;
-    cw.data_cols = M / 2;
-    cw.data.assign(static_cast<size_t>(K * (M / 2)), 0);
+    cw.data.assign(static_cast<size_t>(spec.data_bytes()), 0);
     for (int64_t i = 0; i < M; ++i)
       for (int64_t k = 0; k < K; ++k) {
         const uint8_t b = rw.data[static_cast<size_t>(i * (K / 2) + k / 2)];
@@ -95,23 +96,19 @@ void derive_columnwise(QuantizedTensor& q) {
         uint8_t& o = cw.data[static_cast<size_t>(k * (M / 2) + i / 2)];
         o = static_cast<uint8_t>((i % 2) ? ((o & 0x0F) | (code << 4)) : ((o & 0xF0) | code));
       }
-  } else if (r.kind == RecipeKind::kMXFP8) {
-    cw.data_rows = M;  // same orientation as x (§2.1)
-    cw.data_cols = K;
-    cw.data = rw.data;
+  } else if (!spec.data_transposed) {
+    cw.data = rw.data;  // MXFP8: same orientation as x (§2.1)
   } else {
-    cw.data_rows = K;
-    cw.data_cols = M;
-    cw.data.resize(static_cast<size_t>(M * K));
+    cw.data.resize(static_cast<size_t>(spec.data_bytes()));
     for (int64_t i = 0; i < M; ++i)
       for (int64_t k = 0; k < K; ++k) cw.data[static_cast<size_t>(k * M + i)] = rw.data[static_cast<size_t>(i * K + k)];
   }
   // Scales, built in the compact layout.
-  if (r.kind == RecipeKind::kFP8Tensor) {
+  if (spec.per_tensor) {
     cw.scale = rw.scale;
   } else {
     const ScaleMatrix rs = compact_of(rw.scale, r, PlaneKind::kRowwise, M, K);
-    const ScaleShape cs = compact_scale_shape(r, PlaneKind::kColumnwise, M, K);
+    const ScaleShape cs = spec.compact;
     ScaleMatrix s;
     s.type = rs.type;
     s.layout = ScaleLayout::kCompact;

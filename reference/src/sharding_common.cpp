@@ -18,27 +18,25 @@ int64_t cdiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }  // 
 
 const char* plane_name(PlaneKind p) { return p == PlaneKind::kRowwise ? "rowwise" : "columnwise"; }
 
-Axis scale_m_axis(const Recipe& r, PlaneKind p) {
-  if (r.kind == RecipeKind::kFP8Tensor) return Axis::kNone;
-  if (p == PlaneKind::kRowwise) return Axis::kRows;
-  return r.kind == RecipeKind::kMXFP8 ? Axis::kRows : Axis::kCols;
-}
+namespace {
+Axis axis_of(MAxis a) { return a == MAxis::kRows ? Axis::kRows : a == MAxis::kCols ? Axis::kCols : Axis::kNone; }
+}  // namespace
 
-Axis data_m_axis(const Recipe& r, PlaneKind p) {
-  if (p == PlaneKind::kRowwise || r.kind == RecipeKind::kMXFP8) return Axis::kRows;
-  return Axis::kCols;  // NVFP4 [K, M/2], FP8 block / tensor [K, M]
-}
+// The axes and extents are the recipe policy's (describe_plane); the shape does not change them.
+Axis scale_m_axis(const Recipe& r, PlaneKind p) { return axis_of(describe_plane(r, p, 0, 0).scale_m_axis); }
+
+Axis data_m_axis(const Recipe& r, PlaneKind p) { return axis_of(describe_plane(r, p, 0, 0).data_m_axis); }
 
 /// Extent along the M axis of a plane's compact scale matrix for a tensor of M rows.
 int64_t scale_extent(const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
-  const ScaleShape s = compact_scale_shape(r, p, M, K);
-  return scale_m_axis(r, p) == Axis::kRows ? s.rows : s.cols;
+  const PlaneSpec s = describe_plane(r, p, M, K);
+  return s.scale_m_axis == MAxis::kRows ? s.compact.rows : s.compact.cols;
 }
 
 /// Extent along the M axis of a plane's data matrix (bytes for the columns axis).
 int64_t data_extent(const Recipe& r, PlaneKind p, int64_t M) {
-  if (data_m_axis(r, p) == Axis::kCols && r.kind == RecipeKind::kNVFP4) return M / 2;
-  return M;
+  const PlaneSpec s = describe_plane(r, p, M, 0);
+  return s.data_m_axis == MAxis::kRows ? s.data_rows : s.data_cols;
 }
 
 /// Copies elements [b0, b1) along `axis` of a row-major matrix of rows x cols elements of `elem` bytes.
@@ -109,17 +107,18 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 bool per_tensor_amax(const Recipe& r) {
-  return (r.kind == RecipeKind::kNVFP4 && !r.row_scaled) || r.kind == RecipeKind::kFP8Tensor;
+  const PlaneSpec s = describe_plane(r, PlaneKind::kRowwise, 1, 1);
+  return s.amax_count == 1 && !s.amax_per_line;
 }
 
 /// Scales of a plane in the compact layout (FP8 tensor: its 1x1 matrix as is).
 ScaleMatrix compact_of(const ScaleMatrix& s, const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
-  if (r.kind == RecipeKind::kFP8Tensor || s.layout == ScaleLayout::kCompact) return s;
+  if (s.layout == ScaleLayout::kCompact || describe_plane(r, p, M, K).per_tensor) return s;
   return convert_layout(s, ScaleLayout::kCompact, r, p, M, K);
 }
 
 ScaleMatrix to_layout(const ScaleMatrix& compact, ScaleLayout to, const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
-  if (r.kind == RecipeKind::kFP8Tensor || to == ScaleLayout::kCompact) return compact;
+  if (to == ScaleLayout::kCompact || describe_plane(r, p, M, K).per_tensor) return compact;
   return convert_layout(compact, to, r, p, M, K);
 }
 

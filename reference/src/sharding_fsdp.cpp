@@ -26,7 +26,6 @@ int64_t ShardPayload::wire_bytes() const {
 
 namespace {
 
-size_t scale_elem(const Recipe& r) { return r.kind == RecipeKind::kFP8Block ? 4 : 1; }
 
 void check_fsdp_recipe(const Recipe& r, int64_t shard_M, bool columnwise_usage) {
   switch (r.kind) {
@@ -67,7 +66,7 @@ GatherBuffer take_rows(const char* name, const std::vector<uint8_t>& bytes, int6
 /// The un-padded-in-dim-0 padded scale rows a rank sends.
 GatherBuffer scale_rows(const char* name, const ScaleMatrix& s, const Recipe& r, PlaneKind pk, int64_t M, int64_t K) {
   const ScaleMatrix padded = s.layout == ScaleLayout::kPadded ? s : convert_layout(s, ScaleLayout::kPadded, r, pk, M, K);
-  const int64_t rows = compact_scale_shape(r, pk, M, K).rows;
+  const int64_t rows = describe_plane(r, pk, M, K).compact.rows;
   return take_rows(name, padded.bytes, rows, padded.cols * static_cast<int64_t>(padded.elem_size()));
 }
 
@@ -126,14 +125,13 @@ std::vector<GatherBuffer> fsdp_buffer_specs(const FsdpMetadata& m) {
     g.row_bytes = rb;
     v.push_back(std::move(g));
   };
-  add("rowwise_data", M, r.kind == RecipeKind::kNVFP4 ? K / 2 : K);
-  if (r.kind != RecipeKind::kFP8Tensor)
-    add("rowwise_scale_inv", compact_scale_shape(r, PlaneKind::kRowwise, M, K).rows,
-        padded_scale_shape(r, PlaneKind::kRowwise, M, K).cols * static_cast<int64_t>(scale_elem(r)));
+  // Each plane's data rows and its scale rows (un-padded in dim 0) of padded width, as describe_plane says.
+  const PlaneSpec rs = describe_plane(r, PlaneKind::kRowwise, M, K), cs = describe_plane(r, PlaneKind::kColumnwise, M, K);
+  add("rowwise_data", rs.data_rows, rs.data_cols);
+  if (!rs.per_tensor) add("rowwise_scale_inv", rs.compact.rows, rs.padded.cols * static_cast<int64_t>(rs.scale_elem_bytes));
   if (m.columnwise_gathered) {
-    add("columnwise_data", M, K);
-    add("columnwise_scale_inv", compact_scale_shape(r, PlaneKind::kColumnwise, M, K).rows,
-        padded_scale_shape(r, PlaneKind::kColumnwise, M, K).cols * static_cast<int64_t>(scale_elem(r)));
+    add("columnwise_data", cs.data_rows, cs.data_cols);
+    add("columnwise_scale_inv", cs.compact.rows, cs.padded.cols * static_cast<int64_t>(cs.scale_elem_bytes));
   }
   return v;
 }
@@ -202,21 +200,22 @@ Plane rebuild_plane(const GatherBuffer& data, const GatherBuffer* scale, const F
   QTC_CHECK(static_cast<int64_t>(data.bytes.size()) == data.rows * data.row_bytes, "FSDP2 post-all-gather: ", data.name, " has ",
             data.bytes.size(), " bytes, expected ", data.rows, " x ", data.row_bytes);
   p.data = data.bytes;
-  if (r.kind == RecipeKind::kFP8Tensor) {
-    p.scale.type = ScaleType::kF32;
+  const PlaneSpec spec = describe_plane(r, pk, M, K);
+  if (spec.per_tensor) {
+    p.scale.type = spec.scale_type;
     p.scale.layout = ScaleLayout::kCompact;
     p.scale.rows = p.scale.cols = 1;
     p.scale.bytes.resize(4);
     p.scale.set_f32(0, 0, m.scale_inv);
   } else {
-    const ScaleShape ps = padded_scale_shape(r, pk, M, K);
-    const size_t e = scale_elem(r);
-    QTC_CHECK(scale->row_bytes == ps.cols * static_cast<int64_t>(e) && scale->rows == compact_scale_shape(r, pk, M, K).rows &&
+    const ScaleShape ps = spec.padded;
+    const size_t e = spec.scale_elem_bytes;
+    QTC_CHECK(scale->row_bytes == ps.cols * static_cast<int64_t>(e) && scale->rows == spec.compact.rows &&
                   static_cast<int64_t>(scale->bytes.size()) == scale->rows * scale->row_bytes,
               "FSDP2 post-all-gather: ", scale->name, " is ", scale->rows, " x ", scale->row_bytes, " bytes, the full tensor [", M,
-              ", ", K, "] needs ", compact_scale_shape(r, pk, M, K).rows, " x ", ps.cols * static_cast<int64_t>(e));
+              ", ", K, "] needs ", spec.compact.rows, " x ", ps.cols * static_cast<int64_t>(e));
     ScaleMatrix padded;
-    padded.type = r.kind == RecipeKind::kNVFP4 ? ScaleType::kE4M3 : r.kind == RecipeKind::kMXFP8 ? ScaleType::kE8M0 : ScaleType::kF32;
+    padded.type = spec.scale_type;
     padded.layout = ScaleLayout::kPadded;
     padded.rows = ps.rows;
     padded.cols = ps.cols;

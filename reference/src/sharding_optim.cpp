@@ -10,6 +10,7 @@
 
 #include "qtc/error.hpp"
 #include "qtc/layouts.hpp"
+#include "qtc/profile.hpp"
 #include "qtc/quantize.hpp"
 #include "sharding_internal.hpp"
 
@@ -18,7 +19,7 @@ namespace qtc::ref {
 using namespace shard_detail;
 
 std::pair<float, float> local_amaxes(const MatrixView& x, const Recipe& r) {
-  const bool prop = r.profile == Profile::kTEPyRef;
+  const bool prop = profile_rules(r.profile).nan_amax;
   const float a = amax(x, prop);
   if (r.kind == RecipeKind::kNVFP4 && r.rht && r.columnwise) {
     const HostMatrix t = rht_transform(x, r.rht_sign_mask);

@@ -59,14 +59,15 @@ Plane slice_plane(const Plane& pl, const QuantizedTensor& q, PlaneKind pk, int64
 }  // namespace
 
 int64_t row_granularity(const Recipe& r, bool rowwise, bool columnwise) {
-  (void)rowwise;
-  switch (r.kind) {
-    case RecipeKind::kNVFP4: return 16;  // NVFP4 tensors need M % 16 == 0 in any case (§1.1)
-    case RecipeKind::kMXFP8: return (columnwise || r.mx_2d) ? 32 : 1;
-    case RecipeKind::kFP8Block: return (columnwise || r.block_2d) ? 128 : 1;
-    case RecipeKind::kFP8Tensor: return 1;
+  (void)rowwise;  // the rowwise plane's blocks are counted either way (its 2-D tiles span rows too)
+  int64_t g = 1;
+  for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
+    if (pk == PlaneKind::kColumnwise && !columnwise) continue;
+    const PlaneSpec s = describe_plane(r, pk, 0, 0);  // block heights do not depend on the shape
+    if (!s.per_tensor) g = std::max(g, s.block_rows);
+    if (s.data_elem == DataElem::kE2M1) g = std::max<int64_t>(g, 16);  // NVFP4 tensors need M % 16 == 0 in any case (§1.1)
   }
-  return 1;
+  return g;
 }
 
 int64_t row_granularity(const QuantizedTensor& q) {
@@ -162,7 +163,7 @@ QuantizedTensor concat_rows(std::span<const QuantizedTensor> parts) {
       ScaleMatrix s;
       s.type = compact[0].type;
       s.layout = ScaleLayout::kCompact;
-      const ScaleShape full = compact_scale_shape(r, pk, M, a.cols);
+      const ScaleShape full = describe_plane(r, pk, M, a.cols).compact;
       s.rows = full.rows;
       s.cols = full.cols;
       s.bytes = concat_matrices(sparts, sshapes, s.elem_size(), sa);

@@ -114,5 +114,8 @@ json render_summary(const Model& m);
 std::string html_escape(const std::string& s);
 std::string md_escape(const std::string& s);
 std::string fmt_num(double v, int sig = 4);
+/// A profile's place in the order of the profile records (profile.hpp: all_profiles); unknown names after them,
+/// "-" last (report_profiles.cpp).
+int profile_rank(const std::string& name);
 
 }  // namespace qtc::report::detail

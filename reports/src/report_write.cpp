@@ -53,6 +53,7 @@ int rank_of(const std::string& v, std::initializer_list<const char*> known) {
   return v == "-" ? i + 1 : i;
 }
 
+
 constexpr size_t kSummaryFailures = 25;  ///< failures listed in the summary (all of them are in the details)
 
 /// The verdict: one line, the recipe x profile x backend matrix, failures first with their messages.
@@ -81,9 +82,9 @@ Section verdict_section(const Model& m) {
   // Columns: (profile, backend) pairs; rows: recipes, those with a failure first.
   using Col = std::pair<std::string, std::string>;
   auto col_less = [](const Col& a, const Col& b) {
-    const auto ka = std::make_tuple(rank_of(a.first, {"te", "te_pyref", "ocp", "torchao"}), a.first,
+    const auto ka = std::make_tuple(profile_rank(a.first), a.first,
                                     rank_of(a.second, {"cpu", "cuda"}), a.second);
-    const auto kb = std::make_tuple(rank_of(b.first, {"te", "te_pyref", "ocp", "torchao"}), b.first,
+    const auto kb = std::make_tuple(profile_rank(b.first), b.first,
                                     rank_of(b.second, {"cpu", "cuda"}), b.second);
     return ka < kb;
   };

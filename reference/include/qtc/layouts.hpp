@@ -5,14 +5,12 @@
 
 #include "qtc/numeric.hpp"
 #include "qtc/quantized.hpp"
+#include "qtc/recipe_policy.hpp"
 
 namespace qtc::ref {
 
-/// Shape of a plane's scale matrix in a layout (swizzled: the padded shape).
-struct ScaleShape {
-  int64_t rows = 0;
-  int64_t cols = 0;
-};
+/// Shape of a plane's scale matrix in a layout (swizzled: the padded shape); recipe_policy.hpp.
+using ::qtc::ScaleShape;
 ScaleShape compact_scale_shape(const Recipe& r, PlaneKind p, int64_t M, int64_t K);
 ScaleShape padded_scale_shape(const Recipe& r, PlaneKind p, int64_t M, int64_t K);
 

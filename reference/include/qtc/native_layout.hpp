@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "qtc/quantized.hpp"
+#include "qtc/recipe_policy.hpp"
 #include "qtc/safetensors.hpp"
 
 namespace qtc::ref {
@@ -125,6 +126,7 @@ class OutputLayout {
   Recipe recipe_;
   LayoutOptions opts_;
   int64_t M_ = 0, K_ = 0;
+  PlaneSpec spec_;  ///< describe_plane(recipe_, plane_, M_, K_)
 };
 
 /// Rewrites every output tensor of a vector (recipe, x and the current layout read from its metadata) into the

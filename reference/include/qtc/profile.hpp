@@ -57,6 +57,7 @@ struct ProfileRules {
   bool nvfp4_nan_scale = false;          ///< a NaN block scale is stored as 0x7F (else fminf drops it)
   bool nvfp4_tiny_block_floor = false;   ///< block scale clamped up to 2^-6 (zero and tiny blocks)
   bool nvfp4_single_level = false;       ///< defines NVFP4 without a per-tensor scale (metadata per_tensor_scale=0)
+  bool nvfp4_stochastic = true;          ///< defines NVFP4 stochastic rounding (TE's references have none)
 
   // MXFP8
   MxOrder mx_order = MxOrder::kTE;

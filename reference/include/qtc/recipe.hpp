@@ -3,7 +3,10 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
+#include <string_view>
+#include <variant>
 
 #include "qtc/tensor.hpp"
 
@@ -27,6 +30,54 @@ enum class Fp8Type : uint8_t { kE4M3, kE5M2 };
 enum class MxScaleRule : uint8_t { kRceil, kOcpFloor, kCeil, kEven };
 enum class ErrMode : uint8_t { kMAE, kMSE };
 
+// The options of each recipe kind, and only those: a recipe is one of these alternatives plus its profile and
+// the planes it produces (Recipe::options, Recipe::of). The defaults are the metadata defaults (VECTORS.md).
+struct Nvfp4Options {
+  bool tile_2d = false;  ///< 16x16 blocks (else 1x16)
+  bool row_scaled = false;
+  bool rht = false;
+  bool fourover6 = false;
+  ErrMode fourover6_err = ErrMode::kMAE;
+  int e4m3_max = 448;
+  bool stochastic = false;
+  uint64_t seed = 0;
+  uint16_t rht_sign_mask = 0xD7E8;
+  bool per_tensor_scale = true;
+  bool operator==(const Nvfp4Options&) const = default;
+};
+struct Mxfp8Options {
+  Fp8Type fp8 = Fp8Type::kE4M3;
+  MxScaleRule scale_rule = MxScaleRule::kRceil;
+  bool tile_2d = false;  ///< 32x32 blocks (else 1x32 / 32x1)
+  bool operator==(const Mxfp8Options&) const = default;
+};
+struct Fp8BlockOptions {
+  Fp8Type fp8 = Fp8Type::kE4M3;
+  bool tile_2d = false;  ///< 128x128 blocks (else 1x128 / 128x1)
+  bool pow2_scales = false;
+  float eps = 0.0f;
+  bool operator==(const Fp8BlockOptions&) const = default;
+};
+struct Fp8TensorOptions {
+  Fp8Type fp8 = Fp8Type::kE4M3;
+  bool pow2_scales = false;
+  float eps = 0.0f;
+  bool operator==(const Fp8TensorOptions&) const = default;
+};
+/// One alternative per recipe kind, in RecipeKind order.
+using RecipeOptions = std::variant<Nvfp4Options, Mxfp8Options, Fp8BlockOptions, Fp8TensorOptions>;
+
+/// One rule of the recipe policy that Recipe::validate checks: a stable id (quoted in the error) and what it says.
+struct RecipeRule {
+  std::string_view id;
+  std::string_view text;
+};
+/// Every rule Recipe::validate checks, in the order it checks them.
+std::span<const RecipeRule> recipe_rules();
+
+/// A recipe value. Its fields mirror the alternatives above so that existing code (and the CUDA kernels'
+/// host code) can read them; options() is the alternative of its kind, and validate() rejects, naming the
+/// rule, any field set that its kind's alternative does not have.
 struct Recipe {
   RecipeKind kind = RecipeKind::kNVFP4;
   Profile profile = Profile::kTE;
@@ -53,8 +104,15 @@ struct Recipe {
   bool pow2_scales = false;    ///< FP8 block / tensor: scale rounded down to a power of two
   float eps = 0.0f;            ///< FP8 block / tensor: amax clamped to at least eps
 
-  /// Throws qtc::Error naming the rule when the combination is illegal (independent of the input).
+  /// The one validation of the recipe policy: throws qtc::Error "recipe <name>: rule '<id>': <text>" for the
+  /// first rule of recipe_rules() that this recipe breaks (independent of the input).
   void validate() const;
+  /// The id of the first rule this recipe breaks, or an empty view when it is valid.
+  std::string_view broken_rule() const;
+  /// This recipe's kind with only that kind's options.
+  RecipeOptions options() const;
+  /// The recipe of one alternative (its kind follows from it): no other kind's option can be set.
+  static Recipe of(const RecipeOptions& options, Profile profile = Profile::kTE, bool rowwise = true, bool columnwise = true);
   /// Throws qtc::Error naming the rule when the input cannot be quantized with this recipe.
   void validate_input(DType input, int64_t rows, int64_t cols) const;
   /// Short stable name, e.g. "nvfp4_1x16", "nvfp4_16x16_4over6mse256", "mxfp8_e4m3_rceil", "fp8block_128x128_e5m2_pow2".

@@ -42,39 +42,46 @@ CpuPath cpu_path() {
 
 void set_cpu_path(CpuPath p) { g_path.store(static_cast<int>(p), std::memory_order_relaxed); }
 
+namespace {
+
+/// The rules the vectorized code implements, read from the profile record (profile.hpp), not its name: a
+/// profile or variant whose rules it does not implement takes the scalar path. Returns the first rule that
+/// is outside, or nullptr.
+const char* rule_outside_simd(const Recipe& r) {
+  const ProfileRules& pr = profile_rules(r.profile);
+  switch (r.kind) {
+    case RecipeKind::kNVFP4:
+      if (pr.nvfp4_order != Nvfp4Order::kTE) return "NVFP4: the vectorized path implements nvfp4.order te only";
+      if (pr.nvfp4_tiny_block_floor) return "NVFP4: the vectorized path has no tiny-block scale floor";
+      // One flag carries three rules in the vector code: all off (te) or all on (te_pyref).
+      if (pr.nvfp4_neg_zero_positive != pr.nvfp4_nan_scale || pr.nvfp4_neg_zero_positive != pr.nan_amax)
+        return "NVFP4: the vectorized path implements -0.0 -> 0x0, NaN scale 0x7F and NaN amax together or not at all";
+      return nullptr;
+    case RecipeKind::kMXFP8:
+      if (pr.mx_order != MxOrder::kTE) return "MXFP8: the vectorized path implements mxfp8.order te only";
+      if (r.scale_rule != MxScaleRule::kRceil && r.scale_rule != MxScaleRule::kOcpFloor)
+        return "MXFP8: the vectorized path implements scale rules rceil and ocp_floor only";
+      return nullptr;
+    case RecipeKind::kFP8Block:
+    case RecipeKind::kFP8Tensor:
+      if (!pr.fp8_satfinite) return "FP8: the vectorized path implements the saturating data cast only";
+      return nullptr;
+  }
+  return "unknown recipe kind";
+}
+
+}  // namespace
+
 bool simd_supports(const Recipe& r, DType input, std::string* why) {
   if (input != DType::kF32 && input != DType::kBF16 && input != DType::kF16)
     return fail(why, "input type is not F32, BF16 or F16");
-  // A whitelist: a profile or rule added later takes the scalar path until the vector code implements it.
-  switch (r.kind) {
-    case RecipeKind::kNVFP4:
-      if (r.profile != Profile::kTE && r.profile != Profile::kTEPyRef)
-        return fail(why, "NVFP4: the vectorized path implements profiles te and te_pyref only");
-      return true;
-    case RecipeKind::kMXFP8:
-      if (r.profile != Profile::kTE && r.profile != Profile::kTEPyRef && r.profile != Profile::kOCP)
-        return fail(why, "MXFP8: the vectorized path implements profiles te, te_pyref and ocp only");
-      if (r.scale_rule != MxScaleRule::kRceil && r.scale_rule != MxScaleRule::kOcpFloor)
-        return fail(why, "MXFP8: the vectorized path implements scale rules rceil and ocp_floor only");
-      return true;
-    case RecipeKind::kFP8Block:
-    case RecipeKind::kFP8Tensor:
-      if (r.profile != Profile::kTE && r.profile != Profile::kTEPyRef)
-        return fail(why, "FP8: the vectorized path implements profiles te and te_pyref only");
-      return true;
-  }
-  return fail(why, "unknown recipe kind");
+  if (const char* rule = rule_outside_simd(r)) return fail(why, rule);
+  return true;
 }
 
 bool simd_supports_dequantize(const Recipe& r, DType out, std::string* why) {
   if (out != DType::kF32 && out != DType::kBF16) return fail(why, "dequantize: the vectorized path writes F32 and BF16 only");
-  if (r.kind == RecipeKind::kNVFP4 && r.profile != Profile::kTE && r.profile != Profile::kTEPyRef)
-    return fail(why, "NVFP4 dequantize: the vectorized path implements profiles te and te_pyref only");
-  if (r.kind == RecipeKind::kMXFP8 && r.profile != Profile::kTE && r.profile != Profile::kTEPyRef && r.profile != Profile::kOCP)
-    return fail(why, "MXFP8 dequantize: the vectorized path implements profiles te, te_pyref and ocp only");
-  if ((r.kind == RecipeKind::kFP8Block || r.kind == RecipeKind::kFP8Tensor) && r.profile != Profile::kTE &&
-      r.profile != Profile::kTEPyRef)
-    return fail(why, "FP8 dequantize: the vectorized path implements profiles te and te_pyref only");
+  if (const char* rule = rule_outside_simd(r)) return fail(why, (std::string(rule) + " (dequantize)").c_str());
   return true;
 }
 

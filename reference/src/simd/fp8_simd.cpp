@@ -113,7 +113,7 @@ void QuantizeMxfp8T(const MatrixView& x, const Recipe& r, QuantizedTensor& q) {
   const int64_t M = x.rows, K = x.cols;
   const int64_t kbs = detail::ceil_div(K, 32);
   MxRule rule;
-  rule.propagate = r.profile == Profile::kOCP;
+  rule.propagate = profile_rules(r.profile).mx_nonfinite == MxNonFinite::kNaN;  // as mxfp8.cpp's MxRule
   rule.rceil = r.scale_rule == MxScaleRule::kRceil;
   rule.e5m2 = kE5M2;
   const bool prop = rule.propagate;
@@ -158,14 +158,8 @@ void QuantizeMxfp8T(const MatrixView& x, const Recipe& r, QuantizedTensor& q) {
 
 QuantizedTensor QuantizeMxfp8(const MatrixView& x, const Recipe& r) {
   const int64_t M = x.rows, K = x.cols;
-  const int64_t kbs = detail::ceil_div(K, 32), mbs = detail::ceil_div(M, 32);
   QuantizedTensor q;
-  q.recipe = r;
-  q.input_dtype = x.dtype;
-  q.rows = M;
-  q.cols = K;
-  if (r.rowwise) q.rowwise = detail::make_plane(M, K, ScaleType::kE8M0, M, kbs);
-  if (r.columnwise) q.columnwise = detail::make_plane(M, K, ScaleType::kE8M0, mbs, K);
+  detail::start_output(q, r, x.dtype, M, K);  // planes as describe_plane says
   if (r.fp8 == Fp8Type::kE5M2)
     QuantizeMxfp8T<true>(x, r, q);
   else
@@ -181,7 +175,7 @@ void QuantizeFp8BlockT(const MatrixView& x, const Recipe& r, QuantizedTensor& q)
   const int64_t kbs = detail::ceil_div(K, 128);
   const float max_fp8 = fp8_max(r.fp8);
   const float vinf = dtype_max(x.dtype);
-  const bool prop = r.profile == Profile::kTEPyRef;
+  const bool prop = profile_rules(r.profile).nan_amax;
   auto scale_of = [&](float a) { return fp8_scale_from_amax(a, max_fp8, r.pow2_scales, r.eps, vinf, r.profile); };
   ForEachStrip(x, 128, [&](int64_t g, int64_t i0, int64_t n, const float* s) {
     std::vector<float> sc(static_cast<size_t>(K));
@@ -240,20 +234,8 @@ void QuantizeFp8BlockT(const MatrixView& x, const Recipe& r, QuantizedTensor& q)
 
 QuantizedTensor QuantizeFp8Block(const MatrixView& x, const Recipe& r) {
   const int64_t M = x.rows, K = x.cols;
-  const int64_t kbs = detail::ceil_div(K, 128), mbs = detail::ceil_div(M, 128);
   QuantizedTensor q;
-  q.recipe = r;
-  q.input_dtype = x.dtype;
-  q.rows = M;
-  q.cols = K;
-  auto make = [](int64_t dr, int64_t dc, int64_t sr, int64_t sc) { return detail::make_plane(dr, dc, ScaleType::kF32, sr, sc); };
-  if (r.block_2d) {
-    if (r.rowwise) q.rowwise = make(M, K, mbs, kbs);
-    if (r.columnwise) q.columnwise = make(K, M, kbs, mbs);
-  } else {
-    if (r.rowwise) q.rowwise = make(M, K, M, kbs);
-    if (r.columnwise) q.columnwise = make(K, M, K, mbs);
-  }
+  detail::start_output(q, r, x.dtype, M, K);  // planes as describe_plane says
   if (r.fp8 == Fp8Type::kE5M2)
     QuantizeFp8BlockT<true>(x, r, q);
   else
@@ -266,22 +248,16 @@ QuantizedTensor QuantizeFp8Block(const MatrixView& x, const Recipe& r) {
 QuantizedTensor QuantizeFp8Tensor(const MatrixView& x, const Recipe& r, const float* amax_override) {
   const int64_t M = x.rows, K = x.cols;
   QuantizedTensor q;
-  q.recipe = r;
-  q.input_dtype = x.dtype;
-  q.rows = M;
-  q.cols = K;
-  const bool prop = r.profile == Profile::kTEPyRef;
+  detail::start_output(q, r, x.dtype, M, K);  // planes as describe_plane says: a 1x1 scale_inv and one amax
+  const bool prop = profile_rules(r.profile).nan_amax;
   const float a = amax_override != nullptr ? amax_override[0] : Amax(x, prop);
   const float scale = fp8_scale_from_amax(a, fp8_max(r.fp8), r.pow2_scales, r.eps, FLT_MAX, r.profile);
   q.scale_inv = 1.0f / scale;
-  auto make = [&](int64_t rows, int64_t cols) {
-    Plane p = detail::make_plane(rows, cols, ScaleType::kF32, 1, 1);
-    p.scale.set_f32(0, 0, q.scale_inv);
-    p.amax = {a};
-    return p;
-  };
-  if (r.rowwise) q.rowwise = make(M, K);
-  if (r.columnwise) q.columnwise = make(K, M);
+  for (auto* p : {&q.rowwise, &q.columnwise})
+    if (*p) {
+      (*p)->scale.set_f32(0, 0, q.scale_inv);
+      (*p)->amax.at(0) = a;
+    }
   const bool e5 = r.fp8 == Fp8Type::kE5M2;
   ForEachStrip(x, 64, [&](int64_t, int64_t i0, int64_t n, const float* s) {
     std::vector<uint8_t> tmp(r.columnwise ? static_cast<size_t>(n * TmpStride(K)) : 0);

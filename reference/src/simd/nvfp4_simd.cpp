@@ -434,7 +434,7 @@ QuantizedTensor QuantizeNvfp4(const MatrixView& x, const Recipe& r, const float*
   q.rows = M;
   q.cols = K;
   Nv nv;
-  nv.pyref = r.profile == Profile::kTEPyRef;
+  nv.pyref = profile_rules(r.profile).nvfp4_neg_zero_positive;  // with nan_scale and nan_amax (dispatch.cpp)
   nv.sr = r.stochastic;
   nv.f46 = r.fourover6;
   nv.mse = r.fourover6_err == ErrMode::kMSE;
@@ -466,21 +466,9 @@ QuantizedTensor QuantizeNvfp4(const MatrixView& x, const Recipe& r, const float*
     g_row = make_global(ar, r);
     g_col = make_global(ac, r);
   }
-  auto make_fp4_plane = [](int64_t rows, int64_t len) { return detail::make_plane(rows, len / 2, ScaleType::kE4M3, rows, len / 16); };
-  if (r.rowwise) {
-    q.rowwise = make_fp4_plane(M, K);
-    if (r.row_scaled)
-      for (const auto& g : row_scales) q.rowwise->amax.push_back(g.amax);
-    else
-      q.rowwise->amax = {g_row.amax};
-  }
-  if (r.columnwise) {
-    q.columnwise = make_fp4_plane(K, M);
-    if (r.row_scaled)
-      for (const auto& g : col_scales) q.columnwise->amax.push_back(g.amax);
-    else
-      q.columnwise->amax = {g_col.amax};
-  }
+  detail::start_output(q, r, x.dtype, M, K);  // planes as describe_plane says
+  if (q.rowwise) detail::fill_amax(*q.rowwise, r, row_scales, g_row);
+  if (q.columnwise) detail::fill_amax(*q.columnwise, r, col_scales, g_col);
   if (M == 0 || K == 0) return q;
 
   const int64_t kb = K / 16;

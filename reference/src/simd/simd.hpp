@@ -9,6 +9,7 @@
 
 #include "qtc/cpu_path.hpp"
 #include "qtc/numeric.hpp"
+#include "qtc/profile.hpp"
 #include "qtc/quantize.hpp"
 #include "qtc/rng.hpp"
 

@@ -1,0 +1,113 @@
+/// \file recipe_policy.hpp
+/// \brief The recipe policy's geometry: one function, describe_plane, says everything about one plane of a
+///        recipe for a tensor of [M, K] (data shape and element type, scale element type, compact and padded
+///        scale shapes, which axis runs along M, amax count, block geometry, layout quirks). The reference
+///        quantizers, layouts, checkpoints, sharding, the CUDA host code and `qtc verify` read it; none of them
+///        recomputes a shape. (Validation of the recipe itself: Recipe::validate, recipe.cpp.)
+#pragma once
+#include <cstdint>
+#include <string_view>
+
+#include "qtc/quantized.hpp"
+
+namespace qtc {
+
+/// Element type of a plane's data bytes.
+enum class DataElem : uint8_t {
+  kE2M1,  ///< FP4, two per byte, low nibble first
+  kE4M3,
+  kE5M2,
+};
+
+/// Which axis of a stored matrix runs along x's M (rows) axis.
+enum class MAxis : uint8_t { kRows, kCols, kNone };
+
+/// Rows x cols of a matrix (scale entries, or data bytes).
+struct ScaleShape {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  bool operator==(const ScaleShape&) const = default;
+};
+
+/// x's rows [r0, r1) and columns [c0, c1).
+struct XRegion {
+  int64_t r0 = 0, r1 = 0, c0 = 0, c1 = 0;
+  bool operator==(const XRegion&) const = default;
+};
+
+/// An entry (row, col) of a matrix.
+struct Index2 {
+  int64_t row = 0, col = 0;
+  bool operator==(const Index2&) const = default;
+};
+
+/// Everything about one plane of a recipe for an input of M rows and K columns.
+struct PlaneSpec {
+  PlaneKind plane = PlaneKind::kRowwise;
+  bool requested = false;  ///< the recipe produces this plane (rowwise / columnwise flags)
+  int64_t M = 0, K = 0;
+
+  // Data
+  DataElem data_elem = DataElem::kE4M3;
+  bool data_transposed = false;  ///< stored as [K, M] (x^T); else in x's orientation [M, K]
+  int64_t data_rows = 0;         ///< rows of the data matrix
+  int64_t data_cols = 0;         ///< bytes per row (FP4: half the elements)
+  int64_t data_row_elems = 0;    ///< elements per row
+  MAxis data_m_axis = MAxis::kRows;
+
+  // Scales
+  bool per_tensor = false;        ///< FP8 tensor: one F32 scale_inv for the whole tensor (a 1x1 matrix)
+  ScaleType scale_type = ScaleType::kF32;
+  size_t scale_elem_bytes = 4;
+  ScaleShape compact;             ///< VECTORS.md shape
+  ScaleShape padded;              ///< TE's allocation shape (TE_FORMATS.md §5); also the swizzled shape
+  MAxis scale_m_axis = MAxis::kNone;  ///< axis of the compact scale matrix along x's M
+  bool padded_transposed = false; ///< the padded layout stores the compact matrix transposed (FP8 block 1x128: [kb][i])
+  bool swizzlable = false;        ///< has the cuBLAS 128x4 swizzled layout (NVFP4, MXFP8)
+  bool swizzle_transposed = false;  ///< swizzled as the transposed matrix (MXFP8 columnwise: row = K index)
+  /// x elements one step of a compact scale index spans along M and along K (NVFP4 rowwise: 1 and 16, also
+  /// with 16x16 tiles, whose scale is repeated on each of the tile's rows).
+  int64_t scale_step_m = 1, scale_step_k = 1;
+
+  // Blocks, in x's coordinates: one scale entry covers block_rows x block_cols elements of x (clipped at the
+  // edges). FP8 tensor: the whole tensor.
+  int64_t block_rows = 0;
+  int64_t block_cols = 0;
+
+  // Amax
+  int64_t amax_count = 0;         ///< NVFP4: 1, or M / K when row-scaled; FP8 tensor: 1; else 0
+  bool amax_per_line = false;     ///< one amax per data row (row-scaled NVFP4)
+
+  /// Compact scale shape when `layout` is kCompact, else the padded one (swizzled has the padded shape).
+  ScaleShape scale_shape(ScaleLayout layout) const { return layout == ScaleLayout::kCompact ? compact : padded; }
+  /// Data bytes and scale bytes of the plane in `layout`.
+  int64_t data_bytes() const { return data_rows * data_cols; }
+  int64_t scale_bytes(ScaleLayout layout) const {
+    const ScaleShape s = scale_shape(layout);
+    return s.rows * s.cols * static_cast<int64_t>(scale_elem_bytes);
+  }
+  /// The block of x that element (i, j) of x belongs to in this plane (clipped to [M, K]).
+  XRegion block_of(int64_t i, int64_t j) const;
+  /// x's coordinates of element (a, b) of the data matrix (FP4: b counts elements, not bytes).
+  void data_to_x(int64_t a, int64_t b, int64_t& i, int64_t& j) const;
+  /// The block of x that compact scale entry (a, b) covers.
+  XRegion scale_block(int64_t a, int64_t b) const;
+  /// The compact scale entry that holds the scale of x(i, j) ({0, 0} for FP8 tensor).
+  Index2 scale_entry(int64_t i, int64_t j) const {
+    if (per_tensor) return {};
+    const int64_t am = i / scale_step_m, ak = j / scale_step_k;
+    return scale_m_axis == MAxis::kRows ? Index2{am, ak} : Index2{ak, am};
+  }
+};
+
+/// The description of plane `p` of recipe `r` for an input of [M, K] (M, K >= 0). Pure arithmetic without
+/// overflow for any non-negative M and K (a padded extent that does not fit int64 saturates at INT64_MAX); it
+/// does not validate the recipe or the shape (Recipe::validate_input does).
+PlaneSpec describe_plane(const Recipe& r, PlaneKind p, int64_t M, int64_t K);
+
+/// Element type of a recipe's data (E2M1 for NVFP4, else the recipe's FP8 type).
+DataElem data_elem_of(const Recipe& r);
+std::string_view data_elem_name(DataElem e);
+std::string_view plane_kind_name(PlaneKind p);
+
+}  // namespace qtc
