@@ -27,5 +27,5 @@ ctest --test-dir build-asan -L "$labels" -LE slow -E "$heavy" -j2 --output-on-fa
 GTEST_FILTER='GemmExact.*:GemmPairsRejected.*:Nvfp4Alpha.*:GemmEpilogue.*:RowScaled.*:*GemmPairs.*/0:*GemmPairs.*/1' \
   build-asan/reference/tests/test_gemm_ref
 if [ -x build-asan/conformance/test_simd_exact ]; then
-  GTEST_FILTER='SimdDispatch.*:SimdEnv.*:*LargerShapes*' build-asan/conformance/test_simd_exact
+  QTC_SIMD_SWEEP=sanitizer GTEST_FILTER='SimdDispatch.*:SimdEnv.*:*LargerShapes*' build-asan/conformance/test_simd_exact
 fi

@@ -43,6 +43,22 @@ void check_gating(GemmContext& ctx) {
   QTC_CHECK(s.supported, s.reason);
 }
 
+/// Weight g of a grouped GEMM: per-tensor NVFP4 with a rowwise plane, K columns, weight 0's E4M3 max, and the output
+/// width *N of the others (set from the first weight when *N < 0).
+void check_weight(const std::vector<const DeviceQuantized*>& w, size_t g, int64_t K, int64_t* N) {
+  QTC_CHECK(w[g] != nullptr, "grouped GEMM: weight ", g, " is null");
+  const DeviceQuantized& wg = *w[g];
+  QTC_CHECK(wg.recipe.kind == RecipeKind::kNVFP4 && !wg.recipe.row_scaled && wg.rowwise.has_value() &&
+                wg.rowwise->amax_count == 1,
+            "grouped GEMM: weight ", g, " must be per-tensor NVFP4 with a rowwise plane");
+  QTC_CHECK(wg.cols == K, "grouped GEMM: weight ", g, " has K = ", wg.cols, ", x has ", K);
+  QTC_CHECK(wg.recipe.e4m3_max == w[0]->recipe.e4m3_max, "grouped GEMM: one E4M3 max for all weights, weight ", g,
+            " has ", wg.recipe.e4m3_max, ", weight 0 ", w[0]->recipe.e4m3_max);
+  if (*N < 0) *N = wg.rows;
+  QTC_CHECK(wg.rows == *N, "grouped GEMM: group ", g, " has output width ", wg.rows, ", group 0 has ", *N,
+            " (groups whose output widths differ are rejected before any GEMM)");
+}
+
 /// Checks the weights (per-tensor NVFP4, one K, one output width) and the row partition; returns N.
 int64_t check_weights_and_rows(const std::vector<const DeviceQuantized*>& w, const GroupedRowsDevice& rows, int64_t K,
                                int64_t* max_rows) {
@@ -51,17 +67,7 @@ int64_t check_weights_and_rows(const std::vector<const DeviceQuantized*>& w, con
             "grouped GEMM: ", G, " weights, ", rows.first_dims.size(), " group sizes, ", rows.row_offsets.size(), " offsets");
   int64_t N = -1, mr = 0, prev_end = 0;
   for (int64_t g = 0; g < G; ++g) {
-    QTC_CHECK(w[static_cast<size_t>(g)] != nullptr, "grouped GEMM: weight ", g, " is null");
-    const DeviceQuantized& wg = *w[static_cast<size_t>(g)];
-    QTC_CHECK(wg.recipe.kind == RecipeKind::kNVFP4 && !wg.recipe.row_scaled && wg.rowwise.has_value() &&
-                  wg.rowwise->amax_count == 1,
-              "grouped GEMM: weight ", g, " must be per-tensor NVFP4 with a rowwise plane");
-    QTC_CHECK(wg.cols == K, "grouped GEMM: weight ", g, " has K = ", wg.cols, ", x has ", K);
-    QTC_CHECK(wg.recipe.e4m3_max == w[0]->recipe.e4m3_max, "grouped GEMM: one E4M3 max for all weights, weight ", g,
-              " has ", wg.recipe.e4m3_max, ", weight 0 ", w[0]->recipe.e4m3_max);
-    if (N < 0) N = wg.rows;
-    QTC_CHECK(wg.rows == N, "grouped GEMM: group ", g, " has output width ", wg.rows, ", group 0 has ", N,
-              " (groups whose output widths differ are rejected before any GEMM)");
+    check_weight(w, static_cast<size_t>(g), K, &N);
     const int64_t n = rows.first_dims[static_cast<size_t>(g)], off = rows.row_offsets[static_cast<size_t>(g)];
     QTC_CHECK(n >= 0 && off >= prev_end && off + n <= rows.capacity, "grouped GEMM: group ", g, " rows [", off, ", ",
               off + n, ") overlap the previous group or exceed capacity ", rows.capacity);
@@ -259,17 +265,8 @@ void check_rows_on_device(const GroupedRowsOnDevice& rows) {
 void check_weights_list(const std::vector<const DeviceQuantized*>& w, int64_t K, int64_t* n_out) {
   int64_t N = -1;
   for (size_t g = 0; g < w.size(); ++g) {
-    QTC_CHECK(w[g] != nullptr, "grouped GEMM: weight ", g, " is null");
+    check_weight(w, g, K, &N);
     const DeviceQuantized& wg = *w[g];
-    QTC_CHECK(wg.recipe.kind == RecipeKind::kNVFP4 && !wg.recipe.row_scaled && wg.rowwise.has_value() &&
-                  wg.rowwise->amax_count == 1,
-              "grouped GEMM: weight ", g, " must be per-tensor NVFP4 with a rowwise plane");
-    QTC_CHECK(wg.cols == K, "grouped GEMM: weight ", g, " has K = ", wg.cols, ", x has ", K);
-    QTC_CHECK(wg.recipe.e4m3_max == w[0]->recipe.e4m3_max, "grouped GEMM: one E4M3 max for all weights, weight ", g,
-              " has ", wg.recipe.e4m3_max, ", weight 0 ", w[0]->recipe.e4m3_max);
-    if (N < 0) N = wg.rows;
-    QTC_CHECK(wg.rows == N, "grouped GEMM: group ", g, " has output width ", wg.rows, ", group 0 has ", N,
-              " (groups whose output widths differ are rejected before any GEMM)");
     QTC_CHECK(scale_layout_code(*wg.rowwise) == scale_layout_code(*w[0]->rowwise) &&
                   wg.rowwise->scale_cols == w[0]->rowwise->scale_cols,
               "grouped GEMM: weight ", g, " has another scale layout than weight 0");

@@ -44,6 +44,24 @@ __device__ __forceinline__ int64_t scale_index(int layout, int64_t row, int64_t 
   return row * cols + kb;
 }
 
+/// Block (r, kb) of an NVFP4 [rows, k] plane: 8 packed bytes and one scale -> 16 BF16 values code·sf at out + r·k + kb·16.
+__device__ __forceinline__ void nvfp4_block_to_bf16(const uint8_t* __restrict__ data, const uint8_t* __restrict__ scale,
+                                                    int64_t r, int64_t kb, int64_t k, int64_t nkb, int layout,
+                                                    int64_t scale_cols, __nv_bfloat16* __restrict__ out) {
+  const uint2 packed = *reinterpret_cast<const uint2*>(data + r * (k / 2) + kb * 8);
+  const float sf = e4m3_to_float(scale[scale_index(layout, r, kb, nkb, scale_cols)]);
+  __align__(16) __nv_bfloat16 v[16];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t byte = ((i < 4 ? packed.x : packed.y) >> (8 * (i % 4))) & 0xFFu;
+    v[2 * i] = __float2bfloat16_rn(__fmul_rn(e2m1_to_float(byte & 0xF), sf));  // exact: <= 6 significant bits
+    v[2 * i + 1] = __float2bfloat16_rn(__fmul_rn(e2m1_to_float(byte >> 4), sf));
+  }
+  uint4* dst = reinterpret_cast<uint4*>(out + r * k + kb * 16);
+  dst[0] = reinterpret_cast<const uint4*>(v)[0];
+  dst[1] = reinterpret_cast<const uint4*>(v)[1];
+}
+
 /// One thread per 16-element block: 8 packed bytes and one scale -> 16 BF16 values code·sf.
 __global__ void nvfp4_to_bf16_kernel(const uint8_t* __restrict__ data, const uint8_t* __restrict__ scale,
                                      int64_t rows, int64_t k, int layout, int64_t scale_cols,
@@ -54,18 +72,7 @@ __global__ void nvfp4_to_bf16_kernel(const uint8_t* __restrict__ data, const uin
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = t / nkb;
     const int64_t kb = t % nkb;
-    const uint2 packed = *reinterpret_cast<const uint2*>(data + r * (k / 2) + kb * 8);
-    const float sf = e4m3_to_float(scale[scale_index(layout, r, kb, nkb, scale_cols)]);
-    __align__(16) __nv_bfloat16 v[16];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const uint32_t byte = ((i < 4 ? packed.x : packed.y) >> (8 * (i % 4))) & 0xFFu;
-      v[2 * i] = __float2bfloat16_rn(__fmul_rn(e2m1_to_float(byte & 0xF), sf));       // exact: <= 6 significant bits
-      v[2 * i + 1] = __float2bfloat16_rn(__fmul_rn(e2m1_to_float(byte >> 4), sf));
-    }
-    uint4* dst = reinterpret_cast<uint4*>(out + r * k + kb * 16);
-    dst[0] = reinterpret_cast<const uint4*>(v)[0];
-    dst[1] = reinterpret_cast<const uint4*>(v)[1];
+    nvfp4_block_to_bf16(data, scale, r, kb, k, nkb, layout, scale_cols, out);
   }
 }
 
@@ -177,18 +184,7 @@ __global__ void nvfp4_to_bf16_grouped_kernel(WeightChunk w, int g0, const int64_
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = t / nkb;
     const int64_t kb = t % nkb;
-    const uint2 packed = *reinterpret_cast<const uint2*>(data + r * (k / 2) + kb * 8);
-    const float sf = e4m3_to_float(scale[scale_index(layout, r, kb, nkb, scale_cols)]);
-    __align__(16) __nv_bfloat16 v[16];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const uint32_t byte = ((i < 4 ? packed.x : packed.y) >> (8 * (i % 4))) & 0xFFu;
-      v[2 * i] = __float2bfloat16_rn(__fmul_rn(e2m1_to_float(byte & 0xF), sf));
-      v[2 * i + 1] = __float2bfloat16_rn(__fmul_rn(e2m1_to_float(byte >> 4), sf));
-    }
-    uint4* dst = reinterpret_cast<uint4*>(o + r * k + kb * 16);
-    dst[0] = reinterpret_cast<const uint4*>(v)[0];
-    dst[1] = reinterpret_cast<const uint4*>(v)[1];
+    nvfp4_block_to_bf16(data, scale, r, kb, k, nkb, layout, scale_cols, o);
   }
 }
 
