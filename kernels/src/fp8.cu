@@ -406,22 +406,10 @@ template <typename In>
 __global__ void __launch_bounds__(kThreads, sizeof(In) == 4 ? 3 : 4) fp8_tensor_kernel(TensorK p) {
   __shared__ float sm[kTT * kTLD];
   const In* x = static_cast<const In*>(p.x);
-  const int64_t tiles_x = (p.K + kTT - 1) / kTT, n_tiles = tiles_x * ((p.M + kTT - 1) / kTT);
   const float scale = scale_from_amax(*p.amax, p.max_fp8, p.pow2, p.eps, kFltMax, p.pyref);
   if (blockIdx.x == 0 && threadIdx.x == 0) *p.scale_inv = __fdiv_rn(1.0f, scale);
   const int t = threadIdx.x;
-  using Pipe = TilePipe<In, kTT, kTT, kThreads>;
-  // Two register buffers: the loads of the next two tiles are in flight while this one is computed.
-  Pipe pipe_a, pipe_b;
-  const int64_t G = gridDim.x;
-  auto fetch = [&](Pipe& pp, int64_t tt) {
-    if (tt < n_tiles) pp.fetch(x, p.M, p.K, (tt / tiles_x) * kTT, (tt % tiles_x) * kTT, p.vec_ok);
-  };
-  auto step = [&](int64_t tile, Pipe& pipe) {
-    const int64_t r0 = (tile / tiles_x) * kTT, c0 = (tile % tiles_x) * kTT;
-    pipe.commit(sm, x, p.M, p.K, r0, c0, p.vec_ok);
-    __syncthreads();
-    fetch(pipe, tile + 2 * G);
+  for_each_tile<In, kTT, kTT, kThreads>(sm, x, p.M, p.K, p.vec_ok, [&](int64_t r0, int64_t c0) {
     if (p.rowwise) {
       const int r = t >> 2, q = t & 3;
       const int64_t gr = r0 + r, gc = c0 + 16 * q;
@@ -456,15 +444,7 @@ __global__ void __launch_bounds__(kThreads, sizeof(In) == 4 ? 3 : 4) fp8_tensor_
           for (int i = 0; i < 16 && gm + i < p.M; ++i) dst[i] = static_cast<uint8_t>(w[i >> 2] >> (8 * (i & 3)));
       }
     }
-    __syncthreads();
-  };
-  int64_t tile = blockIdx.x;
-  fetch(pipe_a, tile);
-  fetch(pipe_b, tile + G);
-  for (; tile < n_tiles; tile += 2 * G) {
-    step(tile, pipe_a);
-    if (tile + G < n_tiles) step(tile + G, pipe_b);
-  }
+  });
 }
 
 /// An empty tensor still has a scale: TE computes it from amax 0 (raised to eps when eps > 0).

@@ -99,8 +99,8 @@ struct TilePipe {
   }
 };
 
-/// The persistent tile loop of the tiled kernels (nvfp4_kernel.cuh, mxfp8.cu): the M x K input is cut into TR x TC
-/// tiles and CTA b walks tiles b, b + G, b + 2G, ... (G = gridDim.x). Two TilePipe register buffers keep the loads
+/// The persistent tile loop of the tiled kernels (nvfp4_kernel.cuh, mxfp8.cu, fp8.cu's tensor kernel): the M x K
+/// input is cut into TR x TC tiles and CTA b walks tiles b, b + G, b + 2G, ... (G = gridDim.x). Two TilePipe register buffers keep the loads
 /// of the next two tiles in flight while one is computed: each step commits its tile into the shared tile `sm`,
 /// synchronizes, issues the loads of the tile 2G ahead, calls body(r0, c0) (the tile's first row and column) and
 /// synchronizes again before the shared tile is overwritten.
