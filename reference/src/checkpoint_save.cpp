@@ -307,9 +307,20 @@ ShardFileInfo write_shard_file(const std::string& dir, uint64_t generation, int 
   pieces.emplace_back(pre.data(), pre.size());
   pieces.emplace_back(reinterpret_cast<const uint8_t*>(header.data()), header.size());
   pieces.insert(pieces.end(), body.begin(), body.end());
-  const auto [size, h] = write_atomic(dir, info.file, pieces, opt, sc);
-  info.size = size;
-  info.checksum = h;
+  try {
+    const auto [size, h] = write_atomic(dir, info.file, pieces, opt, sc);
+    info.size = size;
+    info.checksum = h;
+  } catch (const Error& e) {
+    // A save that committed a newer generation while this file was written removes this (older) generation's
+    // files, the temporary included; the rename then fails. Say so instead of reporting a missing file.
+    const uint64_t committed = committed_generation(dir);
+    if (generation <= committed)
+      QTC_FAIL("write_shard_file: generation ", generation, " of ", dir, " is not newer than the committed generation ", committed,
+               ": another save committed after this one began, and its commit removed this generation's files (",
+               e.what(), "); this save cannot be committed and the committed checkpoint is unchanged");
+    throw;
+  }
   return info;
 }
 

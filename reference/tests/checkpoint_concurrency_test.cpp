@@ -188,11 +188,13 @@ TEST(CheckpointConcurrency, SplitApiCommitsOrSaysWhyNot) {
       const auto per = shard(states[static_cast<size_t>(k)], world);
       const uint64_t gen = ref::next_generation(d.str());
       std::vector<ref::ShardFileInfo> infos;
-      for (int r = 0; r < world; ++r) {
-        infos.push_back(ref::write_shard_file(d.str(), gen, r, world, per[static_cast<size_t>(r)], fast()));
-        std::this_thread::sleep_for(std::chrono::microseconds((k * 7919 + r * 104729) % 3000));
-      }
       try {
+        // A newer generation may commit while this one writes: its commit removes this generation's files, and
+        // write_shard_file (or the commit below) says the save was superseded.
+        for (int r = 0; r < world; ++r) {
+          infos.push_back(ref::write_shard_file(d.str(), gen, r, world, per[static_cast<size_t>(r)], fast()));
+          std::this_thread::sleep_for(std::chrono::microseconds((k * 7919 + r * 104729) % 3000));
+        }
         ref::commit_checkpoint(d.str(), gen, world, infos, fast());
         std::lock_guard<std::mutex> l(mu);
         committed[gen] = k;
@@ -208,6 +210,38 @@ TEST(CheckpointConcurrency, SplitApiCommitsOrSaysWhyNot) {
   EXPECT_EQ(loaded_state(d.str(), states), committed.rbegin()->second);
   EXPECT_EQ(ref::read_index(d.str()).generation, committed.rbegin()->first);
   std::printf("split API: %zu of %d saves committed, %zu refused as superseded\n", committed.size(), n, refusals.size());
+}
+
+// The interleaving behind a CI failure, made deterministic: a newer generation commits while an older one's
+// shard file is still a temporary. The newer commit removes the temporary; the older write must say that its
+// save was superseded (not report a missing file), and the newer checkpoint must load.
+TEST(CheckpointConcurrency, WriteSupersededMidFileSaysSo) {
+  TempDir d("superseded");
+  const State older = make_state(500), newer = make_state(501);
+  const uint64_t g_old = ref::next_generation(d.str());
+  const uint64_t g_new = ref::next_generation(d.str());
+  ASSERT_LT(g_old, g_new);
+  bool committed_newer = false;
+  ref::SaveOptions opt = fast();
+  opt.hook = [&](int, const std::string& what) {
+    if (committed_newer || what.rfind("created ", 0) != 0) return;
+    committed_newer = true;
+    const auto per = shard(newer, 1);
+    std::vector<ref::ShardFileInfo> infos{ref::write_shard_file(d.str(), g_new, 0, 1, per[0], fast())};
+    ref::commit_checkpoint(d.str(), g_new, 1, infos, fast());
+  };
+  const auto per_old = shard(older, 1);
+  try {
+    ref::write_shard_file(d.str(), g_old, 0, 1, per_old[0], opt);
+    FAIL() << "the superseded write succeeded";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("is not newer than the committed generation " + std::to_string(g_new)), std::string::npos) << m;
+  }
+  ASSERT_TRUE(committed_newer);
+  const std::vector<State> both{older, newer};
+  EXPECT_EQ(loaded_state(d.str(), both), 1);
+  EXPECT_EQ(ref::read_index(d.str()).generation, g_new);
 }
 
 }  // namespace
