@@ -48,20 +48,20 @@ int main(int argc, char** argv) {
   std::vector<Case> cases;
   auto add = [&](const std::string& name, RecipeKind k, int64_t M, int64_t K, ScaleLayout lay, auto&& tweak) {
     Recipe r;
-    r.kind = k;
+    r.set_options(Recipe::default_options(k));
     r.rowwise = true;
     r.columnwise = false;
     tweak(r);
     cases.push_back({name, r, M, K, lay});
   };
   add("nvfp4", RecipeKind::kNVFP4, 32, 32, ScaleLayout::kCompact, [](Recipe&) {});
-  add("nvfp4_2d_col", RecipeKind::kNVFP4, 32, 32, ScaleLayout::kCompact, [](Recipe& r) { r.tile_2d = true; r.columnwise = true; });
-  add("nvfp4_rowscaled", RecipeKind::kNVFP4, 32, 16, ScaleLayout::kCompact, [](Recipe& r) { r.row_scaled = true; });
+  add("nvfp4_2d_col", RecipeKind::kNVFP4, 32, 32, ScaleLayout::kCompact, [](Recipe& r) { r.nvfp4().tile_2d = true; r.columnwise = true; });
+  add("nvfp4_rowscaled", RecipeKind::kNVFP4, 32, 16, ScaleLayout::kCompact, [](Recipe& r) { r.nvfp4().row_scaled = true; });
   add("nvfp4_swizzled", RecipeKind::kNVFP4, 32, 64, ScaleLayout::kSwizzled, [](Recipe&) {});
   add("mxfp8_col", RecipeKind::kMXFP8, 64, 40, ScaleLayout::kCompact, [](Recipe& r) { r.columnwise = true; });
   add("mxfp8_padded", RecipeKind::kMXFP8, 33, 40, ScaleLayout::kPadded, [](Recipe&) {});
   add("fp8block_1d", RecipeKind::kFP8Block, 20, 130, ScaleLayout::kCompact, [](Recipe&) {});
-  add("fp8block_2d", RecipeKind::kFP8Block, 130, 20, ScaleLayout::kCompact, [](Recipe& r) { r.block_2d = true; r.columnwise = true; });
+  add("fp8block_2d", RecipeKind::kFP8Block, 130, 20, ScaleLayout::kCompact, [](Recipe& r) { r.fp8_block().tile_2d = true; r.columnwise = true; });
   add("fp8tensor", RecipeKind::kFP8Tensor, 9, 7, ScaleLayout::kCompact, [](Recipe& r) { r.columnwise = true; });
   int n = 0;
   for (int world : {1, 2, 3}) {

@@ -23,11 +23,15 @@
 namespace qtc::prop {
 namespace {
 
+/// NVFP4 with stochastic rounding / 4over6 (false for the other kinds).
+bool nvfp4_sr(const Recipe& r) { return r.nvfp4_or_null() != nullptr && r.nvfp4().stochastic; }
+bool nvfp4_4over6(const Recipe& r) { return r.nvfp4_or_null() != nullptr && r.nvfp4().fourover6; }
+
 /// The code of logical element (i, j) in plane p (NVFP4: 4-bit code; others: the FP8 byte).
 uint8_t code_at(const QuantizedTensor& q, PlaneKind p, int64_t i, int64_t j) {
   const Plane& pl = q.plane(p);
   const bool col = p == PlaneKind::kColumnwise;
-  switch (q.recipe.kind) {
+  switch (q.recipe.kind()) {
     case RecipeKind::kNVFP4: {
       const int64_t a = col ? j : i, b = col ? i : j;
       const uint8_t byte = pl.data[static_cast<size_t>(a * pl.data_cols + b / 2)];
@@ -38,20 +42,20 @@ uint8_t code_at(const QuantizedTensor& q, PlaneKind p, int64_t i, int64_t j) {
   }
 }
 
-uint8_t sign_bit(const Recipe& r) { return r.kind == RecipeKind::kNVFP4 ? 0x8 : 0x80; }
+uint8_t sign_bit(const Recipe& r) { return r.kind() == RecipeKind::kNVFP4 ? 0x8 : 0x80; }
 
 /// Block (scale) coordinates of element (i, j) in plane p: a key that is equal for elements sharing a scale.
 std::pair<int64_t, int64_t> block_of(const Recipe& r, PlaneKind p, int64_t i, int64_t j) {
   const bool col = p == PlaneKind::kColumnwise;
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kNVFP4:
-      if (r.tile_2d) return {i / 16, j / 16};
+      if (r.is_2d()) return {i / 16, j / 16};
       return col ? std::pair<int64_t, int64_t>{i / 16, j} : std::pair<int64_t, int64_t>{i, j / 16};
     case RecipeKind::kMXFP8:
-      if (r.mx_2d) return {i / 32, j / 32};
+      if (r.is_2d()) return {i / 32, j / 32};
       return col ? std::pair<int64_t, int64_t>{i / 32, j} : std::pair<int64_t, int64_t>{i, j / 32};
     case RecipeKind::kFP8Block:
-      if (r.block_2d) return {i / 128, j / 128};
+      if (r.is_2d()) return {i / 128, j / 128};
       return col ? std::pair<int64_t, int64_t>{i / 128, j} : std::pair<int64_t, int64_t>{i, j / 128};
     case RecipeKind::kFP8Tensor: return {0, 0};
   }
@@ -64,14 +68,14 @@ double quant_scale(const QuantizedTensor& q, PlaneKind p, int64_t i, int64_t j) 
   const Plane& pl = q.plane(p);
   const Recipe& r = q.recipe;
   const bool col = p == PlaneKind::kColumnwise;
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kNVFP4: {
       // 1 / enc with enc = fminf(1 / (sf * S_dec), FLT_MAX) as TE computes it (§1.4): sf * S_dec when that is
       // representable, larger when the reciprocal overflows and is clamped (tiny amax, §11.3).
       const uint8_t sf = col ? pl.scale.byte(j, i / 16) : pl.scale.byte(i, j / 16);
       if (sf == 0) return 0.0;
       const float am = pl.amax.size() > 1 ? pl.amax[static_cast<size_t>(col ? j : i)] : pl.amax.at(0);
-      const float s_dec = 1.0f / ref::nvfp4_global_encode_scale(am, r.e4m3_max, r.profile);
+      const float s_dec = 1.0f / ref::nvfp4_global_encode_scale(am, r.nvfp4().e4m3_max, r.profile);
       const float enc = std::fmin(1.0f / (decode_e4m3(sf) * s_dec), FLT_MAX);
       return 1.0 / static_cast<double>(enc);
     }
@@ -81,7 +85,7 @@ double quant_scale(const QuantizedTensor& q, PlaneKind p, int64_t i, int64_t j) 
     }
     case RecipeKind::kFP8Block: {
       float s;
-      if (r.block_2d) s = col ? pl.scale.f32(j / 128, i / 128) : pl.scale.f32(i / 128, j / 128);
+      if (r.is_2d()) s = col ? pl.scale.f32(j / 128, i / 128) : pl.scale.f32(i / 128, j / 128);
       else s = col ? pl.scale.f32(j, i / 128) : pl.scale.f32(i, j / 128);
       return s;
     }
@@ -94,8 +98,8 @@ double quant_scale(const QuantizedTensor& q, PlaneKind p, int64_t i, int64_t j) 
 /// columnwise planes (which stay in the transformed domain).
 HostMatrix plane_input(const HostMatrix& x, const Recipe& r, PlaneKind p) {
   HostMatrix f(DType::kF32, x.rows, x.cols);
-  if (r.kind == RecipeKind::kNVFP4 && r.rht && p == PlaneKind::kColumnwise) {
-    const HostMatrix y = ref::rht_transform(x.view(), r.rht_sign_mask);  // (K, M)
+  if (r.kind() == RecipeKind::kNVFP4 && r.nvfp4_rht() && p == PlaneKind::kColumnwise) {
+    const HostMatrix y = ref::rht_transform(x.view(), r.nvfp4().rht_sign_mask);  // (K, M)
     for (int64_t i = 0; i < x.rows; ++i)
       for (int64_t j = 0; j < x.cols; ++j) f.set(i, j, y.get(j, i));
     return f;
@@ -106,7 +110,7 @@ HostMatrix plane_input(const HostMatrix& x, const Recipe& r, PlaneKind p) {
 }
 
 bool is_tie(const Recipe& r, double v) {
-  if (r.kind == RecipeKind::kNVFP4) {
+  if (r.kind() == RecipeKind::kNVFP4) {
     for (double t : {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0})
       if (v == t) return true;
     return false;
@@ -128,16 +132,16 @@ TEST(AlgebraProperty, DequantizeErrorBound) {
                   "stochastic", "rht_columnwise", "row_scaled", "fourover6", "input_subnormal", "zero_block"},
                  [] {
     const Recipe r = *gen_recipe(RecipeSpace{});
-    const int64_t M = *gen_dim(r.kind, 144), K = *gen_dim(r.kind, 144);
+    const int64_t M = *gen_dim(r.kind(), 144), K = *gen_dim(r.kind(), 144);
     const uint32_t specials = kNegZero | kSubnormal | kHuge | (r.profile == Profile::kTE ? kNaN : 0u);
     const DataSpec d = *gen_data(r, specials);
     const HostMatrix x = build(d, r, M, K);
-    tag(recipe_kind_name(r.kind));
-    tag_if(r.stochastic, "stochastic");
-    tag_if(r.row_scaled, "row_scaled");
-    tag_if(r.fourover6, "fourover6");
+    tag(recipe_kind_name(r.kind()));
+    tag_if(nvfp4_sr(r), "stochastic");
+    tag_if(r.nvfp4_row_scaled(), "row_scaled");
+    tag_if(nvfp4_4over6(r), "fourover6");
     for (const auto& t : classify_input(x, r)) tag(t);
-    const float gmax = r.kind == RecipeKind::kNVFP4 ? 6.0f * static_cast<float>(r.e4m3_max) : fp8_max(r.fp8);
+    const float gmax = r.kind() == RecipeKind::kNVFP4 ? 6.0f * static_cast<float>(r.nvfp4().e4m3_max) : fp8_max(r.fp8_type());
     const std::string ac = classify_amax(ref::amax(x.view()), gmax);
     tag_if(ac == "pow2", "tensor_amax_pow2");
     tag_if(ac == "elem_max_pow2", "tensor_amax_elem_max_pow2");
@@ -146,7 +150,7 @@ TEST(AlgebraProperty, DequantizeErrorBound) {
     const QuantizedTensor q = ref::quantize(x.view(), r);
     for (PlaneKind p : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
       if (!(p == PlaneKind::kRowwise ? q.rowwise : q.columnwise)) continue;
-      tag_if(p == PlaneKind::kColumnwise && r.rht, "rht_columnwise");
+      tag_if(p == PlaneKind::kColumnwise && r.nvfp4_rht(), "rht_columnwise");
       const HostMatrix in = plane_input(x, r, p);
       const HostMatrix y = ref::dequantize(q, p, DType::kF32);
       const Plane& pl = q.plane(p);
@@ -160,15 +164,15 @@ TEST(AlgebraProperty, DequantizeErrorBound) {
           const double yv = y.get(i, j);
           if (std::isnan(xv)) {
             // te: NaN is ignored by every amax and becomes the canonical code (E2M1 +6, FP8 0x7F).
-            RC_ASSERT(c == (r.kind == RecipeKind::kNVFP4 ? 0x7 : 0x7F));
+            RC_ASSERT(c == (r.kind() == RecipeKind::kNVFP4 ? 0x7 : 0x7F));
             tag("nan_code");
             continue;
           }
           if (std::isnan(D) || std::isinf(xv)) continue;
           bool clamped = false, dequant_overflow = false;
-          if (r.kind == RecipeKind::kNVFP4) {
+          if (r.kind() == RecipeKind::kNVFP4) {
             const float am = pl.amax.size() > 1 ? pl.amax[static_cast<size_t>(p == PlaneKind::kColumnwise ? j : i)] : pl.amax.at(0);
-            clamped = static_cast<float>(6.0f * static_cast<float>(r.e4m3_max)) / am > FLT_MAX || std::isinf(am);
+            clamped = static_cast<float>(6.0f * static_cast<float>(r.nvfp4().e4m3_max)) / am > FLT_MAX || std::isinf(am);
             // TE's dequantization computes (sf * amax) / 2688 in float (§1.14): it overflows to inf (and
             // 0 * inf = NaN) once sf * amax > FLT_MAX, i.e. for a line amax above FLT_MAX / 448 or infinite (an
             // RHT output that overflowed BF16).
@@ -187,16 +191,16 @@ TEST(AlgebraProperty, DequantizeErrorBound) {
             tag_if(sf > 0 && sf < 0x08, "subnormal_scale");
             tag_if(D == 1.0 / static_cast<double>(FLT_MAX), "nvfp4_enc_clamped");
 
-          } else if (r.kind == RecipeKind::kMXFP8) {
+          } else if (r.kind() == RecipeKind::kMXFP8) {
             const uint8_t e = p == PlaneKind::kColumnwise ? pl.scale.byte(i / 32, j) : pl.scale.byte(i, j / 32);
             tag_if(e == 0 && xv != 0.0, "subnormal_scale");
             if (e >= 254) continue;  // inf block: the other elements underflow, max * 2^127 overflows F32
           }
           const double v = std::fabs(xv) / D;
           tag_if(v > grid_max(r), "saturated");
-          if (is_tie(r, v)) tag(r.kind == RecipeKind::kNVFP4 ? "e2m1_tie" : "fp8_tie");
+          if (is_tie(r, v)) tag(r.kind() == RecipeKind::kNVFP4 ? "e2m1_tie" : "fp8_tie");
           // (i) the code is the nearest grid point for the scale (SR: within one step), saturating.
-          const double hb = nearest_bound(r, v) * (r.stochastic ? 2.0 : 1.0);
+          const double hb = nearest_bound(r, v) * (nvfp4_sr(r) ? 2.0 : 1.0);
           const double bound_q = hb * D + std::fabs(xv) * 0x1p-20 + 0x1p-140;
           if (!(std::fabs(xv - g * D) <= bound_q) || (g != 0.0 && std::signbit(g) != std::signbit(xv))) {
             std::ostringstream os;
@@ -236,7 +240,7 @@ std::string requant_precondition(const QuantizedTensor& q, PlaneKind p, int* bou
       double& m = bmax[block_of(r, p, i, j)];
       m = std::max(m, std::fabs(static_cast<double>(grid_value(r, code_at(q, p, i, j)))));
     }
-  if (r.kind == RecipeKind::kFP8Tensor) {
+  if (r.kind() == RecipeKind::kFP8Tensor) {
     double m = 0;
     for (auto& [k, v] : bmax) m = std::max(m, v);
     bmax = {{{0, 0}, m}};
@@ -244,11 +248,11 @@ std::string requant_precondition(const QuantizedTensor& q, PlaneKind p, int* bou
   const double half = grid_max(r) / 2;
   for (const auto& [blk, m] : bmax) {
     if (m == 0.0) continue;  // zero block: all codes +-0, scale re-derived from amax 0
-    switch (r.kind) {
+    switch (r.kind()) {
       case RecipeKind::kNVFP4: {
         // sf = 0 (scale underflow): every element dequantizes to 0 and comes back as code 0, so the block only
         // round-trips when its codes are all +-0 (m == 0, handled above).
-        const int64_t t = r.tile_2d ? 16 : 1;
+        const int64_t t = r.is_2d() ? 16 : 1;
         const uint8_t sf = p == PlaneKind::kColumnwise ? pl.scale.byte(blk.second * t, blk.first) : pl.scale.byte(blk.first * t, blk.second);
         if (sf == 0) return "NVFP4 block with scale 0 (underflow) and non-zero codes";
         // The block max must come back as code 6, so that sf' = e4m3(6 * sf * rho / 6) = sf.
@@ -256,7 +260,7 @@ std::string requant_precondition(const QuantizedTensor& q, PlaneKind p, int* bou
         break;
       }
       case RecipeKind::kMXFP8:
-        if (r.scale_rule == MxScaleRule::kRceil && m <= half) {
+        if (r.mxfp8().scale_rule == MxScaleRule::kRceil && m <= half) {
           if (m == half) ++*boundary_blocks;
           return "MXFP8 rceil block max code " + std::to_string(m) + " <= max/2: the re-derived scale is one binade lower";
         }
@@ -270,9 +274,9 @@ std::string requant_precondition(const QuantizedTensor& q, PlaneKind p, int* bou
         break;
     }
     // Scales deep in the subnormal range round differently on the way back (products below FLT_MIN).
-    if (r.kind == RecipeKind::kMXFP8) {
-      const int64_t i = blk.first * (r.mx_2d || p == PlaneKind::kColumnwise ? 32 : 1);
-      const int64_t j = r.mx_2d ? blk.second * 32 : (p == PlaneKind::kColumnwise ? blk.second : blk.second * 32);
+    if (r.kind() == RecipeKind::kMXFP8) {
+      const int64_t i = blk.first * (r.is_2d() || p == PlaneKind::kColumnwise ? 32 : 1);
+      const int64_t j = r.is_2d() ? blk.second * 32 : (p == PlaneKind::kColumnwise ? blk.second : blk.second * 32);
       const uint8_t e = p == PlaneKind::kColumnwise ? pl.scale.byte(i / 32, j) : pl.scale.byte(i, j / 32);
       if (e < 30 || e > 240) return "E8M0 scale outside [2^-97, 2^113]";
     }
@@ -297,13 +301,13 @@ TEST(AlgebraProperty, RequantizeIsIdentity) {
     sp.row_scaled = sp.rht = sp.fourover6 = sp.stochastic = false;
     sp.eps = false;
     Recipe r = *gen_recipe(sp);
-    if (r.kind == RecipeKind::kNVFP4) r.profile = Profile::kTE;
-    if (r.kind == RecipeKind::kFP8Block) r.pow2_scales = true;
-    const int64_t M = *gen_dim(r.kind, 144), K = *gen_dim(r.kind, 144);
+    if (r.kind() == RecipeKind::kNVFP4) r.profile = Profile::kTE;
+    if (r.kind() == RecipeKind::kFP8Block) r.set_pow2_scales(true);
+    const int64_t M = *gen_dim(r.kind(), 144), K = *gen_dim(r.kind(), 144);
     const DataSpec d = *gen_data(r, kNegZero | kSubnormal);
     const HostMatrix x = build(d, r, M, K);
-    tag(recipe_kind_name(r.kind));
-    tag_if(r.scale_rule == MxScaleRule::kOcpFloor && r.kind == RecipeKind::kMXFP8, "ocp_floor");
+    tag(recipe_kind_name(r.kind()));
+    tag_if(r.kind() == RecipeKind::kMXFP8 && r.mxfp8().scale_rule == MxScaleRule::kOcpFloor, "ocp_floor");
     for (const auto& t : classify_input(x, r)) tag(t);
     const QuantizedTensor q = ref::quantize(x.view(), r);
     const float A = ref::amax(x.view());
@@ -311,13 +315,13 @@ TEST(AlgebraProperty, RequantizeIsIdentity) {
       if (!(p == PlaneKind::kRowwise ? q.rowwise : q.columnwise)) continue;
       int boundary = 0;
       std::string why = requant_precondition(q, p, &boundary);
-      if (r.kind == RecipeKind::kNVFP4 && !(A >= 0x1p-80f && A <= FLT_MAX)) why = "tensor amax outside [2^-80, FLT_MAX]";
+      if (r.kind() == RecipeKind::kNVFP4 && !(A >= 0x1p-80f && A <= FLT_MAX)) why = "tensor amax outside [2^-80, FLT_MAX]";
       tag_if(boundary > 0, "block_max_at_half");
       Recipe rp = r;
       rp.rowwise = p == PlaneKind::kRowwise;
       rp.columnwise = !rp.rowwise;
       const HostMatrix y = ref::dequantize(q, p, DType::kF32);
-      const bool global = r.kind == RecipeKind::kNVFP4 || r.kind == RecipeKind::kFP8Tensor;
+      const bool global = r.kind() == RecipeKind::kNVFP4 || r.kind() == RecipeKind::kFP8Tensor;
       const QuantizedTensor back = global ? ref::quantize_with_amax(y.view(), rp, A, A) : ref::quantize(y.view(), rp);
       const std::string diff = diff_plane(back.plane(p), q.plane(p), p == PlaneKind::kRowwise ? "rowwise" : "columnwise");
       if (!why.empty()) {
@@ -351,14 +355,14 @@ TEST(AlgebraProperty, NegationFlipsSign) {
     Recipe r = *gen_recipe(RecipeSpace{});
     // Half of the cases use the profile with the special rules (te_pyref, ocp), half of them with NaN/Inf.
     if (*pick(2) == 0) {
-      if (r.kind == RecipeKind::kMXFP8) {
+      if (r.kind() == RecipeKind::kMXFP8) {
         r.profile = Profile::kOCP;
-        r.scale_rule = MxScaleRule::kOcpFloor;
-      } else if (!r.stochastic) {
+        r.mxfp8().scale_rule = MxScaleRule::kOcpFloor;
+      } else if (!nvfp4_sr(r)) {
         r.profile = Profile::kTEPyRef;
       }
     }
-    const int64_t M = *gen_dim(r.kind, 144), K = *gen_dim(r.kind, 144);
+    const int64_t M = *gen_dim(r.kind(), 144), K = *gen_dim(r.kind(), 144);
     DataSpec d = *gen_data(r, kNaN | kInf | kNegZero | kPosZero | kSubnormal | kHuge);
     if (*pick(2) == 0) {
       d.specials |= kNaN | kInf;
@@ -366,9 +370,9 @@ TEST(AlgebraProperty, NegationFlipsSign) {
     }
     const HostMatrix x = build(d, r, M, K);
     const HostMatrix xn = negate(x);
-    tag(recipe_kind_name(r.kind));
-    tag_if(r.stochastic, "stochastic");
-    tag_if(r.rht, "rht");
+    tag(recipe_kind_name(r.kind()));
+    tag_if(nvfp4_sr(r), "stochastic");
+    tag_if(r.nvfp4_rht(), "rht");
     for (const auto& t : classify_input(x, r)) tag(t);
     const QuantizedTensor q = ref::quantize(x.view(), r);
     const QuantizedTensor qn = ref::quantize(xn.view(), r);
@@ -397,28 +401,28 @@ TEST(AlgebraProperty, NegationFlipsSign) {
           const float xv = in.get(i, j);
           const uint8_t ca = code_at(q, p, i, j), cb = code_at(qn, p, i, j);
           bool equal = std::isnan(xv);
-          if (r.kind == RecipeKind::kNVFP4 && r.profile == Profile::kTEPyRef) {
+          if (r.kind() == RecipeKind::kNVFP4 && r.profile == Profile::kTEPyRef) {
             const float am = a.amax.size() > 1 ? a.amax[static_cast<size_t>(p == PlaneKind::kColumnwise ? j : i)] : a.amax.at(0);
             // The Py-ref tests `x * enc >= 0` for the sign: a scaled value of -0 (x = -0, or a tiny x whose
             // product underflows) gets code 0, like +0. enc as TE computes it: fminf(1 / (sf * S_dec), FLT_MAX).
             const uint8_t sf = p == PlaneKind::kColumnwise ? a.scale.byte(j, i / 16) : a.scale.byte(i, j / 16);
-            const float s_dec = 1.0f / ref::nvfp4_global_encode_scale(am, r.e4m3_max, r.profile);
+            const float s_dec = 1.0f / ref::nvfp4_global_encode_scale(am, r.nvfp4().e4m3_max, r.profile);
             const float enc = std::fmin(1.0f / (decode_e4m3(sf) * s_dec), FLT_MAX);
             if (std::isnan(am)) equal = tag_if(true, "pyref_poisoned");
             else if (xv * enc == 0.0f) equal = tag_if(true, "te_pyref_zero");
           }
-          if (r.kind == RecipeKind::kMXFP8 && r.profile == Profile::kOCP && nonfinite_block.count(block_of(r, p, i, j)))
+          if (r.kind() == RecipeKind::kMXFP8 && r.profile == Profile::kOCP && nonfinite_block.count(block_of(r, p, i, j)))
             equal = tag_if(true, "ocp_nonfinite_block");
           // RHT output that cancels exactly is +0 for x and for -x (IEEE: a + (-a) = +0), so both give code 0;
           // an output that underflows BF16 keeps its sign and flips like any other.
-          if (r.rht && p == PlaneKind::kColumnwise && xv == 0.0f) {
+          if (r.nvfp4_rht() && p == PlaneKind::kColumnwise && xv == 0.0f) {
             const float yn = in_neg.get(i, j);
             if (f32_bits(yn) == f32_bits(xv)) equal = tag_if(true, "rht_zero_sum");
             else RC_ASSERT(f32_bits(yn) == (f32_bits(xv) ^ 0x80000000u));
           }
           // te_pyref FP8: a block amax of +inf gives scale 0, and inf * 0 = NaN (a NaN in the block makes the
           // propagated amax NaN instead, scale 1, and inf saturates with its sign).
-          if ((r.kind == RecipeKind::kFP8Block || r.kind == RecipeKind::kFP8Tensor) && r.profile == Profile::kTEPyRef &&
+          if ((r.kind() == RecipeKind::kFP8Block || r.kind() == RecipeKind::kFP8Tensor) && r.profile == Profile::kTEPyRef &&
               std::isinf(xv) && !nan_block.count(block_of(r, p, i, j)))
             equal = tag_if(true, "pyref_inf_times_zero");
           const uint8_t want = equal ? ca : static_cast<uint8_t>(ca ^ sign_bit(r));

@@ -41,14 +41,14 @@ TEST(ColumnwiseProperty, DerivedEqualsDirect) {
     sp.row_scaled = sp.rht = sp.stochastic = false;
     sp.plane_subsets = false;
     const Recipe r = *gen_recipe(sp);
-    const int64_t M = *gen_dim(r.kind), K = *gen_dim(r.kind);
+    const int64_t M = *gen_dim(r.kind()), K = *gen_dim(r.kind());
     const DataSpec d = *gen_data(r, kNaN | kInf | kNegZero | kSubnormal | kHuge);
     const HostMatrix x = build(d, r, M, K);
-    const int64_t tile = r.kind == RecipeKind::kNVFP4 ? 16 : r.kind == RecipeKind::kMXFP8 ? 32 : 128;
-    tag(r.kind == RecipeKind::kNVFP4 ? "nvfp4_16x16" : r.kind == RecipeKind::kMXFP8 ? "mxfp8_32x32"
-        : r.kind == RecipeKind::kFP8Block ? "fp8_block_128x128" : "fp8_tensor");
-    tag_if(r.kind != RecipeKind::kFP8Tensor && (M % tile != 0 || K % tile != 0), "partial_tile");
-    tag_if(r.kind == RecipeKind::kNVFP4 && r.fourover6, "nvfp4_4over6_2d");
+    const int64_t tile = r.kind() == RecipeKind::kNVFP4 ? 16 : r.kind() == RecipeKind::kMXFP8 ? 32 : 128;
+    tag(r.kind() == RecipeKind::kNVFP4 ? "nvfp4_16x16" : r.kind() == RecipeKind::kMXFP8 ? "mxfp8_32x32"
+        : r.kind() == RecipeKind::kFP8Block ? "fp8_block_128x128" : "fp8_tensor");
+    tag_if(r.kind() != RecipeKind::kFP8Tensor && (M % tile != 0 || K % tile != 0), "partial_tile");
+    tag_if(r.kind() == RecipeKind::kNVFP4 && r.nvfp4().fourover6, "nvfp4_4over6_2d");
     tag_if(r.profile != Profile::kTE, "te_pyref");
     for (const auto& t : classify_input(x, r)) tag(t);
 
@@ -65,7 +65,7 @@ TEST(ColumnwiseProperty, DerivedEqualsDirect) {
     if (!diff.empty()) RC_FAIL(diff);
 #ifdef QTC_PROP_HAVE_SHARDING
     // The reference's derivation (sharding.hpp), in the compact and the padded layout.
-    const ScaleLayout layout = r.kind == RecipeKind::kFP8Tensor ? ScaleLayout::kCompact
+    const ScaleLayout layout = r.kind() == RecipeKind::kFP8Tensor ? ScaleLayout::kCompact
                                                                 : *rc::gen::element(ScaleLayout::kCompact, ScaleLayout::kPadded);
     tag_if(layout == ScaleLayout::kPadded, "padded_layout");
     QuantizedTensor derived = q_row;
@@ -94,17 +94,17 @@ TEST(ColumnwiseProperty, DerivationRefusedFor1D) {
     Recipe r;
     const int variant = *pick(7);
     switch (variant) {
-      case 0: r.kind = RecipeKind::kNVFP4; break;
-      case 1: r.kind = RecipeKind::kNVFP4; r.rht = true; break;
-      case 2: r.kind = RecipeKind::kNVFP4; r.row_scaled = true; break;
-      case 3: r.kind = RecipeKind::kNVFP4; r.stochastic = true; r.tile_2d = *rc::gen::arbitrary<bool>(); r.seed = 7; break;
-      case 4: r.kind = RecipeKind::kMXFP8; r.fp8 = *rc::gen::element(Fp8Type::kE4M3, Fp8Type::kE5M2); break;
-      default: r.kind = RecipeKind::kFP8Block; r.pow2_scales = *rc::gen::arbitrary<bool>(); break;
+      case 0: r.set_options(Nvfp4Options{}); break;
+      case 1: r.set_options(Nvfp4Options{}); r.nvfp4().rht = true; break;
+      case 2: r.set_options(Nvfp4Options{}); r.nvfp4().row_scaled = true; break;
+      case 3: r.set_options(Nvfp4Options{}); r.nvfp4().stochastic = true; r.nvfp4().tile_2d = *rc::gen::arbitrary<bool>(); r.nvfp4().seed = 7; break;
+      case 4: r.set_options(Mxfp8Options{}); r.set_fp8_type(*rc::gen::element(Fp8Type::kE4M3, Fp8Type::kE5M2)); break;
+      default: r.set_options(Fp8BlockOptions{}); r.set_pow2_scales(*rc::gen::arbitrary<bool>()); break;
     }
     static const char* kTags[] = {"nvfp4_1x16", "nvfp4_rht", "nvfp4_row_scaled", "nvfp4_sr", "mxfp8_1x32", "fp8_block_1x128",
                                   "fp8_block_1x128"};
     tag(kTags[variant]);
-    const int64_t M = *gen_dim(r.kind, 160), K = *gen_dim(r.kind, 160);
+    const int64_t M = *gen_dim(r.kind(), 160), K = *gen_dim(r.kind(), 160);
     const DataSpec d = *gen_data(r, kNegZero);
     const HostMatrix x = build(d, r, M, K);
     const QuantizedTensor q_row = ref::quantize(x.view(), with_planes(r, true, false));

@@ -22,12 +22,12 @@ using gating::Feature;
 
 /// The GEMM features a recipe's operands need (dense and grouped).
 std::vector<Feature> gemm_features(const Recipe& r) {
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kFP8Tensor: return {Feature::kGemmFp8Tensor, Feature::kGemmGroupedFp8Tensor};
     case RecipeKind::kFP8Block: return {Feature::kGemmFp8Block, Feature::kGemmGroupedFp8Block};
     case RecipeKind::kMXFP8: return {Feature::kGemmMxfp8, Feature::kGemmGroupedMxfp8};
     case RecipeKind::kNVFP4:
-      if (r.row_scaled) return {Feature::kGemmNvfp4RowScaled, Feature::kGemmGroupedNvfp4RowScaled};
+      if (r.nvfp4_row_scaled()) return {Feature::kGemmNvfp4RowScaled, Feature::kGemmGroupedNvfp4RowScaled};
       return {Feature::kGemmNvfp4, Feature::kGemmNvfp4Emulated, Feature::kGemmGroupedNvfp4};
   }
   return {};
@@ -52,9 +52,9 @@ TEST(GatingProperty, EveryFeatureHasARow) {
       RC_ASSERT(rows[i].name.starts_with(i < static_cast<size_t>(Feature::kGemmFp8Tensor) ? "quantize." : "gemm."));
     }
     const Recipe r = *gen_recipe(RecipeSpace{});
-    tag(recipe_kind_name(r.kind));
-    tag_if(r.row_scaled, "row_scaled");
-    tag_if(r.rht, "rht");
+    tag(recipe_kind_name(r.kind()));
+    tag_if(r.nvfp4_row_scaled(), "row_scaled");
+    tag_if(r.nvfp4_rht(), "rht");
     for (Feature f : quantize_features(r)) RC_ASSERT(static_cast<size_t>(f) < rows.size());
     for (Feature f : gemm_features(r)) RC_ASSERT(static_cast<size_t>(f) < rows.size());
   });

@@ -129,10 +129,10 @@ TEST(GpuProperty, GpuQuantizeDequantize) {
   QTC_GPU_GATE(backend().unavailable_reason());  // the one GPU gate (qtc/test_support.hpp)
   check_property({"nvfp4", "mxfp8", "fp8_block", "fp8_tensor", "input_nan", "input_neg_zero", "zero_block"}, [] {
     const Recipe r = *gen_recipe(RecipeSpace{});
-    const int64_t M = *gen_dim(r.kind, 96), K = *gen_dim(r.kind, 96);
+    const int64_t M = *gen_dim(r.kind(), 96), K = *gen_dim(r.kind(), 96);
     const DataSpec d = *gen_data(r, kNaN | kInf | kNegZero | kSubnormal | kHuge);
     const HostMatrix x = build(d, r, M, K);
-    tag(recipe_kind_name(r.kind));
+    tag(recipe_kind_name(r.kind()));
     for (const auto& t : classify_input(x, r)) tag(t);
     const QuantizedTensor want = ref::quantize(x.view(), r);
     QuantizedTensor got = backend().quantize(x.view(), r);
@@ -162,8 +162,8 @@ TEST(GpuProperty, GpuScaleLayouts) {
     RecipeSpace sp;
     sp.fp8_tensor = false;
     const Recipe r = *gen_recipe(sp);
-    const int64_t M = *gen_dim(r.kind, 160), K = *gen_dim(r.kind, 160);
-    const bool swz = (r.kind == RecipeKind::kNVFP4 || r.kind == RecipeKind::kMXFP8) && *rc::gen::arbitrary<bool>();
+    const int64_t M = *gen_dim(r.kind(), 160), K = *gen_dim(r.kind(), 160);
+    const bool swz = (r.kind() == RecipeKind::kNVFP4 || r.kind() == RecipeKind::kMXFP8) && *rc::gen::arbitrary<bool>();
     const ScaleLayout layout = swz ? ScaleLayout::kSwizzled : ScaleLayout::kPadded;
     tag(swz ? "swizzled" : "padded");
     tag_if(M % 128 != 0, "M_not_multiple_of_128");
@@ -186,9 +186,9 @@ TEST(GpuProperty, GpuColumnwise2D) {
     sp.fp8_tensor = false;
     sp.plane_subsets = false;
     const Recipe r = *gen_recipe(sp);
-    const int64_t M = *gen_dim(r.kind, 160), K = *gen_dim(r.kind, 160);
-    const int64_t tile = r.kind == RecipeKind::kNVFP4 ? 16 : r.kind == RecipeKind::kMXFP8 ? 32 : 128;
-    tag(r.kind == RecipeKind::kNVFP4 ? "nvfp4_16x16" : r.kind == RecipeKind::kMXFP8 ? "mxfp8_32x32" : "fp8_block_128x128");
+    const int64_t M = *gen_dim(r.kind(), 160), K = *gen_dim(r.kind(), 160);
+    const int64_t tile = r.kind() == RecipeKind::kNVFP4 ? 16 : r.kind() == RecipeKind::kMXFP8 ? 32 : 128;
+    tag(r.kind() == RecipeKind::kNVFP4 ? "nvfp4_16x16" : r.kind() == RecipeKind::kMXFP8 ? "mxfp8_32x32" : "fp8_block_128x128");
     tag_if(M % tile != 0 || K % tile != 0, "partial_tile");
     const HostMatrix x = build(*gen_data(r, kNaN | kNegZero | kSubnormal), r, M, K);
     Recipe rr = r, rc_ = r;
@@ -214,11 +214,11 @@ TEST(GpuProperty, GpuMixedGroup) {
     std::vector<HostMatrix> xs;
     for (int i = 0; i < n; ++i) {
       const Recipe r = *gen_recipe(RecipeSpace{});
-      const int64_t M = *pick(5) == 0 ? 0 : *gen_dim(r.kind, 64);
+      const int64_t M = *pick(5) == 0 ? 0 : *gen_dim(r.kind(), 64);
       DataSpec d = *gen_data(r, kNegZero | kSubnormal);
       d.base_exp += 5 * i;
       recipes.push_back(r);
-      xs.push_back(build(d, r, M, *gen_dim(r.kind, 64)));
+      xs.push_back(build(d, r, M, *gen_dim(r.kind(), 64)));
       tag_if(M == 0, "empty_member");
     }
     tag_if(n >= 3, "several_members");
@@ -242,15 +242,15 @@ TEST(GpuProperty, GpuShardWithAmax) {
     sp.mxfp8 = sp.fp8_block = false;
     sp.row_scaled = sp.stochastic = false;
     const Recipe r = *gen_recipe(sp);
-    const int64_t M = *gen_dim(r.kind, 128), K = *gen_dim(r.kind, 96);
+    const int64_t M = *gen_dim(r.kind(), 128), K = *gen_dim(r.kind(), 96);
     const HostMatrix x = build(*gen_data(r, kNegZero | kSubnormal), r, M, K);
-    tag(recipe_kind_name(r.kind));
-    const int64_t g = r.kind == RecipeKind::kNVFP4 ? 16 : 1;
+    tag(recipe_kind_name(r.kind()));
+    const int64_t g = r.kind() == RecipeKind::kNVFP4 ? 16 : 1;
     const int64_t cut = M <= g ? M : *rc::gen::inRange<int64_t>(0, M / g + 1) * g;
     tag_if(cut > 0 && cut < M, "several_shards");
     const bool prop = r.profile == Profile::kTEPyRef;
     float a[2] = {ref::amax(x.view(), prop), ref::amax(x.view(), prop)};
-    if (r.rht && r.columnwise && M > 0) a[1] = ref::amax(ref::rht_transform(x.view(), r.rht_sign_mask).view(), prop);
+    if (r.nvfp4_rht() && r.columnwise && M > 0) a[1] = ref::amax(ref::rht_transform(x.view(), r.nvfp4().rht_sign_mask).view(), prop);
     const QuantizedTensor full = ref::quantize(x.view(), r);
     for (auto [b, e] : {std::pair<int64_t, int64_t>{0, cut}, std::pair<int64_t, int64_t>{cut, M}}) {
       if (b == e) continue;
@@ -268,8 +268,8 @@ TEST(GpuProperty, GpuGatingAgrees) {
   std::printf("[ property ] device SM %d.%d, cuBLAS %s\n", cap.cc_major, cap.cc_minor, gating::cublas_version_string(cap.cublas).c_str());
   check_property({"supported_here"}, [cap] {
     const Recipe r = *gen_recipe(RecipeSpace{});
-    const int64_t M = *gen_dim(r.kind, 64), K = *gen_dim(r.kind, 64);
-    const DType t = r.rht ? DType::kBF16 : *rc::gen::element(DType::kF32, DType::kBF16, DType::kF16);
+    const int64_t M = *gen_dim(r.kind(), 64), K = *gen_dim(r.kind(), 64);
+    const DType t = r.nvfp4_rht() ? DType::kBF16 : *rc::gen::element(DType::kF32, DType::kBF16, DType::kF16);
     std::string table_reason;
     for (gating::Feature f : quantize_features(r)) {
       const gating::Support s = gating::query(f, cap);

@@ -45,8 +45,8 @@ TEST(GroupProperty, MixedGroupIsolation) {
     for (int i = 0; i < n; ++i) {
       Recipe r = *gen_recipe(RecipeSpace{});
       // Half of the NVFP4 members are row-scaled next to per-tensor ones (the case TE mixes for activations).
-      const int64_t M = *pick(5) == 0 ? 0 : *gen_dim(r.kind, 96);
-      const int64_t K = *gen_dim(r.kind, 96);
+      const int64_t M = *pick(5) == 0 ? 0 : *gen_dim(r.kind(), 96);
+      const int64_t K = *gen_dim(r.kind(), 96);
       DataSpec d = *gen_data(r, kNegZero | kSubnormal | kNaN);
       d.base_exp += 6 * i;  // members of very different magnitude
       recipes.push_back(r);
@@ -56,11 +56,11 @@ TEST(GroupProperty, MixedGroupIsolation) {
     std::vector<float> amaxes;
     for (int i = 0; i < n; ++i) {
       const Recipe& r = recipes[static_cast<size_t>(i)];
-      rs |= r.kind == RecipeKind::kNVFP4 && r.row_scaled;
-      pt |= r.kind == RecipeKind::kNVFP4 && !r.row_scaled;
-      nv |= r.kind == RecipeKind::kNVFP4;
-      mx |= r.kind == RecipeKind::kMXFP8;
-      fb |= r.kind == RecipeKind::kFP8Block;
+      rs |= r.kind() == RecipeKind::kNVFP4 && r.nvfp4_row_scaled();
+      pt |= r.kind() == RecipeKind::kNVFP4 && !r.nvfp4_row_scaled();
+      nv |= r.kind() == RecipeKind::kNVFP4;
+      mx |= r.kind() == RecipeKind::kMXFP8;
+      fb |= r.kind() == RecipeKind::kFP8Block;
       tag_if(xs[static_cast<size_t>(i)].rows == 0, "empty_member");
       if (xs[static_cast<size_t>(i)].rows > 0) amaxes.push_back(ref::amax(xs[static_cast<size_t>(i)].view()));
     }

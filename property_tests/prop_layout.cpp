@@ -24,14 +24,14 @@ MatrixView rows_of(const HostMatrix& x, int64_t r0, int64_t r1) {
 
 /// Planes whose padded scale matrix has the tensor's M along dim 0, so that FSDP2 gathers it by rows.
 bool m_along_dim0(const Recipe& r, PlaneKind p) {
-  if (r.kind == RecipeKind::kMXFP8) return true;
+  if (r.kind() == RecipeKind::kMXFP8) return true;
   if (p != PlaneKind::kRowwise) return false;
-  return r.kind == RecipeKind::kNVFP4 || (r.kind == RecipeKind::kFP8Block && r.block_2d);
+  return r.kind() == RecipeKind::kNVFP4 || (r.kind() == RecipeKind::kFP8Block && r.is_2d());
 }
 
 int64_t m_block(const Recipe& r, PlaneKind p) {
-  if (r.kind == RecipeKind::kMXFP8) return (p == PlaneKind::kColumnwise || r.mx_2d) ? 32 : 1;
-  if (r.kind == RecipeKind::kFP8Block) return 128;
+  if (r.kind() == RecipeKind::kMXFP8) return (p == PlaneKind::kColumnwise || r.is_2d()) ? 32 : 1;
+  if (r.kind() == RecipeKind::kFP8Block) return 128;
   return 16;
 }
 
@@ -47,11 +47,11 @@ TEST(LayoutProperty, ScalePadding) {
     sp.fp8_tensor = false;
     sp.rht = sp.stochastic = false;
     Recipe r = *gen_recipe(sp);
-    const int64_t M = *gen_dim(r.kind), K = *gen_dim(r.kind);
+    const int64_t M = *gen_dim(r.kind()), K = *gen_dim(r.kind());
     const DataSpec d = *gen_data(r, kNegZero | kSubnormal);
     const HostMatrix x = build(d, r, M, K);
     const QuantizedTensor q = ref::quantize(x.view(), r);
-    tag(r.kind == RecipeKind::kFP8Block ? (r.block_2d ? "fp8_block_128x128" : "fp8_block_1x128") : recipe_kind_name(r.kind));
+    tag(r.kind() == RecipeKind::kFP8Block ? (r.is_2d() ? "fp8_block_128x128" : "fp8_block_1x128") : recipe_kind_name(r.kind()));
     tag_if(M % 128 != 0, "M_not_multiple_of_128");
     tag_if(M % 4 != 0, "M_not_multiple_of_4");
     for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
@@ -62,7 +62,7 @@ TEST(LayoutProperty, ScalePadding) {
       const ref::ScaleShape got = ref::padded_scale_shape(r, pk, M, K);
       RC_ASSERT(got.rows == want.rows);
       RC_ASSERT(got.cols == want.cols);
-      tag_if(c.cols % 4 != 0 && r.kind != RecipeKind::kFP8Block, "scale_cols_not_multiple_of_4");
+      tag_if(c.cols % 4 != 0 && r.kind() != RecipeKind::kFP8Block, "scale_cols_not_multiple_of_4");
       const ScaleMatrix p = ref::to_padded(c, r, pk, M, K);
       RC_ASSERT(p.rows == want.rows);
       RC_ASSERT(p.cols == want.cols);
@@ -93,7 +93,7 @@ TEST(LayoutProperty, ScalePadding) {
       RC_ASSERT(diff_scales(ref::to_compact(dirty, r, pk, M, K), c, "unpad(dirty pad)").empty());
 
       // FSDP2: W shards send their padded scales un-padded in dim 0; the gathered rows are zero-padded again.
-      if (!m_along_dim0(r, pk) || r.row_scaled || M == 0) continue;
+      if (!m_along_dim0(r, pk) || r.nvfp4_row_scaled() || M == 0) continue;
       const int64_t g = m_block(r, pk) == 1 ? 1 : m_block(r, pk);
       const int world = *rc::gen::element(1, 2, 3, 4);
       std::vector<uint8_t> rows;  // gathered [sum of compact rows, padded cols]
@@ -106,7 +106,7 @@ TEST(LayoutProperty, ScalePadding) {
         const MatrixView xs = rows_of(x, r0, r1);
         Recipe rs = r;
         const float a = ref::amax(x.view(), r.profile == Profile::kTEPyRef);
-        const QuantizedTensor qs = (r.kind == RecipeKind::kNVFP4) ? ref::quantize_with_amax(xs, rs, a, a) : ref::quantize(xs, rs);
+        const QuantizedTensor qs = (r.kind() == RecipeKind::kNVFP4) ? ref::quantize_with_amax(xs, rs, a, a) : ref::quantize(xs, rs);
         const auto& sp_pl = pk == PlaneKind::kRowwise ? qs.rowwise : qs.columnwise;
         const ScaleMatrix ps = ref::to_padded(sp_pl->scale, r, pk, r1 - r0, K);
         const int64_t keep = sp_pl->scale.rows;  // compact rows along M
@@ -124,7 +124,7 @@ TEST(LayoutProperty, ScalePadding) {
 ScaleMatrix random_padded(const Recipe& r, PlaneKind pk, int64_t M, int64_t K, uint64_t seed, bool dirty) {
   const Shape2 s = te_padded_scale_shape(r, pk, M, K);
   ScaleMatrix p;
-  p.type = r.kind == RecipeKind::kNVFP4 ? ScaleType::kE4M3 : ScaleType::kE8M0;
+  p.type = r.kind() == RecipeKind::kNVFP4 ? ScaleType::kE4M3 : ScaleType::kE8M0;
   p.layout = ScaleLayout::kPadded;
   p.rows = s.rows;
   p.cols = s.cols;
@@ -147,17 +147,17 @@ TEST(LayoutProperty, SwizzleRoundTrip) {
                   "dirty_padding", "several_row_tiles"},
                  [] {
     Recipe r;
-    r.kind = *rc::gen::element(RecipeKind::kNVFP4, RecipeKind::kMXFP8);
+    r.set_options(Recipe::default_options(*rc::gen::element(RecipeKind::kNVFP4, RecipeKind::kMXFP8)));
     const PlaneKind pk = *rc::gen::element(PlaneKind::kRowwise, PlaneKind::kColumnwise);
-    const int64_t M = *gen_dim(r.kind, 300), K = *gen_dim(r.kind, 300);
+    const int64_t M = *gen_dim(r.kind(), 300), K = *gen_dim(r.kind(), 300);
     const bool dirty = *rc::gen::arbitrary<bool>();
     const uint64_t seed = *rc::gen::inRange<uint64_t>(0, 1u << 30);
     const ScaleMatrix p = random_padded(r, pk, M, K, seed, dirty);
     const ScaleMatrix clean = random_padded(r, pk, M, K, seed, false);
     const ref::ScaleShape cs = ref::compact_scale_shape(r, pk, M, K);
-    const bool mx_col = r.kind == RecipeKind::kMXFP8 && pk == PlaneKind::kColumnwise;
+    const bool mx_col = r.kind() == RecipeKind::kMXFP8 && pk == PlaneKind::kColumnwise;
     const int64_t outer = mx_col ? cs.cols : cs.rows, kblocks = mx_col ? cs.rows : cs.cols;
-    tag(recipe_kind_name(r.kind));
+    tag(recipe_kind_name(r.kind()));
     tag_if(pk == PlaneKind::kColumnwise, "columnwise");
     tag_if(outer % 32 == 0 || outer % 32 == 1 || outer % 32 == 31, "rows_at_32_boundary");
     tag_if(outer % 128 == 0 || outer % 128 == 1 || outer % 128 == 127, "rows_at_128_boundary");

@@ -28,10 +28,10 @@ namespace {
 
 /// Rows a shard boundary must be a multiple of so that no block of any requested plane straddles it.
 int64_t boundary_multiple(const Recipe& r) {
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kNVFP4: return 16;
-    case RecipeKind::kMXFP8: return (r.columnwise || r.mx_2d) ? 32 : 1;
-    case RecipeKind::kFP8Block: return (r.columnwise || r.block_2d) ? 128 : 1;
+    case RecipeKind::kMXFP8: return (r.columnwise || r.is_2d()) ? 32 : 1;
+    case RecipeKind::kFP8Block: return (r.columnwise || r.is_2d()) ? 128 : 1;
     case RecipeKind::kFP8Tensor: return 1;
   }
   return 1;
@@ -42,14 +42,14 @@ int64_t boundary_multiple(const Recipe& r) {
 std::pair<float, float> full_amaxes(const MatrixView& x, const Recipe& r) {
   const bool prop = r.profile == Profile::kTEPyRef;
   const float a = ref::amax(x, prop);
-  if (r.kind == RecipeKind::kNVFP4 && r.rht && r.columnwise && x.rows > 0) {
-    const HostMatrix y = ref::rht_transform(x, r.rht_sign_mask);
+  if (r.kind() == RecipeKind::kNVFP4 && r.nvfp4_rht() && r.columnwise && x.rows > 0) {
+    const HostMatrix y = ref::rht_transform(x, r.nvfp4().rht_sign_mask);
     return {a, ref::amax(y.view(), prop)};
   }
   return {a, a};
 }
 
-bool per_tensor_scale(const Recipe& r) { return (r.kind == RecipeKind::kNVFP4 && !r.row_scaled) || r.kind == RecipeKind::kFP8Tensor; }
+bool per_tensor_scale(const Recipe& r) { return (r.kind() == RecipeKind::kNVFP4 && !r.nvfp4_row_scaled()) || r.kind() == RecipeKind::kFP8Tensor; }
 
 MatrixView rows_of(const HostMatrix& x, int64_t r0, int64_t r1) {
   return MatrixView{x.bytes.data() + static_cast<size_t>(r0 * x.cols) * dtype_size(x.dtype), x.dtype, r1 - r0, x.cols};
@@ -66,8 +66,8 @@ TEST(ShardProperty, QuantizeCommutesWithShard) {
     RecipeSpace sp;
     sp.stochastic = false;  // SR draws its random bits from the element's global index: shards differ by design
     Recipe r = *gen_recipe(sp);
-    if (r.row_scaled) r.columnwise = false;  // per-column amax over all rows cannot be computed per shard
-    const int64_t M = *gen_dim(r.kind), K = *gen_dim(r.kind, 160);
+    if (r.nvfp4_row_scaled()) r.columnwise = false;  // per-column amax over all rows cannot be computed per shard
+    const int64_t M = *gen_dim(r.kind()), K = *gen_dim(r.kind(), 160);
     DataSpec d = *gen_data(r, kNegZero | kSubnormal | kHuge | kInf | (r.profile == Profile::kTEPyRef ? 0u : kNaN));
     const HostMatrix x = build(d, r, M, K);
     // Cut points: multiples of the boundary granularity, drawn from the edges.
@@ -80,7 +80,7 @@ TEST(ShardProperty, QuantizeCommutesWithShard) {
     }
     std::sort(cuts.begin(), cuts.end());
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-    tag(recipe_kind_name(r.kind));
+    tag(recipe_kind_name(r.kind()));
     tag_if(cuts.size() > 2, "several_shards");
     for (size_t i = 1; i + 1 < cuts.size(); ++i) tag_if(cuts[i] % 128 != 0, "boundary_not_multiple_of_128");
     tag_if(r.block_cols() > 0 && (K % r.block_cols() != 0 || (r.block_rows() > 1 && M % r.block_rows() != 0)), "partial_last_block");
@@ -120,15 +120,15 @@ struct Verdict {
 };
 Verdict fsdp_verdict(const Recipe& r, int64_t shard_M, bool has_rowwise, bool has_columnwise) {
   if (!has_rowwise) return {false, "rowwise"};
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kNVFP4:
       if (shard_M % 16 != 0) return {false, "16"};
-      if (r.row_scaled) return {false, "row-scaled"};
-      if (has_columnwise && !r.tile_2d) return {false, "2D"};
+      if (r.nvfp4_row_scaled()) return {false, "row-scaled"};
+      if (has_columnwise && !r.is_2d()) return {false, "2D"};
       return {true, ""};
     case RecipeKind::kMXFP8: return shard_M % 32 == 0 ? Verdict{true, ""} : Verdict{false, "32"};
     case RecipeKind::kFP8Block:
-      if (!r.block_2d) return {false, "1x128"};
+      if (!r.is_2d()) return {false, "1x128"};
       return shard_M % 128 == 0 ? Verdict{true, ""} : Verdict{false, "128"};
     case RecipeKind::kFP8Tensor: return {true, ""};
   }
@@ -175,13 +175,13 @@ TEST(ShardProperty, ShardAcceptance) {
     const int64_t n = *rc::gen::inRange<int64_t>(1, 4);
     const int64_t off = *rc::gen::element<int64_t>(0, 0, 0, -1, 1, -8, 8, -16, 16);
     const int64_t shard_M = std::max<int64_t>(1, base * n + off);
-    const int64_t K = r.kind == RecipeKind::kNVFP4 ? 32 : *rc::gen::element<int64_t>(16, 32, 48, 129);
+    const int64_t K = r.kind() == RecipeKind::kNVFP4 ? 32 : *rc::gen::element<int64_t>(16, 32, 48, 129);
     tag_if(shard_M % 16 == 0 && shard_M % 32 != 0, "shard_M_mult_16_not_32");
     tag_if(shard_M % 32 == 0 && shard_M % 128 != 0, "shard_M_mult_32_not_128");
     tag_if(shard_M % 128 == 0, "shard_M_mult_128");
     tag_if(off == 1 || off == -1, "shard_M_off_by_one");
     QuantizedTensor shard;
-    if (r.kind == RecipeKind::kNVFP4 && shard_M % 16 != 0) {
+    if (r.kind() == RecipeKind::kNVFP4 && shard_M % 16 != 0) {
       shard = synthetic_nvfp4(r, shard_M, K, static_cast<uint64_t>(shard_M));
     } else {
       DataSpec d;
@@ -223,18 +223,18 @@ TEST(ShardProperty, GatheredScalesLineUp) {
     sp.block_1d = false;
     Recipe r = *gen_recipe(sp);
     r.rowwise = true;
-    if (r.kind == RecipeKind::kNVFP4 && !r.tile_2d) r.columnwise = false;
-    const int64_t g = r.kind == RecipeKind::kNVFP4 ? 16 : r.kind == RecipeKind::kMXFP8 ? 32 : r.kind == RecipeKind::kFP8Block ? 128 : 1;
+    if (r.kind() == RecipeKind::kNVFP4 && !r.is_2d()) r.columnwise = false;
+    const int64_t g = r.kind() == RecipeKind::kNVFP4 ? 16 : r.kind() == RecipeKind::kMXFP8 ? 32 : r.kind() == RecipeKind::kFP8Block ? 128 : 1;
     const int world = *rc::gen::element(1, 2, 3, 4, 8);
-    const int64_t M = *gen_multiple(g, r.kind == RecipeKind::kFP8Block ? 4 : 12);
-    const int64_t K = r.kind == RecipeKind::kNVFP4 ? *gen_dim(r.kind, 96) : *gen_dim(r.kind, 140);
+    const int64_t M = *gen_multiple(g, r.kind() == RecipeKind::kFP8Block ? 4 : 12);
+    const int64_t K = r.kind() == RecipeKind::kNVFP4 ? *gen_dim(r.kind(), 96) : *gen_dim(r.kind(), 140);
     const ScaleLayout layout = *rc::gen::element(ScaleLayout::kCompact, ScaleLayout::kPadded);
     const DataSpec d = *gen_data(r, kNegZero | kSubnormal);
     const HostMatrix x = build(d, r, M, K);
-    tag(recipe_kind_name(r.kind));
+    tag(recipe_kind_name(r.kind()));
     tag_if(world > 1, "world_gt_1");
     tag_if(M % 128 != 0, "M_not_multiple_of_128");
-    tag_if(layout == ScaleLayout::kPadded && r.kind != RecipeKind::kFP8Tensor, "padded_layout");
+    tag_if(layout == ScaleLayout::kPadded && r.kind() != RecipeKind::kFP8Tensor, "padded_layout");
     const auto amaxes = full_amaxes(x.view(), r);
     const float ar = amaxes.first, ac = amaxes.second;  // not a structured binding: clang 14 cannot capture one
     ref::AmaxAllReduce reduce = [&](std::span<float> v) {

@@ -169,7 +169,7 @@ std::vector<Recipe> all_recipe_variants() {
       r.validate();
     } catch (const Error&) {
       // Row-scaled 4over6 exists for the rowwise plane only (TE_FORMATS.md §1.12).
-      if (!(r.row_scaled && r.fourover6)) return;
+      if (!(r.nvfp4_row_scaled() && r.nvfp4().fourover6)) return;
       r.columnwise = false;
       try {
         r.validate();
@@ -192,30 +192,21 @@ std::vector<Recipe> all_recipe_variants() {
         for (bool rht : {false, true})
           for (int f46 = 0; f46 < 5; ++f46)
             for (bool sr : {false, true}) {
-              Recipe r;
-              r.kind = RecipeKind::kNVFP4;
-              r.profile = prof;
-              r.tile_2d = t2;
-              r.row_scaled = rs;
-              r.rht = rht;
-              r.fourover6 = f46 > 0;
-              r.fourover6_err = (f46 == 2 || f46 == 4) ? ErrMode::kMSE : ErrMode::kMAE;
-              r.e4m3_max = f46 >= 3 ? 256 : 448;
-              r.stochastic = sr;
-              r.seed = sr ? 0x5EEDull : 0;
-              add(r);
+              add(Recipe::of(Nvfp4Options{.tile_2d = t2,
+                                          .row_scaled = rs,
+                                          .rht = rht,
+                                          .fourover6 = f46 > 0,
+                                          .fourover6_err = (f46 == 2 || f46 == 4) ? ErrMode::kMSE : ErrMode::kMAE,
+                                          .e4m3_max = f46 >= 3 ? 256 : 448,
+                                          .stochastic = sr,
+                                          .seed = sr ? 0x5EEDull : 0},
+                             prof));
             }
     // MXFP8: element type x scale rule x 32x32 blocks.
     for (Fp8Type t : {Fp8Type::kE4M3, Fp8Type::kE5M2})
       for (MxScaleRule rule : pr.mx_scale_rules)
         for (bool b2 : {false, true}) {
-          Recipe r;
-          r.kind = RecipeKind::kMXFP8;
-          r.profile = prof;
-          r.fp8 = t;
-          r.scale_rule = rule;
-          r.mx_2d = b2;
-          add(r);
+          add(Recipe::of(Mxfp8Options{.fp8 = t, .scale_rule = rule, .tile_2d = b2}, prof));
         }
     // FP8 block and FP8 tensor: tile x element type x pow2 x eps.
     for (RecipeKind k : {RecipeKind::kFP8Block, RecipeKind::kFP8Tensor})
@@ -225,14 +216,10 @@ std::vector<Recipe> all_recipe_variants() {
           for (bool p2 : {false, true})
             for (float eps : {0.0f, 0.5f}) {
               if (k == RecipeKind::kFP8Tensor && b2) continue;
-              Recipe r;
-              r.kind = k;
-              r.profile = prof;
-              r.block_2d = b2;
-              r.fp8 = t;
-              r.pow2_scales = p2;
-              r.eps = eps;
-              add(r);
+              if (k == RecipeKind::kFP8Block)
+                add(Recipe::of(Fp8BlockOptions{.fp8 = t, .tile_2d = b2, .pow2_scales = p2, .eps = eps}, prof));
+              else
+                add(Recipe::of(Fp8TensorOptions{.fp8 = t, .pow2_scales = p2, .eps = eps}, prof));
             }
   }
   return out;
@@ -248,7 +235,7 @@ std::vector<Case> generated_cases(const std::vector<Recipe>& recipes) {
   for (const Recipe& r : recipes) {
     std::vector<Input> inputs;
     for (InputClass c : all_input_classes()) {
-      if (r.rht) {
+      if (r.nvfp4_rht()) {
         inputs.push_back({c, DType::kBF16, 32, 128});  // TE defines RHT for bf16 input only
         continue;
       }
@@ -258,8 +245,8 @@ std::vector<Case> generated_cases(const std::vector<Recipe>& recipes) {
       if (c == InputClass::kNormal) inputs.push_back({c, DType::kF16, 32, 128});
     }
     // Shapes that are not multiples of the 32/128 blocks (partial blocks).
-    inputs.push_back({InputClass::kNormal, r.rht ? DType::kBF16 : DType::kF32, 48, 80});
-    inputs.push_back({InputClass::kSpecial, r.rht ? DType::kBF16 : DType::kF32, 48, 80});
+    inputs.push_back({InputClass::kNormal, r.nvfp4_rht() ? DType::kBF16 : DType::kF32, 48, 80});
+    inputs.push_back({InputClass::kSpecial, r.nvfp4_rht() ? DType::kBF16 : DType::kF32, 48, 80});
     for (const Input& in : inputs) {
       try {
         r.validate_input(in.t, in.m, in.k);
@@ -290,7 +277,7 @@ io::File make_vector(const Case& c, const HostMatrix& x, const QuantizedTensor& 
   f.metadata["case_seed"] = std::to_string(seed);
   f.put(io::from_matrix("x", x));
   const Recipe& r = c.recipe;
-  const bool tensor_scaled = r.kind == RecipeKind::kFP8Tensor;
+  const bool tensor_scaled = r.kind() == RecipeKind::kFP8Tensor;
   for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
     const std::optional<Plane>& p = pk == PlaneKind::kRowwise ? q.rowwise : q.columnwise;
     if (!p) continue;
@@ -301,7 +288,7 @@ io::File make_vector(const Case& c, const HostMatrix& x, const QuantizedTensor& 
     if (!tensor_scaled)
       f.put(bytes_tensor(pre + "_scale_inv", p->scale.type == ScaleType::kF32 ? "F32" : "U8", {p->scale.rows, p->scale.cols},
                          p->scale.bytes));
-    if (r.kind == RecipeKind::kNVFP4) f.put(io::from_f32("amax_" + pre, p->amax));
+    if (r.kind() == RecipeKind::kNVFP4) f.put(io::from_f32("amax_" + pre, p->amax));
     if (tensor_scaled) {
       const float si = q.scale_inv;
       f.put(io::from_f32("scale_inv", std::span<const float>(&si, 1)));
@@ -342,8 +329,8 @@ BoundResult check_error_bound(const Recipe& r, PlaneKind p, const MatrixView& x,
   QTC_CHECK(deq.rows == M && deq.cols == K && deq.dtype == DType::kF32, "dequantized plane has the wrong shape or type");
   // The plane's reference domain in x's orientation: x, or RHT(x^T)^T for RHT columnwise planes.
   std::vector<double> ref(static_cast<size_t>(M * K));
-  if (r.rht && p == PlaneKind::kColumnwise) {
-    const HostMatrix t = ref::rht_transform(x, r.rht_sign_mask);  // (K, M)
+  if (r.nvfp4_rht() && p == PlaneKind::kColumnwise) {
+    const HostMatrix t = ref::rht_transform(x, r.nvfp4().rht_sign_mask);  // (K, M)
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < K; ++j) ref[static_cast<size_t>(i * K + j)] = t.get(j, i);
   } else {
@@ -379,9 +366,11 @@ BoundResult check_error_bound(const Recipe& r, PlaneKind p, const MatrixView& x,
     return b;
   };
 
-  const bool e4m3 = r.fp8 == Fp8Type::kE4M3;
-  const double rel = r.kind == RecipeKind::kNVFP4 ? 0.0 : (e4m3 ? 0x1p-4 : 0x1p-3);
-  const double fmax = fp8_max(r.fp8);
+  const bool nvfp4 = r.kind() == RecipeKind::kNVFP4;
+  const bool e4m3 = nvfp4 || r.fp8_type() == Fp8Type::kE4M3;  // NVFP4: not read below
+  const double rel = nvfp4 ? 0.0 : (e4m3 ? 0x1p-4 : 0x1p-3);
+  const double fmax = fp8_max(e4m3 ? Fp8Type::kE4M3 : Fp8Type::kE5M2);
+  const double eps = r.is(RecipeKind::kFP8Block) || r.is(RecipeKind::kFP8Tensor) ? static_cast<double>(r.eps()) : 0.0;
   const double min_sub = e4m3 ? 0x1p-9 : 0x1p-16;
   int64_t skipped = 0;
   const PlaneSpec spec = describe_plane(r, p, M, K);
@@ -392,24 +381,24 @@ BoundResult check_error_bound(const Recipe& r, PlaneKind p, const MatrixView& x,
       const Block g = spec.block_of(i, j);
       const double b = bamax(g);
       double tol = 0x1p-22 * std::fabs(v) + 0x1p-140;
-      switch (r.kind) {
+      switch (r.kind()) {
         case RecipeKind::kNVFP4: {
-          const double a = r.row_scaled ? amax_scope[static_cast<size_t>(p == PlaneKind::kRowwise ? i : j)] : amax_all;
-          const double s6 = 6.0 * r.e4m3_max;
+          const double a = r.nvfp4_row_scaled() ? amax_scope[static_cast<size_t>(p == PlaneKind::kRowwise ? i : j)] : amax_all;
+          const double s6 = 6.0 * r.nvfp4().e4m3_max;
           if (a > 0.0 && (a < s6 / FLT_MAX || a > FLT_MAX / 448.0)) {
             ++skipped;
             continue;
           }
-          tol += (r.stochastic ? 0.375 : r.fourover6 ? 0.35 : 0.1875) * b + 0x1p-12 * a;
+          tol += (r.nvfp4().stochastic ? 0.375 : r.nvfp4().fourover6 ? 0.35 : 0.1875) * b + 0x1p-12 * a;
           break;
         }
         case RecipeKind::kMXFP8:
           tol += rel * std::fabs(v) + 0.5 * min_sub * std::max(2.0 * b / fmax, 0x1p-127);
-          if (r.scale_rule == MxScaleRule::kOcpFloor) tol += 0.125 * b;
+          if (r.mxfp8().scale_rule == MxScaleRule::kOcpFloor) tol += 0.125 * b;
           break;
         case RecipeKind::kFP8Block:
         case RecipeKind::kFP8Tensor: {
-          const double bb = std::max(b, static_cast<double>(r.eps));
+          const double bb = std::max(b, eps);
           // 2/FLT_MAX: the clamp of an overflowing scale to FLT_MAX, rounded down to 2^127 by pow2.
           tol += rel * std::fabs(v) + 0.5 * min_sub * std::max(2.0 * bb / fmax, 2.0 / FLT_MAX);
           break;

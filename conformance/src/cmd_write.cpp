@@ -170,10 +170,10 @@ int run_convert(const ConvertArgs& a) {
       const io::File in = io::read_file(f);
       ref::LayoutOptions want = to;
       const Recipe r = Recipe::from_metadata(in.metadata);
-      if (want.swizzled && r.kind != RecipeKind::kNVFP4 && r.kind != RecipeKind::kMXFP8) {
+      if (want.swizzled && r.kind() != RecipeKind::kNVFP4 && r.kind() != RecipeKind::kMXFP8) {
         want.swizzled = false;  // TE keeps only NVFP4 and MXFP8 scales swizzled
         std::fprintf(stderr, "qtc convert: %s: %s has no swizzled scales; written as layout=te\n", f.string().c_str(),
-                     std::string(recipe_kind_name(r.kind)).c_str());
+                     std::string(recipe_kind_name(r.kind())).c_str());
       }
       const io::File out = ref::convert_vector_layout(in, want, static_cast<uint8_t>(a.layout.pad_byte));
       const fs::path dst = to_dir ? fs::path(a.out) / f.filename() : fs::path(a.out);

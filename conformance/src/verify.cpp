@@ -26,7 +26,7 @@ namespace {
 
 /// How the elements of a compared tensor are encoded (verify.hpp).
 using Elem = ElementCode;
-enum class Role { kData, kScale, kAmax, kScaleInv, kTensorAmax, kDequant };
+using Role = TensorRole;
 
 struct Spec {
   std::string name;
@@ -50,37 +50,21 @@ std::string shape_text(const std::vector<int64_t>& s) {
 Elem elem_of(DataElem e) { return e == DataElem::kE2M1 ? Elem::kE2M1 : e == DataElem::kE4M3 ? Elem::kE4M3 : Elem::kE5M2; }
 Elem elem_of(ScaleType t) { return t == ScaleType::kF32 ? Elem::kF32 : t == ScaleType::kE8M0 ? Elem::kE8M0 : Elem::kE4M3; }
 
-/// The VECTORS.md table, from the recipe policy's plane description. Returns nullopt with `why` set when `name`
+/// The VECTORS.md table, from the recipe policy's tensor description. Returns nullopt with `why` set when `name`
 /// is not an output of this recipe.
 std::optional<Spec> spec_for(const std::string& name, const Recipe& r, int64_t M, int64_t K, std::string& why) {
-  const bool nv = r.kind == RecipeKind::kNVFP4;
-  const std::string rk(recipe_kind_name(r.kind));
-  Spec s;
-  s.name = name;
-  const bool col = name.rfind("columnwise", 0) == 0 || name == "amax_columnwise" || name == "dequantized_columnwise";
-  s.plane = col ? PlaneKind::kColumnwise : PlaneKind::kRowwise;
-  const PlaneSpec ps = describe_plane(r, s.plane, M, K);
-  if (name == "rowwise_data" || name == "columnwise_data") {  // FP8 tensor's columnwise: x^T cast with the same scale
-    s.role = Role::kData;
-    s.elem = elem_of(ps.data_elem);
-    s.shape = {ps.data_rows, ps.data_cols};
-  } else if ((name == "rowwise_scale_inv" || name == "columnwise_scale_inv") && !ps.per_tensor) {
-    s.role = Role::kScale;
-    s.elem = elem_of(ps.scale_type);
-    s.shape = {ps.compact.rows, ps.compact.cols};
-  } else if ((name == "amax_rowwise" || name == "amax_columnwise") && nv) {
-    s.role = Role::kAmax;
-    s.shape = {ps.amax_count};
-  } else if ((name == "scale_inv" || name == "amax") && ps.per_tensor) {
-    s.role = name == "amax" ? Role::kTensorAmax : Role::kScaleInv;
-    s.shape = {1};
-  } else if (name == "dequantized_rowwise" || (name == "dequantized_columnwise" && !ps.per_tensor)) {
-    s.role = Role::kDequant;
-    s.shape = {M, K};
-  } else {
-    why = "tensor " + printable_name(name) + " is not an output of recipe " + rk + " (VECTORS.md, Tensors)";
+  const std::optional<TensorSpec> t = describe_tensor(r, name, M, K);
+  if (!t) {
+    why = "tensor " + printable_name(name) + " is not an output of recipe " + std::string(recipe_kind_name(r.kind())) +
+          " (VECTORS.md, Tensors)";
     return std::nullopt;
   }
+  Spec s;
+  s.name = name;
+  s.plane = t->plane.plane;
+  s.role = t->role;
+  s.elem = t->role == Role::kData ? elem_of(t->plane.data_elem) : t->role == Role::kScale ? elem_of(t->plane.scale_type) : Elem::kF32;
+  s.shape = t->shape;
   return s;
 }
 
@@ -148,8 +132,8 @@ std::string compare(const Spec& s, const Grid& want, const Grid& got, const Reci
     coord = ref::OutputLayout::coords_text(ref::OutputLayout::coords(li, s.file_shape)) + " (compact " + coord + ")";
   }
   std::string note;
-  if (r.rht && s.plane == PlaneKind::kColumnwise && s.role != Role::kAmax) note = " (before the RHT)";
-  if (r.kind == RecipeKind::kFP8Tensor && (s.role == Role::kData || s.role == Role::kDequant)) note = " (per-tensor scale)";
+  if (r.nvfp4_rht() && s.plane == PlaneKind::kColumnwise && s.role != Role::kAmax) note = " (before the RHT)";
+  if (r.kind() == RecipeKind::kFP8Tensor && (s.role == Role::kData || s.role == Role::kDequant)) note = " (per-tensor scale)";
   const Region g = region_of(s, r, a, b, x.rows, x.cols);
   return mismatch_line(s.name, want.elem, m, n, coord, describe_region(x, g, note));
 }
@@ -653,8 +637,8 @@ std::string block_inputs_text(const Recipe& r, std::string_view tensor, int64_t 
   const auto s = spec_for(std::string(tensor), r, x.rows, x.cols, why);
   if (!s) return {};
   std::string note;
-  if (r.rht && s->plane == PlaneKind::kColumnwise && s->role != Role::kAmax) note = " (before the RHT)";
-  if (r.kind == RecipeKind::kFP8Tensor && (s->role == Role::kData || s->role == Role::kDequant)) note = " (per-tensor scale)";
+  if (r.nvfp4_rht() && s->plane == PlaneKind::kColumnwise && s->role != Role::kAmax) note = " (before the RHT)";
+  if (r.kind() == RecipeKind::kFP8Tensor && (s->role == Role::kData || s->role == Role::kDequant)) note = " (per-tensor scale)";
   return describe_region(x, region_of(*s, r, a, b, x.rows, x.cols), note);
 }
 

@@ -33,7 +33,7 @@ io::File planted_nvfp4(Profile p, bool with_nan = false) {
   x[0] = 1000.0f;
   if (with_nan) x[11 * 32 + 4] = NAN;
   Recipe r;
-  r.kind = RecipeKind::kNVFP4;
+  r.set_options(Nvfp4Options{});
   r.profile = p;
   r.columnwise = false;
   const QuantizedTensor q = ref::quantize(MatrixView{x.data(), DType::kF32, 32, 32}, r);

@@ -144,8 +144,8 @@ TEST_P(SimdExact, GeneratedCases) {
     EXPECT_EQ(d, "") << c.id;
     ++compared;
     // quantize_with_amax with different rowwise / columnwise amaxes (NVFP4 per-tensor, FP8 tensor).
-    const bool nv = c.recipe.kind == RecipeKind::kNVFP4 && !c.recipe.row_scaled;
-    if (nv || c.recipe.kind == RecipeKind::kFP8Tensor) {
+    const bool nv = c.recipe.kind() == RecipeKind::kNVFP4 && !c.recipe.nvfp4_row_scaled();
+    if (nv || c.recipe.kind() == RecipeKind::kFP8Tensor) {
       const float a = ref::amax(x.view());
       for (const auto& pair : {std::pair<float, float>{a, a * 2.0f}, {a * 0.5f, a}, {0.0f, a}}) {
         const float ap[2] = {pair.first, pair.second};
@@ -171,7 +171,7 @@ TEST_P(SimdExact, LargerShapes) {
                                                  : std::vector<InputClass>{InputClass::kNormal, InputClass::kSpecial, InputClass::kTiny};
   int64_t compared = 0;
   for (const Recipe& r : recipes) {
-    const bool nv = r.kind == RecipeKind::kNVFP4;
+    const bool nv = r.kind() == RecipeKind::kNVFP4;
     struct S {
       int64_t m, k;
     };
@@ -179,7 +179,7 @@ TEST_P(SimdExact, LargerShapes) {
     if (subset) shapes.erase(shapes.begin());
     for (const S& s : shapes)
       for (auto ic : classes) {
-        const DType t = r.rht || ic != conformance::InputClass::kNormal ? DType::kBF16 : DType::kF16;
+        const DType t = r.nvfp4_rht() || ic != conformance::InputClass::kNormal ? DType::kBF16 : DType::kF16;
         const HostMatrix x = conformance::make_input(ic, t, s.m, s.k, 7);
         EXPECT_EQ(compare_paths(x.view(), r), "") << r.name() << " " << s.m << "x" << s.k << " "
                                                    << conformance::input_class_name(ic);
@@ -244,7 +244,7 @@ TEST(SimdDispatch, PredicateFallsBackForWhatItDoesNotImplement) {
   EXPECT_FALSE(ref::simd_supports(ao, DType::kBF16, &why));
   EXPECT_NE(why.find("nvfp4.order te only"), std::string::npos) << why;  // the rule, read from the profile record
   Recipe mx;
-  mx.kind = RecipeKind::kMXFP8;
+  mx.set_options(Mxfp8Options{});
   EXPECT_TRUE(ref::simd_supports(mx, DType::kF32));
   mx.profile = Profile::kTorchAO;
   EXPECT_FALSE(ref::simd_supports(mx, DType::kF32));
@@ -263,7 +263,7 @@ TEST(SimdDispatch, PredicateFallsBackForWhatItDoesNotImplement) {
   recip.fp8_scale_reciprocal = true;
   for (RecipeKind k : {RecipeKind::kFP8Tensor, RecipeKind::kFP8Block}) {
     Recipe t;
-    t.kind = k;
+    t.set_options(Recipe::default_options(k));
     t.profile = register_profile_variant(recip);
     EXPECT_TRUE(ref::simd_supports(t, DType::kF32)) << t.name();
     const HostMatrix xf = conformance::make_input(conformance::InputClass::kSpecial, DType::kF32, 40, 136, 5);

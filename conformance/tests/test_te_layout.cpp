@@ -117,7 +117,7 @@ std::vector<Variant> variants() {
   const std::vector<std::pair<int64_t, int64_t>> shapes = {{130, 257}, {65, 100}, {144, 208}, {48, 80}, {64, 128}};
   std::vector<Variant> out;
   for (const qtc::Recipe& r : qtc::conformance::all_recipe_variants()) {
-    const qtc::DType d = r.rht ? qtc::DType::kBF16 : qtc::DType::kF32;
+    const qtc::DType d = r.nvfp4_rht() ? qtc::DType::kBF16 : qtc::DType::kF32;
     for (auto [m, k] : shapes) {
       try {
         r.validate_input(d, m, k);
@@ -150,12 +150,12 @@ TEST_P(TeLayoutRoundTrip, WriteVerifyFlip) {
   const qtc::QuantizedTensor q = cpu->quantize(x.view(), v.recipe);
   const qtc::io::File compact = qtc::conformance::make_vector(c, x, q, *cpu, 7);
   ASSERT_EQ(run(compact).verdict, Verdict::kPass) << all_text(run(compact));
-  if (v.recipe.kind == qtc::RecipeKind::kFP8Tensor && v.recipe.columnwise) {
+  if (v.recipe.kind() == qtc::RecipeKind::kFP8Tensor && v.recipe.columnwise) {
     EXPECT_NE(compact.find("columnwise_data"), nullptr) << "FP8 tensor vectors carry the transposed plane";
   }
 
   std::vector<LayoutOptions> layouts = {{TensorLayout::kTE, false}};
-  if (v.recipe.kind == qtc::RecipeKind::kNVFP4 || v.recipe.kind == qtc::RecipeKind::kMXFP8)
+  if (v.recipe.kind() == qtc::RecipeKind::kNVFP4 || v.recipe.kind() == qtc::RecipeKind::kMXFP8)
     layouts.push_back({TensorLayout::kTE, true});
   const fs::path dir = fs::path(testing::TempDir()) / "qtc_te_layout_roundtrip";
   fs::create_directories(dir);
@@ -168,7 +168,7 @@ TEST_P(TeLayoutRoundTrip, WriteVerifyFlip) {
     ASSERT_EQ(te.metadata.at("layout"), "te");
     const FileResult pass = run(te);
     ASSERT_EQ(pass.verdict, Verdict::kPass) << all_text(pass);
-    const bool has_scales = v.recipe.kind != qtc::RecipeKind::kFP8Tensor;
+    const bool has_scales = v.recipe.kind() != qtc::RecipeKind::kFP8Tensor;
     EXPECT_EQ(run(te, true).verdict, has_scales ? Verdict::kFail : Verdict::kPass) << "padding 0xAB under --strict-padding";
 
     // A flipped valid value: fail, count 1, first mismatch at the file's coordinates (and the compact ones).
@@ -186,8 +186,8 @@ TEST_P(TeLayoutRoundTrip, WriteVerifyFlip) {
       const FileResult r = run(g);
       ASSERT_EQ(r.verdict, Verdict::kFail) << all_text(r);
       const auto fc = OutputLayout::coords(li, t.shape);
-      const int64_t ccols = L->compact_shape()[1] * (std::string(name).ends_with("_data") && v.recipe.kind == qtc::RecipeKind::kNVFP4 ? 2 : 1);
-      const int64_t elem = std::string(name).ends_with("_data") && v.recipe.kind == qtc::RecipeKind::kNVFP4 ? 2 * ci : ci;
+      const int64_t ccols = L->compact_shape()[1] * (std::string(name).ends_with("_data") && v.recipe.kind() == qtc::RecipeKind::kNVFP4 ? 2 : 1);
+      const int64_t elem = std::string(name).ends_with("_data") && v.recipe.kind() == qtc::RecipeKind::kNVFP4 ? 2 * ci : ci;
       std::string where = "[" + std::to_string(elem / ccols) + ", " + std::to_string(elem % ccols) + "]";
       if (!L->is_identity()) where = OutputLayout::coords_text(fc) + " (compact " + where + ")";
       expect_contains(r.message, std::string(name) + ": 1 of ");

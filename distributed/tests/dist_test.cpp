@@ -54,7 +54,7 @@ TEST_P(DistFsdp, GatheredEqualsQuantizedFullTensorAndWireBytesAreQuantized) {
   EXPECT_EQ(st.collectives, 1u);
   EXPECT_EQ(st.bytes_sent, static_cast<uint64_t>(expect)) << "bytes this rank put on the wire";
   EXPECT_EQ(st.bytes_received, static_cast<uint64_t>(expect * world));
-  const int64_t bf16 = shard * kK * 2 * (c.recipe.kind == RecipeKind::kMXFP8 && c.recipe.columnwise ? 2 : 1);
+  const int64_t bf16 = shard * kK * 2 * (c.recipe.kind() == RecipeKind::kMXFP8 && c.recipe.columnwise ? 2 : 1);
   EXPECT_LT(st.bytes_sent, static_cast<uint64_t>(bf16)) << "a fall-back to BF16 would send " << bf16;
 
   const HostMatrix full = testing::weight_rows(seed, 0, M, kK);

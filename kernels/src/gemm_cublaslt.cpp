@@ -267,16 +267,16 @@ struct Resolved {
 Resolved resolve(const DeviceQuantized& A, const DeviceQuantized& B, const DeviceGemmArgs& args, bool row_scaled_ok) {
   const Recipe& ra = A.recipe;
   const Recipe& rb = B.recipe;
-  QTC_CHECK(ra.kind == rb.kind, "A (", ra.name(), ") and B (", rb.name(),
+  QTC_CHECK(ra.kind() == rb.kind(), "A (", ra.name(), ") and B (", rb.name(),
             ") must have the same scaling mode (TE_FORMATS.md §7.1)");
   QTC_CHECK(args.beta == 0.0f || args.c != nullptr, "beta = ", args.beta, " needs a C matrix");
-  if (ra.kind != RecipeKind::kNVFP4)
-    QTC_CHECK(!(ra.fp8 == Fp8Type::kE5M2 && rb.fp8 == Fp8Type::kE5M2),
+  if (ra.kind() != RecipeKind::kNVFP4)
+    QTC_CHECK(!(ra.fp8_type() == Fp8Type::kE5M2 && rb.fp8_type() == Fp8Type::kE5M2),
               "E5M2 x E5M2 is not a cuBLASLt FP8 GEMM (one operand must be E4M3)");
-  if (ra.kind == RecipeKind::kFP8Block)
-    QTC_CHECK(!(ra.block_2d && rb.block_2d), "FP8 block scaling: 128x128 x 128x128 GEMMs are not supported (TE_FORMATS.md §7.3)");
-  if (ra.kind == RecipeKind::kNVFP4 && !row_scaled_ok)
-    QTC_CHECK(!ra.row_scaled && !rb.row_scaled,
+  if (ra.kind() == RecipeKind::kFP8Block)
+    QTC_CHECK(!(ra.is_2d() && rb.is_2d()), "FP8 block scaling: 128x128 x 128x128 GEMMs are not supported (TE_FORMATS.md §7.3)");
+  if (ra.kind() == RecipeKind::kNVFP4 && !row_scaled_ok)
+    QTC_CHECK(!ra.nvfp4_row_scaled() && !rb.nvfp4_row_scaled(),
               "row-scaled NVFP4 operands are rejected by the plain NVFP4 GEMM; use gemm_nvfp4_row_scaled (TE_FORMATS.md §7.5)");
   Resolved r;
   r.a = operand(A, args.transa ? PlaneKind::kRowwise : PlaneKind::kColumnwise, "A");
@@ -291,7 +291,7 @@ void gemm_nvfp4(GemmContext& ctx, const DeviceQuantized& A, const DeviceQuantize
                 const DeviceGemmArgs& args, void* d, bool neutralised) {
   QTC_CHECK(args.out != DType::kF16, "FP4 GEMM does not support FP16 output (TE_FORMATS.md §7.4)");
   const int64_t m = r.a.rows, n = r.b.rows, k = r.a.k;
-  const float factor = 1.0f / static_cast<float>(36 * A.recipe.e4m3_max * B.recipe.e4m3_max);
+  const float factor = 1.0f / static_cast<float>(36 * A.recipe.nvfp4().e4m3_max * B.recipe.nvfp4().e4m3_max);
   auto* scalars = static_cast<float*>(ctx.scratch(0, 2 * sizeof(float)));
   const float* amax_a = neutralised ? nullptr : r.a.plane->amax.as<float>();
   const float* amax_b = neutralised ? nullptr : r.b.plane->amax.as<float>();
@@ -359,13 +359,13 @@ void gemm(GemmContext& ctx, const DeviceQuantized& A, const DeviceQuantized& B, 
   c.lda = c.ldb = k;
   c.a = r.a.plane->data.data();
   c.b = r.b.plane->data.data();
-  switch (A.recipe.kind) {
+  switch (A.recipe.kind()) {
     case RecipeKind::kFP8Tensor:
       require(ctx, Feature::kGemmFp8Tensor);
       QTC_CHECK(k % 16 == 0 && m % 16 == 0 && n % 16 == 0, "FP8 GEMM needs m, n, k multiples of 16 (TE_FORMATS.md §5), got ",
                 m, "x", n, "x", k);
-      c.a_type = fp8_type(A.recipe.fp8);
-      c.b_type = fp8_type(B.recipe.fp8);
+      c.a_type = fp8_type(A.recipe.fp8_type());
+      c.b_type = fp8_type(B.recipe.fp8_type());
       c.a_scale = A.scale_inv.data();
       c.b_scale = B.scale_inv.data();
       c.a_scale_mode = c.b_scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
@@ -378,12 +378,12 @@ void gemm(GemmContext& ctx, const DeviceQuantized& A, const DeviceQuantized& B, 
                 "FP8 block GEMM reads TE's GEMM-ready (padded) scales; quantize or convert with ScaleLayout::kPadded");
       QTC_CHECK(k % 16 == 0 && m % 8 == 0 && n % 8 == 0, "FP8 block GEMM needs k % 16, m % 8, n % 8 (TE_FORMATS.md §7.3), got ",
                 m, "x", n, "x", k);
-      c.a_type = fp8_type(A.recipe.fp8);
-      c.b_type = fp8_type(B.recipe.fp8);
+      c.a_type = fp8_type(A.recipe.fp8_type());
+      c.b_type = fp8_type(B.recipe.fp8_type());
       c.a_scale = r.a.plane->scale.data();
       c.b_scale = r.b.plane->scale.data();
-      c.a_scale_mode = A.recipe.block_2d ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-      c.b_scale_mode = B.recipe.block_2d ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+      c.a_scale_mode = A.recipe.is_2d() ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+      c.b_scale_mode = B.recipe.is_2d() ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
       c.fast_accum = false;  // TE forces use_split_accumulator for block scaling (§7.3)
       run_lt(ctx, c);
       return;
@@ -391,8 +391,8 @@ void gemm(GemmContext& ctx, const DeviceQuantized& A, const DeviceQuantized& B, 
       require(ctx, Feature::kGemmMxfp8);
       QTC_CHECK(r.a.plane->scale_layout == ScaleLayout::kSwizzled && r.b.plane->scale_layout == ScaleLayout::kSwizzled,
                 "MXFP8 scales are not in format expected by GEMM: swizzled scales required (TE_FORMATS.md §7.4)");
-      c.a_type = fp8_type(A.recipe.fp8);
-      c.b_type = fp8_type(B.recipe.fp8);
+      c.a_type = fp8_type(A.recipe.fp8_type());
+      c.b_type = fp8_type(B.recipe.fp8_type());
       // MXFP8 columnwise data keeps x's orientation: [k, rows] row-major, the opposite op.
       if (r.a.kind == PlaneKind::kColumnwise) {
         c.a_t = false;
@@ -419,7 +419,7 @@ void gemm(GemmContext& ctx, const DeviceQuantized& A, const DeviceQuantized& B, 
 void gemm_nvfp4_row_scaled(GemmContext& ctx, const DeviceQuantized& A, const DeviceQuantized& B,
                            const DeviceGemmArgs& args, void* d) {
   require(ctx, Feature::kGemmNvfp4RowScaled);
-  QTC_CHECK(A.recipe.kind == RecipeKind::kNVFP4 && B.recipe.kind == RecipeKind::kNVFP4,
+  QTC_CHECK(A.recipe.kind() == RecipeKind::kNVFP4 && B.recipe.kind() == RecipeKind::kNVFP4,
             "row-scaled GEMM needs NVFP4 operands, got ", A.recipe.name(), " and ", B.recipe.name());
   QTC_CHECK(args.alpha == 1.0f, "row-scaled NVFP4 GEMM takes alpha = 1 (TE_FORMATS.md §7.5), got ", args.alpha);
   QTC_CHECK(args.beta == 0.0f || (args.beta == 1.0f && args.c != nullptr),

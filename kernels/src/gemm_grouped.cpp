@@ -48,12 +48,12 @@ void check_gating(GemmContext& ctx) {
 void check_weight(const std::vector<const DeviceQuantized*>& w, size_t g, int64_t K, int64_t* N) {
   QTC_CHECK(w[g] != nullptr, "grouped GEMM: weight ", g, " is null");
   const DeviceQuantized& wg = *w[g];
-  QTC_CHECK(wg.recipe.kind == RecipeKind::kNVFP4 && !wg.recipe.row_scaled && wg.rowwise.has_value() &&
+  QTC_CHECK(wg.recipe.kind() == RecipeKind::kNVFP4 && !wg.recipe.nvfp4_row_scaled() && wg.rowwise.has_value() &&
                 wg.rowwise->amax_count == 1,
             "grouped GEMM: weight ", g, " must be per-tensor NVFP4 with a rowwise plane");
   QTC_CHECK(wg.cols == K, "grouped GEMM: weight ", g, " has K = ", wg.cols, ", x has ", K);
-  QTC_CHECK(wg.recipe.e4m3_max == w[0]->recipe.e4m3_max, "grouped GEMM: one E4M3 max for all weights, weight ", g,
-            " has ", wg.recipe.e4m3_max, ", weight 0 ", w[0]->recipe.e4m3_max);
+  QTC_CHECK(wg.recipe.nvfp4().e4m3_max == w[0]->recipe.nvfp4().e4m3_max, "grouped GEMM: one E4M3 max for all weights, weight ", g,
+            " has ", wg.recipe.nvfp4().e4m3_max, ", weight 0 ", w[0]->recipe.nvfp4().e4m3_max);
   if (*N < 0) *N = wg.rows;
   QTC_CHECK(wg.rows == *N, "grouped GEMM: group ", g, " has output width ", wg.rows, ", group 0 has ", *N,
             " (groups whose output widths differ are rejected before any GEMM)");
@@ -112,10 +112,10 @@ void gemm_nvfp4_row_scaled_grouped_fprop(GemmContext& ctx, const std::vector<con
   QTC_CHECK(emu.supported, "grouped row-scaled NVFP4 GEMM runs through the BF16 emulation only; ", emu.reason);
   check_args(args);
   QTC_CHECK(rows.d_first_dims != nullptr && rows.d_row_offsets != nullptr, "grouped GEMM: device group sizes missing");
-  QTC_CHECK(x.recipe.kind == RecipeKind::kNVFP4 && x.rowwise.has_value(),
+  QTC_CHECK(x.recipe.kind() == RecipeKind::kNVFP4 && x.rowwise.has_value(),
             "grouped row-scaled GEMM: x must be NVFP4 with a rowwise plane, got ", x.recipe.name());
   QTC_CHECK(x.rows == rows.capacity, "grouped GEMM: x has ", x.rows, " rows, the groups span ", rows.capacity);
-  QTC_CHECK(x.recipe.e4m3_max == 448, "grouped GEMM: x must use E4M3 max 448, got ", x.recipe.e4m3_max);
+  QTC_CHECK(x.recipe.nvfp4().e4m3_max == 448, "grouped GEMM: x must use E4M3 max 448, got ", x.recipe.nvfp4().e4m3_max);
   const int64_t K = x.cols;
   QTC_CHECK(K % 16 == 0, "NVFP4 GEMM needs K % 16 == 0, got ", K);
   const int64_t n_row = x.rowwise->amax_count;
@@ -135,7 +135,7 @@ void gemm_nvfp4_row_scaled_grouped_fprop(GemmContext& ctx, const std::vector<con
   std::vector<const float*> amax_ptrs(static_cast<size_t>(G));
   for (int64_t g = 0; g < G; ++g) amax_ptrs[static_cast<size_t>(g)] = w[static_cast<size_t>(g)]->rowwise->amax.as<float>();
   detail::launch_gather_scalars(amax_ptrs.data(), G, col_scales, st);
-  const float alpha = 1.0f / static_cast<float>(36 * 448 * w[0]->recipe.e4m3_max);  // neutralised (§7.5 step 2)
+  const float alpha = 1.0f / static_cast<float>(36 * 448 * w[0]->recipe.nvfp4().e4m3_max);  // neutralised (§7.5 step 2)
   int64_t live = 0;
   for (int64_t g = 0; g < G; ++g) live += rows.first_dims[static_cast<size_t>(g)] > 0 ? 1 : 0;
   const int lanes = detail::gemm_lanes(ctx, static_cast<int>(std::min<int64_t>(kLanes, std::max<int64_t>(live, 1))));
@@ -180,10 +180,10 @@ void gemm_nvfp4_row_scaled_grouped_fprop_listed(GemmContext& ctx, const std::vec
     QTC_CHECK(xg != nullptr, "grouped GEMM: input ", g, " is null");
     QTC_CHECK(xg->rows == n, "grouped GEMM: group ", g, " input has ", xg->rows, " rows, first_dims says ", n);
     if (n == 0) continue;
-    QTC_CHECK(xg->recipe.kind == RecipeKind::kNVFP4 && xg->rowwise.has_value() && xg->cols == K,
+    QTC_CHECK(xg->recipe.kind() == RecipeKind::kNVFP4 && xg->rowwise.has_value() && xg->cols == K,
               "grouped GEMM: input ", g, " must be NVFP4 [", n, ", ", K, "] with a rowwise plane");
     ++live;
-    row_scaled += xg->recipe.row_scaled ? 1 : 0;
+    row_scaled += xg->recipe.nvfp4_row_scaled() ? 1 : 0;
   }
   QTC_CHECK(live == 0 || row_scaled < live,
             "grouped row-scaled NVFP4 GEMM: listed (non-contiguous) row-scaled inputs are rejected; pass one contiguous "
@@ -216,7 +216,7 @@ void gemm_nvfp4_row_scaled_grouped_wgrad(GemmContext& ctx, const std::vector<con
     QTC_CHECK(x[g]->cols == x[0]->cols && dy[g]->cols == dy[0]->cols, "grouped wgrad: group ", g, " weight gradient is [",
               dy[g]->cols, ", ", x[g]->cols, "], group 0's is [", dy[0]->cols, ", ", x[0]->cols, "]");
     if (x[g]->rows == 0) continue;
-    QTC_CHECK(x[g]->recipe.kind == RecipeKind::kNVFP4 && dy[g]->recipe.kind == RecipeKind::kNVFP4 &&
+    QTC_CHECK(x[g]->recipe.kind() == RecipeKind::kNVFP4 && dy[g]->recipe.kind() == RecipeKind::kNVFP4 &&
                   x[g]->columnwise.has_value() && dy[g]->columnwise.has_value(),
               "grouped wgrad: group ", g, " needs NVFP4 x and dY with columnwise planes (wgrad NT, TE_FORMATS.md §7.1)");
   }
@@ -335,10 +335,10 @@ void check_fprop_device(GemmContext& ctx, const DeviceQuantized& x, const Groupe
   require_device_engine(ctx);
   check_args(args);
   check_rows_on_device(rows);
-  QTC_CHECK(x.recipe.kind == RecipeKind::kNVFP4 && x.rowwise.has_value(),
+  QTC_CHECK(x.recipe.kind() == RecipeKind::kNVFP4 && x.rowwise.has_value(),
             "grouped row-scaled GEMM: x must be NVFP4 with a rowwise plane, got ", x.recipe.name());
   QTC_CHECK(x.rows == rows.capacity, "grouped GEMM: x has ", x.rows, " rows, the groups span ", rows.capacity);
-  QTC_CHECK(x.recipe.e4m3_max == 448, "grouped GEMM: x must use E4M3 max 448, got ", x.recipe.e4m3_max);
+  QTC_CHECK(x.recipe.nvfp4().e4m3_max == 448, "grouped GEMM: x must use E4M3 max 448, got ", x.recipe.nvfp4().e4m3_max);
   QTC_CHECK(x.cols % 16 == 0, "NVFP4 GEMM needs K % 16 == 0, got ", x.cols);
   const int64_t n_row = x.rowwise->amax_count;
   QTC_CHECK(n_row == 1 || n_row == x.rows, "x has ", n_row, " amaxes for ", x.rows, " rows");
@@ -375,7 +375,7 @@ void dequantize_grouped_weights_into(GemmContext& ctx, const std::vector<const D
     scale[g] = w[g]->rowwise->scale.as<uint8_t>();
     amax[g] = w[g]->rowwise->amax.as<float>();
   }
-  out.e4m3_max = w[0]->recipe.e4m3_max;
+  out.e4m3_max = w[0]->recipe.nvfp4().e4m3_max;
   detail::launch_nvfp4_to_bf16_grouped(data.data(), scale.data(), static_cast<int>(w.size()), nullptr, 1, N, out.k,
                                        scale_layout_code(*w[0]->rowwise), w[0]->rowwise->scale_cols, out.bf16.data(),
                                        ctx.stream());
@@ -420,7 +420,7 @@ void gemm_nvfp4_row_scaled_grouped_fprop_device(GemmContext& ctx, const std::vec
                                        K, scale_layout_code(*w[0]->rowwise), w[0]->rowwise->scale_cols, w16,
                                        ctx.stream());
   detail::launch_gather_scalars(amax_ptrs.data(), G, amax, ctx.stream());
-  fprop_device_core(ctx, w16, amax, w[0]->recipe.e4m3_max, N, x, rows, args, d);
+  fprop_device_core(ctx, w16, amax, w[0]->recipe.nvfp4().e4m3_max, N, x, rows, args, d);
 }
 
 void gemm_nvfp4_row_scaled_grouped_wgrad_device(GemmContext& ctx, const DeviceGroupedColumnwise& x,

@@ -21,6 +21,7 @@
 #include "nvfp4_common.cuh"
 #include "qtc/cuda/check.hpp"
 #include "qtc/cuda/grouped.hpp"
+#include "qtc/recipe_policy.hpp"
 
 namespace qtc::cuda {
 namespace {
@@ -172,14 +173,8 @@ unsigned grid_x(int64_t work, int threads) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((work + threads - 1) / threads, 4096)));
 }
 
-int64_t k_blocks(const Recipe& r, int64_t K) {
-  switch (r.kind) {
-    case RecipeKind::kNVFP4: return K / 16;
-    case RecipeKind::kMXFP8: return (K + 31) / 32;
-    case RecipeKind::kFP8Block: return (K + 127) / 128;
-    default: return 1;
-  }
-}
+/// Scale entries per row of the rowwise plane (1 for FP8 tensor), as the recipe policy describes the plane.
+int64_t k_blocks(const Recipe& r, int64_t K) { return describe_plane(r, PlaneKind::kRowwise, 0, K).compact.cols; }
 
 template <typename T>
 void launch(const DeviceMatrixView& x, const Groups& gr, DeviceGroupedQuantized& o, cudaStream_t s) {
@@ -198,21 +193,26 @@ void launch(const DeviceMatrixView& x, const Groups& gr, DeviceGroupedQuantized&
     grouped_scale_offsets_kernel<<<1, 1, 0, s>>>(gr, G, o.scale_cols, o.scale_offsets.as<int64_t>());
     QTC_CUDA_CHECK_LAUNCH();
   }
-  Fp8Params fp{r.fp8 == Fp8Type::kE5M2, r.pow2_scales, r.eps, 0.0f, r.fp8 == Fp8Type::kE5M2 ? 57344.0f : 448.0f};
-  switch (r.kind) {
+  Fp8Params fp{};
+  if (r.kind() != RecipeKind::kNVFP4) {
+    const bool e5m2 = r.fp8_type() == Fp8Type::kE5M2;
+    const bool scaled = r.kind() != RecipeKind::kMXFP8;  // FP8 block / tensor: pow2 and eps
+    fp = Fp8Params{e5m2, scaled && r.pow2_scales(), scaled ? r.eps() : 0.0f, 0.0f, e5m2 ? 57344.0f : 448.0f};
+  }
+  switch (r.kind()) {
     case RecipeKind::kNVFP4: {
       auto* amax = o.amax.as<float>();
-      if (!r.row_scaled) QTC_CUDA_CHECK(cudaMemsetAsync(amax, 0, static_cast<size_t>(G) * sizeof(float), s));
+      if (!r.nvfp4_row_scaled()) QTC_CUDA_CHECK(cudaMemsetAsync(amax, 0, static_cast<size_t>(G) * sizeof(float), s));
       // grids sized for a group as large as the whole buffer: the real sizes are only known on the device
-      grouped_amax_kernel<T><<<dim3(grid_x(cap, 8), gy), 256, 0, s>>>(px, K, gr, r.row_scaled, amax);
+      grouped_amax_kernel<T><<<dim3(grid_x(cap, 8), gy), 256, 0, s>>>(px, K, gr, r.nvfp4_row_scaled(), amax);
       QTC_CUDA_CHECK_LAUNCH();
-      grouped_nvfp4_kernel<T><<<dim3(grid_x(cap * (K / 16), 256), gy), 256, 0, s>>>(px, K, gr, r.row_scaled, amax,
+      grouped_nvfp4_kernel<T><<<dim3(grid_x(cap * (K / 16), 256), gy), 256, 0, s>>>(px, K, gr, r.nvfp4_row_scaled(), amax,
                                                                                      o.data.as<uint8_t>(), sc);
       break;
     }
     case RecipeKind::kMXFP8:
       grouped_mxfp8_kernel<T><<<dim3(grid_x(cap * sc.nkb, 256), gy), 256, 0, s>>>(
-          px, K, gr, fp.e5m2, r.scale_rule == MxScaleRule::kOcpFloor, o.data.as<uint8_t>(), sc);
+          px, K, gr, fp.e5m2, r.mxfp8().scale_rule == MxScaleRule::kOcpFloor, o.data.as<uint8_t>(), sc);
       break;
     case RecipeKind::kFP8Block:
       fp.value_for_inf = o.value_for_inf;
@@ -242,19 +242,19 @@ std::string grouped_unsupported_reason(const Recipe& r, int64_t cols, ScaleLayou
   if (!r.rowwise || r.columnwise)
     os << "grouped quantize: rowwise plane only (a columnwise block spans 16/32/128 tokens and would mix groups "
           "unless every group size is a multiple of it; TE's grouped columnwise kernels require that alignment); ";
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kNVFP4:
-      if (r.tile_2d) os << "grouped NVFP4: 2D blocks are rejected (TE split_quantize rejects 2D); ";
-      if (r.rht) os << "grouped NVFP4: RHT is columnwise and grouped RHT is SM 100-110 only; ";
-      if (r.fourover6 || r.stochastic || r.e4m3_max != 448)
+      if (r.is_2d()) os << "grouped NVFP4: 2D blocks are rejected (TE split_quantize rejects 2D); ";
+      if (r.nvfp4_rht()) os << "grouped NVFP4: RHT is columnwise and grouped RHT is SM 100-110 only; ";
+      if (r.nvfp4().fourover6 || r.nvfp4().stochastic || r.nvfp4().e4m3_max != 448)
         os << "grouped NVFP4: 4over6 and stochastic rounding are not grouped here; ";
       if (cols % 16 != 0) os << "grouped NVFP4: K must be a multiple of 16, got " << cols << "; ";
       break;
     case RecipeKind::kMXFP8:
-      if (r.mx_2d) os << "grouped MXFP8: 32x32 blocks are not grouped; ";
+      if (r.is_2d()) os << "grouped MXFP8: 32x32 blocks are not grouped; ";
       break;
     case RecipeKind::kFP8Block:
-      if (r.block_2d) os << "grouped FP8 block: 128x128 blocks span 128 tokens and would mix groups; ";
+      if (r.is_2d()) os << "grouped FP8 block: 128x128 blocks span 128 tokens and would mix groups; ";
       if (layout == ScaleLayout::kSwizzled) os << "grouped FP8 block: swizzled scales are an MXFP8/NVFP4 layout; ";
       break;
     case RecipeKind::kFP8Tensor:
@@ -283,21 +283,22 @@ DeviceGroupedQuantized allocate_grouped(const Recipe& r, DType input, int64_t ca
   o.scale_layout = layout;
   o.input_dtype = input;
   o.value_for_inf = dtype_max(input);
-  const int64_t nkb = k_blocks(r, cols);
-  const size_t es = r.kind == RecipeKind::kFP8Block ? 4 : 1;
-  o.data = DeviceBuffer(static_cast<size_t>(r.kind == RecipeKind::kNVFP4 ? capacity * cols / 2 : capacity * cols), stream);
+  // The rowwise plane of the whole buffer as the recipe policy describes it; the groups split its rows.
+  const PlaneSpec spec = describe_plane(r, PlaneKind::kRowwise, capacity, cols);
+  const int64_t nkb = spec.compact.cols;
+  o.data = DeviceBuffer(static_cast<size_t>(spec.data_bytes()), stream);
   if (layout == ScaleLayout::kSwizzled) {
     o.scale_cols = (nkb + 3) / 4 * 4;
     // each group padded to whole 128-row tiles: at most capacity + 127 rows per group more
     o.scale = DeviceBuffer(static_cast<size_t>((capacity + 128 * groups) * o.scale_cols), stream);
     o.scale_offsets = DeviceBuffer(static_cast<size_t>(groups) * sizeof(int64_t), stream);
-  } else if (r.kind != RecipeKind::kFP8Tensor) {
+  } else if (!spec.per_tensor) {
     o.scale_cols = nkb;
-    o.scale = DeviceBuffer(static_cast<size_t>(capacity * nkb) * es, stream);
+    o.scale = DeviceBuffer(static_cast<size_t>(spec.scale_bytes(ScaleLayout::kCompact)), stream);
   }
-  if (r.kind == RecipeKind::kNVFP4)
-    o.amax = DeviceBuffer(static_cast<size_t>(r.row_scaled ? capacity : groups) * sizeof(float), stream);
-  if (r.kind == RecipeKind::kFP8Tensor) {
+  if (r.kind() == RecipeKind::kNVFP4)  // one amax per row (row-scaled) or per group
+    o.amax = DeviceBuffer(static_cast<size_t>(spec.amax_per_line ? capacity : groups) * sizeof(float), stream);
+  if (spec.per_tensor) {  // one amax and one scale_inv per group
     o.amax = DeviceBuffer(static_cast<size_t>(groups) * sizeof(float), stream);
     o.scale_inv = DeviceBuffer(static_cast<size_t>(groups) * sizeof(float), stream);
   }
@@ -333,9 +334,10 @@ DeviceGroupedNvfp4 allocate_grouped_nvfp4(int64_t capacity, int64_t cols, int64_
   o.cols = cols;
   o.groups = groups;
   o.row_scaled = row_scaled;
-  o.data = DeviceBuffer(static_cast<size_t>(capacity * cols / 2), stream);
-  o.scale = DeviceBuffer(static_cast<size_t>(capacity * cols / 16), stream);
-  o.amax = DeviceBuffer(static_cast<size_t>(row_scaled ? capacity : groups) * sizeof(float), stream);
+  const PlaneSpec spec = describe_plane(Recipe::of(Nvfp4Options{.row_scaled = row_scaled}), PlaneKind::kRowwise, capacity, cols);
+  o.data = DeviceBuffer(static_cast<size_t>(spec.data_bytes()), stream);
+  o.scale = DeviceBuffer(static_cast<size_t>(spec.scale_bytes(ScaleLayout::kCompact)), stream);
+  o.amax = DeviceBuffer(static_cast<size_t>(spec.amax_per_line ? capacity : groups) * sizeof(float), stream);
   return o;
 }
 
@@ -343,14 +345,12 @@ void quantize_grouped_nvfp4_into(const DeviceMatrixView& x, const int64_t* d_fir
                                  DeviceGroupedNvfp4& out, cudaStream_t stream, int64_t stride) {
   // Borrow the buffers into the general form (moved back afterwards; no copy, no allocation).
   DeviceGroupedQuantized g;
-  g.recipe.kind = RecipeKind::kNVFP4;
-  g.recipe.row_scaled = out.row_scaled;
-  g.recipe.columnwise = false;
+  g.recipe = Recipe::of(Nvfp4Options{.row_scaled = out.row_scaled}, Profile::kTE, true, false);
   g.input_dtype = x.dtype;
   g.capacity = out.capacity;
   g.cols = out.cols;
   g.groups = out.groups;
-  g.scale_cols = out.cols / 16;
+  g.scale_cols = k_blocks(g.recipe, out.cols);
   g.data = std::move(out.data);
   g.scale = std::move(out.scale);
   g.amax = std::move(out.amax);

@@ -151,13 +151,13 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
     return a;
   };
 
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kNVFP4: {
       QTC_CHECK(M % 16 == 0, "quantize: the CUDA NVFP4 kernels need M % 16 == 0, got M = ", M,
                 " (torchao's rowwise-only plane of a ragged M runs on the CPU reference)");
       float* ar = rp ? rp->amax.as<float>() : ws;
       float* ac = cp ? cp->amax.as<float>() : ws + 1;
-      if (r.row_scaled) {
+      if (r.nvfp4_row_scaled()) {
         QTC_CHECK(host_amax == nullptr, "quantize_with_amax: row-scaled NVFP4 computes its own per-row amax (§1.11)");
         detail::AmaxParams a = amax_params();
         a.per_row = ar;
@@ -169,9 +169,9 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
       } else {
         detail::AmaxParams a = amax_params();
         a.global = ar;
-        const bool rht_col = r.rht && cp != nullptr;
+        const bool rht_col = r.nvfp4_rht() && cp != nullptr;
         a.rht_global = rht_col ? ac : nullptr;
-        a.rht_sign_mask = r.rht_sign_mask;
+        a.rht_sign_mask = r.nvfp4().rht_sign_mask;
         detail::launch_amax(a, s);
         if (M * K == 0 && rht_col) detail::launch_fill(ac, 1, 0.0f, s);
         if (!rht_col) copy_f32(ac, ar, s);
@@ -266,7 +266,7 @@ std::string unsupported_reason(const Recipe& r, DType input, int64_t rows, int64
   } catch (const Error& e) {
     return e.what();
   }
-  if (r.kind == RecipeKind::kNVFP4 && rows % 16 != 0)
+  if (r.kind() == RecipeKind::kNVFP4 && rows % 16 != 0)
     return "the CUDA NVFP4 kernels need M % 16 == 0 (torchao's rowwise-only plane of a ragged M runs on the CPU reference)";
   if (device_count() == 0) return "";  // the recipe is legal; whether a device is there is the backend's question
   // The capability table (gating.hpp) for the current device.
@@ -279,14 +279,14 @@ std::string unsupported_reason(const Recipe& r, DType input, int64_t rows, int64
   }
   if (cudaRuntimeGetVersion(&rt) == cudaSuccess) cap.cuda_runtime = (rt / 1000) * 10000 + ((rt % 1000) / 10) * 100;
   std::vector<gating::Feature> features;
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kFP8Tensor: features.push_back(gating::Feature::kQuantizeFp8Tensor); break;
     case RecipeKind::kFP8Block: features.push_back(gating::Feature::kQuantizeFp8Block); break;
     case RecipeKind::kMXFP8: features.push_back(gating::Feature::kQuantizeMxfp8); break;
     case RecipeKind::kNVFP4:
       features.push_back(gating::Feature::kQuantizeNvfp4);
-      if (r.row_scaled) features.push_back(gating::Feature::kQuantizeNvfp4RowScaled);
-      if (r.rht) features.push_back(gating::Feature::kQuantizeNvfp4Rht);
+      if (r.nvfp4_row_scaled()) features.push_back(gating::Feature::kQuantizeNvfp4RowScaled);
+      if (r.nvfp4_rht()) features.push_back(gating::Feature::kQuantizeNvfp4Rht);
       break;
   }
   for (gating::Feature f : features) {
@@ -321,7 +321,7 @@ void quantize_into(const DeviceMatrixView& x, DeviceQuantized& out, cudaStream_t
 void quantize_with_amax_into(const DeviceMatrixView& x, DeviceQuantized& out, float amax_rowwise,
                              float amax_columnwise, cudaStream_t stream) {
   const Recipe& r = out.recipe;
-  QTC_CHECK(r.kind == RecipeKind::kNVFP4 || r.kind == RecipeKind::kFP8Tensor, "quantize_with_amax: recipe ", r.name(),
+  QTC_CHECK(r.kind() == RecipeKind::kNVFP4 || r.kind() == RecipeKind::kFP8Tensor, "quantize_with_amax: recipe ", r.name(),
             " has no global amax (NVFP4 and FP8 tensor only)");
   const float a[2] = {amax_rowwise, amax_columnwise};
   quantize_impl(x, out, a, stream);
@@ -413,7 +413,7 @@ void dequantize(const DeviceQuantized& q, PlaneKind pk, DType out, void* y, cuda
   const std::optional<DevicePlane>& pl = col ? q.columnwise : q.rowwise;
   QTC_CHECK(pl.has_value(), r.name(), ": the ", col ? "columnwise" : "rowwise", " plane was not produced");
   detail::DequantParams p;
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kNVFP4: p.kind = 0; break;
     case RecipeKind::kMXFP8: p.kind = 1; break;
     case RecipeKind::kFP8Block: p.kind = 2; break;
@@ -428,11 +428,14 @@ void dequantize(const DeviceQuantized& q, PlaneKind pk, DType out, void* y, cuda
   if (!spec.per_tensor) p.scale_layout = scale_out(*pl, spec);
   p.amax = spec.per_tensor ? q.scale_inv.as<float>() : pl->amax.as<float>();
   p.per_row_amax = spec.amax_per_line && pl->amax_count > 1;
-  p.nvfp4_factor = 1.0f / (6.0f * static_cast<float>(r.e4m3_max));
-  p.e5m2 = r.fp8 == Fp8Type::kE5M2;
-  p.tile2d = r.block_2d;
-  p.torchao = r.kind == RecipeKind::kNVFP4 && profile_rules(r.profile).nvfp4_order == Nvfp4Order::kTorchAO;
-  p.torchao_two_level = r.per_tensor_scale;
+  if (const Nvfp4Options* nv = r.nvfp4_or_null()) {
+    p.nvfp4_factor = 1.0f / (6.0f * static_cast<float>(nv->e4m3_max));
+    p.torchao = profile_rules(r.profile).nvfp4_order == Nvfp4Order::kTorchAO;
+    p.torchao_two_level = nv->per_tensor_scale;
+  } else {
+    p.e5m2 = r.fp8_type() == Fp8Type::kE5M2;
+  }
+  if (const Fp8BlockOptions* fb = r.fp8_block_or_null()) p.tile2d = fb->tile_2d;
   p.out = out;
   p.y = y;
   detail::launch_dequantize(p, stream);

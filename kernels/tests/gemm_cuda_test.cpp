@@ -96,8 +96,8 @@ Plane fp8_plane(int64_t R, int64_t C, Fp8Type t, std::mt19937_64& g) {
 
 QuantizedTensor exact_fp8_tensor(int64_t M, int64_t K, Fp8Type t, std::mt19937_64& g) {
   QuantizedTensor q;
-  q.recipe.kind = RecipeKind::kFP8Tensor;
-  q.recipe.fp8 = t;
+  q.recipe.set_options(Fp8TensorOptions{});
+  q.recipe.set_fp8_type(t);
   q.rows = M;
   q.cols = K;
   q.rowwise = fp8_plane(M, K, t, g);
@@ -114,8 +114,8 @@ QuantizedTensor exact_fp8_tensor(int64_t M, int64_t K, Fp8Type t, std::mt19937_6
 
 QuantizedTensor exact_fp8_block(int64_t M, int64_t K, bool two_d, std::mt19937_64& g) {
   QuantizedTensor q;
-  q.recipe.kind = RecipeKind::kFP8Block;
-  q.recipe.block_2d = two_d;
+  q.recipe.set_options(Fp8BlockOptions{});
+  q.recipe.fp8_block().tile_2d = two_d;
   q.rows = M;
   q.cols = K;
   auto cd = [](int64_t a) { return (a + 127) / 128; };
@@ -145,7 +145,7 @@ Plane nvfp4_plane(int64_t R, int64_t C, std::mt19937_64& g, float amax) {
 
 QuantizedTensor exact_nvfp4(int64_t M, int64_t K, std::mt19937_64& g, float amax_row, float amax_col) {
   QuantizedTensor q;
-  q.recipe.kind = RecipeKind::kNVFP4;
+  q.recipe.set_options(Nvfp4Options{});
   q.rows = M;
   q.cols = K;
   q.rowwise = nvfp4_plane(M, K, g, amax_row);
@@ -155,7 +155,7 @@ QuantizedTensor exact_nvfp4(int64_t M, int64_t K, std::mt19937_64& g, float amax
 
 /// Makes `q` row-scaled: amax per row (rowwise) and per column (columnwise), powers of two times 2688.
 void make_row_scaled(QuantizedTensor& q, std::mt19937_64& g) {
-  q.recipe.row_scaled = true;
+  q.recipe.nvfp4().row_scaled = true;
   q.rowwise->amax.resize(static_cast<size_t>(q.rows));
   for (auto& a : q.rowwise->amax) a = 2688.0f * std::ldexp(1.0f, static_cast<int>(g() % 7) - 3) * (1.0f + 0.125f * (g() % 8));
   q.columnwise->amax.resize(static_cast<size_t>(q.cols));
@@ -232,7 +232,7 @@ HostMatrix run_gpu(GemmContext& ctx, const QuantizedTensor& A, const QuantizedTe
   HostMatrix bias_h;
   if (!args.bias.empty()) {
     // cuBLASLt's FP8 table: with F32 output the bias is BF16 (gemm.hpp, DeviceGemmArgs::bias)
-    const bool fp8 = A.recipe.kind == RecipeKind::kFP8Tensor || A.recipe.kind == RecipeKind::kFP8Block;
+    const bool fp8 = A.recipe.kind() == RecipeKind::kFP8Tensor || A.recipe.kind() == RecipeKind::kFP8Block;
     bias_h = HostMatrix(fp8 && args.out == DType::kF32 ? DType::kBF16 : args.out, 1, m);
     for (int64_t j = 0; j < m; ++j) bias_h.set(0, j, args.bias[static_cast<size_t>(j)]);
     bias.emplace(bias_h, ctx.stream());
@@ -394,7 +394,7 @@ void check_random(GemmContext& ctx, const char* path, const Recipe& ra, const Re
   };
   QuantizedTensor a = ref::quantize(input(s.a_rows, s.a_cols).view(), ra);
   QuantizedTensor b = ref::quantize(input(s.b_rows, s.b_cols).view(), rb);
-  if (ra.kind == RecipeKind::kFP8Block) {
+  if (ra.kind() == RecipeKind::kFP8Block) {
     ref::convert_layout(a, ScaleLayout::kPadded);
     ref::convert_layout(b, ScaleLayout::kPadded);
   }
@@ -446,7 +446,7 @@ TEST(GemmCudaRandom, Fp8TensorWithinBound) {
   GemmContext ctx;
   std::mt19937_64 g(seed() + 10);
   Recipe r;
-  r.kind = RecipeKind::kFP8Tensor;
+  r.set_options(Fp8TensorOptions{});
   for (ref::GemmKind k : kKinds) check_random(ctx, "fp8_tensor", r, r, k, DType::kF32, kFp8Hopper, g);
   check_random(ctx, "fp8_tensor", r, r, ref::GemmKind::kFprop, DType::kBF16, kFp8Hopper, g);
 }
@@ -455,9 +455,7 @@ TEST(GemmCudaRandom, Fp8BlockWithinBound) {
   QTC_REQUIRE_FEATURE(gating::Feature::kGemmFp8Block);
   GemmContext ctx;
   std::mt19937_64 g(seed() + 11);
-  Recipe r1, r2;
-  r1.kind = r2.kind = RecipeKind::kFP8Block;
-  r2.block_2d = true;
+  const Recipe r1 = Recipe::of(Fp8BlockOptions{}), r2 = Recipe::of(Fp8BlockOptions{.tile_2d = true});
   for (ref::GemmKind k : kKinds) check_random(ctx, "fp8_block_2dx1d", r2, r1, k, DType::kF32, kFp8Hopper, g);
   check_random(ctx, "fp8_block_1dx1d", r1, r1, ref::GemmKind::kFprop, DType::kBF16, kFp8Hopper, g);
 }
@@ -467,7 +465,7 @@ TEST(GemmCudaRandom, Nvfp4WithinBound) {
   GemmContext ctx;
   std::mt19937_64 g(seed() + 12);
   Recipe r;
-  r.kind = RecipeKind::kNVFP4;
+  r.set_options(Nvfp4Options{});
   for (ref::GemmKind k : kKinds) check_random(ctx, "nvfp4", r, r, k, DType::kF32, kFp32Acc, g);
   check_random(ctx, "nvfp4", r, r, ref::GemmKind::kFprop, DType::kBF16, kFp32Acc, g);
 }
@@ -610,8 +608,8 @@ TEST(GroupedQuantizeCuda, GraphCapturedReplayWithDifferentGroupSizes) {
       rows.last_dim = K;
       rows.capacity = cap;
       Recipe r;
-      r.kind = RecipeKind::kNVFP4;
-      r.row_scaled = row_scaled;
+      r.set_options(Nvfp4Options{});
+      r.nvfp4().row_scaled = row_scaled;
       r.columnwise = false;
       const auto want = ref::quantize_grouped(x.view(), rows, r);
       for (int64_t gi = 0; gi < G; ++gi) {
@@ -654,7 +652,7 @@ TEST(GroupedQuantizeCuda, StridedViewOfTheGroupSizeArray) {
   ref::GroupedRows rows = ref::GroupedRows::packed(sizes, K, cap);
   for (int64_t o : offs) rows.tensor_offsets.push_back(o * K);  // the offsets the device read (not packed)
   Recipe r;
-  r.kind = RecipeKind::kNVFP4;
+  r.set_options(Nvfp4Options{});
   r.columnwise = false;
   const auto want = ref::quantize_grouped(x.view(), rows, r);
   for (int64_t gi = 0; gi < G; ++gi) {
@@ -681,21 +679,21 @@ std::vector<GroupCase> grouped_recipes() {
   std::vector<GroupCase> v;
   auto add = [&](const char* n, RecipeKind k, ScaleLayout l, auto&& tweak) {
     Recipe r;
-    r.kind = k;
+    r.set_options(Recipe::default_options(k));
     r.columnwise = false;
     tweak(r);
     v.push_back({n, r, l});
   };
   add("nvfp4 per-tensor compact", RecipeKind::kNVFP4, ScaleLayout::kCompact, [](Recipe&) {});
   add("nvfp4 per-tensor swizzled", RecipeKind::kNVFP4, ScaleLayout::kSwizzled, [](Recipe&) {});
-  add("nvfp4 row-scaled swizzled", RecipeKind::kNVFP4, ScaleLayout::kSwizzled, [](Recipe& r) { r.row_scaled = true; });
+  add("nvfp4 row-scaled swizzled", RecipeKind::kNVFP4, ScaleLayout::kSwizzled, [](Recipe& r) { r.nvfp4().row_scaled = true; });
   add("mxfp8 e4m3 compact", RecipeKind::kMXFP8, ScaleLayout::kCompact, [](Recipe&) {});
-  add("mxfp8 e5m2 swizzled", RecipeKind::kMXFP8, ScaleLayout::kSwizzled, [](Recipe& r) { r.fp8 = Fp8Type::kE5M2; });
+  add("mxfp8 e5m2 swizzled", RecipeKind::kMXFP8, ScaleLayout::kSwizzled, [](Recipe& r) { r.set_fp8_type(Fp8Type::kE5M2); });
   add("mxfp8 e4m3 ocp floor swizzled", RecipeKind::kMXFP8, ScaleLayout::kSwizzled,
-      [](Recipe& r) { r.scale_rule = MxScaleRule::kOcpFloor; });
+      [](Recipe& r) { r.mxfp8().scale_rule = MxScaleRule::kOcpFloor; });
   add("fp8 tensor e4m3", RecipeKind::kFP8Tensor, ScaleLayout::kCompact, [](Recipe&) {});
   add("fp8 block 1x128", RecipeKind::kFP8Block, ScaleLayout::kCompact, [](Recipe&) {});
-  add("fp8 block 1x128 pow2", RecipeKind::kFP8Block, ScaleLayout::kCompact, [](Recipe& r) { r.pow2_scales = true; });
+  add("fp8 block 1x128 pow2", RecipeKind::kFP8Block, ScaleLayout::kCompact, [](Recipe& r) { r.set_pow2_scales(true); });
   return v;
 }
 
@@ -724,7 +722,7 @@ void expect_groups_equal(const GroupCase& c, const HostMatrix& x, const std::vec
   rows.last_dim = K;
   rows.capacity = cap;
   const auto want = ref::quantize_grouped(x.view(), rows, c.r);
-  const int64_t row_bytes = c.r.kind == RecipeKind::kNVFP4 ? K / 2 : K;
+  const int64_t row_bytes = c.r.kind() == RecipeKind::kNVFP4 ? K / 2 : K;
   std::vector<uint8_t> live(static_cast<size_t>(cap), 0);
   for (int64_t gi = 0; gi < G; ++gi) {
     const int64_t n = sizes[static_cast<size_t>(gi)], o = offs[static_cast<size_t>(gi)];
@@ -734,20 +732,20 @@ void expect_groups_equal(const GroupCase& c, const HostMatrix& x, const std::vec
     if (c.layout == ScaleLayout::kSwizzled) ref::convert_layout(q, ScaleLayout::kSwizzled);
     const Plane& p = *q.rowwise;
     EXPECT_EQ(std::memcmp(data.data() + o * row_bytes, p.data.data(), p.data.size()), 0) << c.name << " group " << gi << " data";
-    if (c.r.kind != RecipeKind::kFP8Tensor) {
+    if (c.r.kind() != RecipeKind::kFP8Tensor) {
       const size_t at = c.layout == ScaleLayout::kSwizzled ? static_cast<size_t>(soff[static_cast<size_t>(gi)])
                                                            : static_cast<size_t>(o * out.scale_cols) * p.scale.elem_size();
       ASSERT_LE(at + p.scale.bytes.size(), scale.size()) << c.name << " group " << gi;
       EXPECT_EQ(std::memcmp(scale.data() + at, p.scale.bytes.data(), p.scale.bytes.size()), 0)
           << c.name << " group " << gi << " scales (" << p.scale.bytes.size() << " bytes at " << at << ")";
     }
-    if (c.r.kind == RecipeKind::kNVFP4) {
+    if (c.r.kind() == RecipeKind::kNVFP4) {
       for (int64_t i = 0; i < static_cast<int64_t>(p.amax.size()); ++i) {
-        EXPECT_EQ(amax[static_cast<size_t>(c.r.row_scaled ? o + i : gi)], p.amax[static_cast<size_t>(i)])
+        EXPECT_EQ(amax[static_cast<size_t>(c.r.nvfp4_row_scaled() ? o + i : gi)], p.amax[static_cast<size_t>(i)])
             << c.name << " group " << gi << " amax " << i;
       }
     }
-    if (c.r.kind == RecipeKind::kFP8Tensor) {
+    if (c.r.kind() == RecipeKind::kFP8Tensor) {
       EXPECT_EQ(amax[static_cast<size_t>(gi)], p.amax[0]) << c.name << " group " << gi << " amax";
       EXPECT_EQ(sinv[static_cast<size_t>(gi)], q.scale_inv) << c.name << " group " << gi << " scale_inv";
     }
@@ -815,7 +813,7 @@ TEST(GroupedQuantizeCuda, MoreThan64GroupsAndLastDimNotMultipleOf128) {
   const cudaStream_t st = stream.s;
   for (const GroupCase& c : grouped_recipes()) {
     SCOPED_TRACE(c.name);
-    const int64_t mult = c.r.kind == RecipeKind::kNVFP4 ? 16 : 1;
+    const int64_t mult = c.r.kind() == RecipeKind::kNVFP4 ? 16 : 1;
     std::vector<int64_t> sizes(G), offs(G);
     int64_t cap = 0;
     for (int64_t i = 0; i < G; ++i) {
@@ -837,13 +835,13 @@ TEST(GroupedQuantizeCuda, MoreThan64GroupsAndLastDimNotMultipleOf128) {
 
 TEST(GroupedQuantizeCuda, RefusedRecipesNameTheRule) {
   Recipe r;
-  r.kind = RecipeKind::kNVFP4;  // columnwise by default
+  r.set_options(Nvfp4Options{});  // columnwise by default
   EXPECT_NE(grouped_unsupported_reason(r, 128, ScaleLayout::kCompact).find("rowwise plane only"), std::string::npos);
   r.columnwise = false;
   EXPECT_EQ(grouped_unsupported_reason(r, 128, ScaleLayout::kCompact), "");
   EXPECT_NE(grouped_unsupported_reason(r, 120, ScaleLayout::kCompact).find("multiple of 16"), std::string::npos);
-  r.kind = RecipeKind::kFP8Block;
-  r.block_2d = true;
+  r.set_options(Fp8BlockOptions{});
+  r.fp8_block().tile_2d = true;
   EXPECT_NE(grouped_unsupported_reason(r, 128, ScaleLayout::kCompact).find("128x128"), std::string::npos);
 }
 
@@ -1034,8 +1032,7 @@ TEST(GemmCudaGrouped, WgradEqualsPerGroupReference) {
   for (int64_t n : sizes) {
     if (n == 0) {
       QuantizedTensor ex, ed;
-      ex.recipe.kind = ed.recipe.kind = RecipeKind::kNVFP4;
-      ex.recipe.row_scaled = true;
+      ex.recipe = Recipe::of(Nvfp4Options{.row_scaled = true});
       ex.cols = K;
       ed.cols = N;
       x.push_back(ex);
@@ -1252,9 +1249,7 @@ TEST(GemmCudaGroupedDevice, FpropRandomInputsWithinBound) {
     for (int64_t i = 0; i < r * c; ++i) m.as<uint16_t>()[i] = f32_to_bf16(dn(g) * (1.0f + static_cast<float>(i % 13)));
     return m;
   };
-  Recipe rx, rw;
-  rx.kind = rw.kind = RecipeKind::kNVFP4;
-  rx.row_scaled = true;
+  Recipe rx = Recipe::of(Nvfp4Options{.row_scaled = true}), rw;
   rx.columnwise = rw.columnwise = false;
   const QuantizedTensor x = ref::quantize(input(cap, K).view(), rx);
   std::vector<QuantizedTensor> wq;
@@ -1306,8 +1301,8 @@ TEST(GemmCudaGroupedDevice, FpropRandomInputsWithinBound) {
 QuantizedTensor columnwise_group(const Plane& full, int64_t cols, int64_t cap, int64_t o, int64_t t,
                                  std::vector<float> amax, bool row_scaled) {
   QuantizedTensor q;
-  q.recipe.kind = RecipeKind::kNVFP4;
-  q.recipe.row_scaled = row_scaled;
+  q.recipe.set_options(Nvfp4Options{});
+  q.recipe.nvfp4().row_scaled = row_scaled;
   q.recipe.rowwise = false;
   q.rows = t;
   q.cols = cols;
@@ -1500,7 +1495,7 @@ TEST(GemmCudaGating, UnsupportedPathsRefuseWithTheTableReason) {
   GemmContext ctx;
   std::mt19937_64 g(seed());
   Recipe r;
-  r.kind = RecipeKind::kMXFP8;
+  r.set_options(Mxfp8Options{});
   HostMatrix x(DType::kF32, 128, 128);
   for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] = small_value(g);
   QuantizedTensor q = ref::quantize(x.view(), r);

@@ -45,80 +45,80 @@ std::vector<RecipeCase> recipes() {
   std::vector<RecipeCase> v;
   auto nv = [&](const std::string& label, auto f) {
     Recipe r;
-    r.kind = RecipeKind::kNVFP4;
+    r.set_options(Nvfp4Options{});
     f(r);
     v.push_back({label, r});
   };
   nv("Nvfp41x16", [](Recipe&) {});
-  nv("Nvfp416x16", [](Recipe& r) { r.tile_2d = true; });
-  nv("Nvfp4RowScaled", [](Recipe& r) { r.row_scaled = true; });
-  nv("Nvfp4Rht", [](Recipe& r) { r.rht = true; });
-  nv("Nvfp4RhtNoSignMask", [](Recipe& r) { r.rht = true; r.rht_sign_mask = 0; });
-  nv("Nvfp4FourOverSixMae448", [](Recipe& r) { r.fourover6 = true; });
-  nv("Nvfp4FourOverSixMse256", [](Recipe& r) { r.fourover6 = true; r.fourover6_err = ErrMode::kMSE; r.e4m3_max = 256; });
-  nv("Nvfp416x16FourOverSixMae256", [](Recipe& r) { r.tile_2d = true; r.fourover6 = true; r.e4m3_max = 256; });
-  nv("Nvfp416x16FourOverSixMse448", [](Recipe& r) { r.tile_2d = true; r.fourover6 = true; r.fourover6_err = ErrMode::kMSE; });
-  nv("Nvfp4RowScaledFourOverSix256", [](Recipe& r) { r.row_scaled = true; r.fourover6 = true; r.e4m3_max = 256; r.columnwise = false; });
-  nv("Nvfp4Sr", [](Recipe& r) { r.stochastic = true; r.seed = 0x1234ABCDull; });
-  nv("Nvfp416x16Sr", [](Recipe& r) { r.tile_2d = true; r.stochastic = true; r.seed = 77; });
-  nv("Nvfp4RhtSr", [](Recipe& r) { r.rht = true; r.stochastic = true; r.seed = 0xFEEDull << 33; });
+  nv("Nvfp416x16", [](Recipe& r) { r.nvfp4().tile_2d = true; });
+  nv("Nvfp4RowScaled", [](Recipe& r) { r.nvfp4().row_scaled = true; });
+  nv("Nvfp4Rht", [](Recipe& r) { r.nvfp4().rht = true; });
+  nv("Nvfp4RhtNoSignMask", [](Recipe& r) { r.nvfp4().rht = true; r.nvfp4().rht_sign_mask = 0; });
+  nv("Nvfp4FourOverSixMae448", [](Recipe& r) { r.nvfp4().fourover6 = true; });
+  nv("Nvfp4FourOverSixMse256", [](Recipe& r) { r.nvfp4().fourover6 = true; r.nvfp4().fourover6_err = ErrMode::kMSE; r.nvfp4().e4m3_max = 256; });
+  nv("Nvfp416x16FourOverSixMae256", [](Recipe& r) { r.nvfp4().tile_2d = true; r.nvfp4().fourover6 = true; r.nvfp4().e4m3_max = 256; });
+  nv("Nvfp416x16FourOverSixMse448", [](Recipe& r) { r.nvfp4().tile_2d = true; r.nvfp4().fourover6 = true; r.nvfp4().fourover6_err = ErrMode::kMSE; });
+  nv("Nvfp4RowScaledFourOverSix256", [](Recipe& r) { r.nvfp4().row_scaled = true; r.nvfp4().fourover6 = true; r.nvfp4().e4m3_max = 256; r.columnwise = false; });
+  nv("Nvfp4Sr", [](Recipe& r) { r.nvfp4().stochastic = true; r.nvfp4().seed = 0x1234ABCDull; });
+  nv("Nvfp416x16Sr", [](Recipe& r) { r.nvfp4().tile_2d = true; r.nvfp4().stochastic = true; r.nvfp4().seed = 77; });
+  nv("Nvfp4RhtSr", [](Recipe& r) { r.nvfp4().rht = true; r.nvfp4().stochastic = true; r.nvfp4().seed = 0xFEEDull << 33; });
   nv("Nvfp41x16PyRef", [](Recipe& r) { r.profile = Profile::kTEPyRef; });
-  nv("Nvfp416x16PyRef", [](Recipe& r) { r.profile = Profile::kTEPyRef; r.tile_2d = true; });
-  nv("Nvfp4FourOverSixPyRef", [](Recipe& r) { r.profile = Profile::kTEPyRef; r.fourover6 = true; });
+  nv("Nvfp416x16PyRef", [](Recipe& r) { r.profile = Profile::kTEPyRef; r.nvfp4().tile_2d = true; });
+  nv("Nvfp4FourOverSixPyRef", [](Recipe& r) { r.profile = Profile::kTEPyRef; r.nvfp4().fourover6 = true; });
   nv("Nvfp41x16TorchAO", [](Recipe& r) { r.profile = Profile::kTorchAO; });
-  nv("Nvfp41x16TorchAOBlockOnly", [](Recipe& r) { r.profile = Profile::kTorchAO; r.per_tensor_scale = false; });
+  nv("Nvfp41x16TorchAOBlockOnly", [](Recipe& r) { r.profile = Profile::kTorchAO; r.nvfp4().per_tensor_scale = false; });
   nv("Nvfp41x16RowOnly", [](Recipe& r) { r.columnwise = false; });
   nv("Nvfp41x16ColOnly", [](Recipe& r) { r.rowwise = false; });
-  nv("Nvfp4RhtColOnly", [](Recipe& r) { r.rht = true; r.rowwise = false; });
+  nv("Nvfp4RhtColOnly", [](Recipe& r) { r.nvfp4().rht = true; r.rowwise = false; });
   auto mx = [&](const std::string& label, auto f) {
     Recipe r;
-    r.kind = RecipeKind::kMXFP8;
+    r.set_options(Mxfp8Options{});
     f(r);
     v.push_back({label, r});
   };
   mx("Mxfp8E4m3Rceil", [](Recipe&) {});
-  mx("Mxfp8E5m2Rceil", [](Recipe& r) { r.fp8 = Fp8Type::kE5M2; });
-  mx("Mxfp8E4m3Rceil32x32", [](Recipe& r) { r.mx_2d = true; });
-  mx("Mxfp8E4m3Floor", [](Recipe& r) { r.scale_rule = MxScaleRule::kOcpFloor; });
-  mx("Mxfp8E5m2Floor32x32", [](Recipe& r) { r.scale_rule = MxScaleRule::kOcpFloor; r.fp8 = Fp8Type::kE5M2; r.mx_2d = true; });
-  mx("Mxfp8E4m3Ocp", [](Recipe& r) { r.scale_rule = MxScaleRule::kOcpFloor; r.profile = Profile::kOCP; });
-  mx("Mxfp8E5m2Ocp32x32", [](Recipe& r) { r.scale_rule = MxScaleRule::kOcpFloor; r.profile = Profile::kOCP; r.fp8 = Fp8Type::kE5M2; r.mx_2d = true; });
+  mx("Mxfp8E5m2Rceil", [](Recipe& r) { r.set_fp8_type(Fp8Type::kE5M2); });
+  mx("Mxfp8E4m3Rceil32x32", [](Recipe& r) { r.mxfp8().tile_2d = true; });
+  mx("Mxfp8E4m3Floor", [](Recipe& r) { r.mxfp8().scale_rule = MxScaleRule::kOcpFloor; });
+  mx("Mxfp8E5m2Floor32x32", [](Recipe& r) { r.mxfp8().scale_rule = MxScaleRule::kOcpFloor; r.set_fp8_type(Fp8Type::kE5M2); r.mxfp8().tile_2d = true; });
+  mx("Mxfp8E4m3Ocp", [](Recipe& r) { r.mxfp8().scale_rule = MxScaleRule::kOcpFloor; r.profile = Profile::kOCP; });
+  mx("Mxfp8E5m2Ocp32x32", [](Recipe& r) { r.mxfp8().scale_rule = MxScaleRule::kOcpFloor; r.profile = Profile::kOCP; r.set_fp8_type(Fp8Type::kE5M2); r.mxfp8().tile_2d = true; });
   mx("Mxfp8E4m3TorchAORceil", [](Recipe& r) { r.profile = Profile::kTorchAO; });
-  mx("Mxfp8E4m3TorchAOFloor", [](Recipe& r) { r.profile = Profile::kTorchAO; r.scale_rule = MxScaleRule::kOcpFloor; });
+  mx("Mxfp8E4m3TorchAOFloor", [](Recipe& r) { r.profile = Profile::kTorchAO; r.mxfp8().scale_rule = MxScaleRule::kOcpFloor; });
   // torchao's to_mx: every ScaleCalculationMode x E4M3/E5M2 (the torchao_device.cuh path of the generic kernel)
-  mx("Mxfp8E5m2TorchAORceil", [](Recipe& r) { r.profile = Profile::kTorchAO; r.fp8 = Fp8Type::kE5M2; });
-  mx("Mxfp8E5m2TorchAOFloor", [](Recipe& r) { r.profile = Profile::kTorchAO; r.scale_rule = MxScaleRule::kOcpFloor; r.fp8 = Fp8Type::kE5M2; });
-  mx("Mxfp8E4m3TorchAOCeil", [](Recipe& r) { r.profile = Profile::kTorchAO; r.scale_rule = MxScaleRule::kCeil; });
-  mx("Mxfp8E5m2TorchAOCeil", [](Recipe& r) { r.profile = Profile::kTorchAO; r.scale_rule = MxScaleRule::kCeil; r.fp8 = Fp8Type::kE5M2; });
-  mx("Mxfp8E4m3TorchAOEven", [](Recipe& r) { r.profile = Profile::kTorchAO; r.scale_rule = MxScaleRule::kEven; });
-  mx("Mxfp8E5m2TorchAOEven", [](Recipe& r) { r.profile = Profile::kTorchAO; r.scale_rule = MxScaleRule::kEven; r.fp8 = Fp8Type::kE5M2; });
+  mx("Mxfp8E5m2TorchAORceil", [](Recipe& r) { r.profile = Profile::kTorchAO; r.set_fp8_type(Fp8Type::kE5M2); });
+  mx("Mxfp8E5m2TorchAOFloor", [](Recipe& r) { r.profile = Profile::kTorchAO; r.mxfp8().scale_rule = MxScaleRule::kOcpFloor; r.set_fp8_type(Fp8Type::kE5M2); });
+  mx("Mxfp8E4m3TorchAOCeil", [](Recipe& r) { r.profile = Profile::kTorchAO; r.mxfp8().scale_rule = MxScaleRule::kCeil; });
+  mx("Mxfp8E5m2TorchAOCeil", [](Recipe& r) { r.profile = Profile::kTorchAO; r.mxfp8().scale_rule = MxScaleRule::kCeil; r.set_fp8_type(Fp8Type::kE5M2); });
+  mx("Mxfp8E4m3TorchAOEven", [](Recipe& r) { r.profile = Profile::kTorchAO; r.mxfp8().scale_rule = MxScaleRule::kEven; });
+  mx("Mxfp8E5m2TorchAOEven", [](Recipe& r) { r.profile = Profile::kTorchAO; r.mxfp8().scale_rule = MxScaleRule::kEven; r.set_fp8_type(Fp8Type::kE5M2); });
   mx("Mxfp8E4m3RceilRowOnly", [](Recipe& r) { r.columnwise = false; });
   mx("Mxfp8E4m3RceilColOnly", [](Recipe& r) { r.rowwise = false; });
   auto fb = [&](const std::string& label, auto f) {
     Recipe r;
-    r.kind = RecipeKind::kFP8Block;
+    r.set_options(Fp8BlockOptions{});
     f(r);
     v.push_back({label, r});
   };
   fb("Fp8Block1x128E4m3", [](Recipe&) {});
-  fb("Fp8Block1x128E4m3Pow2", [](Recipe& r) { r.pow2_scales = true; });
-  fb("Fp8Block1x128E5m2", [](Recipe& r) { r.fp8 = Fp8Type::kE5M2; });
-  fb("Fp8Block1x128E4m3Eps1", [](Recipe& r) { r.eps = 1.0f; });
-  fb("Fp8Block128x128E4m3", [](Recipe& r) { r.block_2d = true; });
-  fb("Fp8Block128x128E4m3Pow2", [](Recipe& r) { r.block_2d = true; r.pow2_scales = true; });
-  fb("Fp8Block128x128E5m2Pow2Eps", [](Recipe& r) { r.block_2d = true; r.pow2_scales = true; r.fp8 = Fp8Type::kE5M2; r.eps = 1e-3f; });
+  fb("Fp8Block1x128E4m3Pow2", [](Recipe& r) { r.set_pow2_scales(true); });
+  fb("Fp8Block1x128E5m2", [](Recipe& r) { r.set_fp8_type(Fp8Type::kE5M2); });
+  fb("Fp8Block1x128E4m3Eps1", [](Recipe& r) { r.set_eps(1.0f); });
+  fb("Fp8Block128x128E4m3", [](Recipe& r) { r.fp8_block().tile_2d = true; });
+  fb("Fp8Block128x128E4m3Pow2", [](Recipe& r) { r.fp8_block().tile_2d = true; r.set_pow2_scales(true); });
+  fb("Fp8Block128x128E5m2Pow2Eps", [](Recipe& r) { r.fp8_block().tile_2d = true; r.set_pow2_scales(true); r.set_fp8_type(Fp8Type::kE5M2); r.set_eps(1e-3f); });
   fb("Fp8Block1x128PyRef", [](Recipe& r) { r.profile = Profile::kTEPyRef; });
   fb("Fp8Block1x128ColOnly", [](Recipe& r) { r.rowwise = false; });
   auto ft = [&](const std::string& label, auto f) {
     Recipe r;
-    r.kind = RecipeKind::kFP8Tensor;
+    r.set_options(Fp8TensorOptions{});
     f(r);
     v.push_back({label, r});
   };
   ft("Fp8TensorE4m3", [](Recipe&) {});
-  ft("Fp8TensorE5m2", [](Recipe& r) { r.fp8 = Fp8Type::kE5M2; });
-  ft("Fp8TensorE4m3Pow2", [](Recipe& r) { r.pow2_scales = true; });
-  ft("Fp8TensorE4m3Eps", [](Recipe& r) { r.eps = 1e-2f; });
+  ft("Fp8TensorE5m2", [](Recipe& r) { r.set_fp8_type(Fp8Type::kE5M2); });
+  ft("Fp8TensorE4m3Pow2", [](Recipe& r) { r.set_pow2_scales(true); });
+  ft("Fp8TensorE4m3Eps", [](Recipe& r) { r.set_eps(1e-2f); });
   ft("Fp8TensorPyRef", [](Recipe& r) { r.profile = Profile::kTEPyRef; });
   ft("Fp8TensorRowOnly", [](Recipe& r) { r.columnwise = false; });
   return v;
@@ -248,8 +248,8 @@ TEST_P(Conformance, BitExactAgainstReference) {
   if (!is_small(c.shape)) return;
   // Padded and swizzled scales written by the kernels: every byte, padding zero.
   for (ScaleLayout lay : {ScaleLayout::kPadded, ScaleLayout::kSwizzled}) {
-    if (rc.r.kind == RecipeKind::kFP8Tensor) break;
-    if (lay == ScaleLayout::kSwizzled && rc.r.kind == RecipeKind::kFP8Block) continue;
+    if (rc.r.kind() == RecipeKind::kFP8Tensor) break;
+    if (lay == ScaleLayout::kSwizzled && rc.r.kind() == RecipeKind::kFP8Block) continue;
     cuda::DeviceQuantized dl = cuda::quantize(in.view, rc.r, in.s, lay);
     QuantizedTensor gl = cuda::to_host(dl, in.s);
     QuantizedTensor wl = want;
@@ -297,7 +297,7 @@ TEST(QuantizeWithAmax, EqualsReference) {
     const float true_amax = ref::amax(x.view());
     for (const RecipeCase& rc : recipe_table()) {
       const Recipe& r = rc.r;
-      const bool ok = (r.kind == RecipeKind::kNVFP4 && !r.row_scaled) || r.kind == RecipeKind::kFP8Tensor;
+      const bool ok = (r.kind() == RecipeKind::kNVFP4 && !r.nvfp4_row_scaled()) || r.kind() == RecipeKind::kFP8Tensor;
       if (!ok || !cuda::unsupported_reason(r, t, 128, 96).empty()) continue;
       for (float a : {true_amax, true_amax * 0.5f, 0.0f, INFINITY}) {
         SCOPED_TRACE(rc.label + " amax " + std::to_string(a));
@@ -335,7 +335,7 @@ TEST(CudaBackend, MatchesCpuBackend) {
     EXPECT_TRUE(qtc::testing::matrices_equal("dequantized", yw, yg, qtc::testing::NanRule::kAnyNanEqual));
   }
   Recipe bad;
-  bad.kind = RecipeKind::kNVFP4;
+  bad.set_options(Nvfp4Options{});
   EXPECT_NE(be->unsupported_reason(bad, DType::kBF16, 17, 32), "") << "M % 16 != 0 must be refused with the rule";
 }
 

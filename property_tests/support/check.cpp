@@ -53,13 +53,13 @@ std::string diff_quantized(const QuantizedTensor& a, const QuantizedTensor& b) {
 
 Shape2 te_padded_scale_shape(const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
   const bool row = p == PlaneKind::kRowwise;
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kNVFP4:  // (roundup(M,128), roundup(K/16,4)) / (roundup(K,128), roundup(M/16,4))
       return row ? Shape2{rup(M, 128), rup(K / 16, 4)} : Shape2{rup(K, 128), rup(M / 16, 4)};
     case RecipeKind::kMXFP8:  // (roundup(M,128), roundup(ceil(K/32),4)) / (roundup(ceil(M/32),4), roundup(K,128))
       return row ? Shape2{rup(M, 128), rup(cdiv(K, 32), 4)} : Shape2{rup(cdiv(M, 32), 4), rup(K, 128)};
     case RecipeKind::kFP8Block:
-      if (!r.block_2d)  // (ceil(K/128), roundup(M,4)) / (ceil(M/128), roundup(K,4))
+      if (!r.is_2d())  // (ceil(K/128), roundup(M,4)) / (ceil(M/128), roundup(K,4))
         return row ? Shape2{cdiv(K, 128), rup(M, 4)} : Shape2{cdiv(M, 128), rup(K, 4)};
       // (ceil(M/128), roundup(ceil(K/128),4)) / (ceil(K/128), roundup(ceil(M/128),4))
       return row ? Shape2{cdiv(M, 128), rup(cdiv(K, 128), 4)} : Shape2{cdiv(K, 128), rup(cdiv(M, 128), 4)};
@@ -73,11 +73,11 @@ bool te_padded_valid(const Recipe& r, PlaneKind p, int64_t M, int64_t K, int64_t
   const bool rw = p == PlaneKind::kRowwise;
   int64_t vr = 0, vc = 0;  // valid extent of the padded matrix
   bool transposed = false;
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kNVFP4: vr = rw ? M : K; vc = rw ? K / 16 : M / 16; break;
     case RecipeKind::kMXFP8: vr = rw ? M : cdiv(M, 32); vc = rw ? cdiv(K, 32) : K; break;
     case RecipeKind::kFP8Block:
-      if (r.block_2d) {
+      if (r.is_2d()) {
         vr = rw ? cdiv(M, 128) : cdiv(K, 128);
         vc = rw ? cdiv(K, 128) : cdiv(M, 128);
       } else {  // padded [kb][i]: row = block index, col = row of the plane
@@ -98,7 +98,7 @@ bool te_padded_valid(const Recipe& r, PlaneKind p, int64_t M, int64_t K, int64_t
 
 std::vector<uint8_t> te_swizzle(const ScaleMatrix& padded, const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
   QTC_CHECK(padded.elem_size() == 1, "te_swizzle: byte scales only");
-  const bool mx_col = r.kind == RecipeKind::kMXFP8 && p == PlaneKind::kColumnwise;
+  const bool mx_col = r.kind() == RecipeKind::kMXFP8 && p == PlaneKind::kColumnwise;
   // S: [R, C] with R the outer (non-reduction) index; MXFP8 columnwise is the transposed padded matrix.
   const int64_t R = mx_col ? padded.cols : padded.rows, C = mx_col ? padded.rows : padded.cols;
   QTC_CHECK(R % 128 == 0 && C % 4 == 0, "te_swizzle: padded shape [", R, ", ", C, "] is not a multiple of 128 x 4");
@@ -124,12 +124,12 @@ std::vector<uint8_t> te_swizzle(const ScaleMatrix& padded, const Recipe& r, Plan
 
 Plane derive_columnwise_oracle(const QuantizedTensor& q, bool force) {
   const Recipe& r = q.recipe;
-  const bool ok = (r.kind == RecipeKind::kNVFP4 && r.tile_2d && !r.rht && !r.row_scaled && !r.stochastic) ||
-                  (r.kind == RecipeKind::kFP8Block && r.block_2d) || (r.kind == RecipeKind::kMXFP8 && r.mx_2d) ||
-                  r.kind == RecipeKind::kFP8Tensor;
+  const bool ok = (r.kind() == RecipeKind::kNVFP4 && r.is_2d() && !r.nvfp4_rht() && !r.nvfp4_row_scaled() && !r.nvfp4().stochastic) ||
+                  (r.kind() == RecipeKind::kFP8Block && r.is_2d()) || (r.kind() == RecipeKind::kMXFP8 && r.is_2d()) ||
+                  r.kind() == RecipeKind::kFP8Tensor;
   QTC_CHECK(ok || force, "derive_columnwise_oracle: ", r.name(), " quantizes its columnwise plane with other blocks than its rowwise one");
   QTC_CHECK(q.rowwise.has_value(), "derive_columnwise_oracle: no rowwise plane");
-  QTC_CHECK(q.rowwise->scale.layout == ScaleLayout::kCompact || r.kind == RecipeKind::kFP8Tensor,
+  QTC_CHECK(q.rowwise->scale.layout == ScaleLayout::kCompact || r.kind() == RecipeKind::kFP8Tensor,
             "derive_columnwise_oracle: compact scales only");
   const Plane& rw = *q.rowwise;
   const int64_t M = q.rows, K = q.cols;
@@ -137,7 +137,7 @@ Plane derive_columnwise_oracle(const QuantizedTensor& q, bool force) {
   cw.amax = rw.amax;
   cw.scale.type = rw.scale.type;
   cw.scale.layout = rw.scale.layout;
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kNVFP4: {
       cw.data_rows = K;
       cw.data_cols = M / 2;
@@ -175,7 +175,7 @@ Plane derive_columnwise_oracle(const QuantizedTensor& q, bool force) {
       cw.data.resize(static_cast<size_t>(M * K));
       for (int64_t i = 0; i < M; ++i)
         for (int64_t k = 0; k < K; ++k) cw.data[static_cast<size_t>(k * M + i)] = rw.data[static_cast<size_t>(i * K + k)];
-      if (r.kind == RecipeKind::kFP8Tensor) {
+      if (r.kind() == RecipeKind::kFP8Tensor) {
         cw.scale = rw.scale;
         break;
       }
@@ -195,19 +195,19 @@ Plane derive_columnwise_oracle(const QuantizedTensor& q, bool force) {
 // ---------------------------------------------------------------------------------------------------
 
 float grid_value(const Recipe& r, uint8_t code) {
-  if (r.kind == RecipeKind::kNVFP4) return decode_e2m1(code);
-  return r.fp8 == Fp8Type::kE4M3 ? decode_e4m3(code) : decode_e5m2(code);
+  if (r.kind() == RecipeKind::kNVFP4) return decode_e2m1(code);
+  return r.fp8_type() == Fp8Type::kE4M3 ? decode_e4m3(code) : decode_e5m2(code);
 }
 
-double grid_max(const Recipe& r) { return r.kind == RecipeKind::kNVFP4 ? 6.0 : (r.fp8 == Fp8Type::kE4M3 ? 448.0 : 57344.0); }
+double grid_max(const Recipe& r) { return r.kind() == RecipeKind::kNVFP4 ? 6.0 : (r.fp8_type() == Fp8Type::kE4M3 ? 448.0 : 57344.0); }
 
 double nearest_bound(const Recipe& r, double a) {
   const double mx = grid_max(r);
   if (a > mx) return a - mx;
-  if (r.kind == RecipeKind::kNVFP4) return a < 2.0 ? 0.25 : (a < 4.0 ? 0.5 : 1.0);
+  if (r.kind() == RecipeKind::kNVFP4) return a < 2.0 ? 0.25 : (a < 4.0 ? 0.5 : 1.0);
   // FP8: half an ulp of the binade of a (subnormal spacing below the smallest normal).
-  const int man = r.fp8 == Fp8Type::kE4M3 ? 3 : 2;
-  const int emin = r.fp8 == Fp8Type::kE4M3 ? -6 : -14;
+  const int man = r.fp8_type() == Fp8Type::kE4M3 ? 3 : 2;
+  const int emin = r.fp8_type() == Fp8Type::kE4M3 ? -6 : -14;
   int e = a > 0 ? static_cast<int>(std::floor(std::log2(a))) : emin;
   if (e < emin) e = emin;
   // At a binade boundary the spacing above is the larger one: a point just below 2^e rounds within the lower half-ulp.
@@ -245,18 +245,18 @@ QuantizedTensor slice_oracle(const QuantizedTensor& q, int64_t r0, int64_t r1) {
     p.data = cut_rows(s.data, s.data_cols, 1, r0, r1);
     p.data_rows = r1 - r0;
     const size_t es = s.scale.elem_size();
-    if (r.kind != RecipeKind::kFP8Tensor) {
-      const auto [a, b] = (r.kind == RecipeKind::kFP8Block && r.block_2d) ? scale_rows_of(128) : std::pair<int64_t, int64_t>{r0, r1};
+    if (r.kind() != RecipeKind::kFP8Tensor) {
+      const auto [a, b] = (r.kind() == RecipeKind::kFP8Block && r.is_2d()) ? scale_rows_of(128) : std::pair<int64_t, int64_t>{r0, r1};
       p.scale.bytes = cut_rows(s.scale.bytes, s.scale.cols, es, a, b);
       p.scale.rows = b - a;
     }
-    if (r.kind == RecipeKind::kNVFP4 && r.row_scaled) p.amax.assign(s.amax.begin() + r0, s.amax.begin() + r1);
+    if (r.kind() == RecipeKind::kNVFP4 && r.nvfp4_row_scaled()) p.amax.assign(s.amax.begin() + r0, s.amax.begin() + r1);
   }
   if (q.columnwise) {
     Plane& p = *out.columnwise;
     const Plane& s = *q.columnwise;
     const size_t es = s.scale.elem_size();
-    switch (r.kind) {
+    switch (r.kind()) {
       case RecipeKind::kNVFP4:
         p.data = cut_cols(s.data, K, s.data_cols, 1, r0 / 2, r1 / 2);
         p.data_cols = (r1 - r0) / 2;

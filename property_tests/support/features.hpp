@@ -11,14 +11,14 @@ namespace qtc::prop {
 
 inline std::vector<gating::Feature> quantize_features(const Recipe& r) {
   using gating::Feature;
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kFP8Tensor: return {Feature::kQuantizeFp8Tensor};
     case RecipeKind::kFP8Block: return {Feature::kQuantizeFp8Block};
     case RecipeKind::kMXFP8: return {Feature::kQuantizeMxfp8};
     case RecipeKind::kNVFP4: {
       std::vector<Feature> f{Feature::kQuantizeNvfp4};
-      if (r.row_scaled) f.push_back(Feature::kQuantizeNvfp4RowScaled);
-      if (r.rht) f.push_back(Feature::kQuantizeNvfp4Rht);
+      if (r.nvfp4_row_scaled()) f.push_back(Feature::kQuantizeNvfp4RowScaled);
+      if (r.nvfp4_rht()) f.push_back(Feature::kQuantizeNvfp4Rht);
       return f;
     }
   }

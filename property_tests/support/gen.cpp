@@ -79,19 +79,19 @@ constexpr float kE2M1Grid[] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
 
 /// Rows and columns of the tile the anchors and zero blocks of a recipe use.
 std::pair<int64_t, int64_t> anchor_tile(const Recipe& r) {
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kNVFP4: return {16, 16};
     case RecipeKind::kMXFP8: return {32, 32};
-    case RecipeKind::kFP8Block: return {r.block_2d ? 128 : 1, 128};
+    case RecipeKind::kFP8Block: return {r.is_2d() ? 128 : 1, 128};
     case RecipeKind::kFP8Tensor: return {16, 16};
   }
   return {16, 16};
 }
 
 float elem_max_of(const Recipe& r) {
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kNVFP4: return 6.0f;
-    default: return fp8_max(r.fp8);
+    default: return fp8_max(r.fp8_type());
   }
 }
 
@@ -116,14 +116,14 @@ rc::Gen<Recipe> gen_recipe(const RecipeSpace& s) {
     if (s.fp8_tensor) kinds.push_back(RecipeKind::kFP8Tensor);
     RC_PRE(!kinds.empty());
     Recipe r;
-    r.kind = *rc::gen::elementOf(kinds);
+    r.set_options(Recipe::default_options(*rc::gen::elementOf(kinds)));
     if (s.plane_subsets) {
       const int planes = *pick(4);  // both planes twice as often
       r.rowwise = planes != 2;
       r.columnwise = planes != 3;
     }
     const bool pyref = s.te_pyref && *pick(4) == 0;
-    switch (r.kind) {
+    switch (r.kind()) {
       case RecipeKind::kNVFP4: {
         std::vector<int> variants;  // 0 plain 1x16, 1 2D, 2 row-scaled, 3 RHT, 4 4over6, 5 SR
         if (s.nvfp4_1d) variants.push_back(0);
@@ -136,50 +136,50 @@ rc::Gen<Recipe> gen_recipe(const RecipeSpace& s) {
         const int v = *rc::gen::elementOf(variants);
         r.profile = pyref ? Profile::kTEPyRef : Profile::kTE;
         switch (v) {
-          case 1: r.tile_2d = true; break;
+          case 1: r.nvfp4().tile_2d = true; break;
           case 2:
-            r.row_scaled = true;
+            r.nvfp4().row_scaled = true;
             r.rowwise = true;
             break;
-          case 3: r.rht = true; r.rht_sign_mask = *rc::gen::element<uint16_t>(0xD7E8, 0, 0xFFFF, 0x0001); break;
+          case 3: r.nvfp4().rht = true; r.nvfp4().rht_sign_mask = *rc::gen::element<uint16_t>(0xD7E8, 0, 0xFFFF, 0x0001); break;
           case 4:
-            r.fourover6 = true;
-            r.tile_2d = s.nvfp4_2d && (!s.nvfp4_1d || *rc::gen::arbitrary<bool>());
-            r.fourover6_err = *rc::gen::element(ErrMode::kMAE, ErrMode::kMSE);
-            r.e4m3_max = *rc::gen::element(448, 256);
+            r.nvfp4().fourover6 = true;
+            r.nvfp4().tile_2d = s.nvfp4_2d && (!s.nvfp4_1d || *rc::gen::arbitrary<bool>());
+            r.nvfp4().fourover6_err = *rc::gen::element(ErrMode::kMAE, ErrMode::kMSE);
+            r.nvfp4().e4m3_max = *rc::gen::element(448, 256);
             break;
           case 5:
-            r.stochastic = true;
+            r.nvfp4().stochastic = true;
             r.profile = Profile::kTE;
-            r.tile_2d = s.nvfp4_2d && (!s.nvfp4_1d || *rc::gen::arbitrary<bool>());
-            r.seed = *rc::gen::inRange<uint64_t>(0, 1u << 20);
+            r.nvfp4().tile_2d = s.nvfp4_2d && (!s.nvfp4_1d || *rc::gen::arbitrary<bool>());
+            r.nvfp4().seed = *rc::gen::inRange<uint64_t>(0, 1u << 20);
             break;
           default: break;
         }
-        if (r.fourover6 && r.row_scaled) r.columnwise = false;
+        if (r.nvfp4().fourover6 && r.nvfp4_row_scaled()) r.columnwise = false;
         break;
       }
       case RecipeKind::kMXFP8: {
-        r.fp8 = *rc::gen::element(Fp8Type::kE4M3, Fp8Type::kE5M2);
-        if (s.mx_1d && s.mx_2d) r.mx_2d = *rc::gen::arbitrary<bool>();
-        else r.mx_2d = s.mx_2d;
+        r.set_fp8_type(*rc::gen::element(Fp8Type::kE4M3, Fp8Type::kE5M2));
+        if (s.mx_1d && s.mx_2d) r.mxfp8().tile_2d = *rc::gen::arbitrary<bool>();
+        else r.mxfp8().tile_2d = s.mx_2d;
         if (pyref) {
           r.profile = Profile::kOCP;
-          r.scale_rule = MxScaleRule::kOcpFloor;
+          r.mxfp8().scale_rule = MxScaleRule::kOcpFloor;
         } else {
-          r.scale_rule = *rc::gen::element(MxScaleRule::kRceil, MxScaleRule::kRceil, MxScaleRule::kOcpFloor);
+          r.mxfp8().scale_rule = *rc::gen::element(MxScaleRule::kRceil, MxScaleRule::kRceil, MxScaleRule::kOcpFloor);
         }
         break;
       }
       case RecipeKind::kFP8Block:
-        if (s.block_1d && s.block_2d) r.block_2d = *rc::gen::arbitrary<bool>();
-        else r.block_2d = s.block_2d;
+        if (s.block_1d && s.block_2d) r.fp8_block().tile_2d = *rc::gen::arbitrary<bool>();
+        else r.fp8_block().tile_2d = s.block_2d;
         [[fallthrough]];
       case RecipeKind::kFP8Tensor:
         r.profile = pyref ? Profile::kTEPyRef : Profile::kTE;
-        r.fp8 = *rc::gen::element(Fp8Type::kE4M3, Fp8Type::kE5M2);
-        r.pow2_scales = *rc::gen::arbitrary<bool>();
-        if (s.eps && *pick(4) == 0) r.eps = *rc::gen::element(1.0f, 0x1p-20f, 0x1p-126f);
+        r.set_fp8_type(*rc::gen::element(Fp8Type::kE4M3, Fp8Type::kE5M2));
+        r.set_pow2_scales(*rc::gen::arbitrary<bool>());
+        if (s.eps && *pick(4) == 0) r.set_eps(*rc::gen::element(1.0f, 0x1p-20f, 0x1p-126f));
         break;
     }
     r.validate();
@@ -223,7 +223,7 @@ rc::Gen<DataSpec> gen_data(const Recipe& r, uint32_t allow_specials) {
   return rc::gen::exec([r, allow_specials]() {
     DataSpec d;
     d.seed = *rc::gen::inRange<uint64_t>(1, 1ull << 40);
-    if (r.rht) d.dtype = DType::kBF16;
+    if (r.nvfp4_rht()) d.dtype = DType::kBF16;
     else d.dtype = *rc::gen::element(DType::kF32, DType::kF32, DType::kBF16, DType::kF16);
     d.anchor = *rc::gen::element(Anchor::kNone, Anchor::kTies, Anchor::kTies, Anchor::kAmaxEdge, Anchor::kAmaxEdge);
     const int lo = d.dtype == DType::kF16 ? -10 : -100, hi = d.dtype == DType::kF16 ? 3 : 100;
@@ -247,8 +247,8 @@ HostMatrix build(const DataSpec& d, const Recipe& r, int64_t M, int64_t K) {
   const auto [tr, tc] = anchor_tile(r);
   const float emax = elem_max_of(r);
   // Global anchor of per-tensor recipes: the tensor amax (NVFP4: 2688*2^k so that S_enc = 2^-k exactly).
-  const bool nv = r.kind == RecipeKind::kNVFP4;
-  const float global_base = nv ? 6.0f * static_cast<float>(r.e4m3_max) : emax;
+  const bool nv = r.kind() == RecipeKind::kNVFP4;
+  const float global_base = nv ? 6.0f * static_cast<float>(r.nvfp4().e4m3_max) : emax;
   // k is clamped so that every anchor (up to global_base*2^k and 2^(k+12)) is finite in the input type.
   const int kfit = static_cast<int>(std::floor(std::log2(dtype_max(t) / std::max(global_base, 4096.0f))));
   const int kexp = std::clamp(d.base_exp, min_exp(t), std::min(max_exp(t), kfit));
@@ -274,7 +274,7 @@ HostMatrix build(const DataSpec& d, const Recipe& r, int64_t M, int64_t K) {
           // A tile-wide exponent m: the tile's (and each of its row blocks') amax is elem_max * 2^(k+m), so the
           // block scale is a power of two and x * scale is exact: elements on tie points stay on them.
           // FP8 tensor: m <= 0 keeps the tensor anchor the amax. F16: the anchor must stay finite.
-          int m = nv ? tile.range(-9, 8) : (r.kind == RecipeKind::kFP8Tensor ? tile.range(-12, 0) : tile.range(-12, 12));
+          int m = nv ? tile.range(-9, 8) : (r.kind() == RecipeKind::kFP8Tensor ? tile.range(-12, 0) : tile.range(-12, 12));
           const int mfit = static_cast<int>(std::floor(std::log2(dtype_max(t) / emax))) - kexp;
           m = std::min(m, mfit);
           const int64_t anchor_col = (j / tc) * tc + static_cast<int64_t>(rowblk.next() % static_cast<uint64_t>(tc));
@@ -285,7 +285,7 @@ HostMatrix build(const DataSpec& d, const Recipe& r, int64_t M, int64_t K) {
             const float tv = s.pct(70) ? kE2M1Ties[s.range(0, 6)] : kE2M1Grid[s.range(0, 7)];
             v = in_dtype(sign * tv * unitv, t, s.pct(50) ? s.range(-1, 1) : 0);
           } else {
-            v = in_dtype(sign * fp8_mid(s, r.fp8) * unitv, t, s.pct(50) ? s.range(-1, 1) : 0);
+            v = in_dtype(sign * fp8_mid(s, r.fp8_type()) * unitv, t, s.pct(50) ? s.range(-1, 1) : 0);
           }
           if (std::fabs(v) > emax * unitv) v = std::copysign(emax * unitv, v);
           break;
@@ -338,7 +338,7 @@ HostMatrix build(const DataSpec& d, const Recipe& r, int64_t M, int64_t K) {
     float ga = (global_pow2 && d.anchor == Anchor::kAmaxEdge) ? std::ldexp(1.0f, kexp + 12) : big;
     ga = in_dtype(ga, t, d.anchor == Anchor::kAmaxEdge ? global_ulp : 0);
     if (std::isinf(ga)) ga = in_dtype(big, t);
-    const int64_t rows_with_anchor = (nv && r.row_scaled) ? M : 1;
+    const int64_t rows_with_anchor = (nv && r.nvfp4_row_scaled()) ? M : 1;
     for (int64_t i = 0; i < rows_with_anchor; ++i) {
       Stream s{d.seed, 0x400000000ull + static_cast<uint64_t>(i)};
       const int64_t j = static_cast<int64_t>(s.next() % static_cast<uint64_t>(K));

@@ -134,7 +134,9 @@ std::map<std::string, TensorOut> quantize(const TensorArg& x_arg, const Metadata
       if (!b.empty()) std::memcpy(b.data(), v.data(), b.size());
       return b;
     };
-    if (r.kind == qtc::RecipeKind::kFP8Tensor) {
+    // Which tensors exist: the recipe policy's table (VECTORS.md, Tensors).
+    auto has = [&](const std::string& name) { return qtc::describe_tensor(r, name, x.rows, x.cols).has_value(); };
+    if (has("scale_inv")) {
       const float amax = q.rowwise ? q.rowwise->amax.at(0) : q.columnwise->amax.at(0);
       put("amax", "F32", {1}, f32({amax}));
       put("scale_inv", "F32", {1}, f32({q.scale_inv}));
@@ -144,10 +146,10 @@ std::map<std::string, TensorOut> quantize(const TensorArg& x_arg, const Metadata
       if (!p) continue;
       const std::string n(pname);
       put(n + "_data", "U8", {p->data_rows, p->data_cols}, std::move(p->data));
-      if (r.kind != qtc::RecipeKind::kFP8Tensor)
+      if (has(n + "_scale_inv"))
         put(n + "_scale_inv", p->scale.type == qtc::ScaleType::kF32 ? "F32" : "U8", {p->scale.rows, p->scale.cols},
             std::move(p->scale.bytes));
-      if (r.kind == qtc::RecipeKind::kNVFP4) put("amax_" + n, "F32", {static_cast<int64_t>(p->amax.size())}, f32(p->amax));
+      if (has("amax_" + n)) put("amax_" + n, "F32", {static_cast<int64_t>(p->amax.size())}, f32(p->amax));
     }
   }
   std::map<std::string, TensorOut> out;
@@ -171,7 +173,7 @@ TensorOut dequantize(const std::map<std::string, TensorArg>& tensors, const Meta
   const qtc::PlaneKind pk = col ? qtc::PlaneKind::kColumnwise : qtc::PlaneKind::kRowwise;
   r.rowwise = !col;
   r.columnwise = col;
-  QTC_CHECK(!(col && r.kind == qtc::RecipeKind::kFP8Tensor), "per-tensor FP8 dequantizes its rowwise plane only");
+  QTC_CHECK(!(col && r.kind() == qtc::RecipeKind::kFP8Tensor), "per-tensor FP8 dequantizes its rowwise plane only");
   auto get = [&](const std::string& name, bool f32) -> qtc::io::Tensor {
     auto it = tensors.find(name);
     QTC_CHECK(it != tensors.end(), "dequantize ", plane, " needs tensor '", name, "'");
@@ -207,7 +209,7 @@ TensorOut dequantize(const std::map<std::string, TensorArg>& tensors, const Meta
     p.scale.cols = s.shape[1];
     p.scale.bytes = std::move(s.bytes);
   }
-  if (r.kind == qtc::RecipeKind::kNVFP4) {
+  if (qtc::describe_tensor(r, "amax_" + plane, M, K).has_value()) {
     const qtc::io::Tensor a = get("amax_" + plane, true);
     p.amax.resize(static_cast<size_t>(a.numel()));
     std::memcpy(p.amax.data(), a.bytes.data(), a.bytes.size());

@@ -10,15 +10,16 @@ QuantizedTensor quantize_fp8_block(const MatrixView& x, const Recipe& r) {
   const int64_t kbs = ceil_div(K, 128);
   QuantizedTensor q;
   start_output(q, r, x.dtype, M, K);  // planes as describe_plane says
-  const float max_fp8 = fp8_max(r.fp8);
+  const Fp8BlockOptions& o = r.fp8_block();
+  const float max_fp8 = fp8_max(o.fp8);
   const float vinf = dtype_max(x.dtype);
   const bool prop = profile_rules(r.profile).nan_amax;
   const Overflow ov = profile_rules(r.profile).fp8_satfinite ? Overflow::kSatFinite : Overflow::kNaN;
-  auto scale_of = [&](float a) { return fp8_scale_from_amax(a, max_fp8, r.pow2_scales, r.eps, vinf, r.profile); };
+  auto scale_of = [&](float a) { return fp8_scale_from_amax(a, max_fp8, o.pow2_scales, o.eps, vinf, r.profile); };
   for_each_row_strip(x, 128, [&](int64_t g, int64_t i0, int64_t n, const float* s) {
     std::vector<float> tile_scale(static_cast<size_t>(kbs));
     std::vector<float> col_amax(static_cast<size_t>(K));
-    if (r.block_2d) {
+    if (o.tile_2d) {
       for (int64_t c = 0; c < kbs; ++c) {
         float a = 0.0f;
         const int64_t j1 = std::min(K, c * 128 + 128);
@@ -31,7 +32,7 @@ QuantizedTensor quantize_fp8_block(const MatrixView& x, const Recipe& r) {
       }
       for (int64_t i = 0; i < n; ++i)
         for (int64_t j = 0; j < K; ++j) {
-          const uint8_t code = encode_fp8(s[i * K + j] * tile_scale[static_cast<size_t>(j / 128)], r.fp8, ov);
+          const uint8_t code = encode_fp8(s[i * K + j] * tile_scale[static_cast<size_t>(j / 128)], o.fp8, ov);
           if (r.rowwise) q.rowwise->data[static_cast<size_t>((i0 + i) * K + j)] = code;
           if (r.columnwise) q.columnwise->data[static_cast<size_t>(j * M + i0 + i)] = code;
         }
@@ -46,7 +47,7 @@ QuantizedTensor quantize_fp8_block(const MatrixView& x, const Recipe& r) {
           for (int64_t j = j0; j < j1; ++j) a = amax_step(a, s[i * K + j], prop);
           const float sc = scale_of(a);
           p.scale.set_f32(i0 + i, c, 1.0f / sc);
-          for (int64_t j = j0; j < j1; ++j) p.data[static_cast<size_t>((i0 + i) * K + j)] = encode_fp8(s[i * K + j] * sc, r.fp8, ov);
+          for (int64_t j = j0; j < j1; ++j) p.data[static_cast<size_t>((i0 + i) * K + j)] = encode_fp8(s[i * K + j] * sc, o.fp8, ov);
         }
     }
     if (r.columnwise) {
@@ -57,7 +58,7 @@ QuantizedTensor quantize_fp8_block(const MatrixView& x, const Recipe& r) {
       for (int64_t j = 0; j < K; ++j) {
         const float sc = scale_of(col_amax[static_cast<size_t>(j)]);
         p.scale.set_f32(j, g, 1.0f / sc);
-        for (int64_t i = 0; i < n; ++i) p.data[static_cast<size_t>(j * M + i0 + i)] = encode_fp8(s[i * K + j] * sc, r.fp8, ov);
+        for (int64_t i = 0; i < n; ++i) p.data[static_cast<size_t>(j * M + i0 + i)] = encode_fp8(s[i * K + j] * sc, o.fp8, ov);
       }
     }
   });
@@ -68,10 +69,11 @@ QuantizedTensor quantize_fp8_tensor(const MatrixView& x, const Recipe& r, const 
   const int64_t M = x.rows, K = x.cols;
   QuantizedTensor q;
   start_output(q, r, x.dtype, M, K);  // planes as describe_plane says: a 1x1 scale_inv and one amax
+  const Fp8TensorOptions& o = r.fp8_tensor();
   const bool prop = profile_rules(r.profile).nan_amax;
   const Overflow ov = profile_rules(r.profile).fp8_satfinite ? Overflow::kSatFinite : Overflow::kNaN;
   const float a = amax_override != nullptr ? amax_override[0] : amax(x, prop);
-  const float scale = fp8_scale_from_amax(a, fp8_max(r.fp8), r.pow2_scales, r.eps, FLT_MAX, r.profile);
+  const float scale = fp8_scale_from_amax(a, fp8_max(o.fp8), o.pow2_scales, o.eps, FLT_MAX, r.profile);
   q.scale_inv = 1.0f / scale;
   for (auto* p : {&q.rowwise, &q.columnwise})
     if (*p) {
@@ -81,7 +83,7 @@ QuantizedTensor quantize_fp8_tensor(const MatrixView& x, const Recipe& r, const 
   for_each_row_strip(x, 64, [&](int64_t, int64_t i0, int64_t n, const float* s) {
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < K; ++j) {
-        const uint8_t code = encode_fp8(s[i * K + j] * scale, r.fp8, ov);
+        const uint8_t code = encode_fp8(s[i * K + j] * scale, o.fp8, ov);
         if (r.rowwise) q.rowwise->data[static_cast<size_t>((i0 + i) * K + j)] = code;
         if (r.columnwise) q.columnwise->data[static_cast<size_t>(j * M + i0 + i)] = code;
       }

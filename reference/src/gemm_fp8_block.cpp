@@ -23,7 +23,7 @@ struct BlockScales {
 BlockScales scales_of(const QuantizedTensor& q, PlaneKind pk) {
   const Plane& p = pk == PlaneKind::kRowwise ? *q.rowwise : *q.columnwise;
   BlockScales b;
-  b.two_d = q.recipe.block_2d;
+  b.two_d = q.recipe.is_2d();
   b.s = p.scale.layout == ScaleLayout::kCompact ? p.scale
                                                  : convert_layout(p.scale, ScaleLayout::kCompact, q.recipe, pk, q.rows, q.cols);
   return b;
@@ -43,7 +43,7 @@ QuantizedTensor unit_scales(QuantizedTensor q) {
 }  // namespace
 
 HostMatrix gemm_fp8_block_cublas_order(const QuantizedTensor& A, const QuantizedTensor& B, const GemmArgs& args) {
-  QTC_CHECK(A.recipe.kind == RecipeKind::kFP8Block && B.recipe.kind == RecipeKind::kFP8Block,
+  QTC_CHECK(A.recipe.kind() == RecipeKind::kFP8Block && B.recipe.kind() == RecipeKind::kFP8Block,
             "gemm_fp8_block_cublas_order needs FP8 block operands, got ", A.recipe.name(), " and ", B.recipe.name());
   QTC_CHECK(args.alpha == 1.0f && args.beta == 0.0f, "TE's block-scaled GEMM uses alpha = 1 and beta = 0 (§7.3)");
   const ResolvedGemm g = resolve_gemm(unit_scales(A), unit_scales(B), args);  // also checks the pair
@@ -52,7 +52,7 @@ HostMatrix gemm_fp8_block_cublas_order(const QuantizedTensor& A, const Quantized
   const BlockScales sa = scales_of(A, pa), sb = scales_of(B, pb);
   const int64_t n = g.b.rows, m = g.a.rows, K = g.a.k, nkb = (K + 127) / 128;
   // §7.3: "1Dx1D and 1Dx2D: y = fma(RN(p*sx), sw, y); 2Dx1D: y = fma(RN(p*sw), sx, y)" with x = B, w = A.
-  const bool b_first = !B.recipe.block_2d;
+  const bool b_first = !B.recipe.is_2d();
   HostMatrix out(args.out, n, m);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < m; ++j) {

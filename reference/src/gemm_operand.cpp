@@ -67,16 +67,16 @@ ExactOperand gemm_operand(const QuantizedTensor& q, PlaneKind pk) {
   // Padded or swizzled scales (what the GPU paths consume) are read through their compact form.
   Plane compact_copy;
   bool converted = false;
-  if (rc.kind != RecipeKind::kFP8Tensor && opt->scale.layout != ScaleLayout::kCompact) {
+  if (rc.kind() != RecipeKind::kFP8Tensor && opt->scale.layout != ScaleLayout::kCompact) {
     compact_copy = *opt;
     compact_copy.scale = convert_layout(opt->scale, ScaleLayout::kCompact, rc, pk, q.rows, q.cols);
     converted = true;
   }
   const Plane& p = converted ? compact_copy : *opt;
   // The plane as stored: [R, C] values (NVFP4 packs two per byte).
-  const bool mx_col = rc.kind == RecipeKind::kMXFP8 && pk == PlaneKind::kColumnwise;
+  const bool mx_col = rc.kind() == RecipeKind::kMXFP8 && pk == PlaneKind::kColumnwise;
   const int64_t R = p.data_rows;
-  const int64_t C = rc.kind == RecipeKind::kNVFP4 ? p.data_cols * 2 : p.data_cols;
+  const int64_t C = rc.kind() == RecipeKind::kNVFP4 ? p.data_cols * 2 : p.data_cols;
   const int64_t want_r = pk == PlaneKind::kRowwise || mx_col ? q.rows : q.cols;
   const int64_t want_c = pk == PlaneKind::kRowwise || mx_col ? q.cols : q.rows;
   QTC_CHECK(R == want_r && C == want_c, "the ", plane_name(pk), " plane of a ", q.rows, "x", q.cols, " ",
@@ -91,8 +91,11 @@ ExactOperand gemm_operand(const QuantizedTensor& q, PlaneKind pk) {
   op.value.resize(n);
   op.row_nonfinite.assign(static_cast<size_t>(op.rows), 0);
 
+  const RecipeKind kind = rc.kind();
+  const Fp8Type fp8 = kind == RecipeKind::kNVFP4 ? Fp8Type::kE4M3 : rc.fp8_type();  // element type of FP8 data
+  const bool two_d = rc.is_2d();
   auto stored_value = [&](int64_t r, int64_t c) -> double {  // element (r, c) of the stored [R, C] plane
-    switch (rc.kind) {
+    switch (kind) {
       case RecipeKind::kNVFP4: {
         const uint8_t byte = p.data[static_cast<size_t>(r * p.data_cols + c / 2)];
         const uint8_t code = (c & 1) ? (byte >> 4) : (byte & 0xF);
@@ -100,17 +103,17 @@ ExactOperand gemm_operand(const QuantizedTensor& q, PlaneKind pk) {
         return static_cast<double>(decode_e2m1(code)) * static_cast<double>(decode_e4m3(sf));
       }
       case RecipeKind::kMXFP8: {
-        const double v = decode_fp8(p.data[static_cast<size_t>(r * C + c)], rc.fp8);
+        const double v = decode_fp8(p.data[static_cast<size_t>(r * C + c)], fp8);
         const uint8_t e = mx_col ? p.scale.byte(r / 32, c) : p.scale.byte(r, c / 32);
         return v * static_cast<double>(decode_e8m0(e));
       }
       case RecipeKind::kFP8Block: {
-        const double v = decode_fp8(p.data[static_cast<size_t>(r * C + c)], rc.fp8);
-        const int64_t sr = rc.block_2d ? r / 128 : r;
+        const double v = decode_fp8(p.data[static_cast<size_t>(r * C + c)], fp8);
+        const int64_t sr = two_d ? r / 128 : r;
         return v * static_cast<double>(f32_at(p.scale, sr, c / 128));
       }
       case RecipeKind::kFP8Tensor:
-        return decode_fp8(p.data[static_cast<size_t>(r * C + c)], rc.fp8) * static_cast<double>(q.scale_inv);
+        return decode_fp8(p.data[static_cast<size_t>(r * C + c)], fp8) * static_cast<double>(q.scale_inv);
     }
     return 0.0;
   };
@@ -144,20 +147,20 @@ float nvfp4_gemm_alpha(float alpha_in, float amax_a, float amax_b, int e4m3_max_
 ResolvedGemm resolve_gemm(const QuantizedTensor& A, const QuantizedTensor& B, const GemmArgs& args) {
   const Recipe& ra = A.recipe;
   const Recipe& rb = B.recipe;
-  QTC_CHECK(ra.kind == rb.kind, "A (", ra.name(), ") and B (", rb.name(),
+  QTC_CHECK(ra.kind() == rb.kind(), "A (", ra.name(), ") and B (", rb.name(),
             ") must have the same scaling mode (TE_FORMATS.md §7.1)");
   QTC_CHECK(args.out == DType::kF32 || args.out == DType::kBF16 || args.out == DType::kF16,
             "GEMM output must be F32, BF16 or F16, got ", dtype_name(args.out));
   QTC_CHECK(args.beta == 0.0f || args.c != nullptr, "beta = ", args.beta, " needs a C matrix");
-  const bool fp8 = ra.kind != RecipeKind::kNVFP4;
+  const bool fp8 = ra.kind() != RecipeKind::kNVFP4;
   if (fp8)
-    QTC_CHECK(!(ra.fp8 == Fp8Type::kE5M2 && rb.fp8 == Fp8Type::kE5M2),
+    QTC_CHECK(!(ra.fp8_type() == Fp8Type::kE5M2 && rb.fp8_type() == Fp8Type::kE5M2),
               "E5M2 x E5M2 is not a cuBLASLt FP8 GEMM (one operand must be E4M3): A ", ra.name(), ", B ", rb.name());
-  if (ra.kind == RecipeKind::kFP8Block)
-    QTC_CHECK(!(ra.block_2d && rb.block_2d),
+  if (ra.kind() == RecipeKind::kFP8Block)
+    QTC_CHECK(!(ra.is_2d() && rb.is_2d()),
               "FP8 block scaling: 128x128 x 128x128 GEMMs are not supported (TE_FORMATS.md §7.3)");
-  if (ra.kind == RecipeKind::kNVFP4) {
-    QTC_CHECK(!ra.row_scaled && !rb.row_scaled,
+  if (ra.kind() == RecipeKind::kNVFP4) {
+    QTC_CHECK(!ra.nvfp4_row_scaled() && !rb.nvfp4_row_scaled(),
               "row-scaled NVFP4 operands are rejected by the plain NVFP4 GEMM; use gemm_nvfp4_row_scaled (TE_FORMATS.md §7.5)");
     QTC_CHECK(args.out != DType::kF16, "FP4 GEMM does not support FP16 output (TE_FORMATS.md §7.4)");
   }
@@ -169,12 +172,12 @@ ResolvedGemm resolve_gemm(const QuantizedTensor& A, const QuantizedTensor& B, co
   QTC_CHECK(g.a.k == g.b.k, "reduction dims differ: A (transa=", args.transa ? "T" : "N", ") gives [", g.a.rows, ", ",
             g.a.k, "], B (transb=", args.transb ? "T" : "N", ") gives [", g.b.rows, ", ", g.b.k, "]");
   g.alpha = args.alpha;
-  if (ra.kind == RecipeKind::kNVFP4) {
+  if (ra.kind() == RecipeKind::kNVFP4) {
     const Plane& plane_a = pa == PlaneKind::kRowwise ? *A.rowwise : *A.columnwise;
     const Plane& plane_b = pb == PlaneKind::kRowwise ? *B.rowwise : *B.columnwise;
     QTC_CHECK(plane_a.amax.size() == 1 && plane_b.amax.size() == 1, "NVFP4 GEMM needs one amax per operand plane, got ",
               plane_a.amax.size(), " and ", plane_b.amax.size());
-    g.alpha = nvfp4_gemm_alpha(args.alpha, plane_a.amax[0], plane_b.amax[0], ra.e4m3_max, rb.e4m3_max);
+    g.alpha = nvfp4_gemm_alpha(args.alpha, plane_a.amax[0], plane_b.amax[0], ra.nvfp4().e4m3_max, rb.nvfp4().e4m3_max);
   }
   if (args.c != nullptr && args.beta != 0.0f)
     QTC_CHECK(args.c->rows == g.b.rows && args.c->cols == g.a.rows, "C is ", args.c->rows, "x", args.c->cols,

@@ -21,7 +21,7 @@ Plane& selected_plane(QuantizedTensor& q, PlaneKind p, const char* which) {
 }  // namespace
 
 RowScaledSplit neutralize_row_scaled(const QuantizedTensor& A, const QuantizedTensor& B, const GemmArgs& args) {
-  QTC_CHECK(A.recipe.kind == RecipeKind::kNVFP4 && B.recipe.kind == RecipeKind::kNVFP4,
+  QTC_CHECK(A.recipe.kind() == RecipeKind::kNVFP4 && B.recipe.kind() == RecipeKind::kNVFP4,
             "row-scaled GEMM needs NVFP4 operands, got ", A.recipe.name(), " and ", B.recipe.name());
   RowScaledSplit s{A, B, {}, {}};
   const PlaneKind pa = args.transa ? PlaneKind::kRowwise : PlaneKind::kColumnwise;
@@ -33,8 +33,8 @@ RowScaledSplit neutralize_row_scaled(const QuantizedTensor& A, const QuantizedTe
   s.row_scales = plane_b.amax;
   plane_a.amax = {1.0f};
   plane_b.amax = {1.0f};
-  s.a.recipe.row_scaled = false;
-  s.b.recipe.row_scaled = false;
+  s.a.recipe.nvfp4().row_scaled = false;
+  s.b.recipe.nvfp4().row_scaled = false;
   // The other plane of a row-scaled tensor keeps its per-row amax but is not read; make it scalar so the
   // tensor is a consistent per-tensor NVFP4 tensor.
   for (QuantizedTensor* q : {&s.a, &s.b})

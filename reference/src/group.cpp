@@ -32,8 +32,8 @@ MemberAmax member_amax(const MatrixView& x, const Recipe& r) {
   MemberAmax a;
   a.rowwise = amax(x, prop);
   a.columnwise = a.rowwise;
-  if (r.kind == RecipeKind::kNVFP4 && r.rht && r.columnwise && x.rows > 0 && x.cols > 0)
-    a.columnwise = amax(rht_transform(x, r.rht_sign_mask).view(), prop);
+  if (r.nvfp4_rht() && r.columnwise && x.rows > 0 && x.cols > 0)
+    a.columnwise = amax(rht_transform(x, r.nvfp4().rht_sign_mask).view(), prop);
   return a;
 }
 

@@ -104,8 +104,8 @@ inline void start_output(QuantizedTensor& q, const Recipe& r, DType input, int64
 /// plane's global amax. Shared by the scalar and the vectorized quantizer.
 template <typename G>
 void fill_amax(Plane& p, const Recipe& r, const std::vector<G>& lines, const G& global) {
-  QTC_CHECK(!r.row_scaled || lines.size() == p.amax.size(), "NVFP4: ", lines.size(), " line amaxes for ", p.amax.size(), " lines");
-  for (size_t i = 0; i < p.amax.size(); ++i) p.amax[i] = r.row_scaled ? lines[i].amax : global.amax;
+  QTC_CHECK(!r.nvfp4_row_scaled() || lines.size() == p.amax.size(), "NVFP4: ", lines.size(), " line amaxes for ", p.amax.size(), " lines");
+  for (size_t i = 0; i < p.amax.size(); ++i) p.amax[i] = r.nvfp4_row_scaled() ? lines[i].amax : global.amax;
 }
 
 // Quantizers of each recipe family (nvfp4.cpp, mxfp8.cpp, fp8.cpp).

@@ -13,23 +13,24 @@ namespace {
 struct MxRule {
   const Recipe& r;
   const ProfileRules& pr = profile_rules(r.profile);
+  const Mxfp8Options& o = r.mxfp8();
   /// NaN propagates into the block amax where a NaN block gets a NaN scale (OCP, torchao); TE ignores it.
   bool propagate() const { return pr.mx_nonfinite == MxNonFinite::kNaN; }
 
   /// The E8M0 scale byte of a block with absolute maximum `bamax`.
   uint8_t scale(float bamax) const {
-    if (pr.mx_order == MxOrder::kTorchAO) return torchao::mx_scale(bamax, r.scale_rule, r.fp8);
-    QTC_CHECK(r.scale_rule == MxScaleRule::kRceil || r.scale_rule == MxScaleRule::kOcpFloor, "MXFP8 scale_rule ",
-              mx_scale_rule_name(r.scale_rule), " is defined by torchao's to_mx only (profile torchao)");
+    if (pr.mx_order == MxOrder::kTorchAO) return torchao::mx_scale(bamax, o.scale_rule, o.fp8);
+    QTC_CHECK(o.scale_rule == MxScaleRule::kRceil || o.scale_rule == MxScaleRule::kOcpFloor, "MXFP8 scale_rule ",
+              mx_scale_rule_name(o.scale_rule), " is defined by torchao's to_mx only (profile torchao)");
     // TE rceil: float_to_e8m0(bamax * RN(1/max)); OCP floor: 2^(floor(log2(amax)) - emax_elem), exact from the
     // bits (te with the floor rule saturates Inf to 0xFE as TE's E8M0 conversion does); OCP: NaN scale for a
     // non-finite block.
-    return mx_block_scale(bamax, r.fp8 == Fp8Type::kE5M2, r.scale_rule == MxScaleRule::kOcpFloor,
+    return mx_block_scale(bamax, o.fp8 == Fp8Type::kE5M2, o.scale_rule == MxScaleRule::kOcpFloor,
                           pr.mx_nonfinite == MxNonFinite::kNaN);
   }
   uint8_t code(float x, uint8_t e) const {
-    if (pr.mx_order == MxOrder::kTorchAO) return torchao::mx_code(x, e, r.scale_rule, r.fp8);
-    return encode_fp8(x * e8m0_reciprocal(e), r.fp8);
+    if (pr.mx_order == MxOrder::kTorchAO) return torchao::mx_code(x, e, o.scale_rule, o.fp8);
+    return encode_fp8(x * e8m0_reciprocal(e), o.fp8);
   }
 };
 
@@ -41,11 +42,12 @@ QuantizedTensor quantize_mxfp8(const MatrixView& x, const Recipe& r) {
   QuantizedTensor q;
   start_output(q, r, x.dtype, M, K);  // planes as describe_plane says
   const MxRule rule{r};
+  const bool tile_2d = rule.o.tile_2d;
   const bool prop = rule.propagate();
   for_each_row_strip(x, 32, [&](int64_t g, int64_t i0, int64_t n, const float* s) {
     std::vector<float> col_amax(static_cast<size_t>(K));
     std::vector<uint8_t> tile_scale(static_cast<size_t>(kbs));
-    if (r.mx_2d) {
+    if (tile_2d) {
       for (int64_t c = 0; c < kbs; ++c) {
         float a = 0.0f;
         for (int64_t i = 0; i < n; ++i)
@@ -59,7 +61,7 @@ QuantizedTensor quantize_mxfp8(const MatrixView& x, const Recipe& r) {
         for (int64_t c = 0; c < kbs; ++c) {
           const int64_t j0 = c * 32, j1 = std::min(K, j0 + 32);
           uint8_t sc;
-          if (r.mx_2d) {
+          if (tile_2d) {
             sc = tile_scale[static_cast<size_t>(c)];
           } else {
             float a = 0.0f;
@@ -72,13 +74,13 @@ QuantizedTensor quantize_mxfp8(const MatrixView& x, const Recipe& r) {
     }
     if (r.columnwise) {
       Plane& p = *q.columnwise;
-      if (!r.mx_2d) {
+      if (!tile_2d) {
         std::fill(col_amax.begin(), col_amax.end(), 0.0f);
         for (int64_t i = 0; i < n; ++i)
           for (int64_t j = 0; j < K; ++j) col_amax[static_cast<size_t>(j)] = amax_step(col_amax[static_cast<size_t>(j)], s[i * K + j], prop);
       }
       for (int64_t j = 0; j < K; ++j) {
-        const uint8_t sc = r.mx_2d ? tile_scale[static_cast<size_t>(j / 32)] : rule.scale(col_amax[static_cast<size_t>(j)]);
+        const uint8_t sc = tile_2d ? tile_scale[static_cast<size_t>(j / 32)] : rule.scale(col_amax[static_cast<size_t>(j)]);
         p.scale.bytes[static_cast<size_t>(g * K + j)] = sc;
       }
       for (int64_t i = 0; i < n; ++i)

@@ -60,51 +60,36 @@ void layout_to_metadata(const LayoutOptions& o, std::map<std::string, std::strin
 void check_layout_applies(const LayoutOptions& o, const Recipe& r) {
   if (o.swizzled && !describe_plane(r, PlaneKind::kRowwise, 0, 0).swizzlable)
     QTC_FAIL("metadata key 'swizzled': swizzled=1 applies to NVFP4 and MXFP8 scales only (TE_FORMATS.md §6); recipe ",
-             recipe_kind_name(r.kind), " has no swizzled scale layout");
+             recipe_kind_name(r.kind()), " has no swizzled scale layout");
 }
 
 const std::vector<std::string>& output_tensor_names() {
-  static const std::vector<std::string> kNames = {
-      "rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv", "amax_rowwise",
-      "amax_columnwise", "scale_inv", "amax", "dequantized_rowwise", "dequantized_columnwise"};
+  static const std::vector<std::string> kNames(tensor_names().begin(), tensor_names().end());
   return kNames;
 }
 
 std::optional<OutputLayout> OutputLayout::find(std::string_view name, const Recipe& r, int64_t M, int64_t K,
                                                const LayoutOptions& o, std::string* why) {
   check_layout_applies(o, r);
-  const bool nv = r.kind == RecipeKind::kNVFP4;
+  const std::optional<TensorSpec> t = describe_tensor(r, name, M, K);  // the recipe policy's table
+  if (!t) {
+    if (why != nullptr)
+      *why = "tensor '" + std::string(name) + "' is not an output of recipe " + std::string(recipe_kind_name(r.kind())) +
+             " (VECTORS.md, Tensors)";
+    return std::nullopt;
+  }
   OutputLayout L;
   L.name_ = std::string(name);
   L.recipe_ = r;
   L.opts_ = o;
   L.M_ = M;
   L.K_ = K;
-  const bool col = name.starts_with("columnwise") || name == "amax_columnwise" || name == "dequantized_columnwise";
-  L.plane_ = col ? PlaneKind::kColumnwise : PlaneKind::kRowwise;
-  L.spec_ = describe_plane(r, L.plane_, M, K);  // the recipe policy's geometry
+  L.plane_ = t->plane.plane;
+  L.spec_ = t->plane;
   const PlaneSpec& spec = L.spec_;
-  if (name == "rowwise_data" || name == "columnwise_data") {
-    L.compact_ = {spec.data_rows, spec.data_cols};
-  } else if ((name == "rowwise_scale_inv" || name == "columnwise_scale_inv") && !spec.per_tensor) {
-    L.compact_ = {spec.compact.rows, spec.compact.cols};
-    L.scale_ = true;
-    L.elem_bytes_ = static_cast<int>(spec.scale_elem_bytes);
-  } else if ((name == "amax_rowwise" || name == "amax_columnwise") && nv) {
-    L.compact_ = {spec.amax_count};
-    L.elem_bytes_ = 4;
-  } else if ((name == "scale_inv" || name == "amax") && spec.per_tensor) {
-    L.compact_ = {1};
-    L.elem_bytes_ = 4;
-  } else if (name == "dequantized_rowwise" || (name == "dequantized_columnwise" && !spec.per_tensor)) {
-    L.compact_ = {M, K};
-    L.elem_bytes_ = 4;
-  } else {
-    if (why != nullptr)
-      *why = "tensor '" + std::string(name) + "' is not an output of recipe " + std::string(recipe_kind_name(r.kind)) +
-             " (VECTORS.md, Tensors)";
-    return std::nullopt;
-  }
+  L.compact_ = t->shape;
+  L.scale_ = t->role == TensorRole::kScale;
+  L.elem_bytes_ = t->elem_bytes;
   L.shape_ = L.compact_;
   if (L.scale_ && o.layout == TensorLayout::kTE) {
     const ScaleShape ps = spec.padded;
@@ -138,7 +123,7 @@ std::string OutputLayout::shape_error(const std::vector<int64_t>& got) const {
       msg += " (layout=compact; under layout=te it would be " + shape_text(te) + ")";
   }
   return msg + " for x of shape [" + std::to_string(M_) + ", " + std::to_string(K_) + "] (recipe " +
-         std::string(recipe_kind_name(recipe_.kind)) + ")";
+         std::string(recipe_kind_name(recipe_.kind())) + ")";
 }
 
 int64_t OutputLayout::compact_elements() const { return product(compact_); }

@@ -22,7 +22,7 @@ struct GlobalScale {
 GlobalScale make_global(float a, const Recipe& r) {
   GlobalScale g;
   g.amax = a;
-  g.s_enc = nvfp4_global_encode_scale(a, r.e4m3_max, r.profile);
+  g.s_enc = nvfp4_global_encode_scale(a, r.nvfp4().e4m3_max, r.profile);
   g.s_dec = 1.0f / g.s_enc;
   return g;
 }
@@ -36,6 +36,7 @@ struct BlockOut {
 struct Nvfp4Block {
   const Recipe& r;
   const ProfileRules& pr = profile_rules(r.profile);
+  const Nvfp4Options& o = r.nvfp4();
   DType input = DType::kF32;  ///< the input's dtype (torchao: which NaN a per-tensor amax of a NaN tensor carries)
   NegZero neg_zero() const { return pr.nvfp4_neg_zero_positive ? NegZero::kPositiveZero : NegZero::kKeepSign; }
 
@@ -45,7 +46,7 @@ struct Nvfp4Block {
   static float encode_factor(uint8_t sf, const GlobalScale& g) { return nvfp4_encode_factor(sf, g.s_dec); }
   uint8_t code(float xv, float enc, uint32_t plane, uint64_t index) const {
     const float v = xv * enc;
-    if (r.stochastic) return encode_e2m1_stochastic(v, sr_random_byte(r.seed, plane, index));
+    if (o.stochastic) return encode_e2m1_stochastic(v, sr_random_byte(o.seed, plane, index));
     if (pr.nvfp4_neg_zero_positive) {
       if (std::isnan(v)) return 0x0;
       return encode_e2m1(std::fmin(std::fmax(v, -6.0f), 6.0f), NegZero::kPositiveZero);
@@ -66,8 +67,8 @@ struct Nvfp4Block {
   }
   /// Error contribution of one element: |d| or d*d with d = RN(RN(RN(q * sf) * amax) / (6 * E4M3_MAX)) - x.
   float elem_err(float xv, uint8_t code_v, uint8_t sf, float amax) const {
-    return nvfp4_4over6_err(xv, code_v, decode_e4m3(sf), amax, 6.0f * static_cast<float>(r.e4m3_max),
-                            r.fourover6_err != ErrMode::kMAE);
+    return nvfp4_4over6_err(xv, code_v, decode_e4m3(sf), amax, 6.0f * static_cast<float>(o.e4m3_max),
+                            o.fourover6_err != ErrMode::kMAE);
   }
 };
 
@@ -94,11 +95,11 @@ void quantize_rows_1d(const Nvfp4Block& nb, const float* src, int64_t n, int64_t
         // torchao nvfp4_quantize, float32 throughout: pts = amax / 2688; sf = e4m3(clamp((bamax / 6) / pts,
         // 2^-6, 448)); codes of clamp(x * ((1 / pts) / sf), -6, 6). Without a per-tensor scale: bamax / 6, 1 / sf.
         const float pts = torchao::div(torchao::tensor_amax(g.amax, nb.input), kTorchAOPerTensorDivisor);
-        const bool two = nb.r.per_tensor_scale;
+        const bool two = nb.o.per_tensor_scale;
         sf = torchao::nvfp4_scale(bamax, two, pts, nb.pr.nvfp4_tiny_block_floor);
         const float mul = torchao::nvfp4_multiplier(sf, two, pts);
         for (int k = 0; k < 16; ++k) codes[k] = torchao::nvfp4_code(x[k], mul);
-      } else if (nb.r.fourover6) {
+      } else if (nb.o.fourover6) {
         Nvfp4Block::Candidate c6{};
         const Nvfp4Block::Candidate c4 = nb.candidates(bamax, g, c6);
         float e4 = 0.0f, e6 = 0.0f;
@@ -160,7 +161,7 @@ void quantize_2d(const Nvfp4Block& nb, const float* strip, int64_t K, const Glob
       for (int k = 0; k < 16; ++k) bamax = amax_step(bamax, strip[r * K + c * 16 + k], propagate);
     uint8_t codes[16][16];
     uint8_t sf;
-    if (nb.r.fourover6) {
+    if (nb.o.fourover6) {
       Nvfp4Block::Candidate c6{};
       const Nvfp4Block::Candidate c4 = nb.candidates(bamax, g_row, c6);
       float e4[16], e6[16];
@@ -198,7 +199,7 @@ void quantize_2d(const Nvfp4Block& nb, const float* strip, int64_t K, const Glob
     uint8_t sf_col = sf;
     uint8_t codes_col[16][16];
     std::memcpy(codes_col, codes, sizeof(codes));
-    if (want_col && !nb.r.fourover6 && g_col.s_enc != g_row.s_enc) {
+    if (want_col && !nb.o.fourover6 && g_col.s_enc != g_row.s_enc) {
       sf_col = nb.scale_byte(bamax, g_col);
       const float enc = Nvfp4Block::encode_factor(sf_col, g_col);
       for (int r = 0; r < 16; ++r)
@@ -230,13 +231,14 @@ QuantizedTensor quantize_nvfp4(const MatrixView& x, const Recipe& r, const float
   QuantizedTensor q;
   Nvfp4Block nb{r};
   nb.input = x.dtype;
+  const Nvfp4Options& o = nb.o;
   const bool propagate = nb.pr.nan_amax;
 
   // Global scales.
   GlobalScale g_row, g_col;
   std::vector<GlobalScale> row_scales, col_scales;
   HostMatrix rht_y;
-  if (r.row_scaled) {
+  if (o.row_scaled) {
     for (float a : line_amax(x, false, propagate)) row_scales.push_back(make_global(a, r));
     if (r.columnwise)
       for (float a : line_amax(x, true, propagate)) col_scales.push_back(make_global(a, r));
@@ -248,12 +250,12 @@ QuantizedTensor quantize_nvfp4(const MatrixView& x, const Recipe& r, const float
     } else {
       ar = amax(x, propagate);
       ac = ar;
-      if (r.rht && r.columnwise) {
-        rht_y = rht_transform(x, r.rht_sign_mask);
+      if (o.rht && r.columnwise) {
+        rht_y = rht_transform(x, o.rht_sign_mask);
         ac = amax(rht_y.view(), propagate);
       }
     }
-    if (r.rht && r.columnwise && rht_y.numel() == 0 && M * K > 0) rht_y = rht_transform(x, r.rht_sign_mask);
+    if (o.rht && r.columnwise && rht_y.numel() == 0 && M * K > 0) rht_y = rht_transform(x, o.rht_sign_mask);
     g_row = make_global(ar, r);
     g_col = make_global(ac, r);
   }
@@ -268,27 +270,27 @@ QuantizedTensor quantize_nvfp4(const MatrixView& x, const Recipe& r, const float
     std::vector<float> strip(static_cast<size_t>(16 * K)), colbuf(static_cast<size_t>(16 * K));
     for (int64_t gi = b; gi < e; ++gi) {
       load_rows(x, gi * 16, 16, strip.data());
-      if (r.tile_2d && !r.stochastic) {
+      if (o.tile_2d && !o.stochastic) {
         quantize_2d(nb, strip.data(), K, g_row, g_col, r.rowwise, r.columnwise, gi, M, q.rowwise ? &*q.rowwise : nullptr,
                     q.columnwise ? &*q.columnwise : nullptr);
         continue;
       }
       if (r.rowwise) {
-        if (r.tile_2d) {
+        if (o.tile_2d) {
           quantize_2d(nb, strip.data(), K, g_row, g_row, true, false, gi, M, &*q.rowwise, nullptr);
         } else {
-          auto gs = [&](int64_t i) { return r.row_scaled ? row_scales[static_cast<size_t>(gi * 16 + i)] : g_row; };
+          auto gs = [&](int64_t i) { return o.row_scaled ? row_scales[static_cast<size_t>(gi * 16 + i)] : g_row; };
           quantize_rows_1d(nb, strip.data(), 16, K, gs, q.rowwise->data.data() + gi * 16 * (K / 2),
                            q.rowwise->scale.bytes.data() + gi * 16 * (K / 16), 0,
                            [&](int64_t i, int64_t blk) { return (gi * 16 + i) * K + blk * 16; });
         }
       }
-      if (r.columnwise && !r.rht) {
+      if (r.columnwise && !o.rht) {
         // Columnwise blocks of this strip: column j, rows 16gi..16gi+15. Quantize the transposed strip as
         // K rows of 16, then scatter into row j of the (K, M) plane.
         for (int64_t j = 0; j < K; ++j)
           for (int rr = 0; rr < 16; ++rr) colbuf[static_cast<size_t>(j * 16 + rr)] = strip[static_cast<size_t>(rr * K + j)];
-        if (r.tile_2d) {
+        if (o.tile_2d) {
           // SR with 16x16 tiles: the tile's scale comes from the 2D amax; codes use the columnwise random bits.
           for (int64_t c = 0; c < K / 16; ++c) {
             float bamax = 0.0f;
@@ -307,7 +309,7 @@ QuantizedTensor quantize_nvfp4(const MatrixView& x, const Recipe& r, const float
           }
         } else {
           for (int64_t j = 0; j < K; ++j) {
-            const GlobalScale g = r.row_scaled ? col_scales[static_cast<size_t>(j)] : g_col;
+            const GlobalScale g = o.row_scaled ? col_scales[static_cast<size_t>(j)] : g_col;
             uint8_t packed[8];
             uint8_t sf;
             quantize_rows_1d(nb, colbuf.data() + j * 16, 1, 16, [&](int64_t) { return g; }, packed, &sf, 1,
@@ -329,7 +331,7 @@ QuantizedTensor quantize_nvfp4(const MatrixView& x, const Recipe& r, const float
                      [&](int64_t i, int64_t blk) { return (groups * 16 + i) * K + blk * 16; });
   }
 
-  if (r.rht && r.columnwise) {
+  if (o.rht && r.columnwise) {
     // Columnwise plane of RHT(x^T): the rows of Y (K, M) quantized with blocks of 16 along M.
     const int64_t rows_per_chunk = 16;
     parallel_for(ceil_div(K, rows_per_chunk), [&](int64_t b, int64_t e) {

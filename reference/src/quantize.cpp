@@ -131,14 +131,14 @@ QuantizedTensor quantize(const MatrixView& x, const Recipe& recipe) {
   // An empty tensor takes the scalar path, whose loops cost nothing however long the other extent (issue 14).
   const bool empty = x.rows == 0 || x.cols == 0;
   if (!empty && simd::enabled(recipe, x.dtype)) {  // the vectorized path (simd/), same bits; cpu_path.hpp says when
-    switch (recipe.kind) {
+    switch (recipe.kind()) {
       case RecipeKind::kNVFP4: return simd::quantize_nvfp4(x, recipe, nullptr);
       case RecipeKind::kMXFP8: return simd::quantize_mxfp8(x, recipe);
       case RecipeKind::kFP8Block: return simd::quantize_fp8_block(x, recipe);
       case RecipeKind::kFP8Tensor: return simd::quantize_fp8_tensor(x, recipe, nullptr);
     }
   }
-  switch (recipe.kind) {
+  switch (recipe.kind()) {
     case RecipeKind::kNVFP4: return detail::quantize_nvfp4(x, recipe, nullptr);
     case RecipeKind::kMXFP8: return detail::quantize_mxfp8(x, recipe);
     case RecipeKind::kFP8Block: return detail::quantize_fp8_block(x, recipe);
@@ -151,9 +151,9 @@ QuantizedTensor quantize_with_amax(const MatrixView& x, const Recipe& recipe, fl
   recipe.validate_input(x.dtype, x.rows, x.cols);
   const float a[2] = {amax_rowwise, amax_columnwise};
   const bool vec = x.rows != 0 && x.cols != 0 && simd::enabled(recipe, x.dtype);  // empty: the scalar path
-  switch (recipe.kind) {
+  switch (recipe.kind()) {
     case RecipeKind::kNVFP4:
-      QTC_CHECK(!recipe.row_scaled, "quantize_with_amax: row-scaled NVFP4 computes its own per-row amax (§1.11)");
+      QTC_CHECK(!recipe.nvfp4_row_scaled(), "quantize_with_amax: row-scaled NVFP4 computes its own per-row amax (§1.11)");
       return vec ? simd::quantize_nvfp4(x, recipe, a) : detail::quantize_nvfp4(x, recipe, a);
     case RecipeKind::kFP8Tensor: return vec ? simd::quantize_fp8_tensor(x, recipe, a) : detail::quantize_fp8_tensor(x, recipe, a);
     default: QTC_FAIL("quantize_with_amax: recipe ", recipe.name(), " has no global amax (NVFP4 and FP8 tensor only)");
@@ -164,7 +164,7 @@ HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
   QTC_CHECK(out == DType::kF32 || out == DType::kBF16 || out == DType::kF16, "dequantize: output must be F32, BF16 or F16");
   const Plane& p = q.plane(pk);
   const Recipe& r = q.recipe;
-  QTC_CHECK(p.scale.layout == ScaleLayout::kCompact || r.kind == RecipeKind::kFP8Tensor,
+  QTC_CHECK(p.scale.layout == ScaleLayout::kCompact || r.kind() == RecipeKind::kFP8Tensor,
             "dequantize: scales must be in the compact layout (convert with ref::convert_layout)");
   if (q.rows != 0 && q.cols != 0 && simd::enabled_dequantize(r, out)) return simd::dequantize(q, pk, out);
   const int64_t M = q.rows, K = q.cols;
@@ -213,10 +213,12 @@ HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
     });
   };
   const PlaneSpec spec = describe_plane(r, pk, M, K);
+  const Fp8Type fp8 = r.kind() == RecipeKind::kNVFP4 ? Fp8Type::kE4M3 : r.fp8_type();  // element type of FP8 data
   const int64_t rows = spec.data_rows;  // plane rows (MXFP8 keeps x's orientation: handled below)
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kNVFP4: {
-      const float factor = 1.0f / (6.0f * static_cast<float>(r.e4m3_max));
+      const Nvfp4Options& o = r.nvfp4();
+      const float factor = 1.0f / (6.0f * static_cast<float>(o.e4m3_max));
       // torchao: per_tensor_scale * sf (sf alone without a per-tensor scale)
       const bool torchao = profile_rules(r.profile).nvfp4_order == Nvfp4Order::kTorchAO;
       for_plane_rows(p.data_rows, [&](int64_t a, float* v) {
@@ -224,7 +226,7 @@ HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
         const uint8_t* d = p.data.data() + a * p.data_cols;
         const uint8_t* sc = p.scale.bytes.data() + a * p.scale.cols;
         for (int64_t blk = 0; blk < len / 16; ++blk) {
-          const float s_blk = torchao ? (r.per_tensor_scale ? (am / kTorchAOPerTensorDivisor) * decode_e4m3(sc[blk]) : decode_e4m3(sc[blk])) : (decode_e4m3(sc[blk]) * am) * factor;
+          const float s_blk = torchao ? (o.per_tensor_scale ? (am / kTorchAOPerTensorDivisor) * decode_e4m3(sc[blk]) : decode_e4m3(sc[blk])) : (decode_e4m3(sc[blk]) * am) * factor;
           float table[16];  // every E2M1 value times this block's scale: the same products as per element
           for (int c = 0; c < 16; ++c) table[c] = kE2M1Values[c] * s_blk;
           for (int64_t t = 0; t < 8; ++t) {
@@ -244,7 +246,7 @@ HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
           for (int64_t j = 0; j < K; ++j) {
             const Index2 se = spec.scale_entry(i, j);
             const uint8_t e = p.scale.byte(se.row, se.col);
-            const float v = decode_e8m0(e) * detail::decode_fp8(p.data[static_cast<size_t>(i * K + j)], r.fp8);
+            const float v = decode_e8m0(e) * detail::decode_fp8(p.data[static_cast<size_t>(i * K + j)], fp8);
             if (yo != nullptr) yo[j] = v; else y.set(i, j, v);
           }
         }
@@ -263,7 +265,7 @@ HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
             const Index2 se = spec.scale_entry(i, j);
             s_b = p.scale.f32(se.row, se.col);
           }
-          v[b] = detail::decode_fp8(d[b], r.fp8) * s_b;
+          v[b] = detail::decode_fp8(d[b], fp8) * s_b;
         }
       });
       break;

@@ -29,7 +29,7 @@ std::string_view recipe_kind_name(RecipeKind k) {
 float fp8_max(Fp8Type t) { return t == Fp8Type::kE4M3 ? 448.0f : 57344.0f; }
 
 int Recipe::block_cols() const {
-  switch (kind) {
+  switch (kind()) {
     case RecipeKind::kNVFP4: return 16;
     case RecipeKind::kMXFP8: return 32;
     case RecipeKind::kFP8Block: return 128;
@@ -39,13 +39,59 @@ int Recipe::block_cols() const {
 }
 
 int Recipe::block_rows() const {
-  switch (kind) {
-    case RecipeKind::kNVFP4: return tile_2d ? 16 : 1;
-    case RecipeKind::kMXFP8: return mx_2d ? 32 : 1;
-    case RecipeKind::kFP8Block: return block_2d ? 128 : 1;
-    case RecipeKind::kFP8Tensor: return 0;
+  if (kind() == RecipeKind::kFP8Tensor) return 0;
+  return is_2d() ? block_cols() : 1;
+}
+
+bool Recipe::is_2d() const {
+  switch (kind()) {
+    case RecipeKind::kNVFP4: return std::get<Nvfp4Options>(options_).tile_2d;
+    case RecipeKind::kMXFP8: return std::get<Mxfp8Options>(options_).tile_2d;
+    case RecipeKind::kFP8Block: return std::get<Fp8BlockOptions>(options_).tile_2d;
+    case RecipeKind::kFP8Tensor: return false;
   }
-  return 0;
+  return false;
+}
+
+Fp8Type Recipe::fp8_type() const {
+  if (const auto* o = mxfp8_or_null()) return o->fp8;
+  if (const auto* o = fp8_block_or_null()) return o->fp8;
+  if (const auto* o = fp8_tensor_or_null()) return o->fp8;
+  QTC_FAIL("recipe ", name(), ": rule 'kind-options': the FP8 element type (fp8_dtype) is an option of MXFP8, FP8 block "
+           "and FP8 tensor, not of NVFP4 (its data is E2M1)");
+}
+
+void Recipe::set_fp8_type(Fp8Type t) {
+  if (auto* o = std::get_if<Mxfp8Options>(&options_)) o->fp8 = t;
+  else if (auto* o = std::get_if<Fp8BlockOptions>(&options_)) o->fp8 = t;
+  else if (auto* o = std::get_if<Fp8TensorOptions>(&options_)) o->fp8 = t;
+  else (void)fp8_type();  // throws, naming the rule
+}
+
+void Recipe::set_pow2_scales(bool on) {
+  if (auto* o = std::get_if<Fp8BlockOptions>(&options_)) o->pow2_scales = on;
+  else if (auto* o = std::get_if<Fp8TensorOptions>(&options_)) o->pow2_scales = on;
+  else (void)pow2_scales();  // throws, naming the rule
+}
+
+void Recipe::set_eps(float v) {
+  if (auto* o = std::get_if<Fp8BlockOptions>(&options_)) o->eps = v;
+  else if (auto* o = std::get_if<Fp8TensorOptions>(&options_)) o->eps = v;
+  else (void)eps();  // throws, naming the rule
+}
+
+bool Recipe::pow2_scales() const {
+  if (const auto* o = fp8_block_or_null()) return o->pow2_scales;
+  if (const auto* o = fp8_tensor_or_null()) return o->pow2_scales;
+  QTC_FAIL("recipe ", name(), ": rule 'kind-options': pow2_scales is an option of FP8 block and FP8 tensor, not of ",
+           recipe_kind_name(kind()));
+}
+
+float Recipe::eps() const {
+  if (const auto* o = fp8_block_or_null()) return o->eps;
+  if (const auto* o = fp8_tensor_or_null()) return o->eps;
+  QTC_FAIL("recipe ", name(), ": rule 'kind-options': eps is an option of FP8 block and FP8 tensor, not of ",
+           recipe_kind_name(kind()));
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -63,38 +109,8 @@ const char* kind_title(RecipeKind k) {
   return "?";
 }
 
-/// The first option set on `r` that its kind's alternative does not have ("" when none), and which kinds have it.
-std::string foreign_option(const Recipe& r) {
-  const Recipe d = Recipe::of(r.options(), r.profile, r.rowwise, r.columnwise);  // only the kind's own options
-  struct Opt {
-    const char* name;
-    bool differs;
-    const char* owners;
-  };
-  const Opt opts[] = {
-      {"tile 16x16", r.tile_2d != d.tile_2d, "NVFP4"},
-      {"row_scaled", r.row_scaled != d.row_scaled, "NVFP4"},
-      {"rht", r.rht != d.rht, "NVFP4"},
-      {"fourover6", r.fourover6 != d.fourover6, "NVFP4"},
-      {"fourover6_err", r.fourover6_err != d.fourover6_err, "NVFP4"},
-      {"e4m3_max", r.e4m3_max != d.e4m3_max, "NVFP4"},
-      {"stochastic_rounding", r.stochastic != d.stochastic, "NVFP4"},
-      {"seed", r.seed != d.seed, "NVFP4"},
-      {"rht_sign_mask", r.rht_sign_mask != d.rht_sign_mask, "NVFP4"},
-      {"per_tensor_scale=0", r.per_tensor_scale != d.per_tensor_scale, "NVFP4"},
-      {"fp8_dtype", r.fp8 != d.fp8, "MXFP8, FP8 block and FP8 tensor (NVFP4 data is E2M1)"},
-      {"scale_rule", r.scale_rule != d.scale_rule, "MXFP8"},
-      {"tile 32x32", r.mx_2d != d.mx_2d, "MXFP8"},
-      {"tile 128x128", r.block_2d != d.block_2d, "FP8 block"},
-      {"pow2_scales", r.pow2_scales != d.pow2_scales, "FP8 block and FP8 tensor"},
-      {"eps", std::bit_cast<uint32_t>(r.eps) != std::bit_cast<uint32_t>(d.eps), "FP8 block and FP8 tensor"},
-  };
-  for (const Opt& o : opts)
-    if (o.differs) return std::string("option ") + o.name + " is an option of " + o.owners + ", not of " + kind_title(r.kind);
-  return {};
-}
-
-bool nvfp4(const Recipe& r) { return r.kind == RecipeKind::kNVFP4; }
+/// The NVFP4 options of `r`, or nullptr for another kind (the NVFP4 rules hold vacuously there).
+const Nvfp4Options* nv(const Recipe& r) { return r.nvfp4_or_null(); }
 
 /// One rule: violated(r, pr) says whether r breaks it; detail (optional) adds what exactly.
 struct RuleCheck {
@@ -109,60 +125,60 @@ const RuleCheck kRules[] = {
     {{"profile-defines-kind", "the profile must define the recipe kind"},
      [](const Recipe& r, const ProfileRules& pr) {
        const bool defined[] = {pr.nvfp4, pr.mxfp8, pr.fp8_block, pr.fp8_tensor};
-       return !defined[static_cast<int>(r.kind)];
+       return !defined[static_cast<int>(r.kind())];
      },
      [](const Recipe& r, const ProfileRules& pr) {
-       return "profile '" + pr.name + "' does not define " + std::string(recipe_kind_name(r.kind)) + " (" + pr.follows + ")";
+       return "profile '" + pr.name + "' does not define " + std::string(recipe_kind_name(r.kind())) + " (" + pr.follows + ")";
      }},
-    {{"kind-options", "a recipe sets only the options of its kind (one alternative per kind: Nvfp4Options, Mxfp8Options, "
-                      "Fp8BlockOptions, Fp8TensorOptions)"},
-     [](const Recipe& r, const ProfileRules&) { return !foreign_option(r).empty(); },
-     [](const Recipe& r, const ProfileRules&) { return foreign_option(r); }},
     {{"nvfp4-e4m3-max", "NVFP4 e4m3_max must be 448 or 256"},
-     [](const Recipe& r, const ProfileRules&) { return nvfp4(r) && r.e4m3_max != 448 && r.e4m3_max != 256; }},
+     [](const Recipe& r, const ProfileRules&) { return nv(r) && nv(r)->e4m3_max != 448 && nv(r)->e4m3_max != 256; }},
     {{"nvfp4-e4m3-max-256-needs-4over6", "NVFP4 e4m3_max 256 is only defined with fourover6 (TE_FORMATS.md §1.12)"},
-     [](const Recipe& r, const ProfileRules&) { return nvfp4(r) && r.e4m3_max == 256 && !r.fourover6; }},
+     [](const Recipe& r, const ProfileRules&) { return nv(r) && nv(r)->e4m3_max == 256 && !nv(r)->fourover6; }},
     {{"nvfp4-row-scaled-1x16", "row-scaled NVFP4 cannot use 16x16 tiles (TE_FORMATS.md §1.11)"},
-     [](const Recipe& r, const ProfileRules&) { return nvfp4(r) && r.row_scaled && r.tile_2d; }},
+     [](const Recipe& r, const ProfileRules&) { return nv(r) && nv(r)->row_scaled && nv(r)->tile_2d; }},
     {{"nvfp4-row-scaled-no-rht", "row-scaled NVFP4 cannot use RHT (TE_FORMATS.md §1.11)"},
-     [](const Recipe& r, const ProfileRules&) { return nvfp4(r) && r.row_scaled && r.rht; }},
+     [](const Recipe& r, const ProfileRules&) { return nv(r) && nv(r)->row_scaled && nv(r)->rht; }},
     {{"nvfp4-row-scaled-no-sr", "row-scaled NVFP4 cannot use stochastic rounding (TE_FORMATS.md §1.11)"},
-     [](const Recipe& r, const ProfileRules&) { return nvfp4(r) && r.row_scaled && r.stochastic; }},
+     [](const Recipe& r, const ProfileRules&) { return nv(r) && nv(r)->row_scaled && nv(r)->stochastic; }},
     {{"nvfp4-row-scaled-needs-rowwise", "row-scaled NVFP4 needs the rowwise plane (TE_FORMATS.md §1.11)"},
-     [](const Recipe& r, const ProfileRules&) { return nvfp4(r) && r.row_scaled && !r.rowwise; }},
+     [](const Recipe& r, const ProfileRules&) { return nv(r) && nv(r)->row_scaled && !r.rowwise; }},
     {{"nvfp4-rht-1x16", "RHT is not combined with 16x16 tiles (TE_FORMATS.md §1.7)"},
-     [](const Recipe& r, const ProfileRules&) { return nvfp4(r) && r.rht && r.tile_2d; }},
+     [](const Recipe& r, const ProfileRules&) { return nv(r) && nv(r)->rht && nv(r)->tile_2d; }},
     {{"nvfp4-4over6-no-rht", "4over6 cannot be combined with RHT (TE_FORMATS.md §1.12)"},
-     [](const Recipe& r, const ProfileRules&) { return nvfp4(r) && r.fourover6 && r.rht; }},
+     [](const Recipe& r, const ProfileRules&) { return nv(r) && nv(r)->fourover6 && nv(r)->rht; }},
     {{"nvfp4-4over6-no-sr", "4over6 cannot be combined with stochastic rounding (TE_FORMATS.md §1.12)"},
-     [](const Recipe& r, const ProfileRules&) { return nvfp4(r) && r.fourover6 && r.stochastic; }},
+     [](const Recipe& r, const ProfileRules&) { return nv(r) && nv(r)->fourover6 && nv(r)->stochastic; }},
     {{"nvfp4-row-scaled-4over6-rowwise-only", "row-scaled 4over6 produces the rowwise plane only (TE_FORMATS.md §1.12)"},
-     [](const Recipe& r, const ProfileRules&) { return nvfp4(r) && r.fourover6 && r.row_scaled && r.columnwise; }},
+     [](const Recipe& r, const ProfileRules&) { return nv(r) && nv(r)->fourover6 && nv(r)->row_scaled && r.columnwise; }},
     {{"nvfp4-profile-sr", "the profile must define NVFP4 stochastic rounding (profile rule nvfp4.stochastic_rounding)"},
-     [](const Recipe& r, const ProfileRules& pr) { return nvfp4(r) && r.stochastic && !pr.nvfp4_stochastic; },
+     [](const Recipe& r, const ProfileRules& pr) { return nv(r) && nv(r)->stochastic && !pr.nvfp4_stochastic; },
      [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "' has no stochastic rounding"; }},
     {{"nvfp4-profile-order-1x16", "the profile's NVFP4 operation order defines 1x16 blocks only (no 16x16, row-scaled, "
                                   "RHT, 4over6 or stochastic rounding)"},
      [](const Recipe& r, const ProfileRules& pr) {
-       return nvfp4(r) && pr.nvfp4_order == Nvfp4Order::kTorchAO && (r.tile_2d || r.row_scaled || r.rht || r.fourover6 || r.stochastic);
+       const Nvfp4Options* o = nv(r);
+       return o && pr.nvfp4_order == Nvfp4Order::kTorchAO && (o->tile_2d || o->row_scaled || o->rht || o->fourover6 || o->stochastic);
      },
      [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "'"; }},
     {{"nvfp4-single-level", "per_tensor_scale=0 (block scales only) needs a profile that defines single-level NVFP4 "
                             "(profile rule nvfp4.single_level: torchao)"},
-     [](const Recipe& r, const ProfileRules& pr) { return nvfp4(r) && !r.per_tensor_scale && !pr.nvfp4_single_level; },
+     [](const Recipe& r, const ProfileRules& pr) { return nv(r) && !nv(r)->per_tensor_scale && !pr.nvfp4_single_level; },
      [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "' does not"; }},
     {{"mxfp8-profile-scale-rule", "the profile must define the MXFP8 scale_rule"},
      [](const Recipe& r, const ProfileRules& pr) {
-       return r.kind == RecipeKind::kMXFP8 &&
-              std::find(pr.mx_scale_rules.begin(), pr.mx_scale_rules.end(), r.scale_rule) == pr.mx_scale_rules.end();
+       const Mxfp8Options* o = r.mxfp8_or_null();
+       return o && std::find(pr.mx_scale_rules.begin(), pr.mx_scale_rules.end(), o->scale_rule) == pr.mx_scale_rules.end();
      },
      [](const Recipe& r, const ProfileRules& pr) {
        std::string allowed;
        for (MxScaleRule x : pr.mx_scale_rules) allowed += (allowed.empty() ? "" : ", ") + std::string(mx_scale_rule_name(x));
-       return "profile '" + pr.name + "' defines scale_rule " + allowed + ", not " + std::string(mx_scale_rule_name(r.scale_rule));
+       return "profile '" + pr.name + "' defines scale_rule " + allowed + ", not " + std::string(mx_scale_rule_name(r.mxfp8().scale_rule));
      }},
     {{"fp8-eps", "FP8 block/tensor eps must be a finite value >= 0"},
-     [](const Recipe& r, const ProfileRules&) { return !(std::isfinite(r.eps) && r.eps >= 0.0f); }},
+     [](const Recipe& r, const ProfileRules&) {
+       const bool has_eps = r.is(RecipeKind::kFP8Block) || r.is(RecipeKind::kFP8Tensor);
+       return has_eps && !(std::isfinite(r.eps()) && r.eps() >= 0.0f);
+     }},
 };
 
 const RuleCheck* first_broken(const Recipe& r) {
@@ -195,54 +211,28 @@ void Recipe::validate() const {
   QTC_FAIL("recipe ", name(), ": rule '", c->rule.id, "': ", c->rule.text, detail.empty() ? "" : ": ", detail);
 }
 
-RecipeOptions Recipe::options() const {
-  switch (kind) {
-    case RecipeKind::kNVFP4:
-      return Nvfp4Options{tile_2d, row_scaled, rht, fourover6, fourover6_err, e4m3_max, stochastic, seed, rht_sign_mask, per_tensor_scale};
-    case RecipeKind::kMXFP8: return Mxfp8Options{fp8, scale_rule, mx_2d};
-    case RecipeKind::kFP8Block: return Fp8BlockOptions{fp8, block_2d, pow2_scales, eps};
-    case RecipeKind::kFP8Tensor: return Fp8TensorOptions{fp8, pow2_scales, eps};
-  }
-  QTC_FAIL("unknown recipe kind");
-}
-
 Recipe Recipe::of(const RecipeOptions& o, Profile p, bool rowwise_plane, bool columnwise_plane) {
   Recipe r;
-  r.kind = static_cast<RecipeKind>(o.index());  // alternatives in RecipeKind order
+  r.options_ = o;
   r.profile = p;
   r.rowwise = rowwise_plane;
   r.columnwise = columnwise_plane;
-  std::visit(
-      [&r](const auto& x) {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, Nvfp4Options>) {
-          r.tile_2d = x.tile_2d;
-          r.row_scaled = x.row_scaled;
-          r.rht = x.rht;
-          r.fourover6 = x.fourover6;
-          r.fourover6_err = x.fourover6_err;
-          r.e4m3_max = x.e4m3_max;
-          r.stochastic = x.stochastic;
-          r.seed = x.seed;
-          r.rht_sign_mask = x.rht_sign_mask;
-          r.per_tensor_scale = x.per_tensor_scale;
-        } else if constexpr (std::is_same_v<T, Mxfp8Options>) {
-          r.fp8 = x.fp8;
-          r.scale_rule = x.scale_rule;
-          r.mx_2d = x.tile_2d;
-        } else if constexpr (std::is_same_v<T, Fp8BlockOptions>) {
-          r.fp8 = x.fp8;
-          r.block_2d = x.tile_2d;
-          r.pow2_scales = x.pow2_scales;
-          r.eps = x.eps;
-        } else {
-          r.fp8 = x.fp8;
-          r.pow2_scales = x.pow2_scales;
-          r.eps = x.eps;
-        }
-      },
-      o);
   return r;
+}
+
+RecipeOptions Recipe::default_options(RecipeKind k) {
+  switch (k) {
+    case RecipeKind::kNVFP4: return Nvfp4Options{};
+    case RecipeKind::kMXFP8: return Mxfp8Options{};
+    case RecipeKind::kFP8Block: return Fp8BlockOptions{};
+    case RecipeKind::kFP8Tensor: return Fp8TensorOptions{};
+  }
+  QTC_FAIL("unknown recipe kind ", static_cast<int>(k));
+}
+
+void Recipe::wrong_kind(RecipeKind wanted) const {
+  QTC_FAIL("recipe ", name(), ": rule 'kind-options': the options of ", kind_title(wanted), " were asked of a ",
+           kind_title(kind()), " recipe (a recipe holds the options of its own kind only)");
 }
 
 void Recipe::validate_input(DType input, int64_t rows, int64_t cols) const {
@@ -251,8 +241,7 @@ void Recipe::validate_input(DType input, int64_t rows, int64_t cols) const {
   QTC_CHECK(input == DType::kF32 || input == DType::kBF16 || input == DType::kF16, "recipe ", name(),
             ": rule 'input-dtype': input must be F32, BF16 or F16, got ", dtype_name(input));
   QTC_CHECK(rows >= 0 && cols >= 0, "recipe ", name(), ": rule 'input-shape': negative shape [", rows, ", ", cols, "]");
-  const RecipeOptions opts = options();
-  if (const auto* nv = std::get_if<Nvfp4Options>(&opts)) {
+  if (const Nvfp4Options* nv = nvfp4_or_null()) {
     QTC_CHECK(cols % 16 == 0, "recipe ", name(), ": rule 'nvfp4-input-k16': NVFP4 needs K % 16 == 0, got K = ", cols,
               " (TE_FORMATS.md §1.1)");
     // torchao's nvfp4_quantize blocks along K only: its rowwise plane takes any M (columnwise blocks run along M).
@@ -266,28 +255,23 @@ void Recipe::validate_input(DType input, int64_t rows, int64_t cols) const {
 
 std::string Recipe::name() const {
   std::ostringstream os;
-  const char* fp8n = fp8 == Fp8Type::kE4M3 ? "e4m3" : "e5m2";
-  switch (kind) {
-    case RecipeKind::kNVFP4:
-      os << "nvfp4_" << (tile_2d ? "16x16" : "1x16");
-      if (row_scaled) os << "_rowscaled";
-      if (rht) os << "_rht";
-      if (fourover6) os << "_4over6" << (fourover6_err == ErrMode::kMAE ? "mae" : "mse") << e4m3_max;
-      if (stochastic) os << "_sr";
-      if (!per_tensor_scale) os << "_blockonly";
-      break;
-    case RecipeKind::kMXFP8:
-      os << "mxfp8_" << fp8n << "_" << (scale_rule == MxScaleRule::kOcpFloor ? "ocpfloor" : mx_scale_rule_name(scale_rule))
-         << (mx_2d ? "_32x32" : "");
-      break;
-    case RecipeKind::kFP8Block:
-      os << "fp8block_" << (block_2d ? "128x128" : "1x128") << "_" << fp8n << (pow2_scales ? "_pow2" : "");
-      if (eps != 0.0f) os << "_eps" << eps;
-      break;
-    case RecipeKind::kFP8Tensor:
-      os << "fp8tensor_" << fp8n << (pow2_scales ? "_pow2" : "");
-      if (eps != 0.0f) os << "_eps" << eps;
-      break;
+  auto fp8n = [](Fp8Type t) { return t == Fp8Type::kE4M3 ? "e4m3" : "e5m2"; };
+  if (const Nvfp4Options* o = nvfp4_or_null()) {
+    os << "nvfp4_" << (o->tile_2d ? "16x16" : "1x16");
+    if (o->row_scaled) os << "_rowscaled";
+    if (o->rht) os << "_rht";
+    if (o->fourover6) os << "_4over6" << (o->fourover6_err == ErrMode::kMAE ? "mae" : "mse") << o->e4m3_max;
+    if (o->stochastic) os << "_sr";
+    if (!o->per_tensor_scale) os << "_blockonly";
+  } else if (const Mxfp8Options* o = mxfp8_or_null()) {
+    os << "mxfp8_" << fp8n(o->fp8) << "_"
+       << (o->scale_rule == MxScaleRule::kOcpFloor ? "ocpfloor" : mx_scale_rule_name(o->scale_rule)) << (o->tile_2d ? "_32x32" : "");
+  } else if (const Fp8BlockOptions* o = fp8_block_or_null()) {
+    os << "fp8block_" << (o->tile_2d ? "128x128" : "1x128") << "_" << fp8n(o->fp8) << (o->pow2_scales ? "_pow2" : "");
+    if (o->eps != 0.0f) os << "_eps" << o->eps;
+  } else if (const Fp8TensorOptions* o = fp8_tensor_or_null()) {
+    os << "fp8tensor_" << fp8n(o->fp8) << (o->pow2_scales ? "_pow2" : "");
+    if (o->eps != 0.0f) os << "_eps" << o->eps;
   }
   if (profile != Profile::kTE) os << "_" << profile_name(profile);
   if (!rowwise) os << "_colonly";
@@ -309,38 +293,37 @@ std::string float_text(float v) {
 std::map<std::string, std::string> Recipe::to_metadata() const {
   std::map<std::string, std::string> md;
   md["qtc.schema"] = "1";
-  md["recipe"] = std::string(recipe_kind_name(kind));
+  md["recipe"] = std::string(recipe_kind_name(kind()));
   md["profile"] = std::string(profile_name(profile));
-  const char* fp8n = fp8 == Fp8Type::kE4M3 ? "e4m3" : "e5m2";
-  switch (kind) {
-    case RecipeKind::kNVFP4:
-      md["tile"] = tile_2d ? "16x16" : "1x16";
-      md["row_scaled"] = row_scaled ? "1" : "0";
-      md["rht"] = rht ? "1" : "0";
-      md["fourover6"] = fourover6 ? "1" : "0";
-      md["fourover6_err"] = fourover6_err == ErrMode::kMAE ? "mae" : "mse";
-      md["e4m3_max"] = std::to_string(e4m3_max);
-      if (stochastic) {
-        md["stochastic_rounding"] = "1";
-        md["seed"] = std::to_string(seed);
-      }
-      if (rht_sign_mask != 0xD7E8) md["rht_sign_mask"] = std::to_string(rht_sign_mask);
-      if (!per_tensor_scale) md["per_tensor_scale"] = "0";
-      break;
-    case RecipeKind::kMXFP8:
-      md["fp8_dtype"] = fp8n;
-      md["scale_rule"] = std::string(mx_scale_rule_name(scale_rule));
-      md["rounding"] = "rne";
-      if (mx_2d) md["tile"] = "32x32";
-      break;
-    case RecipeKind::kFP8Block:
-      md["tile"] = block_2d ? "128x128" : "1x128";
-      [[fallthrough]];
-    case RecipeKind::kFP8Tensor:
-      md["fp8_dtype"] = fp8n;
-      md["pow2_scales"] = pow2_scales ? "1" : "0";
-      md["eps"] = float_text(eps);
-      break;
+  auto fp8n = [](Fp8Type t) { return t == Fp8Type::kE4M3 ? "e4m3" : "e5m2"; };
+  auto fp8_scaling = [&](Fp8Type t, bool pow2, float eps_v) {
+    md["fp8_dtype"] = fp8n(t);
+    md["pow2_scales"] = pow2 ? "1" : "0";
+    md["eps"] = float_text(eps_v);
+  };
+  if (const Nvfp4Options* o = nvfp4_or_null()) {
+    md["tile"] = o->tile_2d ? "16x16" : "1x16";
+    md["row_scaled"] = o->row_scaled ? "1" : "0";
+    md["rht"] = o->rht ? "1" : "0";
+    md["fourover6"] = o->fourover6 ? "1" : "0";
+    md["fourover6_err"] = o->fourover6_err == ErrMode::kMAE ? "mae" : "mse";
+    md["e4m3_max"] = std::to_string(o->e4m3_max);
+    if (o->stochastic) {
+      md["stochastic_rounding"] = "1";
+      md["seed"] = std::to_string(o->seed);
+    }
+    if (o->rht_sign_mask != 0xD7E8) md["rht_sign_mask"] = std::to_string(o->rht_sign_mask);
+    if (!o->per_tensor_scale) md["per_tensor_scale"] = "0";
+  } else if (const Mxfp8Options* o = mxfp8_or_null()) {
+    md["fp8_dtype"] = fp8n(o->fp8);
+    md["scale_rule"] = std::string(mx_scale_rule_name(o->scale_rule));
+    md["rounding"] = "rne";
+    if (o->tile_2d) md["tile"] = "32x32";
+  } else if (const Fp8BlockOptions* o = fp8_block_or_null()) {
+    md["tile"] = o->tile_2d ? "128x128" : "1x128";
+    fp8_scaling(o->fp8, o->pow2_scales, o->eps);
+  } else if (const Fp8TensorOptions* o = fp8_tensor_or_null()) {
+    fp8_scaling(o->fp8, o->pow2_scales, o->eps);
   }
   if (!rowwise) md["rowwise"] = "0";
   if (!columnwise) md["columnwise"] = "0";
@@ -410,12 +393,11 @@ Recipe Recipe::from_metadata(const std::map<std::string, std::string>& md) {
   MetaReader m{md};
   QTC_CHECK(m.has("recipe"), "metadata key 'recipe' is missing");
   if (m.has("qtc.schema")) QTC_CHECK(m.get("qtc.schema", "") == "1", "metadata key 'qtc.schema': unsupported schema '", m.get("qtc.schema", ""), "' (this qtc reads schema 1)");
-  Recipe r;
-  r.kind = m.choice<RecipeKind>("recipe", "", {{"nvfp4", RecipeKind::kNVFP4}, {"mxfp8", RecipeKind::kMXFP8},
-                                               {"fp8_block", RecipeKind::kFP8Block}, {"fp8_tensor", RecipeKind::kFP8Tensor}});
-  r.profile = profile_from_name(m.get("profile", "te"));
-  r.rowwise = m.flag("rowwise", true);
-  r.columnwise = m.flag("columnwise", true);
+  const RecipeKind kind = m.choice<RecipeKind>("recipe", "", {{"nvfp4", RecipeKind::kNVFP4}, {"mxfp8", RecipeKind::kMXFP8},
+                                                             {"fp8_block", RecipeKind::kFP8Block}, {"fp8_tensor", RecipeKind::kFP8Tensor}});
+  const Profile profile = profile_from_name(m.get("profile", "te"));
+  const bool rowwise = m.flag("rowwise", true);
+  const bool columnwise = m.flag("columnwise", true);
   std::initializer_list<std::pair<const char*, Fp8Type>> fp8s = {{"e4m3", Fp8Type::kE4M3}, {"e5m2", Fp8Type::kE5M2}};
   // Keys that belong to other recipes are rejected, so a typo cannot be silently ignored.
   static const std::map<RecipeKind, std::vector<std::string>> kKeys = {
@@ -427,16 +409,16 @@ Recipe Recipe::from_metadata(const std::map<std::string, std::string>& md) {
                                                      "layout", "swizzled"};  // layout keys: native_layout.hpp
   for (const auto& [key, value] : md) {
     bool known = std::find(kCommon.begin(), kCommon.end(), key) != kCommon.end();
-    const auto& ks = kKeys.at(r.kind);
+    const auto& ks = kKeys.at(kind);
     known = known || std::find(ks.begin(), ks.end(), key) != ks.end();
     // Free-form annotations (Wycheproof-style case ids, comments, flags) live under "qtc.note." / "case." / "comment".
     known = known || key.rfind("case", 0) == 0 || key.rfind("comment", 0) == 0 || key.rfind("flags", 0) == 0 ||
             key.rfind("qtc.note", 0) == 0 || key.rfind("acceptable", 0) == 0;
-    QTC_CHECK(known, "metadata key '", key, "' is not a parameter of recipe '", recipe_kind_name(r.kind), "'");
+    QTC_CHECK(known, "metadata key '", key, "' is not a parameter of recipe '", recipe_kind_name(kind), "'");
   }
   // The kind's alternative, holding only its options (keys of other kinds were refused above).
   RecipeOptions opts;
-  switch (r.kind) {
+  switch (kind) {
     case RecipeKind::kNVFP4: {
       Nvfp4Options o;
       o.tile_2d = m.choice<bool>("tile", "1x16", {{"1x16", false}, {"16x16", true}});
@@ -482,7 +464,7 @@ Recipe Recipe::from_metadata(const std::map<std::string, std::string>& md) {
       break;
     }
   }
-  r = Recipe::of(opts, r.profile, r.rowwise, r.columnwise);
+  const Recipe r = Recipe::of(opts, profile, rowwise, columnwise);
   r.validate();
   return r;
 }

@@ -46,7 +46,7 @@ std::string_view plane_kind_name(PlaneKind p) { return p == PlaneKind::kRowwise 
 
 PlaneSpec describe_plane(const Recipe& r, PlaneKind pk, int64_t M, int64_t K) {
   const bool row = pk == PlaneKind::kRowwise;
-  const RecipeOptions opts = r.options();  // the kind's alternative: only its own options are read below
+  const RecipeOptions& opts = r.options();  // the kind's alternative: only its own options are read below
   PlaneSpec s;
   s.plane = pk;
   s.requested = row ? r.rowwise : r.columnwise;
@@ -54,13 +54,13 @@ PlaneSpec describe_plane(const Recipe& r, PlaneKind pk, int64_t M, int64_t K) {
   s.K = K;
   s.data_elem = data_elem_of(r);
   // Data: x's orientation for the rowwise plane and for both MXFP8 planes (§2.1); x^T otherwise.
-  s.data_transposed = !row && r.kind != RecipeKind::kMXFP8;
+  s.data_transposed = !row && r.kind() != RecipeKind::kMXFP8;
   s.data_rows = s.data_transposed ? K : M;
   s.data_row_elems = s.data_transposed ? M : K;
-  s.data_cols = r.kind == RecipeKind::kNVFP4 ? cdiv(s.data_row_elems, 2) : s.data_row_elems;
+  s.data_cols = r.kind() == RecipeKind::kNVFP4 ? cdiv(s.data_row_elems, 2) : s.data_row_elems;
   s.data_m_axis = s.data_transposed ? MAxis::kCols : MAxis::kRows;
 
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kNVFP4: {  // §1: E4M3 block scales, 1x16 (or 16x16) blocks along each plane's rows
       s.scale_type = ScaleType::kE4M3;
       const int64_t rows = row ? M : K, len = row ? K : M;
@@ -154,6 +154,52 @@ XRegion PlaneSpec::scale_block(int64_t a, int64_t b) const {
   const int64_t along_m = scale_m_axis == MAxis::kRows ? a : b;
   const int64_t along_k = scale_m_axis == MAxis::kRows ? b : a;
   return block_of(along_m * scale_step_m, along_k * scale_step_k);
+}
+
+std::span<const std::string_view> tensor_names() {
+  static constexpr std::string_view kNames[] = {"rowwise_data",        "rowwise_scale_inv",     "columnwise_data",
+                                                "columnwise_scale_inv", "amax_rowwise",          "amax_columnwise",
+                                                "scale_inv",           "amax",                  "dequantized_rowwise",
+                                                "dequantized_columnwise"};
+  return kNames;
+}
+
+std::optional<TensorSpec> describe_tensor(const Recipe& r, std::string_view name, int64_t M, int64_t K) {
+  const auto names = tensor_names();
+  const auto it = std::find(names.begin(), names.end(), name);
+  if (it == names.end()) return std::nullopt;
+  TensorSpec t;
+  t.name = *it;
+  const bool col = name.starts_with("columnwise") || name.ends_with("_columnwise");
+  t.plane = describe_plane(r, col ? PlaneKind::kColumnwise : PlaneKind::kRowwise, M, K);
+  const PlaneSpec& ps = t.plane;
+  if (name.ends_with("_data")) {  // FP8 tensor's columnwise: x^T cast with the same scale
+    t.role = TensorRole::kData;
+    t.shape = {ps.data_rows, ps.data_cols};
+  } else if (name.ends_with("_scale_inv")) {
+    if (ps.per_tensor) return std::nullopt;
+    t.role = TensorRole::kScale;
+    t.shape = {ps.compact.rows, ps.compact.cols};
+    t.elem_bytes = static_cast<int>(ps.scale_elem_bytes);
+    t.f32 = ps.scale_type == ScaleType::kF32;
+  } else if (name.starts_with("amax_")) {
+    if (r.kind() != RecipeKind::kNVFP4) return std::nullopt;  // NVFP4's per-plane amax (amax_count of them)
+    t.role = TensorRole::kAmax;
+    t.shape = {ps.amax_count};
+  } else if (name == "scale_inv" || name == "amax") {
+    if (!ps.per_tensor) return std::nullopt;
+    t.role = name == "amax" ? TensorRole::kTensorAmax : TensorRole::kScaleInv;
+    t.shape = {1};
+  } else {  // dequantized_<plane>
+    if (col && ps.per_tensor) return std::nullopt;
+    t.role = TensorRole::kDequant;
+    t.shape = {M, K};
+  }
+  if (t.role != TensorRole::kData && t.role != TensorRole::kScale) {
+    t.elem_bytes = 4;
+    t.f32 = true;
+  }
+  return t;
 }
 
 }  // namespace qtc

@@ -49,23 +49,23 @@ bool can_derive_columnwise(const Recipe& r, std::string* why) {
     if (why) *why = s;
     return false;
   };
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kNVFP4:
-      if (!r.tile_2d)
+      if (!r.is_2d())
         return no("NVFP4 1x16: rowwise and columnwise blocks differ (16 consecutive elements of a row vs of a column), so the "
                   "columnwise plane is not a transpose of the rowwise one (TE_FORMATS.md §1.8); only 16x16 (2D) recipes can "
                   "derive it");
-      if (r.rht) return no("NVFP4 with RHT: the columnwise plane is of RHT(x^T), not a transpose (§1.9)");
-      if (r.row_scaled) return no("row-scaled NVFP4: per-row and per-column amaxes differ (§1.11)");
-      if (r.stochastic) return no("NVFP4 stochastic rounding draws different random bits per plane (§1.10)");
+      if (r.nvfp4_rht()) return no("NVFP4 with RHT: the columnwise plane is of RHT(x^T), not a transpose (§1.9)");
+      if (r.nvfp4_row_scaled()) return no("row-scaled NVFP4: per-row and per-column amaxes differ (§1.11)");
+      if (r.nvfp4().stochastic) return no("NVFP4 stochastic rounding draws different random bits per plane (§1.10)");
       return true;
     case RecipeKind::kMXFP8:
-      if (!r.mx_2d)
+      if (!r.is_2d())
         return no("MXFP8 1x32: columnwise blocks (32 rows) differ from rowwise blocks (32 columns); the columnwise plane must be "
                   "quantized or gathered, not derived (TE_FORMATS.md §8.3)");
       return true;
     case RecipeKind::kFP8Block:
-      if (!r.block_2d)
+      if (!r.is_2d())
         return no("FP8 block 1x128: columnwise blocks are 128 rows of a column, not a transpose of the rowwise plane; only "
                   "128x128 recipes can derive it (§3.3)");
       return true;
@@ -119,10 +119,10 @@ void derive_columnwise(QuantizedTensor& q) {
     auto put = [&](int64_t rr, int64_t cc, int64_t sr, int64_t sc) {
       std::memcpy(s.bytes.data() + static_cast<size_t>(rr * s.cols + cc) * e, rs.bytes.data() + static_cast<size_t>(sr * rs.cols + sc) * e, e);
     };
-    if (r.kind == RecipeKind::kNVFP4) {  // [k][b] = rowwise[16b][k/16]
+    if (r.kind() == RecipeKind::kNVFP4) {  // [k][b] = rowwise[16b][k/16]
       for (int64_t k = 0; k < cs.rows; ++k)
         for (int64_t b = 0; b < cs.cols; ++b) put(k, b, b * 16, k / 16);
-    } else if (r.kind == RecipeKind::kMXFP8) {  // [b][j] = rowwise[32b][j/32]
+    } else if (r.kind() == RecipeKind::kMXFP8) {  // [b][j] = rowwise[32b][j/32]
       for (int64_t b = 0; b < cs.rows; ++b)
         for (int64_t j = 0; j < cs.cols; ++j) put(b, j, b * 32, j / 32);
     } else {  // FP8 block 2D: [kb][mb] = rowwise[mb][kb]

@@ -98,8 +98,8 @@ std::vector<uint8_t> concat_matrices(const std::vector<const std::vector<uint8_t
 }
 
 bool same_recipe(const Recipe& a, const Recipe& b) {
-  return a.to_metadata() == b.to_metadata() && a.rowwise == b.rowwise && a.columnwise == b.columnwise &&
-         a.seed == b.seed && a.rht_sign_mask == b.rht_sign_mask;
+  // Every option (also the seed of a recipe without stochastic rounding) and the metadata text (eps -0 vs 0).
+  return a == b && a.to_metadata() == b.to_metadata();
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {

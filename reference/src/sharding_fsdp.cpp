@@ -28,11 +28,11 @@ namespace {
 
 
 void check_fsdp_recipe(const Recipe& r, int64_t shard_M, bool columnwise_usage) {
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kNVFP4:
       QTC_CHECK(shard_M % 16 == 0, "FSDP2 requires shard_M (", shard_M,
                 ") to be a multiple of NVFP4_BLOCK_SCALING_SIZE (16): 16-row blocks must not straddle shards (TE_FORMATS.md §8.1)");
-      QTC_CHECK(!r.row_scaled, "FSDP2 all-gather of row-scaled NVFP4 is not supported: the gathered tensor would carry only the "
+      QTC_CHECK(!r.nvfp4_row_scaled(), "FSDP2 all-gather of row-scaled NVFP4 is not supported: the gathered tensor would carry only the "
                                "local shard's per-row amax (TE_FORMATS.md §8.1)");
       if (columnwise_usage) {
         std::string why;
@@ -44,7 +44,7 @@ void check_fsdp_recipe(const Recipe& r, int64_t shard_M, bool columnwise_usage) 
       QTC_CHECK(shard_M % 32 == 0, "FSDP2 requires shard_M (", shard_M, ") of an MXFP8 tensor to be a multiple of 32 (TE_FORMATS.md §8.3)");
       break;
     case RecipeKind::kFP8Block:
-      QTC_CHECK(r.block_2d, "FSDP2 all-gather of FP8 block 1x128 is not supported: the 1D scale layout has M in dim 1, which is "
+      QTC_CHECK(r.is_2d(), "FSDP2 all-gather of FP8 block 1x128 is not supported: the 1D scale layout has M in dim 1, which is "
                             "incompatible with a dim-0 all-gather (TE_FORMATS.md §8.2); use 128x128");
       QTC_CHECK(shard_M % 128 == 0, "FSDP2 requires shard_M (", shard_M,
                 ") of an FP8 128x128 tensor to be a multiple of 128: a shard would split a 128x128 tile (§8.2)");
@@ -93,16 +93,16 @@ ShardPayload fsdp_pre_all_gather(const QuantizedTensor& shard, const FsdpOptions
   m.cols = K;
   m.shard_rows = M;
   m.columnwise_usage = col_usage;
-  m.columnwise_gathered = col_usage && r.kind == RecipeKind::kMXFP8 && !r.mx_2d;
+  m.columnwise_gathered = col_usage && r.kind() == RecipeKind::kMXFP8 && !r.is_2d();
   m.amax_rowwise = shard.rowwise->amax;
   m.amax_columnwise = shard.columnwise ? shard.columnwise->amax : shard.rowwise->amax;
   m.scale_inv = shard.scale_inv;
-  m.layout = opt.out_layout.value_or(r.kind == RecipeKind::kFP8Tensor ? ScaleLayout::kCompact : shard.rowwise->scale.layout);
+  m.layout = opt.out_layout.value_or(r.kind() == RecipeKind::kFP8Tensor ? ScaleLayout::kCompact : shard.rowwise->scale.layout);
   QTC_CHECK(m.layout != ScaleLayout::kSwizzled, "FSDP2: the gathered tensor's scales cannot be requested swizzled");
 
   const Plane& rw = *shard.rowwise;
   p.buffers.push_back(take_rows("rowwise_data", rw.data, rw.data_rows, rw.data_cols));
-  if (r.kind != RecipeKind::kFP8Tensor)
+  if (r.kind() != RecipeKind::kFP8Tensor)
     p.buffers.push_back(scale_rows("rowwise_scale_inv", rw.scale, r, PlaneKind::kRowwise, M, K));
   if (m.columnwise_gathered) {
     QTC_CHECK(shard.columnwise.has_value(), "FSDP2 pre-all-gather: MXFP8 columnwise usage needs the shard's columnwise plane "
@@ -239,7 +239,7 @@ QuantizedTensor fsdp_post_all_gather(std::span<const GatherBuffer> gathered, con
   q.rows = M;
   q.cols = m.cols;
   q.scale_inv = m.scale_inv;
-  const GatherBuffer* rs = r.kind == RecipeKind::kFP8Tensor ? nullptr : &find_buffer(gathered, "rowwise_scale_inv");
+  const GatherBuffer* rs = r.kind() == RecipeKind::kFP8Tensor ? nullptr : &find_buffer(gathered, "rowwise_scale_inv");
   q.rowwise = rebuild_plane(data, rs, m, PlaneKind::kRowwise, M);
   if (m.columnwise_usage) {
     if (m.columnwise_gathered) {

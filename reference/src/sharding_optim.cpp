@@ -21,8 +21,8 @@ using namespace shard_detail;
 std::pair<float, float> local_amaxes(const MatrixView& x, const Recipe& r) {
   const bool prop = profile_rules(r.profile).nan_amax;
   const float a = amax(x, prop);
-  if (r.kind == RecipeKind::kNVFP4 && r.rht && r.columnwise) {
-    const HostMatrix t = rht_transform(x, r.rht_sign_mask);
+  if (r.nvfp4_rht() && r.columnwise) {
+    const HostMatrix t = rht_transform(x, r.nvfp4().rht_sign_mask);
     return {a, amax(t.view(), prop)};
   }
   return {a, a};
@@ -50,7 +50,7 @@ void requantize_shard_into(QuantizedTensor& dst, const MatrixView& x, const Amax
     auto& s = pk == PlaneKind::kRowwise ? fresh.rowwise : fresh.columnwise;
     if (!d) continue;
     const ScaleLayout lay = d->scale.layout;
-    if (dst.recipe.kind != RecipeKind::kFP8Tensor && lay != ScaleLayout::kCompact)
+    if (dst.recipe.kind() != RecipeKind::kFP8Tensor && lay != ScaleLayout::kCompact)
       s->scale = convert_layout(s->scale, lay, dst.recipe, pk, dst.rows, dst.cols);
     QTC_CHECK(d->data.size() == s->data.size() && d->scale.bytes.size() == s->scale.bytes.size(),
               "requantize_shard_into: buffer sizes changed");

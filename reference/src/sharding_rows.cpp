@@ -29,7 +29,7 @@ Plane slice_plane(const Plane& pl, const QuantizedTensor& q, PlaneKind pk, int64
   out.data_rows = da == Axis::kRows ? d1 - d0 : pl.data_rows;
   out.data_cols = da == Axis::kRows ? pl.data_cols : d1 - d0;
   // Scales (through the compact layout).
-  if (r.kind == RecipeKind::kFP8Tensor) {
+  if (r.kind() == RecipeKind::kFP8Tensor) {
     out.scale = pl.scale;
   } else {
     const ScaleMatrix c = compact_of(pl.scale, r, pk, q.rows, q.cols);
@@ -44,7 +44,7 @@ Plane slice_plane(const Plane& pl, const QuantizedTensor& q, PlaneKind pk, int64
     out.scale = to_layout(s, pl.scale.layout, r, pk, r1 - r0, q.cols);
   }
   // Amax.
-  if (r.kind == RecipeKind::kNVFP4 && r.row_scaled) {
+  if (r.nvfp4_row_scaled()) {
     QTC_CHECK(pk == PlaneKind::kRowwise,
               "slice_rows: a row-scaled columnwise plane has one amax per column over all rows; it cannot be sliced");
     QTC_CHECK(static_cast<int64_t>(pl.amax.size()) == q.rows, "slice_rows: a row-scaled plane has ", pl.amax.size(),
@@ -79,7 +79,7 @@ QuantizedTensor slice_rows(const QuantizedTensor& q, int64_t r0, int64_t r1) {
   const int64_t g = row_granularity(q);
   QTC_CHECK((r0 % g == 0 || r0 == q.rows) && (r1 % g == 0 || r1 == q.rows), "slice_rows: ", q.recipe.name(), " needs slice boundaries at multiples of ",
             g, " rows (so no block straddles them), got [", r0, ", ", r1, ")");
-  if (q.recipe.kind == RecipeKind::kNVFP4 && q.columnwise) {
+  if (q.recipe.kind() == RecipeKind::kNVFP4 && q.columnwise) {
     QTC_CHECK(r0 % 2 == 0 && r1 % 2 == 0, "slice_rows: NVFP4 columnwise data packs two rows per byte; odd boundary");
   }
   check_shape_consistency(q);
@@ -118,7 +118,7 @@ QuantizedTensor concat_rows(std::span<const QuantizedTensor> parts) {
                   ": shards must share one global scale (all-reduce the amax with MAX before quantizing, TE_FORMATS.md §8.4)");
       }
     }
-    if (a.recipe.kind == RecipeKind::kFP8Tensor)
+    if (a.recipe.kind() == RecipeKind::kFP8Tensor)
       QTC_CHECK(std::memcmp(&a.scale_inv, &b.scale_inv, 4) == 0, "concat_rows: part ", i, " has scale_inv ", b.scale_inv,
                 ", part 0 has ", a.scale_inv, ": shards must share one scale (all-reduce the amax first, §8.4)");
     const int64_t g = row_granularity(b);
@@ -145,12 +145,12 @@ QuantizedTensor concat_rows(std::span<const QuantizedTensor> parts) {
       const Plane& pb = b.plane(pk);
       dparts.push_back(&pb.data);
       dshapes.emplace_back(pb.data_rows, pb.data_cols);
-      if (r.kind != RecipeKind::kFP8Tensor) compact.push_back(compact_of(pb.scale, r, pk, b.rows, b.cols));
+      if (r.kind() != RecipeKind::kFP8Tensor) compact.push_back(compact_of(pb.scale, r, pk, b.rows, b.cols));
     }
     p.data = concat_matrices(dparts, dshapes, 1, da);
     p.data_rows = da == Axis::kRows ? data_extent(r, pk, M) : pa->data_rows;
     p.data_cols = da == Axis::kRows ? pa->data_cols : data_extent(r, pk, M);
-    if (r.kind == RecipeKind::kFP8Tensor) {
+    if (r.kind() == RecipeKind::kFP8Tensor) {
       p.scale = pa->scale;
     } else {
       const Axis sa = scale_m_axis(r, pk);
@@ -171,7 +171,7 @@ QuantizedTensor concat_rows(std::span<const QuantizedTensor> parts) {
                 " scales of the parts do not add up to the full tensor's compact shape ", s.rows, " x ", s.cols);
       p.scale = to_layout(s, pa->scale.layout, r, pk, M, a.cols);
     }
-    if (r.kind == RecipeKind::kNVFP4 && r.row_scaled) {
+    if (r.nvfp4_row_scaled()) {
       QTC_CHECK(pk == PlaneKind::kRowwise,
                 "concat_rows: a row-scaled columnwise plane has one amax per column over all rows; shards cannot be joined");
       for (const QuantizedTensor& b : parts) p.amax.insert(p.amax.end(), b.rowwise->amax.begin(), b.rowwise->amax.end());

@@ -45,12 +45,12 @@ State make_state(uint32_t seed) {
   const int64_t M = 64, K = 32;
   std::vector<std::pair<std::string, Recipe>> rs(3);
   rs[0].first = "nvfp4";
-  rs[0].second.kind = RecipeKind::kNVFP4;
+  rs[0].second.set_options(Nvfp4Options{});
   rs[1].first = "mxfp8";
-  rs[1].second.kind = RecipeKind::kMXFP8;
+  rs[1].second.set_options(Mxfp8Options{});
   rs[1].second.columnwise = true;
   rs[2].first = "fp8tensor";
-  rs[2].second.kind = RecipeKind::kFP8Tensor;
+  rs[2].second.set_options(Fp8TensorOptions{});
   uint32_t s = seed * 747796405u + 2891336453u;
   for (auto& [name, r] : rs) {
     HostMatrix x(DType::kF32, M, K);

@@ -49,9 +49,9 @@ struct TempDir {
 std::map<std::string, QuantizedTensor> make_state(uint64_t seed) {
   std::map<std::string, QuantizedTensor> m;
   Recipe fp8_1d;
-  fp8_1d.kind = RecipeKind::kFP8Block;
+  fp8_1d.set_options(Fp8BlockOptions{});
   Recipe rs = testing::make_nvfp4(false, false);
-  rs.row_scaled = true;
+  rs.nvfp4().row_scaled = true;
   const int64_t M = 512;
   auto add = [&](const std::string& name, const Recipe& r, int64_t K, ScaleLayout lay, DType t = DType::kF32) {
     const HostMatrix x = testing::weight_rows(seed + m.size(), 0, M, K, t);

@@ -56,13 +56,13 @@ HostMatrix random_input(int64_t rows, int64_t cols, std::mt19937_64& rng, bool s
 
 Recipe recipe_of(RecipeKind k) {
   Recipe r;
-  r.kind = k;
+  r.set_options(Recipe::default_options(k));
   return r;
 }
 Recipe fp8_block(bool two_d, bool pow2 = false) {
   Recipe r = recipe_of(RecipeKind::kFP8Block);
-  r.block_2d = two_d;
-  r.pow2_scales = pow2;
+  r.fp8_block().tile_2d = two_d;
+  r.set_pow2_scales(pow2);
   return r;
 }
 
@@ -169,7 +169,7 @@ std::vector<PairCase> accepted_pairs() {
   std::vector<PairCase> v;
   Recipe e4 = recipe_of(RecipeKind::kFP8Tensor);
   Recipe e5 = e4;
-  e5.fp8 = Fp8Type::kE5M2;
+  e5.set_fp8_type(Fp8Type::kE5M2);
   v.push_back({"Fp8TensorE4M3xE4M3", e4, e4});
   v.push_back({"Fp8TensorE4M3xE5M2", e4, e5});
   v.push_back({"Fp8TensorE5M2xE4M3", e5, e4});
@@ -178,17 +178,17 @@ std::vector<PairCase> accepted_pairs() {
   v.push_back({"Fp8Block1Dx2D", fp8_block(false), fp8_block(true)});
   Recipe mx = recipe_of(RecipeKind::kMXFP8);
   Recipe mx5 = mx;
-  mx5.fp8 = Fp8Type::kE5M2;
+  mx5.set_fp8_type(Fp8Type::kE5M2);
   v.push_back({"Mxfp8E4M3xE4M3", mx, mx});
   v.push_back({"Mxfp8E4M3xE5M2", mx, mx5});
   Recipe nv = recipe_of(RecipeKind::kNVFP4);
   v.push_back({"Nvfp4x1D", nv, nv});
   Recipe nv2d = nv;
-  nv2d.tile_2d = true;
+  nv2d.nvfp4().tile_2d = true;
   v.push_back({"Nvfp4W2DxX1D", nv2d, nv});
   Recipe nv46 = nv;
-  nv46.fourover6 = true;
-  nv46.e4m3_max = 256;
+  nv46.nvfp4().fourover6 = true;
+  nv46.nvfp4().e4m3_max = 256;
   v.push_back({"Nvfp44over6E4M3Max256", nv46, nv});
   return v;
 }
@@ -273,7 +273,10 @@ TEST_P(GemmPairs, SmallIntegersAreExactInBothPaths) {
   std::mt19937_64 rng(test_seed() + 1);
   // power-of-two scales keep every product and partial sum exact in FP64 (STYLE.md item 6)
   PairCase p2 = pc;
-  p2.a.pow2_scales = p2.b.pow2_scales = p2.a.kind == RecipeKind::kFP8Block || p2.a.kind == RecipeKind::kFP8Tensor;
+  if (p2.a.kind() == RecipeKind::kFP8Block || p2.a.kind() == RecipeKind::kFP8Tensor) {
+    p2.a.set_pow2_scales(true);
+    p2.b.set_pow2_scales(true);
+  }
   const Operands o = make_operands(p2, lc.kind, rng, /*small_ints=*/true, DType::kF32);
   const HostMatrix ex = gemm_exact(o.a, o.b, o.args);
   const HostMatrix fa = gemm_eigen(o.a, o.b, o.args);
@@ -289,7 +292,7 @@ TEST_P(GemmPairs, SmallIntegersAreExactInBothPaths) {
 TEST_P(GemmPairs, PlanesMatchTheDequantizedProduct) {
   // D from the dequantized planes (in x's orientation) multiplied as the layout says, in FP64.
   const auto& [pc, lc] = GetParam();
-  if (pc.a.kind == RecipeKind::kNVFP4) GTEST_SKIP() << "NVFP4 dequantize folds the global scale with extra roundings";
+  if (pc.a.kind() == RecipeKind::kNVFP4) GTEST_SKIP() << "NVFP4 dequantize folds the global scale with extra roundings";
   std::mt19937_64 rng(test_seed() + 2);
   const Operands o = make_operands(pc, lc.kind, rng, false, DType::kF32);
   const PlaneKind pa = o.args.transa ? PlaneKind::kRowwise : PlaneKind::kColumnwise;
@@ -338,12 +341,12 @@ TEST(GemmPairsRejected, EachWithItsRule) {
   };
   expect_throw(quantize(w.view(), fp8_block(true)), quantize(x.view(), fp8_block(true)), fprop, "128x128 x 128x128");
   Recipe e5 = recipe_of(RecipeKind::kFP8Tensor);
-  e5.fp8 = Fp8Type::kE5M2;
+  e5.set_fp8_type(Fp8Type::kE5M2);
   expect_throw(quantize(w.view(), e5), quantize(x.view(), e5), fprop, "E5M2 x E5M2");
   expect_throw(quantize(w.view(), recipe_of(RecipeKind::kMXFP8)), quantize(x.view(), recipe_of(RecipeKind::kNVFP4)), fprop,
                "same scaling mode");
   Recipe rs = recipe_of(RecipeKind::kNVFP4);
-  rs.row_scaled = true;
+  rs.nvfp4().row_scaled = true;
   rs.columnwise = false;
   expect_throw(quantize(w.view(), recipe_of(RecipeKind::kNVFP4)), quantize(x.view(), rs), fprop, "row-scaled");
   expect_throw(quantize(w.view(), recipe_of(RecipeKind::kNVFP4)), quantize(x.view(), recipe_of(RecipeKind::kNVFP4)),
@@ -439,7 +442,7 @@ struct RowScaledOperands {
 };
 RowScaledOperands row_scaled_operands(std::mt19937_64& rng, int64_t M, int64_t N, int64_t K) {
   Recipe rs = recipe_of(RecipeKind::kNVFP4);
-  rs.row_scaled = true;
+  rs.nvfp4().row_scaled = true;
   const HostMatrix w = random_input(N, K, rng, false), x = random_input(M, K, rng, false);
   return {quantize(w.view(), recipe_of(RecipeKind::kNVFP4)), quantize(x.view(), rs)};
 }
@@ -459,7 +462,7 @@ TEST(RowScaled, FpropMatchesTheSpelledOutSteps) {
   w1.rowwise->amax = {1.0f};
   w1.columnwise->amax = {1.0f};
   x1.rowwise->amax = {1.0f};
-  x1.recipe.row_scaled = false;
+  x1.recipe.nvfp4().row_scaled = false;
   if (x1.columnwise) x1.columnwise->amax = {1.0f};
   const HostMatrix scratch = gemm_exact(w1, x1, GemmArgs::of(GemmKind::kFprop));
   for (int64_t i = 0; i < M; ++i)
@@ -486,7 +489,7 @@ TEST(RowScaled, WgradUsesPerColumnScalesAndTwoRoundings) {
   std::mt19937_64 rng(test_seed() + 3);
   const int64_t M = 64, N = 32, K = 96;
   Recipe rs = recipe_of(RecipeKind::kNVFP4);
-  rs.row_scaled = true;
+  rs.nvfp4().row_scaled = true;
   const HostMatrix x = random_input(M, K, rng, false), dy = random_input(M, N, rng, false);
   // Row-scaled columnwise output needs BF16 input (§1.11).
   HostMatrix xb(DType::kBF16, M, K), dyb(DType::kBF16, M, N);

@@ -47,8 +47,8 @@ MatrixView rows_of(const HostMatrix& x, int64_t r0, int64_t n) {
 
 Recipe nvfp4(bool row_scaled) {
   Recipe r;
-  r.kind = RecipeKind::kNVFP4;
-  r.row_scaled = row_scaled;
+  r.set_options(Nvfp4Options{});
+  r.nvfp4().row_scaled = row_scaled;
   return r;
 }
 
@@ -62,11 +62,11 @@ TEST(Grouped, QuantizeEachGroupAlone) {
   const HostMatrix x = random_bf16(rows.capacity, 128, 1);
   std::vector<Recipe> recipes{nvfp4(false), nvfp4(true)};
   Recipe mx;
-  mx.kind = RecipeKind::kMXFP8;
+  mx.set_options(Mxfp8Options{});
   Recipe blk;
-  blk.kind = RecipeKind::kFP8Block;
+  blk.set_options(Fp8BlockOptions{});
   Recipe ten;
-  ten.kind = RecipeKind::kFP8Tensor;
+  ten.set_options(Fp8TensorOptions{});
   recipes.insert(recipes.end(), {mx, blk, ten});
   for (const Recipe& r : recipes) {
     SCOPED_TRACE(r.name());

@@ -96,7 +96,7 @@ void craft_checkpoint(const fs::path& dir, json tensors, const std::vector<uint8
 
 json fp8_tensor_entry(int64_t M, int64_t K, const char* plane) {
   Recipe r;
-  r.kind = RecipeKind::kFP8Tensor;
+  r.set_options(Fp8TensorOptions{});
   json md = json::object();
   for (const auto& [k, v] : r.to_metadata()) md[k] = v;
   const bool row = std::string(plane) == "rowwise";
@@ -179,7 +179,7 @@ TEST(CraftedShard, AWellFormedCraftedShardLoads) {
 // and a 4 GiB memcpy before; now an error naming the size.
 TEST(Sharding, SizesThatWrapAreRefusedBySlicing) {
   QuantizedTensor q;
-  q.recipe.kind = RecipeKind::kFP8Tensor;
+  q.recipe.set_options(Fp8TensorOptions{});
   q.rows = q.cols = int64_t{1} << 32;
   Plane p;
   p.data_rows = p.data_cols = int64_t{1} << 32;
@@ -288,7 +288,7 @@ TEST(SparseFiles, HugeSafetensorsTensorIsAResourceLimit) {
 TEST(SparseFiles, HugeShardFileIsRefusedFromItsSizeBeforeReading) {
   TempDir d("sparse-ckpt");
   Recipe r;
-  r.kind = RecipeKind::kFP8Tensor;
+  r.set_options(Fp8TensorOptions{});
   HostMatrix x(DType::kF32, 4, 4);
   QuantizedTensor q = ref::quantize(x.view(), r);
   std::vector<std::vector<ref::TensorShard>> per{{ref::TensorShard{"w", 4, 0, q}}};
@@ -311,15 +311,15 @@ TEST(EmptyRanks, LoadingAtAWorldThatLeavesRanksEmpty) {
   TempDir d("empty-ranks");
   std::vector<std::pair<std::string, Recipe>> recipes;
   Recipe blk;
-  blk.kind = RecipeKind::kFP8Block;
+  blk.set_options(Fp8BlockOptions{});
   blk.columnwise = true;
   recipes.push_back({"fp8block", blk});
   Recipe ten;
-  ten.kind = RecipeKind::kFP8Tensor;
+  ten.set_options(Fp8TensorOptions{});
   ten.columnwise = true;
   recipes.push_back({"fp8tensor", ten});
   Recipe mx;
-  mx.kind = RecipeKind::kMXFP8;
+  mx.set_options(Mxfp8Options{});
   mx.columnwise = true;
   recipes.push_back({"mxfp8", mx});
   std::map<std::string, QuantizedTensor> state;
@@ -348,8 +348,8 @@ TEST(EmptyRanks, LoadingAtAWorldThatLeavesRanksEmpty) {
 // multiples of 128"), so such a state could not be saved at that world size.
 TEST(EmptyRanks, EmptySliceAtTheEndOfARaggedTensor) {
   Recipe r;
-  r.kind = RecipeKind::kFP8Block;
-  r.block_2d = true;
+  r.set_options(Fp8BlockOptions{});
+  r.fp8_block().tile_2d = true;
   r.columnwise = true;
   HostMatrix x(DType::kF32, 130, 20);
   const QuantizedTensor q = ref::quantize(x.view(), r);

@@ -38,31 +38,31 @@ inline void PrintTo(const FsdpCase& c, std::ostream* os) { *os << c.name; }
 
 inline Recipe make_nvfp4(bool tile_2d, bool columnwise) {
   Recipe r;
-  r.kind = RecipeKind::kNVFP4;
-  r.tile_2d = tile_2d;
+  r.set_options(Nvfp4Options{});
+  r.nvfp4().tile_2d = tile_2d;
   r.rowwise = true;
   r.columnwise = columnwise;
   return r;
 }
 inline Recipe make_mxfp8(bool columnwise) {
   Recipe r;
-  r.kind = RecipeKind::kMXFP8;
+  r.set_options(Mxfp8Options{});
   r.rowwise = true;
   r.columnwise = columnwise;
   return r;
 }
 inline Recipe make_fp8_block_2d(bool columnwise) {
   Recipe r;
-  r.kind = RecipeKind::kFP8Block;
-  r.block_2d = true;
-  r.pow2_scales = true;
+  r.set_options(Fp8BlockOptions{});
+  r.fp8_block().tile_2d = true;
+  r.set_pow2_scales(true);
   r.rowwise = true;
   r.columnwise = columnwise;
   return r;
 }
 inline Recipe make_fp8_tensor(bool columnwise) {
   Recipe r;
-  r.kind = RecipeKind::kFP8Tensor;
+  r.set_options(Fp8TensorOptions{});
   r.rowwise = true;
   r.columnwise = columnwise;
   return r;
@@ -79,7 +79,7 @@ inline int64_t roundup(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
 /// Bytes one rank puts on the wire for a shard of shard_M x K, from TE_FORMATS.md §5/§8 directly.
 inline int64_t expected_wire_bytes(const Recipe& r, int64_t shard_M, int64_t K) {
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kNVFP4: return shard_M * K / 2 + shard_M * roundup(K / 16, 4);
     case RecipeKind::kMXFP8: {
       int64_t n = shard_M * K + shard_M * roundup((K + 31) / 32, 4);

@@ -96,7 +96,7 @@ TEST_P(FsdpGather, GatheredEqualsQuantizedFullTensor) {
   for (const auto& s : shards) pp.push_back(ref::fsdp_pre_all_gather(s, po));
   const QuantizedTensor qp = ref::fsdp_post_all_gather(ref::concat_gathered(pp), pp[0].meta);
   QuantizedTensor fullp = full;
-  if (c.recipe.kind != RecipeKind::kFP8Tensor) ref::convert_layout(fullp, ScaleLayout::kPadded);
+  if (c.recipe.kind() != RecipeKind::kFP8Tensor) ref::convert_layout(fullp, ScaleLayout::kPadded);
   EXPECT_BITWISE_EQ(qp, fullp);
 
   // Every rank's reassembly is the same (each uses its own metadata).
@@ -248,13 +248,13 @@ INSTANTIATE_TEST_SUITE_P(Recipes, AdamOnShards, ::testing::ValuesIn(testing::fsd
 TEST(DeriveColumnwise, TransposeEqualsQuantizedColumnwiseFor2DRecipes) {
   const uint64_t seed = testing::test_seed();
   Recipe mx2d = testing::make_mxfp8(true);
-  mx2d.mx_2d = true;
+  mx2d.mxfp8().tile_2d = true;
   for (const Recipe& r : {testing::make_nvfp4(true, true), testing::make_fp8_block_2d(true), testing::make_fp8_tensor(true), mx2d}) {
     SCOPED_TRACE(r.name());
     const HostMatrix x = testing::weight_rows(seed, 0, 256, 384);
     const QuantizedTensor both = ref::quantize(x.view(), r);
     for (ScaleLayout lay : {ScaleLayout::kCompact, ScaleLayout::kPadded}) {
-      if (lay == ScaleLayout::kPadded && r.kind == RecipeKind::kFP8Tensor) continue;
+      if (lay == ScaleLayout::kPadded && r.kind() == RecipeKind::kFP8Tensor) continue;
       QuantizedTensor derived = both, expect = both;
       derived.columnwise.reset();
       if (lay != ScaleLayout::kCompact) {
@@ -269,7 +269,7 @@ TEST(DeriveColumnwise, TransposeEqualsQuantizedColumnwiseFor2DRecipes) {
 
 TEST(DeriveColumnwise, RefusedWhereThePlanesAreIndependent) {
   Recipe fp8_1d;
-  fp8_1d.kind = RecipeKind::kFP8Block;
+  fp8_1d.set_options(Fp8BlockOptions{});
   for (const Recipe& r : {testing::make_nvfp4(false, true), testing::make_mxfp8(true), fp8_1d}) {
     const HostMatrix x = testing::weight_rows(1, 0, 128, 128);
     QuantizedTensor q = ref::quantize(x.view(), r);
@@ -289,9 +289,9 @@ TEST(DeriveColumnwise, RefusedWhereThePlanesAreIndependent) {
 TEST(SliceConcat, RoundTripAndSliceOfFullEqualsQuantizedSlice) {
   const uint64_t seed = testing::test_seed();
   Recipe fp8_1d;
-  fp8_1d.kind = RecipeKind::kFP8Block;
+  fp8_1d.set_options(Fp8BlockOptions{});
   Recipe rs = testing::make_nvfp4(false, false);
-  rs.row_scaled = true;
+  rs.nvfp4().row_scaled = true;
   std::vector<Recipe> recipes{testing::make_nvfp4(false, true), testing::make_nvfp4(true, true), testing::make_mxfp8(true),
                               testing::make_fp8_block_2d(true), fp8_1d, testing::make_fp8_tensor(true), rs};
   for (const Recipe& r : recipes) {
@@ -299,7 +299,7 @@ TEST(SliceConcat, RoundTripAndSliceOfFullEqualsQuantizedSlice) {
     const HostMatrix x = testing::weight_rows(seed, 0, 512, 192);
     const QuantizedTensor q = ref::quantize(x.view(), r);
     for (ScaleLayout lay : {ScaleLayout::kCompact, ScaleLayout::kPadded, ScaleLayout::kSwizzled}) {
-      if (lay != ScaleLayout::kCompact && (r.kind == RecipeKind::kFP8Tensor || (lay == ScaleLayout::kSwizzled && r.kind == RecipeKind::kFP8Block)))
+      if (lay != ScaleLayout::kCompact && (r.kind() == RecipeKind::kFP8Tensor || (lay == ScaleLayout::kSwizzled && r.kind() == RecipeKind::kFP8Block)))
         continue;
       QuantizedTensor ql = q;
       if (lay != ScaleLayout::kCompact) ref::convert_layout(ql, lay);
@@ -307,7 +307,7 @@ TEST(SliceConcat, RoundTripAndSliceOfFullEqualsQuantizedSlice) {
       EXPECT_BITWISE_EQ(ref::concat_rows(parts), ql);
     }
     // Block-local recipes: a slice of the quantized full tensor is the quantized slice.
-    if (r.kind == RecipeKind::kMXFP8 || r.kind == RecipeKind::kFP8Block || r.row_scaled) {
+    if (r.kind() == RecipeKind::kMXFP8 || r.kind() == RecipeKind::kFP8Block || r.nvfp4_row_scaled()) {
       const HostMatrix xs = testing::weight_rows(seed, 128, 384, 192);
       EXPECT_BITWISE_EQ(ref::slice_rows(q, 128, 384), ref::quantize(xs.view(), r));
     }
@@ -365,7 +365,7 @@ TEST(FsdpRefusals, ShardRowsNotAMultipleOfTheBlock) {
   e = error_of([&] { ref::fsdp_pre_all_gather(ref::quantize(x64.view(), testing::make_fp8_block_2d(false))); });
   EXPECT_NE(e.find("multiple of 128"), std::string::npos) << e;
   Recipe fp8_1d;
-  fp8_1d.kind = RecipeKind::kFP8Block;
+  fp8_1d.set_options(Fp8BlockOptions{});
   fp8_1d.columnwise = false;
   e = error_of([&] { ref::fsdp_pre_all_gather(ref::quantize(x64.view(), fp8_1d)); });
   EXPECT_NE(e.find("1x128"), std::string::npos) << e;

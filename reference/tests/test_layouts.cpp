@@ -26,18 +26,18 @@ std::vector<Case> cases() {
   const std::vector<std::pair<int64_t, int64_t>> any_shapes = {{16, 16}, {32, 48}, {65, 80}, {1, 32}, {200, 300}, {304, 304}};
   for (bool two_d : {false, true}) {
     Recipe r;
-    r.kind = RecipeKind::kNVFP4;
-    r.tile_2d = two_d;
+    r.set_options(Nvfp4Options{});
+    r.nvfp4().tile_2d = two_d;
     for (auto [m, k] : nv_shapes) out.push_back({r, m, k});
   }
   for (bool two_d : {false, true}) {
     Recipe r;
-    r.kind = RecipeKind::kMXFP8;
-    r.mx_2d = two_d;
+    r.set_options(Mxfp8Options{});
+    r.mxfp8().tile_2d = two_d;
     for (auto [m, k] : any_shapes) out.push_back({r, m, k});
     Recipe b;
-    b.kind = RecipeKind::kFP8Block;
-    b.block_2d = two_d;
+    b.set_options(Fp8BlockOptions{});
+    b.fp8_block().tile_2d = two_d;
     for (auto [m, k] : any_shapes) out.push_back({b, m, k});
   }
   return out;
@@ -79,9 +79,9 @@ TEST_P(LayoutRoundTrip, CompactPaddedSwizzled) {
     }
     EXPECT_EQ(nonpad, nonzero_compact);
     EXPECT_EQ(ref::to_compact(padded, c.recipe, p, c.M, c.K), s);
-    if (c.recipe.kind == RecipeKind::kFP8Block) {
+    if (c.recipe.kind() == RecipeKind::kFP8Block) {
       EXPECT_THROW(ref::swizzle(padded, c.recipe, p, c.M, c.K), Error);
-      if (!c.recipe.block_2d) {  // TE's GEMM-ready layout is the transpose
+      if (!c.recipe.is_2d()) {  // TE's GEMM-ready layout is the transpose
         for (int64_t i = 0; i < cs.rows; ++i)
           for (int64_t j = 0; j < cs.cols; ++j) ASSERT_EQ(padded.f32(j, i), s.f32(i, j));
       }
@@ -95,7 +95,7 @@ TEST_P(LayoutRoundTrip, CompactPaddedSwizzled) {
     ScaleMatrix dirty = padded;
     for (int64_t i = 0; i < dirty.rows; ++i)
       for (int64_t j = 0; j < dirty.cols; ++j) {
-        const bool mxcol = c.recipe.kind == RecipeKind::kMXFP8 && p == PlaneKind::kColumnwise;
+        const bool mxcol = c.recipe.kind() == RecipeKind::kMXFP8 && p == PlaneKind::kColumnwise;
         if (i >= cs.rows || j >= cs.cols) dirty.bytes[static_cast<size_t>(i * dirty.cols + j)] = 0xAB;
         (void)mxcol;
       }
@@ -115,7 +115,7 @@ INSTANTIATE_TEST_SUITE_P(AllRecipes, LayoutRoundTrip, ::testing::ValuesIn(cases(
 
 TEST(LayoutErrors, NameTheRule) {
   Recipe r;
-  r.kind = RecipeKind::kNVFP4;
+  r.set_options(Nvfp4Options{});
   ScaleMatrix s;
   s.rows = 3;
   s.cols = 3;
@@ -127,7 +127,7 @@ TEST(LayoutErrors, NameTheRule) {
     EXPECT_NE(std::string(e.what()).find("expected the compact shape [32, 2]"), std::string::npos) << e.what();
   }
   Recipe t;
-  t.kind = RecipeKind::kFP8Tensor;
+  t.set_options(Fp8TensorOptions{});
   EXPECT_THROW(ref::to_padded(s, t, PlaneKind::kRowwise, 32, 32), Error);
 }
 

@@ -48,23 +48,23 @@ std::vector<Case> cases() {
     for (auto [m, k] : shapes) out.push_back({r, m, k});
   };
   Recipe nv;
-  nv.kind = RecipeKind::kNVFP4;
+  nv.set_options(Nvfp4Options{});
   add(nv, {{16, 48}, {32, 64}, {48, 80}, {144, 208}, {272, 16}});
-  nv.tile_2d = true;
+  nv.nvfp4().tile_2d = true;
   add(nv, {{16, 48}, {144, 208}});
-  nv.tile_2d = false;
-  nv.row_scaled = true;
+  nv.nvfp4().tile_2d = false;
+  nv.nvfp4().row_scaled = true;
   add(nv, {{48, 80}});
   Recipe mx;
-  mx.kind = RecipeKind::kMXFP8;
+  mx.set_options(Mxfp8Options{});
   add(mx, {{32, 32}, {65, 80}, {1, 32}, {200, 300}, {129, 33}});
   Recipe b;
-  b.kind = RecipeKind::kFP8Block;
+  b.set_options(Fp8BlockOptions{});
   add(b, {{16, 48}, {65, 80}, {1, 1}, {200, 300}, {130, 257}});
-  b.block_2d = true;
+  b.fp8_block().tile_2d = true;
   add(b, {{16, 48}, {200, 300}, {130, 257}});
   Recipe t;
-  t.kind = RecipeKind::kFP8Tensor;
+  t.set_options(Fp8TensorOptions{});
   add(t, {{16, 48}, {7, 13}});
   return out;
 }
@@ -79,7 +79,7 @@ TEST_P(NativeLayout, RoundTrip) {
   for (int64_t i = 0; i < c.M; ++i)
     for (int64_t j = 0; j < c.K; ++j) x.set(i, j, ln(rng) * ((i + j) % 2 ? -1.0f : 1.0f));
   const QuantizedTensor q = ref::quantize(x.view(), c.recipe);
-  const bool swz_ok = c.recipe.kind == RecipeKind::kNVFP4 || c.recipe.kind == RecipeKind::kMXFP8;
+  const bool swz_ok = c.recipe.kind() == RecipeKind::kNVFP4 || c.recipe.kind() == RecipeKind::kMXFP8;
   for (const LayoutOptions& o : {kCompact, kTE, kSwz}) {
     if (o.swizzled && !swz_ok) {
       EXPECT_THROW((void)OutputLayout::find("rowwise_data", c.recipe, c.M, c.K, o), Error);
@@ -94,7 +94,7 @@ TEST_P(NativeLayout, RoundTrip) {
       ASSERT_TRUE(d.has_value());
       EXPECT_EQ(d->shape(), (std::vector<int64_t>{pl.data_rows, pl.data_cols}));
       EXPECT_EQ(d->from_compact(pl.data, 0xAB), pl.data);
-      if (c.recipe.kind == RecipeKind::kFP8Tensor) {
+      if (c.recipe.kind() == RecipeKind::kFP8Tensor) {
         EXPECT_FALSE(OutputLayout::find(pre + "_scale_inv", c.recipe, c.M, c.K, o).has_value());
         continue;
       }
@@ -129,9 +129,9 @@ INSTANTIATE_TEST_SUITE_P(Recipes, NativeLayout, testing::ValuesIn(cases()), case
 
 Recipe recipe(RecipeKind k, bool two_d = false) {
   Recipe r;
-  r.kind = k;
-  r.block_2d = k == RecipeKind::kFP8Block && two_d;
-  r.tile_2d = k == RecipeKind::kNVFP4 && two_d;
+  r.set_options(Recipe::default_options(k));
+  if (k == RecipeKind::kFP8Block) r.fp8_block().tile_2d = two_d;
+  if (k == RecipeKind::kNVFP4) r.nvfp4().tile_2d = two_d;
   return r;
 }
 

@@ -26,8 +26,8 @@ struct Mat {
 
 Recipe nvfp4(bool two_d = false) {
   Recipe r;
-  r.kind = RecipeKind::kNVFP4;
-  r.tile_2d = two_d;
+  r.set_options(Nvfp4Options{});
+  r.nvfp4().tile_2d = two_d;
   return r;
 }
 
@@ -116,7 +116,7 @@ TEST(EdgeCase05, Nvfp4BlockScaleSaturation) {
   EXPECT_EQ(code(*q.rowwise, 0, 1), 0x7);
   // 4over6 with E4M3 max 448: the map-to-4 candidate is clamped (base * 1.5 > 448) -> same as map-to-6.
   Recipe r = nvfp4();
-  r.fourover6 = true;
+  r.nvfp4().fourover6 = true;
   Mat y(16, 16, 0.0f);
   y(0, 0) = 6.0f;
   y(0, 1) = 5.0f;
@@ -173,7 +173,7 @@ TEST(EdgeCase07, Nvfp4BlockScaleOperationOrder) {
     const auto q = ref::quantize(x.view(), nvfp4());
     EXPECT_EQ(q.rowwise->scale.byte(0, 0), a) << std::hexfloat << "bamax " << bamax;
     Recipe r46 = nvfp4();
-    r46.fourover6 = true;
+    r46.nvfp4().fourover6 = true;
     // Make map-to-6 win: the block's other elements sit on the map-to-6 grid.
     const auto q46 = ref::quantize(x.view(), r46);
     const uint8_t s46 = q46.rowwise->scale.byte(0, 0);
@@ -215,7 +215,7 @@ TEST(EdgeCase09, Nvfp4RowScaled) {
   for (int64_t i = 0; i < 32; ++i)
     for (int64_t j = 0; j < 32; ++j) x(i, j) = (i == 5) ? 0.0f : nd(rng) * (i % 2 ? 1e-3f : 1e3f);
   Recipe r = nvfp4();
-  r.row_scaled = true;
+  r.nvfp4().row_scaled = true;
   const auto q = ref::quantize(x.view(), r);
   ASSERT_EQ(q.rowwise->amax.size(), 32u);
   ASSERT_EQ(q.columnwise->amax.size(), 32u);
@@ -279,7 +279,7 @@ TEST(EdgeCase11, Nvfp4Rht) {
   for (int64_t i = 0; i < 32; ++i)
     for (int64_t j = 0; j < 32; ++j) z.set(i, j, nd(rng));
   Recipe r = nvfp4();
-  r.rht = true;
+  r.nvfp4().rht = true;
   const auto qr = ref::quantize(z.view(), r);
   const auto qp = ref::quantize(z.view(), nvfp4());
   EXPECT_EQ(qr.rowwise->data, qp.rowwise->data);
@@ -289,7 +289,7 @@ TEST(EdgeCase11, Nvfp4Rht) {
   EXPECT_EQ(qr.columnwise->amax[0], ref::amax(yz.view())) << "columnwise amax is post-RHT";
   EXPECT_NE(qr.columnwise->amax[0], qp.columnwise->amax[0]);
   Recipe r0 = r;
-  r0.rht_sign_mask = 0;
+  r0.nvfp4().rht_sign_mask = 0;
   EXPECT_NE(ref::quantize(z.view(), r0).columnwise->data, qr.columnwise->data) << "sign mask 0 vs 0xD7E8";
   Recipe bad = r;
   HostMatrix f(DType::kF32, 32, 32);
@@ -349,7 +349,7 @@ TEST(EdgeCase14, SwizzleIndexBoundaries) {
   EXPECT_EQ(ref::swizzled_offset(129, 5, 8), 1024 + 512 + 16 + 1);
   // MXFP8 columnwise: compact [M/32][K] swizzled transposed (row = K index j, kb = M block).
   Recipe mx;
-  mx.kind = RecipeKind::kMXFP8;
+  mx.set_options(Mxfp8Options{});
   const int64_t M = 64, K = 160;
   Mat x(M, K);
   for (int64_t i = 0; i < M; ++i)
@@ -373,8 +373,8 @@ TEST(EdgeCase14, SwizzleIndexBoundaries) {
 // --- 15 --------------------------------------------------------------------------------------------------
 Recipe mxfp8(Fp8Type t) {
   Recipe r;
-  r.kind = RecipeKind::kMXFP8;
-  r.fp8 = t;
+  r.set_options(Mxfp8Options{});
+  r.set_fp8_type(t);
   return r;
 }
 
@@ -440,7 +440,7 @@ TEST(EdgeCase16, Mxfp8NonAlignedShapesAnd2D) {
     EXPECT_EQ(q.columnwise->scale.byte((M - 1) / 32, K - 1), encode_e8m0(c * bits_f32(0x3B124925u)));
   }
   Recipe r2 = mxfp8(Fp8Type::kE4M3);
-  r2.mx_2d = true;
+  r2.mxfp8().tile_2d = true;
   Mat x(64, 64);
   std::mt19937 rng(16);
   std::normal_distribution<float> nd;
@@ -455,10 +455,10 @@ TEST(EdgeCase16, Mxfp8NonAlignedShapesAnd2D) {
 // --- 17 --------------------------------------------------------------------------------------------------
 Recipe fp8block(bool two_d, bool pow2, float eps = 0.0f) {
   Recipe r;
-  r.kind = RecipeKind::kFP8Block;
-  r.block_2d = two_d;
-  r.pow2_scales = pow2;
-  r.eps = eps;
+  r.set_options(Fp8BlockOptions{});
+  r.fp8_block().tile_2d = two_d;
+  r.set_pow2_scales(pow2);
+  r.set_eps(eps);
   return r;
 }
 
@@ -505,7 +505,7 @@ TEST(EdgeCase17, Fp8BlockScale) {
 // --- 18 --------------------------------------------------------------------------------------------------
 TEST(EdgeCase18, Fp8PerTensorAndDelayedScaling) {
   Recipe r;
-  r.kind = RecipeKind::kFP8Tensor;
+  r.set_options(Fp8TensorOptions{});
   for (float a : {0.0f, INFINITY, NAN}) {
     Mat x(4, 4, 0.0f);
     x(1, 1) = a;
@@ -516,12 +516,12 @@ TEST(EdgeCase18, Fp8PerTensorAndDelayedScaling) {
   tiny(0, 0) = 1e-39f;
   EXPECT_EQ(ref::quantize(tiny.view(), r).scale_inv, 1.0f / FLT_MAX) << "tiny amax -> scale FLT_MAX";
   Recipe p2 = r;
-  p2.pow2_scales = true;
+  p2.set_pow2_scales(true);
   Mat x(4, 4, 0.0f);
   x(0, 0) = 3.0f;
   EXPECT_EQ(ref::quantize(x.view(), p2).scale_inv, 1.0f / 128.0f);
   Recipe e = r;
-  e.eps = 10.0f;
+  e.set_eps(10.0f);
   EXPECT_EQ(ref::quantize(x.view(), e).scale_inv, 1.0f / 44.8f);
   // Delayed scaling: roll, "max" vs "most_recent", margin, non-finite amax keeps the previous scale.
   ref::DelayedScalingState st{{2.0f, 8.0f, 1.0f, 4.0f}, 1.0f};
@@ -568,13 +568,13 @@ TEST(ProfileTorchAO, Nvfp4AgainstTheMeasuredDivergences) {
   EXPECT_EQ(qtiny.rowwise->scale.byte(0, 1), 0x08) << "clamped to E4M3's smallest normal";
   EXPECT_EQ(ref::quantize(t.view(), te).rowwise->scale.byte(0, 1), 0x00);
   Recipe bad = ao;
-  bad.tile_2d = true;
+  bad.nvfp4().tile_2d = true;
   EXPECT_THROW(bad.validate(), Error);
 }
 
 TEST(ProfileOcp, Mxfp8FloorRuleAndNonFiniteBlocks) {
   Recipe r = mxfp8(Fp8Type::kE4M3);
-  r.scale_rule = MxScaleRule::kOcpFloor;
+  r.mxfp8().scale_rule = MxScaleRule::kOcpFloor;
   r.profile = Profile::kOCP;
   Mat x(1, 64, 1.0f);
   x(0, 0) = 500.0f;  // floor(log2 500) = 8 -> X = 2^(8-8) = 1: 500 saturates to 448 (TE's rceil would pick 2^1)
@@ -589,7 +589,7 @@ TEST(ProfileOcp, Mxfp8FloorRuleAndNonFiniteBlocks) {
   EXPECT_EQ(qt.rowwise->scale.byte(0, 0), 128);
   EXPECT_EQ(qt.rowwise->scale.byte(0, 1), 119) << "te ignores the NaN in the amax: ceil(log2(1/448)) = -8";
   Recipe wrong = r;
-  wrong.scale_rule = MxScaleRule::kRceil;
+  wrong.mxfp8().scale_rule = MxScaleRule::kRceil;
   EXPECT_THROW(wrong.validate(), Error) << "ocp uses the floor rule";
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -22,33 +23,12 @@ using namespace qtc;
 
 namespace {
 
-Recipe nvfp4(bool tile2d = false) {
-  Recipe r;
-  r.kind = RecipeKind::kNVFP4;
-  r.tile_2d = tile2d;
-  return r;
-}
+Recipe nvfp4(bool tile2d = false) { return Recipe::of(Nvfp4Options{.tile_2d = tile2d}); }
 Recipe mxfp8(Fp8Type t, MxScaleRule rule, bool tile2d) {
-  Recipe r;
-  r.kind = RecipeKind::kMXFP8;
-  r.fp8 = t;
-  r.scale_rule = rule;
-  r.mx_2d = tile2d;
-  return r;
+  return Recipe::of(Mxfp8Options{.fp8 = t, .scale_rule = rule, .tile_2d = tile2d});
 }
-Recipe fp8_block(Fp8Type t, bool tile2d) {
-  Recipe r;
-  r.kind = RecipeKind::kFP8Block;
-  r.fp8 = t;
-  r.block_2d = tile2d;
-  return r;
-}
-Recipe fp8_tensor(Fp8Type t) {
-  Recipe r;
-  r.kind = RecipeKind::kFP8Tensor;
-  r.fp8 = t;
-  return r;
-}
+Recipe fp8_block(Fp8Type t, bool tile2d) { return Recipe::of(Fp8BlockOptions{.fp8 = t, .tile_2d = tile2d}); }
+Recipe fp8_tensor(Fp8Type t) { return Recipe::of(Fp8TensorOptions{.fp8 = t}); }
 
 /// Every recipe family and option that changes geometry, with both planes and each plane alone.
 std::vector<Recipe> recipes() {
@@ -56,15 +36,15 @@ std::vector<Recipe> recipes() {
   base.push_back(nvfp4(false));
   base.push_back(nvfp4(true));
   Recipe rs = nvfp4();
-  rs.row_scaled = true;
+  rs.nvfp4().row_scaled = true;
   base.push_back(rs);
   Recipe rht = nvfp4();
-  rht.rht = true;
+  rht.nvfp4().rht = true;
   rht.rowwise = false;
   base.push_back(rht);
   Recipe f46 = nvfp4();
-  f46.fourover6 = true;
-  f46.e4m3_max = 256;
+  f46.nvfp4().fourover6 = true;
+  f46.nvfp4().e4m3_max = 256;
   base.push_back(f46);
   Recipe ao = nvfp4();
   ao.profile = Profile::kTorchAO;
@@ -85,9 +65,9 @@ std::vector<Recipe> recipes() {
       Recipe x = r;
       x.rowwise = planes != 2;
       x.columnwise = planes != 1;
-      if (!x.rowwise && x.row_scaled) continue;
+      if (!x.rowwise && x.nvfp4_row_scaled()) continue;
       if (!x.rowwise && !x.columnwise) continue;
-      if (x.rowwise && x.rht && planes != 2) continue;
+      if (x.rowwise && x.nvfp4_rht() && planes != 2) continue;
       out.push_back(x);
     }
   }
@@ -97,7 +77,7 @@ std::vector<Recipe> recipes() {
 /// Shapes the recipe accepts: ragged for the FP8 families, multiples of 16 for NVFP4 (any M for torchao's
 /// rowwise-only plane); empty tensors included.
 std::vector<std::pair<int64_t, int64_t>> shapes(const Recipe& r) {
-  if (r.kind == RecipeKind::kNVFP4) {
+  if (r.kind() == RecipeKind::kNVFP4) {
     std::vector<std::pair<int64_t, int64_t>> s = {{16, 16}, {32, 48}, {144, 272}, {0, 32}, {16, 0}, {128, 64}};
     if (profile_rules(r.profile).nvfp4_order == Nvfp4Order::kTorchAO && !r.columnwise) {
       s.push_back({17, 32});
@@ -139,7 +119,7 @@ TEST(PlaneSpec, MatchesWhatTheQuantizerAndLayoutsProduce) {
         EXPECT_EQ(s.data_rows, pl->data_rows);
         EXPECT_EQ(s.data_cols, pl->data_cols);
         EXPECT_EQ(s.data_bytes(), static_cast<int64_t>(pl->data.size()));
-        EXPECT_EQ(s.data_row_elems, r.kind == RecipeKind::kNVFP4 ? 2 * s.data_cols : s.data_cols);
+        EXPECT_EQ(s.data_row_elems, r.kind() == RecipeKind::kNVFP4 ? 2 * s.data_cols : s.data_cols);
         EXPECT_EQ(s.data_rows * s.data_row_elems, M * K);
         EXPECT_EQ(s.scale_type, pl->scale.type);
         EXPECT_EQ(s.scale_elem_bytes, pl->scale.elem_size());
@@ -147,7 +127,7 @@ TEST(PlaneSpec, MatchesWhatTheQuantizerAndLayoutsProduce) {
         EXPECT_EQ(s.compact.cols, pl->scale.cols);
         EXPECT_EQ(s.scale_bytes(ScaleLayout::kCompact), static_cast<int64_t>(pl->scale.bytes.size()));
         EXPECT_EQ(s.amax_count, static_cast<int64_t>(pl->amax.size()));
-        EXPECT_EQ(s.per_tensor, r.kind == RecipeKind::kFP8Tensor);
+        EXPECT_EQ(s.per_tensor, r.kind() == RecipeKind::kFP8Tensor);
         EXPECT_EQ(s.data_transposed, s.data_m_axis == MAxis::kCols);
         // The layouts: the padded shape and the swizzle, through the conversion functions.
         if (!s.per_tensor) {
@@ -183,7 +163,7 @@ TEST(PlaneSpec, MatchesWhatTheQuantizerAndLayoutsProduce) {
 std::set<std::pair<int64_t, int64_t>> changed_scales(const Recipe& r, PlaneKind pk, const HostMatrix& x, int64_t i, int64_t j) {
   HostMatrix y = x;
   y.as<uint16_t>()[i * x.cols + j] = f32_to_bf16(3.0e4f);
-  const bool fixed_amax = r.kind == RecipeKind::kNVFP4;  // NVFP4: the global amax would change every scale
+  const bool fixed_amax = r.kind() == RecipeKind::kNVFP4;  // NVFP4: the global amax would change every scale
   const QuantizedTensor a = fixed_amax ? ref::quantize_with_amax(x.view(), r, 1.0e5f, 1.0e5f) : ref::quantize(x.view(), r);
   const QuantizedTensor b = fixed_amax ? ref::quantize_with_amax(y.view(), r, 1.0e5f, 1.0e5f) : ref::quantize(y.view(), r);
   const ScaleMatrix& sa = a.plane(pk).scale;
@@ -203,7 +183,7 @@ TEST(PlaneSpec, BlockGeometryIsWhereOneInputElementReaches) {
                                   mxfp8(Fp8Type::kE4M3, MxScaleRule::kRceil, true), fp8_block(Fp8Type::kE4M3, false),
                                   fp8_block(Fp8Type::kE4M3, true)};
   for (const Recipe& r : rs) {
-    const bool nv = r.kind == RecipeKind::kNVFP4;
+    const bool nv = r.kind() == RecipeKind::kNVFP4;
     const int64_t M = nv ? 48 : 161, K = nv ? 64 : 300;  // ragged edges for the FP8 families
     HostMatrix x(DType::kBF16, M, K);
     for (int64_t t = 0; t < M * K; ++t) x.as<uint16_t>()[t] = f32_to_bf16(0.5f + 0.001f * static_cast<float>(t % 7));
@@ -239,7 +219,7 @@ TEST(PlaneSpec, FixedTable) {
   EXPECT_EQ(s.compact, (ScaleShape{272, 3}));
   EXPECT_EQ(s.padded, (ScaleShape{384, 4}));
   EXPECT_EQ(s.amax_count, 1);
-  r.row_scaled = true;
+  r.nvfp4().row_scaled = true;
   EXPECT_EQ(describe_plane(r, PlaneKind::kRowwise, 48, 272).amax_count, 48);
   EXPECT_EQ(describe_plane(r, PlaneKind::kColumnwise, 48, 272).amax_count, 272);
   s = describe_plane(mxfp8(Fp8Type::kE5M2, MxScaleRule::kRceil, false), PlaneKind::kColumnwise, 33, 65);
@@ -261,6 +241,52 @@ TEST(PlaneSpec, FixedTable) {
   EXPECT_EQ(s.data_cols, 5);
   EXPECT_EQ(s.amax_count, 1);
   EXPECT_EQ(s.block_of(3, 4), (XRegion{0, 5, 0, 7}));
+}
+
+TEST(TensorTable, EachKindsOutputsWithTheirShapes) {
+  // VECTORS.md, Tensors, written out by hand per kind: which names are outputs, and of which role.
+  const std::map<RecipeKind, std::set<std::string>> want = {
+      {RecipeKind::kNVFP4,
+       {"rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv", "amax_rowwise", "amax_columnwise",
+        "dequantized_rowwise", "dequantized_columnwise"}},
+      {RecipeKind::kMXFP8,
+       {"rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv", "dequantized_rowwise",
+        "dequantized_columnwise"}},
+      {RecipeKind::kFP8Block,
+       {"rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv", "dequantized_rowwise",
+        "dequantized_columnwise"}},
+      {RecipeKind::kFP8Tensor, {"rowwise_data", "columnwise_data", "scale_inv", "amax", "dequantized_rowwise"}}};
+  EXPECT_EQ(tensor_names().size(), 10u);
+  EXPECT_FALSE(describe_tensor(nvfp4(), "rowwise_scales", 16, 16).has_value());
+  for (const Recipe& r : recipes()) {
+    const int64_t M = r.kind() == RecipeKind::kNVFP4 ? 48 : 33, K = r.kind() == RecipeKind::kNVFP4 ? 64 : 65;
+    std::set<std::string> got;
+    for (std::string_view n : tensor_names()) {
+      const auto t = describe_tensor(r, n, M, K);
+      if (!t) continue;
+      SCOPED_TRACE(r.name() + " " + std::string(n));
+      got.insert(std::string(n));
+      const PlaneSpec ps = describe_plane(r, t->plane.plane, M, K);
+      EXPECT_EQ(std::string(plane_kind_name(ps.plane)), n.find("columnwise") != std::string_view::npos ? "columnwise" : "rowwise");
+      switch (t->role) {
+        case TensorRole::kData:
+          EXPECT_EQ(t->shape, (std::vector<int64_t>{ps.data_rows, ps.data_cols}));
+          EXPECT_EQ(t->elem_bytes, 1);
+          break;
+        case TensorRole::kScale:
+          EXPECT_EQ(t->shape, (std::vector<int64_t>{ps.compact.rows, ps.compact.cols}));
+          EXPECT_EQ(t->f32, r.kind() == RecipeKind::kFP8Block);
+          EXPECT_EQ(t->elem_bytes, r.kind() == RecipeKind::kFP8Block ? 4 : 1);
+          break;
+        case TensorRole::kAmax: EXPECT_EQ(t->shape, (std::vector<int64_t>{ps.amax_count})); break;
+        case TensorRole::kScaleInv:
+        case TensorRole::kTensorAmax: EXPECT_EQ(t->shape, (std::vector<int64_t>{1})); break;
+        case TensorRole::kDequant: EXPECT_EQ(t->shape, (std::vector<int64_t>{M, K})); break;
+      }
+      if (t->role != TensorRole::kData && t->role != TensorRole::kScale) EXPECT_TRUE(t->f32 && t->elem_bytes == 4);
+    }
+    EXPECT_EQ(got, want.at(r.kind())) << r.name();
+  }
 }
 
 TEST(PlaneSpec, HugeShapesDoNotOverflow) {
@@ -298,55 +324,31 @@ std::vector<RuleCase> rule_cases() {
   Recipe ao_blk = fp8_block(Fp8Type::kE4M3, false);
   ao_blk.profile = Profile::kTorchAO;
   v.push_back({"profile-defines-kind", ao_blk, "profile 'torchao' does not define fp8_block"});
-  Recipe mx_rs = mxfp8(Fp8Type::kE4M3, MxScaleRule::kRceil, false);
-  mx_rs.row_scaled = true;
-  v.push_back({"kind-options", mx_rs, "option row_scaled is an option of NVFP4, not of MXFP8"});
-  Recipe nv_e5 = nvfp4();
-  nv_e5.fp8 = Fp8Type::kE5M2;
-  v.push_back({"kind-options", nv_e5, "option fp8_dtype is an option of MXFP8, FP8 block and FP8 tensor"});
-  Recipe blk_mx2d = fp8_block(Fp8Type::kE4M3, false);
-  blk_mx2d.mx_2d = true;
-  v.push_back({"kind-options", blk_mx2d, "option tile 32x32 is an option of MXFP8, not of FP8 block"});
-  Recipe ten_2d = fp8_tensor(Fp8Type::kE4M3);
-  ten_2d.block_2d = true;
-  v.push_back({"kind-options", ten_2d, "option tile 128x128 is an option of FP8 block, not of FP8 tensor"});
-  Recipe mx_eps = mxfp8(Fp8Type::kE4M3, MxScaleRule::kRceil, false);
-  mx_eps.eps = 0.5f;
-  v.push_back({"kind-options", mx_eps, "option eps is an option of FP8 block and FP8 tensor, not of MXFP8"});
-  Recipe ten_seed = fp8_tensor(Fp8Type::kE4M3);
-  ten_seed.seed = 3;
-  v.push_back({"kind-options", ten_seed, "option seed is an option of NVFP4, not of FP8 tensor"});
-  Recipe blk_rule = fp8_block(Fp8Type::kE4M3, false);
-  blk_rule.scale_rule = MxScaleRule::kOcpFloor;
-  v.push_back({"kind-options", blk_rule, "option scale_rule is an option of MXFP8"});
-  Recipe mx_blockonly = mxfp8(Fp8Type::kE4M3, MxScaleRule::kRceil, false);
-  mx_blockonly.per_tensor_scale = false;
-  v.push_back({"kind-options", mx_blockonly, "option per_tensor_scale=0 is an option of NVFP4"});
-  v.push_back({"nvfp4-e4m3-max", nv([](Recipe& r) { r.e4m3_max = 300; r.fourover6 = true; }), ""});
-  v.push_back({"nvfp4-e4m3-max-256-needs-4over6", nv([](Recipe& r) { r.e4m3_max = 256; }), ""});
-  v.push_back({"nvfp4-row-scaled-1x16", nv([](Recipe& r) { r.row_scaled = true; r.tile_2d = true; }), ""});
-  v.push_back({"nvfp4-row-scaled-no-rht", nv([](Recipe& r) { r.row_scaled = true; r.rht = true; }), ""});
-  v.push_back({"nvfp4-row-scaled-no-sr", nv([](Recipe& r) { r.row_scaled = true; r.stochastic = true; }), ""});
-  v.push_back({"nvfp4-row-scaled-needs-rowwise", nv([](Recipe& r) { r.row_scaled = true; r.rowwise = false; }), ""});
-  v.push_back({"nvfp4-rht-1x16", nv([](Recipe& r) { r.rht = true; r.tile_2d = true; }), ""});
-  v.push_back({"nvfp4-4over6-no-rht", nv([](Recipe& r) { r.fourover6 = true; r.rht = true; }), ""});
-  v.push_back({"nvfp4-4over6-no-sr", nv([](Recipe& r) { r.fourover6 = true; r.stochastic = true; }), ""});
-  v.push_back({"nvfp4-row-scaled-4over6-rowwise-only", nv([](Recipe& r) { r.fourover6 = true; r.row_scaled = true; }), ""});
-  v.push_back({"nvfp4-profile-sr", nv([](Recipe& r) { r.stochastic = true; r.profile = Profile::kTEPyRef; }),
+  v.push_back({"nvfp4-e4m3-max", nv([](Recipe& r) { r.nvfp4().e4m3_max = 300; r.nvfp4().fourover6 = true; }), ""});
+  v.push_back({"nvfp4-e4m3-max-256-needs-4over6", nv([](Recipe& r) { r.nvfp4().e4m3_max = 256; }), ""});
+  v.push_back({"nvfp4-row-scaled-1x16", nv([](Recipe& r) { r.nvfp4().row_scaled = true; r.nvfp4().tile_2d = true; }), ""});
+  v.push_back({"nvfp4-row-scaled-no-rht", nv([](Recipe& r) { r.nvfp4().row_scaled = true; r.nvfp4().rht = true; }), ""});
+  v.push_back({"nvfp4-row-scaled-no-sr", nv([](Recipe& r) { r.nvfp4().row_scaled = true; r.nvfp4().stochastic = true; }), ""});
+  v.push_back({"nvfp4-row-scaled-needs-rowwise", nv([](Recipe& r) { r.nvfp4().row_scaled = true; r.rowwise = false; }), ""});
+  v.push_back({"nvfp4-rht-1x16", nv([](Recipe& r) { r.nvfp4().rht = true; r.nvfp4().tile_2d = true; }), ""});
+  v.push_back({"nvfp4-4over6-no-rht", nv([](Recipe& r) { r.nvfp4().fourover6 = true; r.nvfp4().rht = true; }), ""});
+  v.push_back({"nvfp4-4over6-no-sr", nv([](Recipe& r) { r.nvfp4().fourover6 = true; r.nvfp4().stochastic = true; }), ""});
+  v.push_back({"nvfp4-row-scaled-4over6-rowwise-only", nv([](Recipe& r) { r.nvfp4().fourover6 = true; r.nvfp4().row_scaled = true; }), ""});
+  v.push_back({"nvfp4-profile-sr", nv([](Recipe& r) { r.nvfp4().stochastic = true; r.profile = Profile::kTEPyRef; }),
                "profile 'te_pyref' has no stochastic rounding"});
-  v.push_back({"nvfp4-profile-order-1x16", nv([](Recipe& r) { r.tile_2d = true; r.profile = Profile::kTorchAO; }),
+  v.push_back({"nvfp4-profile-order-1x16", nv([](Recipe& r) { r.nvfp4().tile_2d = true; r.profile = Profile::kTorchAO; }),
                "profile 'torchao'"});
-  v.push_back({"nvfp4-single-level", nv([](Recipe& r) { r.per_tensor_scale = false; }), "profile 'te' does not"});
+  v.push_back({"nvfp4-single-level", nv([](Recipe& r) { r.nvfp4().per_tensor_scale = false; }), "profile 'te' does not"});
   Recipe ocp_rceil = mxfp8(Fp8Type::kE4M3, MxScaleRule::kRceil, false);
   ocp_rceil.profile = Profile::kOCP;
   v.push_back({"mxfp8-profile-scale-rule", ocp_rceil, "profile 'ocp' defines scale_rule ocp_floor, not rceil"});
   v.push_back({"mxfp8-profile-scale-rule", mxfp8(Fp8Type::kE5M2, MxScaleRule::kCeil, false),
                "profile 'te' defines scale_rule rceil, ocp_floor, not ceil"});
   Recipe neg_eps = fp8_tensor(Fp8Type::kE4M3);
-  neg_eps.eps = -1.0f;
+  neg_eps.set_eps(-1.0f);
   v.push_back({"fp8-eps", neg_eps, ""});
   Recipe nan_eps = fp8_block(Fp8Type::kE5M2, true);
-  nan_eps.eps = std::numeric_limits<float>::quiet_NaN();
+  nan_eps.set_eps(std::numeric_limits<float>::quiet_NaN());
   v.push_back({"fp8-eps", nan_eps, ""});
   return v;
 }
@@ -375,6 +377,48 @@ TEST(RecipeRules, EachRuleIsNamedByTheRecipeThatBreaksIt) {
   for (const RecipeRule& r : recipe_rules()) EXPECT_TRUE(ids.insert(r.id).second) << "rule id " << r.id << " twice";
 }
 
+TEST(RecipeRules, AnotherKindsOptionsAreNotRepresentable) {
+  // A recipe holds its kind's alternative only: asking for another kind's options throws, naming the rule.
+  auto expect_kind_options = [](auto&& f, const std::string& what) {
+    try {
+      f();
+      ADD_FAILURE() << "no error for " << what;
+    } catch (const Error& e) {
+      const std::string w = e.what();
+      EXPECT_NE(w.find("rule 'kind-options'"), std::string::npos) << w;
+      EXPECT_NE(w.find(what), std::string::npos) << w;
+    }
+  };
+  Recipe mx = mxfp8(Fp8Type::kE4M3, MxScaleRule::kRceil, false);
+  const Recipe nv = nvfp4();
+  const Recipe blk = fp8_block(Fp8Type::kE4M3, false);
+  const Recipe ten = fp8_tensor(Fp8Type::kE5M2);
+  expect_kind_options([&] { mx.nvfp4().row_scaled = true; },
+                      "recipe mxfp8_e4m3_rceil: rule 'kind-options': the options of NVFP4 were asked of a MXFP8 recipe");
+  expect_kind_options([&] { (void)nv.fp8_type(); }, "fp8_dtype) is an option of MXFP8, FP8 block and FP8 tensor, not of NVFP4");
+  expect_kind_options([&] { (void)blk.mxfp8(); }, "the options of MXFP8 were asked of a FP8 block recipe");
+  expect_kind_options([&] { (void)ten.fp8_block(); }, "the options of FP8 block were asked of a FP8 tensor recipe");
+  expect_kind_options([&] { mx.set_eps(0.5f); }, "eps is an option of FP8 block and FP8 tensor, not of mxfp8");
+  expect_kind_options([&] { (void)mx.pow2_scales(); }, "pow2_scales is an option of FP8 block and FP8 tensor, not of mxfp8");
+  expect_kind_options([&] { (void)nv.fp8_tensor(); }, "the options of FP8 tensor were asked of a NVFP4 recipe");
+  EXPECT_EQ(mx.nvfp4_or_null(), nullptr);
+  EXPECT_EQ(mx.name(), "mxfp8_e4m3_rceil") << "a refused access changes nothing";
+  // The shared accessors read the alternative of the recipe's kind.
+  EXPECT_EQ(ten.fp8_type(), Fp8Type::kE5M2);
+  EXPECT_EQ(blk.eps(), 0.0f);
+  EXPECT_FALSE(ten.is_2d());
+  EXPECT_TRUE(nvfp4(true).is_2d());
+  EXPECT_FALSE(nv.nvfp4_row_scaled());
+  EXPECT_FALSE(mx.nvfp4_rht());
+  // Replacing the alternative changes the kind and keeps profile and planes.
+  Recipe r = Recipe::of(Nvfp4Options{.rht = true}, Profile::kTEPyRef, true, false);
+  r.set_options(Fp8TensorOptions{.pow2_scales = true});
+  EXPECT_EQ(r.kind(), RecipeKind::kFP8Tensor);
+  EXPECT_EQ(r.name(), "fp8tensor_e4m3_pow2_te_pyref_rowonly");
+  for (RecipeKind k : {RecipeKind::kNVFP4, RecipeKind::kMXFP8, RecipeKind::kFP8Block, RecipeKind::kFP8Tensor})
+    EXPECT_EQ(Recipe::of(Recipe::default_options(k)).kind(), k);
+}
+
 TEST(RecipeRules, ValidRecipesBreakNoRule) {
   for (const Recipe& r : recipes()) {
     EXPECT_EQ(r.broken_rule(), "") << r.name();
@@ -398,7 +442,7 @@ TEST(RecipeOptionsTest, OneAlternativePerKindRoundTrips) {
   for (const Recipe& r : recipes()) {
     SCOPED_TRACE(r.name());
     const RecipeOptions o = r.options();
-    EXPECT_EQ(o.index(), static_cast<size_t>(r.kind));
+    EXPECT_EQ(o.index(), static_cast<size_t>(r.kind()));
     const Recipe back = Recipe::of(o, r.profile, r.rowwise, r.columnwise);
     EXPECT_EQ(back.name(), r.name());
     EXPECT_EQ(back.to_metadata(), r.to_metadata());
@@ -406,17 +450,11 @@ TEST(RecipeOptionsTest, OneAlternativePerKindRoundTrips) {
     EXPECT_EQ(Recipe::from_metadata(r.to_metadata()).options(), o);
   }
   // An alternative carries only its kind's options: a recipe built from one has no foreign option set.
-  Mxfp8Options mx;
-  mx.fp8 = Fp8Type::kE5M2;
-  mx.scale_rule = MxScaleRule::kOcpFloor;
-  mx.tile_2d = true;
-  const Recipe r = Recipe::of(mx, Profile::kOCP);
-  EXPECT_EQ(r.kind, RecipeKind::kMXFP8);
+  const Recipe r = Recipe::of(Mxfp8Options{.fp8 = Fp8Type::kE5M2, .scale_rule = MxScaleRule::kOcpFloor, .tile_2d = true}, Profile::kOCP);
+  EXPECT_EQ(r.kind(), RecipeKind::kMXFP8);
   EXPECT_EQ(r.name(), "mxfp8_e5m2_ocpfloor_32x32_ocp");
   EXPECT_EQ(r.broken_rule(), "");
-  Fp8BlockOptions blk;
-  blk.tile_2d = true;
-  blk.eps = 0.25f;
+  const Fp8BlockOptions blk{.tile_2d = true, .eps = 0.25f};
   EXPECT_EQ(Recipe::of(blk).name(), "fp8block_128x128_e4m3_eps0.25");
   EXPECT_EQ(describe_plane(Recipe::of(blk), PlaneKind::kRowwise, 300, 300).compact, (ScaleShape{3, 3}));
 }
@@ -435,7 +473,7 @@ TEST(RecipeRules, InputRulesAreNamed) {
   EXPECT_NE(message(nvfp4(), DType::kF32, 16, 24).find("rule 'nvfp4-input-k16'"), std::string::npos);
   EXPECT_NE(message(nvfp4(), DType::kF32, 24, 16).find("rule 'nvfp4-input-m16'"), std::string::npos);
   Recipe rht = nvfp4();
-  rht.rht = true;
+  rht.nvfp4().rht = true;
   EXPECT_NE(message(rht, DType::kF32, 16, 16).find("rule 'nvfp4-input-rht-bf16'"), std::string::npos);
   EXPECT_EQ(message(rht, DType::kBF16, 16, 16), "");
   Recipe ao = nvfp4();

@@ -48,10 +48,10 @@ const MxCase kMx[] = {
 
 Recipe ao_mx(MxScaleRule rule, Fp8Type t) {
   Recipe r;
-  r.kind = RecipeKind::kMXFP8;
+  r.set_options(Mxfp8Options{});
   r.profile = Profile::kTorchAO;
-  r.scale_rule = rule;
-  r.fp8 = t;
+  r.mxfp8().scale_rule = rule;
+  r.set_fp8_type(t);
   r.columnwise = false;
   return r;
 }
@@ -96,14 +96,14 @@ TEST(TorchAOMx, ScaleRulesAreTorchaoOnly) {
   EXPECT_THROW(r.validate(), Error);
   const auto md = ao_mx(MxScaleRule::kEven, Fp8Type::kE5M2).to_metadata();
   EXPECT_EQ(md.at("scale_rule"), "even");
-  EXPECT_EQ(Recipe::from_metadata(md).scale_rule, MxScaleRule::kEven);
+  EXPECT_EQ(Recipe::from_metadata(md).mxfp8().scale_rule, MxScaleRule::kEven);
 }
 
 Recipe ao_nv(bool two_level) {
   Recipe r;
-  r.kind = RecipeKind::kNVFP4;
+  r.set_options(Nvfp4Options{});
   r.profile = Profile::kTorchAO;
-  r.per_tensor_scale = two_level;
+  r.nvfp4().per_tensor_scale = two_level;
   r.columnwise = false;
   return r;
 }
@@ -165,7 +165,7 @@ TEST(TorchAONvfp4, RaggedRowsRowwiseOnly) {
   r.columnwise = true;
   EXPECT_THROW(r.validate_input(DType::kF32, 33, 16), Error) << "the columnwise plane blocks along M";
   Recipe te;
-  te.kind = RecipeKind::kNVFP4;
+  te.set_options(Nvfp4Options{});
   te.columnwise = false;
   EXPECT_THROW(te.validate_input(DType::kF32, 33, 16), Error) << "TE needs M % 16 == 0";
 }

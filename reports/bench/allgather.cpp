@@ -69,24 +69,23 @@ struct Format {
 std::vector<Format> formats() {
   std::vector<Format> v;
   v.push_back({"bf16", true, {}});
-  qtc::Recipe r;
-  r.kind = qtc::RecipeKind::kNVFP4;
+  qtc::Recipe r;  // NVFP4 1x16
   r.columnwise = false;
   v.push_back({"nvfp4_1x16", false, r});
-  r.tile_2d = true;
+  r.nvfp4().tile_2d = true;
   r.columnwise = true;  // columnwise derived locally after the gather: same wire bytes
   v.push_back({"nvfp4_16x16", false, r});
   qtc::Recipe m;
-  m.kind = qtc::RecipeKind::kMXFP8;
+  m.set_options(qtc::Mxfp8Options{});
   m.columnwise = false;
   v.push_back({"mxfp8_rowwise", false, m});
   qtc::Recipe b;
-  b.kind = qtc::RecipeKind::kFP8Block;
-  b.block_2d = true;
-  b.pow2_scales = true;
+  b.set_options(qtc::Fp8BlockOptions{});
+  b.fp8_block().tile_2d = true;
+  b.set_pow2_scales(true);
   v.push_back({"fp8_block_128x128", false, b});
   qtc::Recipe t;
-  t.kind = qtc::RecipeKind::kFP8Tensor;
+  t.set_options(qtc::Fp8TensorOptions{});
   v.push_back({"fp8_tensor", false, t});
   return v;
 }

@@ -32,8 +32,12 @@
 namespace {
 
 using qtc::DType;
+using qtc::Fp8BlockOptions;
+using qtc::Fp8TensorOptions;
+using qtc::Nvfp4Options;
 using qtc::Recipe;
 using qtc::RecipeKind;
+using qtc::RecipeOptions;
 using qtc::ScaleLayout;
 using qtc::ScaleType;
 using qtc::cuda::DeviceBuffer;
@@ -73,7 +77,7 @@ DeviceQuantized make_operand(const Recipe& r, int64_t rows, int64_t k, uint32_t 
   q.cols = k;
   DevicePlane p;
   p.data_rows = rows;
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kNVFP4:
       p.data_cols = k / 2;
       p.data = DeviceBuffer(static_cast<size_t>(rows * k / 2), nullptr);
@@ -95,8 +99,8 @@ DeviceQuantized make_operand(const Recipe& r, int64_t rows, int64_t k, uint32_t 
       p.scale_type = ScaleType::kF32;
       p.scale_layout = ScaleLayout::kPadded;
       const int64_t kb = (k + 127) / 128, rb = (rows + 127) / 128;
-      p.scale_rows = r.block_2d ? rb : kb;                                  // 2D [mb][kb pad 4]; 1D [kb][rows pad 4]
-      p.scale_cols = r.block_2d ? (kb + 3) / 4 * 4 : (rows + 3) / 4 * 4;
+      p.scale_rows = r.is_2d() ? rb : kb;                                  // 2D [mb][kb pad 4]; 1D [kb][rows pad 4]
+      p.scale_cols = r.is_2d() ? (kb + 3) / 4 * 4 : (rows + 3) / 4 * 4;
       p.scale = DeviceBuffer(static_cast<size_t>(p.scale_rows * p.scale_cols) * 4, nullptr);
       floats(p.scale, 1.0f);
       break;
@@ -199,11 +203,14 @@ void BM_Gemm(benchmark::State& state, Path path) {
     return;
   }
   try {
-    Recipe ra, rb;
-    ra.kind = rb.kind = path == Path::kFp8Tensor ? RecipeKind::kFP8Tensor
-                        : path == Path::kFp8Block ? RecipeKind::kFP8Block
-                                                   : RecipeKind::kNVFP4;
-    ra.block_2d = path == Path::kFp8Block;  // weights 128x128, activations 1x128 (TE's recipe)
+    // FP8 block: weights 128x128, activations 1x128 (TE's recipe)
+    const RecipeOptions oa = path == Path::kFp8Tensor ? RecipeOptions(Fp8TensorOptions{})
+                             : path == Path::kFp8Block ? RecipeOptions(Fp8BlockOptions{.tile_2d = true})
+                                                       : RecipeOptions(Nvfp4Options{});
+    const RecipeOptions ob = path == Path::kFp8Tensor ? RecipeOptions(Fp8TensorOptions{})
+                             : path == Path::kFp8Block ? RecipeOptions(Fp8BlockOptions{})
+                                                       : RecipeOptions(Nvfp4Options{});
+    Recipe ra = Recipe::of(oa), rb = Recipe::of(ob);
     const DeviceQuantized a = make_operand(ra, N, K, 1), b = make_operand(rb, M, K, 7);  // fprop: A = W, B = X
     DeviceBuffer d(static_cast<size_t>(M * N) * 2, nullptr);
     qtc::cuda::GemmContext ctx;
@@ -294,9 +301,7 @@ void BM_GroupedRowScaled(benchmark::State& state, GroupedMode mode) {
     }
     sizes[kGroups - 1] += kTokens - total;
     for (int64_t g = 0, off = 0; g < kGroups; off += sizes[g], ++g) offsets[g] = off;
-    Recipe rx, rw;
-    rx.kind = rw.kind = RecipeKind::kNVFP4;
-    rx.row_scaled = true;
+    Recipe rx = Recipe::of(Nvfp4Options{.row_scaled = true}), rw;
     DeviceQuantized x = make_operand(rx, kTokens, K, 11);
     x.rowwise->amax_count = kTokens;
     x.rowwise->amax = DeviceBuffer(kTokens * 4, nullptr);

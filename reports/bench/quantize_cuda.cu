@@ -240,7 +240,7 @@ void BM_Quantize(benchmark::State& state, Recipe r, DType t, float given_amax) {
     std::snprintf(label, sizeof(label), "%s %s %lldx%lld; bytes: %.1f MiB read + %.1f MiB written%s%s", r.name().c_str(),
                   std::string(dtype_name(t)).c_str(), static_cast<long long>(kM), static_cast<long long>(kK),
                   static_cast<double>(in_bytes) / 1048576.0, static_cast<double>(out_bytes) / 1048576.0,
-                  (r.kind == RecipeKind::kNVFP4 || r.kind == RecipeKind::kFP8Tensor) && !with_amax
+                  (r.kind() == RecipeKind::kNVFP4 || r.kind() == RecipeKind::kFP8Tensor) && !with_amax
                       ? " (+ device amax pass: input read again, not counted)"
                       : (with_amax ? " (amax given)" : ""),
                   te_note.c_str());
@@ -250,7 +250,7 @@ void BM_Quantize(benchmark::State& state, Recipe r, DType t, float given_amax) {
     state.counters["copy_GBps"] = copy_rate / 1e9;
     state.counters["bytes"] = bytes;
     // With the amax computed on the device, the input is read twice: the bytes actually moved.
-    const bool amax_pass = (r.kind == RecipeKind::kNVFP4 || r.kind == RecipeKind::kFP8Tensor) && !with_amax;
+    const bool amax_pass = (r.kind() == RecipeKind::kNVFP4 || r.kind() == RecipeKind::kFP8Tensor) && !with_amax;
     const double moved = bytes + (amax_pass ? static_cast<double>(in_bytes) : 0.0);
     state.counters["frac_of_copy_moved"] = moved * static_cast<double>(state.iterations()) / total / copy_rate;
   }
@@ -261,8 +261,8 @@ void BM_Quantize(benchmark::State& state, Recipe r, DType t, float given_amax) {
 
 Recipe nvfp4(bool tile2d = false) {
   Recipe r;
-  r.kind = RecipeKind::kNVFP4;
-  r.tile_2d = tile2d;
+  r.set_options(Nvfp4Options{});
+  r.nvfp4().tile_2d = tile2d;
   return r;
 }
 
@@ -322,44 +322,44 @@ void register_all() {
   items.push_back({"NVFP4_16x16_BF16_amax_given", nvfp4(true), DType::kBF16, 1000.0f});
   {
     Recipe r = nvfp4();
-    r.row_scaled = true;
+    r.nvfp4().row_scaled = true;
     items.push_back({"NVFP4_rowscaled_BF16", r, DType::kBF16, 0.0f});
   }
   {
     Recipe r = nvfp4();
-    r.rht = true;
+    r.nvfp4().rht = true;
     items.push_back({"NVFP4_RHT_BF16", r, DType::kBF16, 0.0f});
   }
   {
     Recipe r = nvfp4();
-    r.fourover6 = true;
-    r.e4m3_max = 256;
+    r.nvfp4().fourover6 = true;
+    r.nvfp4().e4m3_max = 256;
     items.push_back({"NVFP4_4over6_BF16", r, DType::kBF16, 0.0f});
   }
   {
     Recipe r = nvfp4();
-    r.stochastic = true;
-    r.seed = 42;
+    r.nvfp4().stochastic = true;
+    r.nvfp4().seed = 42;
     items.push_back({"NVFP4_SR_BF16", r, DType::kBF16, 0.0f});
   }
   {
     Recipe r;
-    r.kind = RecipeKind::kMXFP8;
+    r.set_options(Mxfp8Options{});
     items.push_back({"MXFP8_E4M3_rceil_BF16", r, DType::kBF16, 0.0f});
-    r.mx_2d = true;
+    r.mxfp8().tile_2d = true;
     items.push_back({"MXFP8_E4M3_32x32_BF16", r, DType::kBF16, 0.0f});
   }
   {
     Recipe r;
-    r.kind = RecipeKind::kFP8Block;
+    r.set_options(Fp8BlockOptions{});
     items.push_back({"FP8Block_1x128_BF16", r, DType::kBF16, 0.0f});
-    r.block_2d = true;
-    r.pow2_scales = true;
+    r.fp8_block().tile_2d = true;
+    r.set_pow2_scales(true);
     items.push_back({"FP8Block_128x128_pow2_BF16", r, DType::kBF16, 0.0f});
   }
   {
     Recipe r;
-    r.kind = RecipeKind::kFP8Tensor;
+    r.set_options(Fp8TensorOptions{});
     items.push_back({"FP8Tensor_E4M3_BF16", r, DType::kBF16, 0.0f});
     items.push_back({"FP8Tensor_E4M3_BF16_amax_given", r, DType::kBF16, 1000.0f});
   }

@@ -143,18 +143,18 @@ std::vector<Case> cases() {
   auto add = [&out](Recipe r) { out.push_back({r.name(), r}); };
   Recipe nv;  // NVFP4 1x16, rowwise + columnwise, profile te
   add(nv);
-  { Recipe r = nv; r.tile_2d = true; add(r); }
-  { Recipe r = nv; r.row_scaled = true; add(r); }
-  { Recipe r = nv; r.rht = true; add(r); }
-  { Recipe r = nv; r.fourover6 = true; r.e4m3_max = 256; add(r); }
-  { Recipe r = nv; r.stochastic = true; r.seed = 1234; add(r); }
-  Recipe mx; mx.kind = RecipeKind::kMXFP8;
+  { Recipe r = nv; r.nvfp4().tile_2d = true; add(r); }
+  { Recipe r = nv; r.nvfp4().row_scaled = true; add(r); }
+  { Recipe r = nv; r.nvfp4().rht = true; add(r); }
+  { Recipe r = nv; r.nvfp4().fourover6 = true; r.nvfp4().e4m3_max = 256; add(r); }
+  { Recipe r = nv; r.nvfp4().stochastic = true; r.nvfp4().seed = 1234; add(r); }
+  Recipe mx; mx.set_options(qtc::Mxfp8Options{});
   add(mx);
-  { Recipe r = mx; r.scale_rule = qtc::MxScaleRule::kOcpFloor; r.profile = qtc::Profile::kOCP; add(r); }
-  Recipe fb; fb.kind = RecipeKind::kFP8Block;
+  { Recipe r = mx; r.mxfp8().scale_rule = qtc::MxScaleRule::kOcpFloor; r.profile = qtc::Profile::kOCP; add(r); }
+  Recipe fb; fb.set_options(qtc::Fp8BlockOptions{});
   add(fb);
-  { Recipe r = fb; r.block_2d = true; add(r); }
-  Recipe ft; ft.kind = RecipeKind::kFP8Tensor;
+  { Recipe r = fb; r.fp8_block().tile_2d = true; add(r); }
+  Recipe ft; ft.set_options(qtc::Fp8TensorOptions{});
   add(ft);
   return out;
 }

@@ -85,13 +85,13 @@ namespace {
 
 TeRecipe te_recipe(const Recipe& r) {
   TeRecipe t;
-  t.tensor = r.kind == RecipeKind::kFP8Tensor;
-  t.block_2d = r.kind == RecipeKind::kFP8Block && r.block_2d;
+  t.tensor = r.kind() == RecipeKind::kFP8Tensor;
+  t.block_2d = r.kind() == RecipeKind::kFP8Block && r.is_2d();
   t.rowwise = r.rowwise;
   t.columnwise = r.columnwise;
-  t.e5m2 = r.fp8 == Fp8Type::kE5M2;
-  t.pow2 = r.pow2_scales;
-  t.eps = r.eps;
+  t.e5m2 = r.fp8_type() == Fp8Type::kE5M2;
+  t.pow2 = r.pow2_scales();
+  t.eps = r.eps();
   return t;
 }
 
@@ -173,7 +173,7 @@ TePeer::TePeer() {
 std::string TePeer::unsupported_reason(const Recipe& r, DType input) const {
   if (!loaded()) return error_;
   if (input != DType::kBF16 && input != DType::kF16 && input != DType::kF32) return "input type not supported by TE";
-  if (r.kind == RecipeKind::kMXFP8 || r.kind == RecipeKind::kNVFP4) {
+  if (r.kind() == RecipeKind::kMXFP8 || r.kind() == RecipeKind::kNVFP4) {
     int dev = 0, major = 0, minor = 0;
     (void)cudaGetDevice(&dev);
     (void)cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
@@ -184,9 +184,9 @@ std::string TePeer::unsupported_reason(const Recipe& r, DType input) const {
              "its NVFP4 kernel fails or writes zero codes)";
     return "this peer drives TE's FP8 per-tensor and FP8 block quantizers only";
   }
-  if (r.kind != RecipeKind::kFP8Tensor && r.kind != RecipeKind::kFP8Block) return "recipe not driven by this peer";
+  if (r.kind() != RecipeKind::kFP8Tensor && r.kind() != RecipeKind::kFP8Block) return "recipe not driven by this peer";
   if (r.profile != Profile::kTE) return "TE's kernels implement profile te only";
-  if (r.kind == RecipeKind::kFP8Block && !(r.rowwise || r.columnwise)) return "no plane requested";
+  if (r.kind() == RecipeKind::kFP8Block && !(r.rowwise || r.columnwise)) return "no plane requested";
   return {};
 }
 
@@ -307,7 +307,7 @@ std::string first_diff(const char* what, const std::vector<uint8_t>& a, const st
 
 std::string compare_with_te(const cuda::DeviceQuantized& q, const TeOutput& o, cudaStream_t s) {
   std::vector<std::pair<const char*, std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>> parts;
-  const bool tensor = q.recipe.kind == RecipeKind::kFP8Tensor;
+  const bool tensor = q.recipe.kind() == RecipeKind::kFP8Tensor;
   if (q.rowwise) {
     parts.push_back({"rowwise data", {to_host(q.rowwise->data.data(), q.rowwise->data.bytes(), s),
                                       to_host(o.row_data.data(), o.row_data.bytes(), s)}});

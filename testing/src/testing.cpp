@@ -50,8 +50,8 @@ struct ElemFormat {
 };
 
 ElemFormat elem_format(const Recipe& r) {
-  if (r.kind == RecipeKind::kNVFP4) return {1, 0, 6.0};
-  return r.fp8 == Fp8Type::kE4M3 ? ElemFormat{3, -6, 448.0} : ElemFormat{2, -14, 57344.0};
+  if (r.kind() == RecipeKind::kNVFP4) return {1, 0, 6.0};
+  return r.fp8_type() == Fp8Type::kE4M3 ? ElemFormat{3, -6, 448.0} : ElemFormat{2, -14, 57344.0};
 }
 
 /// Spacing of the element format's representable values at magnitude v (the binade of v, or the subnormal step).
@@ -129,7 +129,8 @@ double element_error_bound(const Recipe& r, float x, double s, DType out, float 
   const double ax = std::fabs(static_cast<double>(x));
   const double v = s > 0 ? ax / s : 0.0;
   const double step = s * spacing(f, std::min(v, f.max));
-  double b = r.stochastic ? step : step / 2;
+  const bool stochastic = r.nvfp4_or_null() != nullptr && r.nvfp4().stochastic;
+  double b = stochastic ? step : step / 2;
   b += std::max(0.0, ax - f.max * s);
   b += std::ldexp(ax, -20);
   b += out_half_ulp(out) * std::fabs(static_cast<double>(dequantized));
@@ -143,29 +144,29 @@ double element_error_bound(const Recipe& r, float x, double s, DType out, float 
     QTC_CHECK(dq.rows == x.rows && dq.cols == x.cols, "dequantized has shape [", dq.rows, ", ", dq.cols, "], expected [", x.rows,
               ", ", x.cols, "] (x's orientation)");
     QTC_CHECK(dq.dtype != DType::kU8, "dequantized must be F32, BF16 or F16");
-    QTC_CHECK(!(col && r_in.rht), "the RHT columnwise plane is the quantization of RHT(x^T), not of x: no error bound in x's "
+    QTC_CHECK(!(col && r_in.nvfp4_rht()), "the RHT columnwise plane is the quantization of RHT(x^T), not of x: no error bound in x's "
               "coordinates (check it bit for bit with conforms)");
-    QTC_CHECK(!(col && r_in.kind == RecipeKind::kFP8Tensor), "per-tensor FP8 has one dequantized output (rowwise)");
+    QTC_CHECK(!(col && r_in.kind() == RecipeKind::kFP8Tensor), "per-tensor FP8 has one dequantized output (rowwise)");
     Recipe r = r_in;
-    r.rowwise = !col || r.row_scaled;  // row-scaled NVFP4's columnwise plane needs the rowwise one (§1.11)
+    r.rowwise = !col || r.nvfp4_row_scaled();  // row-scaled NVFP4's columnwise plane needs the rowwise one (§1.11)
     r.columnwise = col;
     const QuantizedTensor q = ref::quantize(x, r);
     const Plane& p = q.plane(plane);
     const int64_t M = x.rows, K = x.cols;
     // The effective scale of x(i, j)'s block, as ref::dequantize applies it.
     auto scale_of = [&](int64_t i, int64_t j) -> double {
-      switch (r.kind) {
+      switch (r.kind()) {
         case RecipeKind::kNVFP4: {
           const int64_t a = col ? j : i, b = col ? i : j;  // plane row, element along it
           const float am = p.amax.size() > 1 ? p.amax[static_cast<size_t>(a)] : p.amax.at(0);
           const float e = decode_e4m3(p.scale.byte(a, b / 16));
           if (r.profile == Profile::kTorchAO) return (am / 2688.0f) * e;
-          return (e * am) * (1.0f / (6.0f * static_cast<float>(r.e4m3_max)));
+          return (e * am) * (1.0f / (6.0f * static_cast<float>(r.nvfp4().e4m3_max)));
         }
         case RecipeKind::kMXFP8: return decode_e8m0(col ? p.scale.byte(i / 32, j) : p.scale.byte(i, j / 32));
         case RecipeKind::kFP8Block: {
           const int64_t a = col ? j : i, b = col ? i : j;
-          return r.block_2d ? p.scale.f32(a / 128, b / 128) : p.scale.f32(a, b / 128);
+          return r.is_2d() ? p.scale.f32(a / 128, b / 128) : p.scale.f32(a, b / 128);
         }
         case RecipeKind::kFP8Tensor: return q.scale_inv;
       }
@@ -192,7 +193,8 @@ double element_error_bound(const Recipe& r, float x, double s, DType out, float 
                "dequantized_{} ({}): {} of {} elements outside the error bound; first at [{}, {}]: x = {}, got {}, "
                "|error| = {:g} > bound {:g} (block scale {:g}, |x|/scale = {:g}, element spacing there {:g}{})",
                pname, r.name(), bad, M * K, first_i, first_j, xv, d, std::fabs(static_cast<double>(d) - xv), first_bound,
-               first_scale, v, spacing(f, std::min(v, f.max)), r.stochastic ? ", stochastic rounding" : "");
+               first_scale, v, spacing(f, std::min(v, f.max)),
+               r.nvfp4_or_null() != nullptr && r.nvfp4().stochastic ? ", stochastic rounding" : "");
   } catch (const std::exception& e) {
     return ::testing::AssertionFailure() << "ERROR dequantized_" << pname << " (" << r_in.name() << "): " << rule(e.what());
   }

@@ -92,16 +92,16 @@ Produced produce(const qtc::HostMatrix& x, const qtc::Recipe& r, Layout l, bool 
   Produced p;
   if (q.rowwise) {
     p.rd = q.rowwise->data;
-    if (r.kind != qtc::RecipeKind::kFP8Tensor) p.rs = scales_in(q.rowwise->scale, r, PlaneKind::kRowwise, x.rows, x.cols, l, swz, &p.rs_pad);
+    if (r.kind() != qtc::RecipeKind::kFP8Tensor) p.rs = scales_in(q.rowwise->scale, r, PlaneKind::kRowwise, x.rows, x.cols, l, swz, &p.rs_pad);
     p.ar = q.rowwise->amax;
   }
   if (q.columnwise) {
     p.cd = q.columnwise->data;
-    if (r.kind != qtc::RecipeKind::kFP8Tensor)
+    if (r.kind() != qtc::RecipeKind::kFP8Tensor)
       p.cs = scales_in(q.columnwise->scale, r, PlaneKind::kColumnwise, x.rows, x.cols, l, swz);
     p.ac = q.columnwise->amax;
   }
-  if (r.kind == qtc::RecipeKind::kFP8Tensor) {
+  if (r.kind() == qtc::RecipeKind::kFP8Tensor) {
     p.si = {q.scale_inv};
     p.am = {q.rowwise ? q.rowwise->amax.at(0) : q.columnwise->amax.at(0)};
   }
@@ -116,11 +116,11 @@ Outputs outputs_of(const Produced& p, const qtc::Recipe& r, Layout l, bool swz) 
   if (!p.rs.empty()) o.rowwise_scale_inv = p.rs;
   if (!p.cd.empty()) o.columnwise_data = p.cd;
   if (!p.cs.empty()) o.columnwise_scale_inv = p.cs;
-  if (r.kind == qtc::RecipeKind::kNVFP4) {
+  if (r.kind() == qtc::RecipeKind::kNVFP4) {
     o.amax_rowwise = p.ar;
     o.amax_columnwise = p.ac;
   }
-  if (r.kind == qtc::RecipeKind::kFP8Tensor) {
+  if (r.kind() == qtc::RecipeKind::kFP8Tensor) {
     o.scale_inv = p.si;
     o.amax = p.am;
   }
@@ -146,7 +146,7 @@ const std::vector<Case>& cases() {
   return k;
 }
 
-bool swizzles(const qtc::Recipe& r) { return r.kind == qtc::RecipeKind::kNVFP4 || r.kind == qtc::RecipeKind::kMXFP8; }
+bool swizzles(const qtc::Recipe& r) { return r.kind() == qtc::RecipeKind::kNVFP4 || r.kind() == qtc::RecipeKind::kMXFP8; }
 
 constexpr int64_t kM = 144, kK = 176;  // not multiples of 128, nor of 32 (K; M: 144 % 32 = 16)
 
@@ -199,7 +199,7 @@ TEST(Conforms, FlippedScaleFailsAndPaddingIsNotCompared) {
   const qtc::HostMatrix x = make_x(kM, kK, 9);
   for (const Case& c : cases()) {
     const qtc::Recipe r = qtc::testing::recipe(c.md);
-    if (r.kind == qtc::RecipeKind::kFP8Tensor) continue;
+    if (r.kind() == qtc::RecipeKind::kFP8Tensor) continue;
     for (bool swz : {false, true}) {
       if (swz && !swizzles(r)) continue;
       Produced p = produce(x, r, Layout::kTE, swz);
@@ -261,7 +261,7 @@ TEST(ErrorBound, ReferenceDequantizationIsWithinTheBound) {
   for (const Case& c : cases())
     for (PlaneKind pl : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
       const qtc::Recipe r = qtc::testing::recipe(c.md);
-      if (pl == PlaneKind::kColumnwise && r.kind == qtc::RecipeKind::kFP8Tensor) continue;
+      if (pl == PlaneKind::kColumnwise && r.kind() == qtc::RecipeKind::kFP8Tensor) continue;
       const qtc::QuantizedTensor q = qtc::ref::quantize(x.view(), r);
       for (DType out : {DType::kF32, DType::kBF16}) {
         const qtc::HostMatrix d = qtc::ref::dequantize(q, pl, out);
@@ -277,8 +277,8 @@ TEST(ErrorBound, WrongCodeOrScaleFails) {
     qtc::QuantizedTensor q = qtc::ref::quantize(x.view(), r);
     // One code one step up in magnitude (the next code), at row 7 column 2 (x(7, 2) is not zero).
     qtc::QuantizedTensor bumped = q;
-    const int64_t idx = r.kind == qtc::RecipeKind::kNVFP4 ? 7 * bumped.rowwise->data_cols + 1 : 7 * kK + 2;
-    bumped.rowwise->data[idx] += r.kind == qtc::RecipeKind::kNVFP4 ? 0x01 : 0x02;
+    const int64_t idx = r.kind() == qtc::RecipeKind::kNVFP4 ? 7 * bumped.rowwise->data_cols + 1 : 7 * kK + 2;
+    bumped.rowwise->data[idx] += r.kind() == qtc::RecipeKind::kNVFP4 ? 0x01 : 0x02;
     const qtc::HostMatrix d = qtc::ref::dequantize(bumped, PlaneKind::kRowwise, DType::kF32);
     const auto res = qtc::testing::within_error_bound(x.view(), r, d.view());
     ASSERT_FALSE(res) << c.name;

@@ -58,7 +58,7 @@ io::File vector_of(const HostMatrix& x, const QuantizedTensor& q) {
     f.put(io::Tensor{std::string(p[k]) + "_data", "U8", {pl->data_rows, pl->data_cols}, pl->data});
     const bool f32 = pl->scale.type == ScaleType::kF32;
     f.put(io::Tensor{std::string(p[k]) + "_scale_inv", f32 ? "F32" : "U8", {pl->scale.rows, pl->scale.cols}, pl->scale.bytes});
-    if (q.recipe.kind == RecipeKind::kNVFP4) {
+    if (q.recipe.kind() == RecipeKind::kNVFP4) {
       std::vector<uint8_t> a(pl->amax.size() * 4);
       std::memcpy(a.data(), pl->amax.data(), a.size());
       f.put(io::Tensor{std::string("amax_") + p[k], "F32", {static_cast<int64_t>(pl->amax.size())}, a});
@@ -89,7 +89,7 @@ class FakeBackend final : public QuantizeBackend {
 
 Recipe nvfp4() {
   Recipe r;
-  r.kind = RecipeKind::kNVFP4;
+  r.set_options(Nvfp4Options{});
   return r;
 }
 

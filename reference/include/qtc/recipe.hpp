@@ -72,47 +72,70 @@ struct RecipeRule {
   std::string_view id;
   std::string_view text;
 };
-/// Every rule Recipe::validate checks, in the order it checks them.
+/// Every rule Recipe::validate checks, in the order it checks them. (Rule 'kind-options', "a recipe holds only
+/// its kind's options", is kept by the type: Recipe holds one RecipeOptions alternative, and its accessors of
+/// another kind's options throw, naming that rule.)
 std::span<const RecipeRule> recipe_rules();
 
-/// A recipe value. Its fields mirror the alternatives above so that existing code (and the CUDA kernels'
-/// host code) can read them; options() is the alternative of its kind, and validate() rejects, naming the
-/// rule, any field set that its kind's alternative does not have.
+/// A recipe value: its profile, the planes it produces and one alternative of RecipeOptions, which holds the
+/// options of its kind and only those (the kind follows from the alternative). Setting an option of another kind
+/// cannot be written; asking for another kind's options (nvfp4() of an MXFP8 recipe, ...) throws qtc::Error
+/// naming rule 'kind-options'. validate() checks the rules that the type cannot express.
 struct Recipe {
-  RecipeKind kind = RecipeKind::kNVFP4;
   Profile profile = Profile::kTE;
   bool rowwise = true;     ///< produce the rowwise plane
   bool columnwise = true;  ///< produce the columnwise plane
 
-  // NVFP4
-  bool tile_2d = false;        ///< 16x16 blocks (else 1x16)
-  bool row_scaled = false;     ///< one global amax per row (per column for the columnwise plane)
-  bool rht = false;            ///< columnwise plane of RHT(x^T); bf16 input only
-  bool fourover6 = false;      ///< per-block choice of map-to-4 / map-to-6
-  ErrMode fourover6_err = ErrMode::kMAE;
-  int e4m3_max = 448;          ///< 448, or 256 with 4over6
-  bool stochastic = false;     ///< stochastic E2M1 rounding from the counter-based source (rng.hpp)
-  uint64_t seed = 0;           ///< key of the random source for stochastic rounding
-  uint16_t rht_sign_mask = 0xD7E8;  ///< bit i set <=> sign_i = -1
-  bool per_tensor_scale = true;  ///< two-level scaling; false: block scales only (torchao, metadata per_tensor_scale=0)
+  /// NVFP4 1x16 (the default options of the default kind) for profile te, both planes.
+  Recipe() = default;
+  /// The recipe of one alternative (its kind follows from it).
+  static Recipe of(const RecipeOptions& options, Profile profile = Profile::kTE, bool rowwise = true, bool columnwise = true);
 
-  // MXFP8, FP8 block, FP8 tensor
-  Fp8Type fp8 = Fp8Type::kE4M3;
-  MxScaleRule scale_rule = MxScaleRule::kRceil;  ///< MXFP8
-  bool mx_2d = false;          ///< MXFP8 32x32 blocks
-  bool block_2d = false;       ///< FP8 block: 128x128 (else 1x128)
-  bool pow2_scales = false;    ///< FP8 block / tensor: scale rounded down to a power of two
-  float eps = 0.0f;            ///< FP8 block / tensor: amax clamped to at least eps
+  RecipeKind kind() const { return static_cast<RecipeKind>(options_.index()); }  // alternatives in RecipeKind order
+  bool is(RecipeKind k) const { return kind() == k; }
+  /// The alternative of this recipe's kind.
+  const RecipeOptions& options() const { return options_; }
+  /// The default options of kind `k` (the metadata defaults).
+  static RecipeOptions default_options(RecipeKind k);
+  /// Replaces the alternative (and with it the kind); profile and planes stay.
+  void set_options(const RecipeOptions& options) { options_ = options; }
+
+  /// The options of one kind; throw qtc::Error (rule 'kind-options') when the recipe is of another kind.
+  const Nvfp4Options& nvfp4() const { return get_or_throw<Nvfp4Options>(); }
+  Nvfp4Options& nvfp4() { return get_or_throw<Nvfp4Options>(); }
+  const Mxfp8Options& mxfp8() const { return get_or_throw<Mxfp8Options>(); }
+  Mxfp8Options& mxfp8() { return get_or_throw<Mxfp8Options>(); }
+  const Fp8BlockOptions& fp8_block() const { return get_or_throw<Fp8BlockOptions>(); }
+  Fp8BlockOptions& fp8_block() { return get_or_throw<Fp8BlockOptions>(); }
+  const Fp8TensorOptions& fp8_tensor() const { return get_or_throw<Fp8TensorOptions>(); }
+  Fp8TensorOptions& fp8_tensor() { return get_or_throw<Fp8TensorOptions>(); }
+  /// The options of one kind, or nullptr when the recipe is of another kind.
+  const Nvfp4Options* nvfp4_or_null() const { return std::get_if<Nvfp4Options>(&options_); }
+  const Mxfp8Options* mxfp8_or_null() const { return std::get_if<Mxfp8Options>(&options_); }
+  const Fp8BlockOptions* fp8_block_or_null() const { return std::get_if<Fp8BlockOptions>(&options_); }
+  const Fp8TensorOptions* fp8_tensor_or_null() const { return std::get_if<Fp8TensorOptions>(&options_); }
+
+  /// Options shared by several kinds; each getter and setter throws qtc::Error (rule 'kind-options') for a
+  /// kind without the option. The FP8 element type: MXFP8, FP8 block, FP8 tensor (NVFP4 data is E2M1).
+  Fp8Type fp8_type() const;
+  void set_fp8_type(Fp8Type t);
+  /// Scales rounded down to a power of two, and the amax floor eps: FP8 block, FP8 tensor.
+  bool pow2_scales() const;
+  void set_pow2_scales(bool on);
+  float eps() const;
+  void set_eps(float v);
+  /// Whether the blocks are 2D tiles (NVFP4 16x16, MXFP8 32x32, FP8 block 128x128); false for FP8 tensor.
+  bool is_2d() const;
+  /// NVFP4 with one global amax per row (per column for the columnwise plane); false for other kinds.
+  bool nvfp4_row_scaled() const { return nvfp4_or_null() != nullptr && nvfp4_or_null()->row_scaled; }
+  /// NVFP4 with RHT on the columnwise plane; false for other kinds.
+  bool nvfp4_rht() const { return nvfp4_or_null() != nullptr && nvfp4_or_null()->rht; }
 
   /// The one validation of the recipe policy: throws qtc::Error "recipe <name>: rule '<id>': <text>" for the
   /// first rule of recipe_rules() that this recipe breaks (independent of the input).
   void validate() const;
   /// The id of the first rule this recipe breaks, or an empty view when it is valid.
   std::string_view broken_rule() const;
-  /// This recipe's kind with only that kind's options.
-  RecipeOptions options() const;
-  /// The recipe of one alternative (its kind follows from it): no other kind's option can be set.
-  static Recipe of(const RecipeOptions& options, Profile profile = Profile::kTE, bool rowwise = true, bool columnwise = true);
   /// Throws qtc::Error naming the rule when the input cannot be quantized with this recipe.
   void validate_input(DType input, int64_t rows, int64_t cols) const;
   /// Short stable name, e.g. "nvfp4_1x16", "nvfp4_16x16_4over6mse256", "mxfp8_e4m3_rceil", "fp8block_128x128_e5m2_pow2".
@@ -125,6 +148,29 @@ struct Recipe {
   /// Element block along the row (16, 32 or 128) and block height (1 or the tile).
   int block_cols() const;
   int block_rows() const;
+
+  /// Same kind, options, profile and planes (eps compared by value).
+  bool operator==(const Recipe&) const = default;
+
+ private:
+  RecipeOptions options_;
+
+  /// Throws qtc::Error "recipe <name>: rule 'kind-options': ..." for options of kind `wanted`.
+  [[noreturn]] void wrong_kind(RecipeKind wanted) const;
+  template <typename T>
+  static constexpr RecipeKind kind_of() {
+    return static_cast<RecipeKind>(RecipeOptions(std::in_place_type<T>).index());
+  }
+  template <typename T>
+  const T& get_or_throw() const {
+    if (const T* p = std::get_if<T>(&options_)) return *p;
+    wrong_kind(kind_of<T>());
+  }
+  template <typename T>
+  T& get_or_throw() {
+    if (T* p = std::get_if<T>(&options_)) return *p;
+    wrong_kind(kind_of<T>());
+  }
 };
 
 std::string_view profile_name(Profile p);

@@ -6,7 +6,10 @@
 ///        recomputes a shape. (Validation of the recipe itself: Recipe::validate, recipe.cpp.)
 #pragma once
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string_view>
+#include <vector>
 
 #include "qtc/quantized.hpp"
 
@@ -104,6 +107,32 @@ struct PlaneSpec {
 /// overflow for any non-negative M and K (a padded extent that does not fit int64 saturates at INT64_MAX); it
 /// does not validate the recipe or the shape (Recipe::validate_input does).
 PlaneSpec describe_plane(const Recipe& r, PlaneKind p, int64_t M, int64_t K);
+
+/// What one VECTORS.md output tensor holds.
+enum class TensorRole : uint8_t {
+  kData,        ///< <plane>_data: the plane's data bytes
+  kScale,       ///< <plane>_scale_inv: the plane's scale matrix (not FP8 tensor)
+  kAmax,        ///< amax_<plane>: NVFP4's global amax (one, or one per row / column when row-scaled)
+  kScaleInv,    ///< scale_inv: FP8 tensor's one F32 scale_inv
+  kTensorAmax,  ///< amax: FP8 tensor's one amax
+  kDequant,     ///< dequantized_<plane>: [M, K] F32 (FP8 tensor: rowwise only)
+};
+
+/// One output tensor of a recipe for an input of [M, K] (the VECTORS.md table), from the plane's description.
+struct TensorSpec {
+  std::string_view name;   ///< one of tensor_names()
+  TensorRole role = TensorRole::kData;
+  PlaneSpec plane;         ///< the description of the plane it belongs to
+  std::vector<int64_t> shape;  ///< the compact shape (VECTORS.md)
+  int elem_bytes = 1;      ///< bytes per element: 1 (data, E4M3 / E8M0 scales) or 4 (F32 values)
+  bool f32 = false;        ///< holds F32 values (FP8 block scales, amaxes, scale_inv, dequantized)
+};
+
+/// Every output tensor name of VECTORS.md, in its order.
+std::span<const std::string_view> tensor_names();
+/// The tensor `name` of recipe `r` for an input of [M, K], or nullopt when `name` is not an output of `r`'s
+/// kind (independent of the recipe's rowwise / columnwise flags).
+std::optional<TensorSpec> describe_tensor(const Recipe& r, std::string_view name, int64_t M, int64_t K);
 
 /// Element type of a recipe's data (E2M1 for NVFP4, else the recipe's FP8 type).
 DataElem data_elem_of(const Recipe& r);

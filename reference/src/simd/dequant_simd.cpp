@@ -155,9 +155,9 @@ HostMatrix Dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
     });
   };
 
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kNVFP4: {
-      const float factor = 1.0f / (6.0f * static_cast<float>(r.e4m3_max));
+      const float factor = 1.0f / (6.0f * static_cast<float>(r.nvfp4().e4m3_max));
       auto decode = [&](int64_t a, int64_t b0, int64_t n, float* v) {
         const float am = p.amax.size() > 1 ? p.amax[static_cast<size_t>(a)] : p.amax.at(0);
         const uint8_t* d = p.data.data() + a * p.data_cols;
@@ -182,7 +182,7 @@ HostMatrix Dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
     }
     case RecipeKind::kMXFP8: {
       // Data keeps x's orientation in both planes; only the scale blocks differ.
-      const float* tab = r.fp8 == Fp8Type::kE4M3 ? kE4M3Table.data() : kE5M2Table.data();
+      const float* tab = r.fp8_type() == Fp8Type::kE4M3 ? kE4M3Table.data() : kE5M2Table.data();
       detail::parallel_for(M, [&](int64_t i0, int64_t i1) {
         std::vector<float> v(static_cast<size_t>(K));
         for (int64_t i = i0; i < i1; ++i) {
@@ -209,12 +209,13 @@ HostMatrix Dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
     }
     case RecipeKind::kFP8Block:
     case RecipeKind::kFP8Tensor: {
-      const float* tab = r.fp8 == Fp8Type::kE4M3 ? kE4M3Table.data() : kE5M2Table.data();
+      const float* tab = r.fp8_type() == Fp8Type::kE4M3 ? kE4M3Table.data() : kE5M2Table.data();
+      const bool block = r.kind() == RecipeKind::kFP8Block, two_d = r.is_2d();
       auto decode = [&](int64_t a, int64_t b0, int64_t n, float* v) {
         const uint8_t* d = p.data.data() + a * p.data_cols;
         for (int64_t s0 = b0; s0 < b0 + n; s0 = (s0 / 128 + 1) * 128) {
           float s_b = q.scale_inv;
-          if (r.kind == RecipeKind::kFP8Block) s_b = r.block_2d ? p.scale.f32(a / 128, s0 / 128) : p.scale.f32(a, s0 / 128);
+          if (block) s_b = two_d ? p.scale.f32(a / 128, s0 / 128) : p.scale.f32(a, s0 / 128);
           const VF sv = hn::Set(df, s_b);
           const int64_t s1 = std::min(b0 + n, (s0 / 128 + 1) * 128);
           int64_t b = s0;

@@ -49,7 +49,7 @@ namespace {
 /// is outside, or nullptr.
 const char* rule_outside_simd(const Recipe& r) {
   const ProfileRules& pr = profile_rules(r.profile);
-  switch (r.kind) {
+  switch (r.kind()) {
     case RecipeKind::kNVFP4:
       if (pr.nvfp4_order != Nvfp4Order::kTE) return "NVFP4: the vectorized path implements nvfp4.order te only";
       if (pr.nvfp4_tiny_block_floor) return "NVFP4: the vectorized path has no tiny-block scale floor";
@@ -59,7 +59,7 @@ const char* rule_outside_simd(const Recipe& r) {
       return nullptr;
     case RecipeKind::kMXFP8:
       if (pr.mx_order != MxOrder::kTE) return "MXFP8: the vectorized path implements mxfp8.order te only";
-      if (r.scale_rule != MxScaleRule::kRceil && r.scale_rule != MxScaleRule::kOcpFloor)
+      if (r.mxfp8().scale_rule != MxScaleRule::kRceil && r.mxfp8().scale_rule != MxScaleRule::kOcpFloor)
         return "MXFP8: the vectorized path implements scale rules rceil and ocp_floor only";
       return nullptr;
     case RecipeKind::kFP8Block:

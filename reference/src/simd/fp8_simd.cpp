@@ -114,13 +114,13 @@ void QuantizeMxfp8T(const MatrixView& x, const Recipe& r, QuantizedTensor& q) {
   const int64_t kbs = detail::ceil_div(K, 32);
   MxRule rule;
   rule.propagate = profile_rules(r.profile).mx_nonfinite == MxNonFinite::kNaN;  // as mxfp8.cpp's MxRule
-  rule.rceil = r.scale_rule == MxScaleRule::kRceil;
+  rule.rceil = r.mxfp8().scale_rule == MxScaleRule::kRceil;
   rule.e5m2 = kE5M2;
   const bool prop = rule.propagate;
   (void)M;
   ForEachStrip(x, 32, [&](int64_t g, int64_t i0, int64_t n, const float* s) {
     std::vector<uint8_t> tile_scale(static_cast<size_t>(kbs));
-    if (r.mx_2d) {
+    if (r.is_2d()) {
       for (int64_t c = 0; c < kbs; ++c) {
         const int64_t j0 = c * 32, w = std::min<int64_t>(32, K - j0);
         float a = 0.0f;
@@ -137,7 +137,7 @@ void QuantizeMxfp8T(const MatrixView& x, const Recipe& r, QuantizedTensor& q) {
         for (int64_t c = 0; c < kbs; ++c) {
           const int64_t j0 = c * 32, w = std::min<int64_t>(32, K - j0);
           const float* xs = s + i * K + j0;
-          const uint8_t sc = r.mx_2d ? tile_scale[static_cast<size_t>(c)] : rule.scale(AmaxOf(xs, w, prop));
+          const uint8_t sc = r.is_2d() ? tile_scale[static_cast<size_t>(c)] : rule.scale(AmaxOf(xs, w, prop));
           p.scale.bytes[static_cast<size_t>((i0 + i) * kbs + c)] = sc;
           EncodeSpan<kE5M2>(xs, w, e8m0_reciprocal(sc), p.data.data() + (i0 + i) * K + j0);
         }
@@ -145,9 +145,9 @@ void QuantizeMxfp8T(const MatrixView& x, const Recipe& r, QuantizedTensor& q) {
     if (r.columnwise) {
       Plane& p = *q.columnwise;
       std::vector<float> col(static_cast<size_t>(K));
-      if (!r.mx_2d) ColumnAmax(s, n, K, prop, col.data());
+      if (!r.is_2d()) ColumnAmax(s, n, K, prop, col.data());
       for (int64_t j = 0; j < K; ++j) {
-        const uint8_t sc = r.mx_2d ? tile_scale[static_cast<size_t>(j / 32)] : rule.scale(col[static_cast<size_t>(j)]);
+        const uint8_t sc = r.is_2d() ? tile_scale[static_cast<size_t>(j / 32)] : rule.scale(col[static_cast<size_t>(j)]);
         p.scale.bytes[static_cast<size_t>(g * K + j)] = sc;
         col[static_cast<size_t>(j)] = e8m0_reciprocal(sc);
       }
@@ -160,7 +160,7 @@ QuantizedTensor QuantizeMxfp8(const MatrixView& x, const Recipe& r) {
   const int64_t M = x.rows, K = x.cols;
   QuantizedTensor q;
   detail::start_output(q, r, x.dtype, M, K);  // planes as describe_plane says
-  if (r.fp8 == Fp8Type::kE5M2)
+  if (r.fp8_type() == Fp8Type::kE5M2)
     QuantizeMxfp8T<true>(x, r, q);
   else
     QuantizeMxfp8T<false>(x, r, q);
@@ -173,14 +173,16 @@ template <bool kE5M2>
 void QuantizeFp8BlockT(const MatrixView& x, const Recipe& r, QuantizedTensor& q) {
   const int64_t M = x.rows, K = x.cols;
   const int64_t kbs = detail::ceil_div(K, 128);
-  const float max_fp8 = fp8_max(r.fp8);
+  const float max_fp8 = fp8_max(r.fp8_type());
   const float vinf = dtype_max(x.dtype);
   const bool prop = profile_rules(r.profile).nan_amax;
-  auto scale_of = [&](float a) { return fp8_scale_from_amax(a, max_fp8, r.pow2_scales, r.eps, vinf, r.profile); };
+  const bool pow2 = r.pow2_scales();
+  const float eps = r.eps();
+  auto scale_of = [&](float a) { return fp8_scale_from_amax(a, max_fp8, pow2, eps, vinf, r.profile); };
   ForEachStrip(x, 128, [&](int64_t g, int64_t i0, int64_t n, const float* s) {
     std::vector<float> sc(static_cast<size_t>(K));
     std::vector<uint8_t> tmp;
-    if (r.block_2d) {
+    if (r.is_2d()) {
       for (int64_t c = 0; c < kbs; ++c) {
         const int64_t j0 = c * 128, w = std::min<int64_t>(128, K - j0);
         float a = 0.0f;
@@ -236,7 +238,7 @@ QuantizedTensor QuantizeFp8Block(const MatrixView& x, const Recipe& r) {
   const int64_t M = x.rows, K = x.cols;
   QuantizedTensor q;
   detail::start_output(q, r, x.dtype, M, K);  // planes as describe_plane says
-  if (r.fp8 == Fp8Type::kE5M2)
+  if (r.fp8_type() == Fp8Type::kE5M2)
     QuantizeFp8BlockT<true>(x, r, q);
   else
     QuantizeFp8BlockT<false>(x, r, q);
@@ -251,14 +253,14 @@ QuantizedTensor QuantizeFp8Tensor(const MatrixView& x, const Recipe& r, const fl
   detail::start_output(q, r, x.dtype, M, K);  // planes as describe_plane says: a 1x1 scale_inv and one amax
   const bool prop = profile_rules(r.profile).nan_amax;
   const float a = amax_override != nullptr ? amax_override[0] : Amax(x, prop);
-  const float scale = fp8_scale_from_amax(a, fp8_max(r.fp8), r.pow2_scales, r.eps, FLT_MAX, r.profile);
+  const float scale = fp8_scale_from_amax(a, fp8_max(r.fp8_type()), r.pow2_scales(), r.eps(), FLT_MAX, r.profile);
   q.scale_inv = 1.0f / scale;
   for (auto* p : {&q.rowwise, &q.columnwise})
     if (*p) {
       (*p)->scale.set_f32(0, 0, q.scale_inv);
       (*p)->amax.at(0) = a;
     }
-  const bool e5 = r.fp8 == Fp8Type::kE5M2;
+  const bool e5 = r.fp8_type() == Fp8Type::kE5M2;
   ForEachStrip(x, 64, [&](int64_t, int64_t i0, int64_t n, const float* s) {
     std::vector<uint8_t> tmp(r.columnwise ? static_cast<size_t>(n * TmpStride(K)) : 0);
     for (int64_t i = 0; i < n; ++i) {

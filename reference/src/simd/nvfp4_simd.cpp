@@ -435,17 +435,18 @@ QuantizedTensor QuantizeNvfp4(const MatrixView& x, const Recipe& r, const float*
   q.cols = K;
   Nv nv;
   nv.pyref = profile_rules(r.profile).nvfp4_neg_zero_positive;  // with nan_scale and nan_amax (dispatch.cpp)
-  nv.sr = r.stochastic;
-  nv.f46 = r.fourover6;
-  nv.mse = r.fourover6_err == ErrMode::kMSE;
-  nv.seed = r.seed;
-  nv.err_div = 6.0f * static_cast<float>(r.e4m3_max);
+  const Nvfp4Options& o = r.nvfp4();
+  nv.sr = o.stochastic;
+  nv.f46 = o.fourover6;
+  nv.mse = o.fourover6_err == ErrMode::kMSE;
+  nv.seed = o.seed;
+  nv.err_div = 6.0f * static_cast<float>(o.e4m3_max);
   const bool propagate = nv.pyref;
 
   GlobalScale g_row, g_col;
   std::vector<GlobalScale> row_scales, col_scales;
   HostMatrix rht_y;
-  if (r.row_scaled) {
+  if (o.row_scaled) {
     for (float a : LineAmax(x, false, propagate)) row_scales.push_back(make_global(a, r));
     if (r.columnwise)
       for (float a : LineAmax(x, true, propagate)) col_scales.push_back(make_global(a, r));
@@ -457,12 +458,12 @@ QuantizedTensor QuantizeNvfp4(const MatrixView& x, const Recipe& r, const float*
     } else {
       ar = simd::amax(x, propagate);
       ac = ar;
-      if (r.rht && r.columnwise) {
-        rht_y = simd::rht_transform(x, r.rht_sign_mask);
+      if (o.rht && r.columnwise) {
+        rht_y = simd::rht_transform(x, o.rht_sign_mask);
         ac = simd::amax(rht_y.view(), propagate);
       }
     }
-    if (r.rht && r.columnwise && rht_y.numel() == 0 && M * K > 0) rht_y = simd::rht_transform(x, r.rht_sign_mask);
+    if (o.rht && r.columnwise && rht_y.numel() == 0 && M * K > 0) rht_y = simd::rht_transform(x, o.rht_sign_mask);
     g_row = make_global(ar, r);
     g_col = make_global(ac, r);
   }
@@ -488,8 +489,8 @@ QuantizedTensor QuantizeNvfp4(const MatrixView& x, const Recipe& r, const float*
       for (int64_t gi = s0; gi < s1; ++gi) {
         uint8_t* t = tmp.data() + (gi - s0) * 8 * TK;
         for (int rr = 0; rr < 16; ++rr) LoadRows(x, gi * 16 + rr, 1, strip.data() + rr * SK);
-        if (r.tile_2d) {
-          if (r.fourover6 && !r.stochastic) {
+        if (o.tile_2d) {
+          if (o.fourover6 && !o.stochastic) {
             Tiles4over6(nv, strip.data(), K, SK, g_row, gi, M, q.rowwise ? &*q.rowwise : nullptr, q.columnwise ? &*q.columnwise : nullptr);
             continue;
           }
@@ -509,13 +510,13 @@ QuantizedTensor QuantizeNvfp4(const MatrixView& x, const Recipe& r, const float*
           continue;
         }
         if (r.rowwise) {
-          const GlobalScale* gs = r.row_scaled ? row_scales.data() + gi * 16 : &g_row;
-          RowBlocks(nv, strip.data(), SK, 16, K, gs, r.row_scaled, nullptr, q.rowwise->data.data() + gi * 16 * (K / 2),
+          const GlobalScale* gs = o.row_scaled ? row_scales.data() + gi * 16 : &g_row;
+          RowBlocks(nv, strip.data(), SK, 16, K, gs, o.row_scaled, nullptr, q.rowwise->data.data() + gi * 16 * (K / 2),
                     q.rowwise->scale.bytes.data() + gi * 16 * kb, 0, static_cast<uint64_t>(gi * 16 * K), static_cast<uint64_t>(K));
         }
-        if (r.columnwise && !r.rht) {
-          const GlobalScale* gc = r.row_scaled ? col_scales.data() : &g_col;
-          ColBlocks(nv, strip.data(), K, SK, TK, gc, r.row_scaled, nullptr, *q.columnwise, gi, M, t);
+        if (r.columnwise && !o.rht) {
+          const GlobalScale* gc = o.row_scaled ? col_scales.data() : &g_col;
+          ColBlocks(nv, strip.data(), K, SK, TK, gc, o.row_scaled, nullptr, *q.columnwise, gi, M, t);
           cols_in_tmp = true;
         }
       }
@@ -523,7 +524,7 @@ QuantizedTensor QuantizeNvfp4(const MatrixView& x, const Recipe& r, const float*
     }
   });
 
-  if (r.rht && r.columnwise) {
+  if (o.rht && r.columnwise) {
     // Columnwise plane of RHT(x^T): the rows of Y (K, M) quantized with blocks of 16 along M.
     const int64_t rows_per_chunk = 16;
     detail::parallel_for(detail::ceil_div(K, rows_per_chunk), [&](int64_t b, int64_t e) {

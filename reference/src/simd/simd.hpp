@@ -43,7 +43,7 @@ struct GlobalScale {
 inline GlobalScale make_global(float a, const Recipe& r) {
   GlobalScale g;
   g.amax = a;
-  g.s_enc = nvfp4_global_encode_scale(a, r.e4m3_max, r.profile);
+  g.s_enc = nvfp4_global_encode_scale(a, r.nvfp4().e4m3_max, r.profile);
   g.s_dec = 1.0f / g.s_enc;
   return g;
 }
