@@ -55,8 +55,8 @@ struct Nvfp4Params {
   ScaleOutHost col_scale;
 };
 void launch_nvfp4(const Nvfp4Params& p, cudaStream_t s);
-/// Test hook: the number of floats (of all 2^32, each as the low and as the high half of a pair) on which the
-/// fast kernel's packed E2M1 encoder differs from the scalar one (nvfp4_fast.cu). Synchronous.
+/// Test hook: the number of 8-value groups (2^32 of them: every float in each of the 8 slots) on which the fast
+/// kernel's packed E2M1 encoder (encode8) differs from the scalar one (nvfp4_fast.cu). Synchronous.
 int64_t e2m1x2_exhaustive_mismatches();
 
 struct Mxfp8Params {

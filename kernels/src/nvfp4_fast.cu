@@ -120,31 +120,32 @@ __device__ __forceinline__ PlaneConst plane_const(float amax, float e4m3_max) {
   return PlaneConst{__fmul_rn(s_enc, kRcp6), __fdiv_rn(1.0f, s_enc)};
 }
 
-/// 16 values (the low or high halves of 8 words w[0..7] of one plane-row) times enc -> 8 bytes of codes.
+/// 8 rows of one column (the low or high halves of 8 words w[0..7] of one plane-row) times enc -> 4 bytes of
+/// codes.
 template <typename In, bool kHi>
 __device__ __forceinline__ uint32_t encode8_words(const uint32_t* w, float enc) {
-  uint32_t c[4];
+  float y[8];
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    float a0, b0, a1, b1;
-    Pk<In>::unpack(w[2 * j], a0, b0);
-    Pk<In>::unpack(w[2 * j + 1], a1, b1);
-    c[j] = kHi ? e2m1x2(__fmul_rn(b0, enc), __fmul_rn(b1, enc)) : e2m1x2(__fmul_rn(a0, enc), __fmul_rn(a1, enc));
+  for (int i = 0; i < 8; ++i) {
+    float a, b;
+    Pk<In>::unpack(w[i], a, b);
+    y[i] = __fmul_rn(kHi ? b : a, enc);
   }
-  return pack8(c[0], c[1], c[2], c[3]);
+  return encode8(y);
 }
 
 /// 8 consecutive elements (4 words, element 2j in the low half of word j) times enc -> 4 bytes of codes.
 template <typename In>
 __device__ __forceinline__ uint32_t encode8_row(const uint32_t* w, float enc) {
-  uint32_t c[4];
+  float y[8];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     float a, b;
     Pk<In>::unpack(w[j], a, b);
-    c[j] = e2m1x2(__fmul_rn(a, enc), __fmul_rn(b, enc));
+    y[2 * j] = __fmul_rn(a, enc);
+    y[2 * j + 1] = __fmul_rn(b, enc);
   }
-  return pack8(c[0], c[1], c[2], c[3]);
+  return encode8(y);
 }
 
 __device__ __forceinline__ float half_lo(uint32_t m, bool bf) {
@@ -228,45 +229,65 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
   const In* x = static_cast<const In*>(p.x);
   const int64_t M = p.M, K = p.K;
   const uint32_t tiles_x = static_cast<uint32_t>((K + kFC - 1) / kFC);
-  const uint32_t n_tiles = tiles_x * static_cast<uint32_t>((M + kFR - 1) / kFR);  // fast_eligible: < 2^31
+  const uint32_t tiles_y = static_cast<uint32_t>((M + kFR - 1) / kFR);  // fast_eligible: tiles_x * tiles_y < 2^30
+  // Tile (ty, tx) of this CTA and the next one, G tiles further in row-major tile order: no division per tile.
   const uint32_t G = gridDim.x;
+  const uint32_t gy = G / tiles_x, gx = G - gy * tiles_x;
+  uint32_t ty = blockIdx.x / tiles_x, tx = blockIdx.x - (blockIdx.x / tiles_x) * tiles_x;
 
-  // Loads: copy `it` of this thread is tile row (t >> 4) + 16 * it, 16-byte chunk t & 15.
+  // Loads: copy `it` of this thread is tile row lrow + 16 * it, 16-byte chunk lchunk; its shared word is
+  // (4 * lchunk) ^ swz(row) = lw ^ (8 * it) of that row.
   const int lrow = t >> 4, lchunk = t & 15;
-  const uint32_t smem0 = static_cast<uint32_t>(__cvta_generic_to_shared(&tile_w[0][0]));
-  auto issue = [&](uint32_t tile, int stage) {
-    if (tile < n_tiles) {
-      const uint32_t ty = tile / tiles_x;
-      const int64_t r0 = static_cast<int64_t>(ty) * kFR, c0 = static_cast<int64_t>(tile - ty * tiles_x) * kFC;
+  const int lw = (4 * lchunk) ^ (4 * (lrow & 1));
+  const uint32_t smem0 = static_cast<uint32_t>(__cvta_generic_to_shared(&tile_w[0][0])) + 4u * lrow * kWords;
+  auto issue = [&](uint32_t iy, uint32_t ix, int stage) {
+    if (iy < tiles_y) {
+      const int64_t r0 = static_cast<int64_t>(iy) * kFR, c0 = static_cast<int64_t>(ix) * kFC;
       const int64_t gc = c0 + 8 * lchunk;
+      const In* src = x + (r0 + lrow) * K + gc;
+      const uint32_t dst = smem0 + 4u * static_cast<uint32_t>(stage * kStageWords);
+      if (r0 + kFR <= M && c0 + kFC <= K) {  // interior tile: no bounds checks
 #pragma unroll
-      for (int it = 0; it < 4; ++it) {
-        const int row = lrow + 16 * it;
-        const int64_t gr = r0 + row;
-        const bool ok = gr < M && gc < K;
-        const In* src = ok ? x + gr * K + gc : x;
-        const uint32_t dst =
-            smem0 + 4u * static_cast<uint32_t>(stage * kStageWords + row * kWords + ((4 * lchunk) ^ swz(row)));
-        cp_async16(dst, src, ok ? 16u : 0u);
+        for (int it = 0; it < 4; ++it)
+          cp_async16(dst + 4u * static_cast<uint32_t>(16 * it * kWords + (lw ^ (8 * it))), src + 16 * it * K, 16u);
+      } else {
+#pragma unroll
+        for (int it = 0; it < 4; ++it) {
+          const bool ok = r0 + lrow + 16 * it < M && gc < K;
+          cp_async16(dst + 4u * static_cast<uint32_t>(16 * it * kWords + (lw ^ (8 * it))), ok ? src + 16 * it * K : x,
+                     ok ? 16u : 0u);
+        }
       }
     }
     cp_async_commit();
   };
 
-  // Rowwise work: row rr, blocks rq and rq + 4 (16 columns each).
+  // Rowwise work: row rr, blocks rb0 and rb1 (16 columns each): rq and rq + 4, or (transposed 16x16) 2rq and
+  // 2rq + 1.
   const int rr = t >> 2, rq = t & 3;
+  const int rb0 = xpose ? 2 * rq : rq, rb1 = xpose ? 2 * rq + 1 : rq + 4;
   // Columnwise work: word cw (columns 2cw, 2cw + 1), rows 16 * cg .. + 15; the 8 lanes with one cg in a warp
   // cover one 16-column block (16x16: three shuffles).
   const int wp = t >> 5, ln = t & 31;
   const int cg = ln & 3, cw = 8 * wp + (ln >> 2);
+  // Scale positions: entry (r0 + dr, kb0 + dc) of a plane is at scale_index(r0, kb0) + scale_index(dr, dc) in
+  // every layout the fast kernel takes (fast_eligible: not the swizzled-transposed one), since tile origins
+  // are multiples of 64 rows (column plane: 128) and of 4 scale columns, within one 128 x 4 swizzle block.
+  const int32_t rso0 = static_cast<int32_t>(scale_index(p.row_scale, rr, rb0));
+  const int32_t rso1 = static_cast<int32_t>(scale_index(p.row_scale, rr, rb1));
+  const int32_t cso0 = static_cast<int32_t>(scale_index(p.col_scale, 2 * cw, cg));
+  const int32_t cso1 = static_cast<int32_t>(scale_index(p.col_scale, 2 * cw + 1, cg));
 
-  uint32_t tile = blockIdx.x;
   // One barrier per tile: after it, every thread is done with the previous tile, so the other stage (and the
   // other set of per-tile constants) can be refilled while this tile is computed.
-  issue(tile, 0);
-  for (int stage = 0; tile < n_tiles; tile += G, stage ^= 1) {
-    const uint32_t ty = tile / tiles_x;
-    const int64_t r0 = static_cast<int64_t>(ty) * kFR, c0 = static_cast<int64_t>(tile - ty * tiles_x) * kFC;
+  issue(ty, tx, 0);
+  for (int stage = 0; ty < tiles_y; stage ^= 1) {
+    const int64_t r0 = static_cast<int64_t>(ty) * kFR, c0 = static_cast<int64_t>(tx) * kFC;
+    uint32_t ny = ty + gy, nx = tx + gx;
+    if (nx >= tiles_x) {
+      nx -= tiles_x;
+      ++ny;
+    }
     if (row_scaled) {
       if (t < kFR) {
         rs_row[stage][t] = plane_const(r0 + t < M ? p.amax_row[r0 + t] : 0.0f, e4m3_max);
@@ -277,18 +298,18 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
     }
     cp_async_wait_all();
     __syncthreads();
-    issue(tile + G, stage ^ 1);
+    issue(ny, nx, stage ^ 1);
     const uint32_t* sw = tile_w[stage];
     const PlaneConst* rsr = rs_row[stage];
     const PlaneConst* rsc = rs_col[stage];
 
     if (p.columnwise || k2d) {
+      // Rows 16cg + i: swz = 8cg ^ 4(i & 1), so the even and the odd rows each have one word offset.
+      const uint32_t* cb = sw + 16 * cg * kWords;
+      const int ce = cw ^ (8 * cg), co = ce ^ 4;
       uint32_t w[16];
 #pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        const int row = 16 * cg + i;
-        w[i] = sw[row * kWords + (cw ^ swz(row))];
-      }
+      for (int i = 0; i < 16; ++i) w[i] = cb[i * kWords + ((i & 1) ? co : ce)];
       const uint32_t m2 = absmax_tree<In, 16>(w);
       float m0 = half_lo(m2, kBf), m1 = half_hi(m2, kBf);
       if (k2d) {
@@ -300,30 +321,23 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
         m1 = m;
       }
       const int64_t gk = c0 + 2 * cw, gm = r0 + 16 * cg;
+      const bool col_in = gk < K && gm < M;
+      const int64_t mh = M / 2;
+      uint8_t* cdst = p.col_data + gk * mh + gm / 2;
+      uint8_t* csc = p.col_scale.p + scale_index(p.col_scale, c0, r0 / 16);
       if (xpose) {
         // Every lane takes part in the shuffles, in range or not (out-of-range values are 0).
         const uint32_t sf = e4m3x2(sf_arg(m0, pc_c.k), 0.0f) & 0xFFu;
         const float e = enc_tab[1][sf & 127u];
         uint32_t W[4];
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          uint32_t c[4];
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            float a, b;
-            Pk<In>::unpack(w[4 * k + j], a, b);
-            c[j] = e2m1x2(__fmul_rn(a, e), __fmul_rn(b, e));  // column 2cw in bits 3:0, 2cw + 1 in bits 19:16
-          }
-          W[k] = pack8(c[0], c[1], c[2], c[3]);  // row bytes 4k..4k+3: column 2cw low nibble, 2cw + 1 high
-        }
-        if (gk < K && gm < M) {
-          const int64_t mh = M / 2;
-          uint8_t* dst = p.col_data + gk * mh + gm / 2;
-          __stcs(reinterpret_cast<uint2*>(dst), make_uint2(nibbles8<false>(W[0], W[1]), nibbles8<false>(W[2], W[3])));
-          __stcs(reinterpret_cast<uint2*>(dst + mh),
+        for (int k = 0; k < 4; ++k) W[k] = encode8_row<In>(w + 4 * k, e);  // row bytes 4k..4k+3: column 2cw low nibble
+        if (col_in) {
+          __stcs(reinterpret_cast<uint2*>(cdst), make_uint2(nibbles8<false>(W[0], W[1]), nibbles8<false>(W[2], W[3])));
+          __stcs(reinterpret_cast<uint2*>(cdst + mh),
                  make_uint2(nibbles8<true>(W[0], W[1]), nibbles8<true>(W[2], W[3])));
-          p.col_scale.p[scale_index(p.col_scale, gk, gm / 16)] = static_cast<uint8_t>(sf);
-          p.col_scale.p[scale_index(p.col_scale, gk + 1, gm / 16)] = static_cast<uint8_t>(sf);
+          csc[cso0] = static_cast<uint8_t>(sf);
+          csc[cso1] = static_cast<uint8_t>(sf);
         }
         const int L = ln >> 2;
         uint32_t q0, q1, q2, q3;
@@ -333,7 +347,7 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
         rowbuf[ra * 8 + (wp ^ L)] = make_uint2(q0, q1);
         rowbuf[(ra + 1) * 8 + (wp ^ L)] = make_uint2(q2, q3);
         if (L == 0) blksf[cg][wp] = static_cast<uint8_t>(sf);
-      } else if (p.columnwise && gk < K && gm < M) {
+      } else if (p.columnwise && col_in) {
         const uint32_t sfs = row_scaled ? e4m3x2(sf_arg(m0, rsc[2 * cw].k), sf_arg(m1, rsc[2 * cw + 1].k))
                                         : e4m3x2(sf_arg(m0, pc_c.k), sf_arg(m1, pc_c.k));
         const uint32_t sf0 = sfs & 0xFFu, sf1 = sfs >> 8;
@@ -347,40 +361,40 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
         }
         const uint32_t a0 = encode8_words<In, false>(w, e0), a1 = encode8_words<In, false>(w + 8, e0);
         const uint32_t b0 = encode8_words<In, true>(w, e1), b1 = encode8_words<In, true>(w + 8, e1);
-        const int64_t mh = M / 2;
-        uint8_t* dst = p.col_data + gk * mh + gm / 2;
-        __stcs(reinterpret_cast<uint2*>(dst), make_uint2(a0, a1));
-        __stcs(reinterpret_cast<uint2*>(dst + mh), make_uint2(b0, b1));
-        p.col_scale.p[scale_index(p.col_scale, gk, gm / 16)] = static_cast<uint8_t>(sf0);
-        p.col_scale.p[scale_index(p.col_scale, gk + 1, gm / 16)] = static_cast<uint8_t>(sf1);
+        __stcs(reinterpret_cast<uint2*>(cdst), make_uint2(a0, a1));
+        __stcs(reinterpret_cast<uint2*>(cdst + mh), make_uint2(b0, b1));
+        csc[cso0] = static_cast<uint8_t>(sf0);
+        csc[cso1] = static_cast<uint8_t>(sf1);
       }
       if (k2d) __syncthreads();
     }
 
+    const int64_t gr = r0 + rr;
+    uint8_t* rdst = p.row_data + gr * (K / 2) + c0 / 2;
+    uint8_t* rsc_p = p.row_scale.p + scale_index(p.row_scale, r0, c0 / 16);
     if (xpose) {
-      // Thread (row rr, 16-byte chunk rq): units 2rq, 2rq + 1 of the row, i.e. blocks 2rq and 2rq + 1.
-      const int64_t gr = r0 + rr;
+      // Thread (row rr, 16-byte chunk rq): units 2rq, 2rq + 1 of the row, i.e. blocks rb0 = 2rq and rb1.
       if (gr < M) {
         const int f = (rr >> 1) & 7;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int b = 2 * rq + h;
-          const int64_t gb = c0 + 16 * b;
-          if (gb < K) {
-            __stcs(reinterpret_cast<uint2*>(p.row_data + gr * (K / 2) + gb / 2), rowbuf[rr * 8 + (b ^ f)]);
-            p.row_scale.p[scale_index(p.row_scale, gr, gb / 16)] = blksf[rr >> 4][b];
+          if (c0 + 16 * b < K) {
+            __stcs(reinterpret_cast<uint2*>(rdst + 8 * b), rowbuf[rr * 8 + (b ^ f)]);
+            rsc_p[h ? rso1 : rso0] = blksf[rr >> 4][b];
           }
         }
       }
     } else if (p.rowwise) {
-      const int64_t gr = r0 + rr;
       uint32_t v[2][8];
       float bm[2];
+      const uint32_t* rw = sw + rr * kWords;
+      const int rs = swz(rr);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int wb = 32 * h + 8 * rq;  // first word of block rq + 4h
-        const uint4 u0 = *reinterpret_cast<const uint4*>(&sw[rr * kWords + (wb ^ swz(rr))]);
-        const uint4 u1 = *reinterpret_cast<const uint4*>(&sw[rr * kWords + ((wb + 4) ^ swz(rr))]);
+        const uint4 u0 = *reinterpret_cast<const uint4*>(&rw[wb ^ rs]);
+        const uint4 u1 = *reinterpret_cast<const uint4*>(&rw[(wb + 4) ^ rs]);
         v[h][0] = u0.x; v[h][1] = u0.y; v[h][2] = u0.z; v[h][3] = u0.w;
         v[h][4] = u1.x; v[h][5] = u1.y; v[h][6] = u1.z; v[h][7] = u1.w;
         if (k2d) {
@@ -395,17 +409,19 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
       if (gr < M) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int64_t gb = c0 + 16 * (rq + 4 * h);
-          if (gb < K) {
+          const int b = rq + 4 * h;
+          if (c0 + 16 * b < K) {
             const uint32_t sf = (sfs >> (8 * h)) & 0xFFu;
             const float e = row_scaled ? nvfp4_enc(sf, rsr[rr].s_dec) : enc_tab[0][sf & 127u];
             const uint32_t lo = encode8_row<In>(v[h], e), hi = encode8_row<In>(v[h] + 4, e);
-            __stcs(reinterpret_cast<uint2*>(p.row_data + gr * (K / 2) + gb / 2), make_uint2(lo, hi));
-            p.row_scale.p[scale_index(p.row_scale, gr, gb / 16)] = static_cast<uint8_t>(sf);
+            __stcs(reinterpret_cast<uint2*>(rdst + 8 * b), make_uint2(lo, hi));
+            rsc_p[h ? rso1 : rso0] = static_cast<uint8_t>(sf);
           }
         }
       }
     }
+    ty = ny;
+    tx = nx;
   }
 }
 
@@ -431,16 +447,23 @@ void launch_fast_t(const KParams& p, cudaStream_t s) {
     launch_max_shared(nvfp4_fast_kernel<In, false>, n_tiles, p, s);
 }
 
-/// Every float as y0 (bits i) against the scalar encoder, paired with y1 = bits(i * odd constant) (a permutation,
-/// so every float is also checked in the high half, next to varied partners).
-__global__ void e2m1x2_check_kernel(unsigned long long* bad) {
+/// Every float in every one of encode8's 8 slots against the scalar encoder: slot k holds bits(i * m[k]) for
+/// odd m[k] (each a permutation of the 2^32 patterns, m[0] = 1), so each float is checked in each slot, next to
+/// varied partners.
+__global__ void encode8_check_kernel(unsigned long long* bad) {
+  constexpr uint32_t kMul[8] = {1u, 2654435761u, 2246822519u, 3266489917u, 668265263u, 374761393u, 3432918353u,
+                                461845907u};
   unsigned long long local = 0;
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
   for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (uint64_t{1} << 32); i += stride) {
-    const uint32_t b0 = static_cast<uint32_t>(i), b1 = b0 * 2654435761u;
-    const float y0 = __uint_as_float(b0), y1 = __uint_as_float(b1);
-    const uint32_t want = encode_e2m1_rn(y0) | (encode_e2m1_rn(y1) << 16);
-    local += e2m1x2(y0, y1) != want;
+    float y[8];
+    uint32_t want = 0;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      y[k] = __uint_as_float(static_cast<uint32_t>(i) * kMul[k]);
+      want |= encode_e2m1_rn(y[k]) << (4 * k);
+    }
+    local += encode8(y) != want;
   }
   if (local != 0) atomicAdd(bad, local);
 }
@@ -452,7 +475,11 @@ bool fast_eligible(const KParams& p, DType t, bool full) {
   if (p.M % 16 != 0 || p.K % 16 != 0) return false;
   if (((p.M + kFR - 1) / kFR) * ((p.K + kFC - 1) / kFC) >= (int64_t{1} << 30)) return false;
   const auto a8 = [](const void* q) { return q == nullptr || reinterpret_cast<uintptr_t>(q) % 8 == 0; };
-  return a8(p.row_data) && a8(p.col_data);
+  // Scale positions are split into a per-tile base and 32-bit per-thread offsets (see the kernel).
+  const auto layout_ok = [](const ScaleOut& sc) {
+    return sc.how != ScaleIndexing::kSwizzledTransposed && sc.ld >= 0 && sc.ld < (int64_t{1} << 24);
+  };
+  return a8(p.row_data) && a8(p.col_data) && layout_ok(p.row_scale) && layout_ok(p.col_scale);
 }
 
 void launch_fast(const KParams& p, DType t, cudaStream_t s) {
@@ -471,7 +498,7 @@ int64_t e2m1x2_exhaustive_mismatches() {
   unsigned long long* d = nullptr;
   QTC_CUDA_CHECK(cudaMalloc(&d, sizeof(unsigned long long)));
   QTC_CUDA_CHECK(cudaMemset(d, 0, sizeof(unsigned long long)));
-  nvfp4::e2m1x2_check_kernel<<<4096, 256>>>(d);
+  nvfp4::encode8_check_kernel<<<4096, 256>>>(d);
   QTC_CUDA_CHECK_LAUNCH();
   unsigned long long h = 0;
   const cudaError_t e = cudaMemcpy(&h, d, sizeof(h), cudaMemcpyDeviceToHost);

@@ -281,8 +281,8 @@ INSTANTIATE_TEST_SUITE_P(Quantize, Conformance, ::testing::ValuesIn(all_cases())
 // ---------------------------------------------------------------------------------------------------------
 // quantize_with_amax: the global amax supplied (FSDP2 shards, fused norms): NVFP4 and FP8 tensor.
 
-// The fast NVFP4 kernel's packed two-at-a-time E2M1 encoder (kernels/src/nvfp4_fast.cuh) against the scalar
-// encoder of the generic kernel, on every float.
+// The fast NVFP4 kernel's packed eight-at-a-time E2M1 encoder (kernels/src/nvfp4_fast.cuh) against the scalar
+// encoder of the generic kernel, on every float in each of its 8 slots.
 TEST(Nvfp4PackedEncoder, MatchesScalarOnAllFloats) {
   QTC_GPU_GATE(gpu_unavailable_reason());
   EXPECT_EQ(cuda::detail::e2m1x2_exhaustive_mismatches(), 0);
