@@ -277,24 +277,24 @@ io::File make_vector(const Case& c, const HostMatrix& x, const QuantizedTensor& 
   f.metadata["case_seed"] = std::to_string(seed);
   f.put(io::from_matrix("x", x));
   const Recipe& r = c.recipe;
-  const bool tensor_scaled = r.kind() == RecipeKind::kFP8Tensor;
+  // Which tensors a vector holds: the recipe policy's table (VECTORS.md, Tensors). FP8 tensor's columnwise plane
+  // is columnwise_data [K, M] alone (x^T cast with the same scale); its scale_inv and amax go with the rowwise one.
+  auto has = [&](const std::string& name) { return describe_tensor(r, name, x.rows, x.cols).has_value(); };
   for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
     const std::optional<Plane>& p = pk == PlaneKind::kRowwise ? q.rowwise : q.columnwise;
     if (!p) continue;
     const std::string pre = pk == PlaneKind::kRowwise ? "rowwise" : "columnwise";
     f.put(bytes_tensor(pre + "_data", "U8", {p->data_rows, p->data_cols}, p->data));
-    // VECTORS.md: FP8 tensor's columnwise plane is columnwise_data [K, M] alone (x^T cast with the same scale).
-    if (tensor_scaled && pk == PlaneKind::kColumnwise) continue;
-    if (!tensor_scaled)
+    if (has(pre + "_scale_inv"))
       f.put(bytes_tensor(pre + "_scale_inv", p->scale.type == ScaleType::kF32 ? "F32" : "U8", {p->scale.rows, p->scale.cols},
                          p->scale.bytes));
-    if (r.kind() == RecipeKind::kNVFP4) f.put(io::from_f32("amax_" + pre, p->amax));
-    if (tensor_scaled) {
+    if (has("amax_" + pre)) f.put(io::from_f32("amax_" + pre, p->amax));
+    if (pk == PlaneKind::kRowwise && has("scale_inv")) {
       const float si = q.scale_inv;
       f.put(io::from_f32("scale_inv", std::span<const float>(&si, 1)));
       f.put(io::from_f32("amax", std::span<const float>(p->amax.data(), std::min<size_t>(1, p->amax.size()))));
     }
-    f.put(io::from_matrix("dequantized_" + pre, cpu.dequantize(q, pk, DType::kF32)));
+    if (has("dequantized_" + pre)) f.put(io::from_matrix("dequantized_" + pre, cpu.dequantize(q, pk, DType::kF32)));
   }
   return f;
 }
