@@ -32,8 +32,7 @@ io::File planted_nvfp4(Profile p, bool with_nan = false) {
   for (int j = 0; j < 32; ++j) x[static_cast<size_t>(7 * 32 + j)] = 0.0f;  // zero blocks
   x[0] = 1000.0f;
   if (with_nan) x[11 * 32 + 4] = NAN;
-  Recipe r;
-  r.set_options(Nvfp4Options{});
+  Recipe r = Recipe::of(Nvfp4Options{});
   r.profile = p;
   r.columnwise = false;
   const QuantizedTensor q = ref::quantize(MatrixView{x.data(), DType::kF32, 32, 32}, r);

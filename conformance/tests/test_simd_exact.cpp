@@ -243,8 +243,7 @@ TEST(SimdDispatch, PredicateFallsBackForWhatItDoesNotImplement) {
   std::string why;
   EXPECT_FALSE(ref::simd_supports(ao, DType::kBF16, &why));
   EXPECT_NE(why.find("nvfp4.order te only"), std::string::npos) << why;  // the rule, read from the profile record
-  Recipe mx;
-  mx.set_options(Mxfp8Options{});
+  Recipe mx = Recipe::of(Mxfp8Options{});
   EXPECT_TRUE(ref::simd_supports(mx, DType::kF32));
   mx.profile = Profile::kTorchAO;
   EXPECT_FALSE(ref::simd_supports(mx, DType::kF32));

@@ -445,8 +445,7 @@ TEST(GemmCudaRandom, Fp8TensorWithinBound) {
   QTC_REQUIRE_FEATURE(gating::Feature::kGemmFp8Tensor);
   GemmContext ctx;
   std::mt19937_64 g(seed() + 10);
-  Recipe r;
-  r.set_options(Fp8TensorOptions{});
+  Recipe r = Recipe::of(Fp8TensorOptions{});
   for (ref::GemmKind k : kKinds) check_random(ctx, "fp8_tensor", r, r, k, DType::kF32, kFp8Hopper, g);
   check_random(ctx, "fp8_tensor", r, r, ref::GemmKind::kFprop, DType::kBF16, kFp8Hopper, g);
 }
@@ -464,8 +463,7 @@ TEST(GemmCudaRandom, Nvfp4WithinBound) {
   QTC_GPU_GATE_FEATURE(device_reason(), nvfp4_gemm_support());
   GemmContext ctx;
   std::mt19937_64 g(seed() + 12);
-  Recipe r;
-  r.set_options(Nvfp4Options{});
+  Recipe r = Recipe::of(Nvfp4Options{});
   for (ref::GemmKind k : kKinds) check_random(ctx, "nvfp4", r, r, k, DType::kF32, kFp32Acc, g);
   check_random(ctx, "nvfp4", r, r, ref::GemmKind::kFprop, DType::kBF16, kFp32Acc, g);
 }
@@ -607,9 +605,7 @@ TEST(GroupedQuantizeCuda, GraphCapturedReplayWithDifferentGroupSizes) {
       for (int64_t o : offs) rows.tensor_offsets.push_back(o * K);
       rows.last_dim = K;
       rows.capacity = cap;
-      Recipe r;
-      r.set_options(Nvfp4Options{});
-      r.nvfp4().row_scaled = row_scaled;
+      Recipe r = Recipe::of(Nvfp4Options{.row_scaled = row_scaled});
       r.columnwise = false;
       const auto want = ref::quantize_grouped(x.view(), rows, r);
       for (int64_t gi = 0; gi < G; ++gi) {
@@ -651,8 +647,7 @@ TEST(GroupedQuantizeCuda, StridedViewOfTheGroupSizeArray) {
   QTC_CUDA_CHECK(cudaMemcpy(amax.data(), out.amax.data(), G * 4, cudaMemcpyDeviceToHost));
   ref::GroupedRows rows = ref::GroupedRows::packed(sizes, K, cap);
   for (int64_t o : offs) rows.tensor_offsets.push_back(o * K);  // the offsets the device read (not packed)
-  Recipe r;
-  r.set_options(Nvfp4Options{});
+  Recipe r = Recipe::of(Nvfp4Options{});
   r.columnwise = false;
   const auto want = ref::quantize_grouped(x.view(), rows, r);
   for (int64_t gi = 0; gi < G; ++gi) {
@@ -1494,8 +1489,7 @@ TEST(GemmCudaGating, UnsupportedPathsRefuseWithTheTableReason) {
   if (mx.supported) GTEST_SKIP() << "MXFP8 GEMM is supported on this card; nothing to refuse";
   GemmContext ctx;
   std::mt19937_64 g(seed());
-  Recipe r;
-  r.set_options(Mxfp8Options{});
+  Recipe r = Recipe::of(Mxfp8Options{});
   HostMatrix x(DType::kF32, 128, 128);
   for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] = small_value(g);
   QuantizedTensor q = ref::quantize(x.view(), r);

@@ -44,8 +44,7 @@ struct RecipeCase {
 std::vector<RecipeCase> recipes() {
   std::vector<RecipeCase> v;
   auto nv = [&](const std::string& label, auto f) {
-    Recipe r;
-    r.set_options(Nvfp4Options{});
+    Recipe r = Recipe::of(Nvfp4Options{});
     f(r);
     v.push_back({label, r});
   };
@@ -71,8 +70,7 @@ std::vector<RecipeCase> recipes() {
   nv("Nvfp41x16ColOnly", [](Recipe& r) { r.rowwise = false; });
   nv("Nvfp4RhtColOnly", [](Recipe& r) { r.nvfp4().rht = true; r.rowwise = false; });
   auto mx = [&](const std::string& label, auto f) {
-    Recipe r;
-    r.set_options(Mxfp8Options{});
+    Recipe r = Recipe::of(Mxfp8Options{});
     f(r);
     v.push_back({label, r});
   };
@@ -95,8 +93,7 @@ std::vector<RecipeCase> recipes() {
   mx("Mxfp8E4m3RceilRowOnly", [](Recipe& r) { r.columnwise = false; });
   mx("Mxfp8E4m3RceilColOnly", [](Recipe& r) { r.rowwise = false; });
   auto fb = [&](const std::string& label, auto f) {
-    Recipe r;
-    r.set_options(Fp8BlockOptions{});
+    Recipe r = Recipe::of(Fp8BlockOptions{});
     f(r);
     v.push_back({label, r});
   };
@@ -110,8 +107,7 @@ std::vector<RecipeCase> recipes() {
   fb("Fp8Block1x128PyRef", [](Recipe& r) { r.profile = Profile::kTEPyRef; });
   fb("Fp8Block1x128ColOnly", [](Recipe& r) { r.rowwise = false; });
   auto ft = [&](const std::string& label, auto f) {
-    Recipe r;
-    r.set_options(Fp8TensorOptions{});
+    Recipe r = Recipe::of(Fp8TensorOptions{});
     f(r);
     v.push_back({label, r});
   };
@@ -334,8 +330,7 @@ TEST(CudaBackend, MatchesCpuBackend) {
     const HostMatrix yg = be->dequantize(got, pk, DType::kF32);
     EXPECT_TRUE(qtc::testing::matrices_equal("dequantized", yw, yg, qtc::testing::NanRule::kAnyNanEqual));
   }
-  Recipe bad;
-  bad.set_options(Nvfp4Options{});
+  Recipe bad = Recipe::of(Nvfp4Options{});
   EXPECT_NE(be->unsupported_reason(bad, DType::kBF16, 17, 32), "") << "M % 16 != 0 must be refused with the rule";
 }
 

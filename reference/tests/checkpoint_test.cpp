@@ -48,8 +48,7 @@ struct TempDir {
 /// scales in different layouts.
 std::map<std::string, QuantizedTensor> make_state(uint64_t seed) {
   std::map<std::string, QuantizedTensor> m;
-  Recipe fp8_1d;
-  fp8_1d.set_options(Fp8BlockOptions{});
+  Recipe fp8_1d = Recipe::of(Fp8BlockOptions{});
   Recipe rs = testing::make_nvfp4(false, false);
   rs.nvfp4().row_scaled = true;
   const int64_t M = 512;

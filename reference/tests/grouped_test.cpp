@@ -46,9 +46,7 @@ MatrixView rows_of(const HostMatrix& x, int64_t r0, int64_t n) {
 }
 
 Recipe nvfp4(bool row_scaled) {
-  Recipe r;
-  r.set_options(Nvfp4Options{});
-  r.nvfp4().row_scaled = row_scaled;
+  Recipe r = Recipe::of(Nvfp4Options{.row_scaled = row_scaled});
   return r;
 }
 
@@ -61,12 +59,9 @@ TEST(Grouped, QuantizeEachGroupAlone) {
   const GroupedRows rows = GroupedRows::packed({32, 0, 64, 96, 32}, 128);
   const HostMatrix x = random_bf16(rows.capacity, 128, 1);
   std::vector<Recipe> recipes{nvfp4(false), nvfp4(true)};
-  Recipe mx;
-  mx.set_options(Mxfp8Options{});
-  Recipe blk;
-  blk.set_options(Fp8BlockOptions{});
-  Recipe ten;
-  ten.set_options(Fp8TensorOptions{});
+  Recipe mx = Recipe::of(Mxfp8Options{});
+  Recipe blk = Recipe::of(Fp8BlockOptions{});
+  Recipe ten = Recipe::of(Fp8TensorOptions{});
   recipes.insert(recipes.end(), {mx, blk, ten});
   for (const Recipe& r : recipes) {
     SCOPED_TRACE(r.name());

@@ -95,8 +95,7 @@ void craft_checkpoint(const fs::path& dir, json tensors, const std::vector<uint8
 }
 
 json fp8_tensor_entry(int64_t M, int64_t K, const char* plane) {
-  Recipe r;
-  r.set_options(Fp8TensorOptions{});
+  Recipe r = Recipe::of(Fp8TensorOptions{});
   json md = json::object();
   for (const auto& [k, v] : r.to_metadata()) md[k] = v;
   const bool row = std::string(plane) == "rowwise";
@@ -287,8 +286,7 @@ TEST(SparseFiles, HugeSafetensorsTensorIsAResourceLimit) {
 
 TEST(SparseFiles, HugeShardFileIsRefusedFromItsSizeBeforeReading) {
   TempDir d("sparse-ckpt");
-  Recipe r;
-  r.set_options(Fp8TensorOptions{});
+  Recipe r = Recipe::of(Fp8TensorOptions{});
   HostMatrix x(DType::kF32, 4, 4);
   QuantizedTensor q = ref::quantize(x.view(), r);
   std::vector<std::vector<ref::TensorShard>> per{{ref::TensorShard{"w", 4, 0, q}}};
@@ -310,16 +308,13 @@ TEST(SparseFiles, HugeShardFileIsRefusedFromItsSizeBeforeReading) {
 TEST(EmptyRanks, LoadingAtAWorldThatLeavesRanksEmpty) {
   TempDir d("empty-ranks");
   std::vector<std::pair<std::string, Recipe>> recipes;
-  Recipe blk;
-  blk.set_options(Fp8BlockOptions{});
+  Recipe blk = Recipe::of(Fp8BlockOptions{});
   blk.columnwise = true;
   recipes.push_back({"fp8block", blk});
-  Recipe ten;
-  ten.set_options(Fp8TensorOptions{});
+  Recipe ten = Recipe::of(Fp8TensorOptions{});
   ten.columnwise = true;
   recipes.push_back({"fp8tensor", ten});
-  Recipe mx;
-  mx.set_options(Mxfp8Options{});
+  Recipe mx = Recipe::of(Mxfp8Options{});
   mx.columnwise = true;
   recipes.push_back({"mxfp8", mx});
   std::map<std::string, QuantizedTensor> state;
@@ -347,9 +342,7 @@ TEST(EmptyRanks, LoadingAtAWorldThatLeavesRanksEmpty) {
 // the last ranks start at row M (130 for a 128-row granularity). Their empty slice was refused ("boundaries at
 // multiples of 128"), so such a state could not be saved at that world size.
 TEST(EmptyRanks, EmptySliceAtTheEndOfARaggedTensor) {
-  Recipe r;
-  r.set_options(Fp8BlockOptions{});
-  r.fp8_block().tile_2d = true;
+  Recipe r = Recipe::of(Fp8BlockOptions{.tile_2d = true});
   r.columnwise = true;
   HostMatrix x(DType::kF32, 130, 20);
   const QuantizedTensor q = ref::quantize(x.view(), r);

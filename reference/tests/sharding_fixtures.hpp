@@ -37,32 +37,25 @@ struct FsdpCase {
 inline void PrintTo(const FsdpCase& c, std::ostream* os) { *os << c.name; }
 
 inline Recipe make_nvfp4(bool tile_2d, bool columnwise) {
-  Recipe r;
-  r.set_options(Nvfp4Options{});
-  r.nvfp4().tile_2d = tile_2d;
+  Recipe r = Recipe::of(Nvfp4Options{.tile_2d = tile_2d});
   r.rowwise = true;
   r.columnwise = columnwise;
   return r;
 }
 inline Recipe make_mxfp8(bool columnwise) {
-  Recipe r;
-  r.set_options(Mxfp8Options{});
+  Recipe r = Recipe::of(Mxfp8Options{});
   r.rowwise = true;
   r.columnwise = columnwise;
   return r;
 }
 inline Recipe make_fp8_block_2d(bool columnwise) {
-  Recipe r;
-  r.set_options(Fp8BlockOptions{});
-  r.fp8_block().tile_2d = true;
-  r.set_pow2_scales(true);
+  Recipe r = Recipe::of(Fp8BlockOptions{.tile_2d = true, .pow2_scales = true});
   r.rowwise = true;
   r.columnwise = columnwise;
   return r;
 }
 inline Recipe make_fp8_tensor(bool columnwise) {
-  Recipe r;
-  r.set_options(Fp8TensorOptions{});
+  Recipe r = Recipe::of(Fp8TensorOptions{});
   r.rowwise = true;
   r.columnwise = columnwise;
   return r;

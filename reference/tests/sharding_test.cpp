@@ -268,8 +268,7 @@ TEST(DeriveColumnwise, TransposeEqualsQuantizedColumnwiseFor2DRecipes) {
 }
 
 TEST(DeriveColumnwise, RefusedWhereThePlanesAreIndependent) {
-  Recipe fp8_1d;
-  fp8_1d.set_options(Fp8BlockOptions{});
+  Recipe fp8_1d = Recipe::of(Fp8BlockOptions{});
   for (const Recipe& r : {testing::make_nvfp4(false, true), testing::make_mxfp8(true), fp8_1d}) {
     const HostMatrix x = testing::weight_rows(1, 0, 128, 128);
     QuantizedTensor q = ref::quantize(x.view(), r);
@@ -288,8 +287,7 @@ TEST(DeriveColumnwise, RefusedWhereThePlanesAreIndependent) {
 
 TEST(SliceConcat, RoundTripAndSliceOfFullEqualsQuantizedSlice) {
   const uint64_t seed = testing::test_seed();
-  Recipe fp8_1d;
-  fp8_1d.set_options(Fp8BlockOptions{});
+  Recipe fp8_1d = Recipe::of(Fp8BlockOptions{});
   Recipe rs = testing::make_nvfp4(false, false);
   rs.nvfp4().row_scaled = true;
   std::vector<Recipe> recipes{testing::make_nvfp4(false, true), testing::make_nvfp4(true, true), testing::make_mxfp8(true),
@@ -364,8 +362,7 @@ TEST(FsdpRefusals, ShardRowsNotAMultipleOfTheBlock) {
   EXPECT_NE(e.find("multiple of 32"), std::string::npos) << e;
   e = error_of([&] { ref::fsdp_pre_all_gather(ref::quantize(x64.view(), testing::make_fp8_block_2d(false))); });
   EXPECT_NE(e.find("multiple of 128"), std::string::npos) << e;
-  Recipe fp8_1d;
-  fp8_1d.set_options(Fp8BlockOptions{});
+  Recipe fp8_1d = Recipe::of(Fp8BlockOptions{});
   fp8_1d.columnwise = false;
   e = error_of([&] { ref::fsdp_pre_all_gather(ref::quantize(x64.view(), fp8_1d)); });
   EXPECT_NE(e.find("1x128"), std::string::npos) << e;

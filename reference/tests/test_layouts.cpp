@@ -25,19 +25,13 @@ std::vector<Case> cases() {
   const std::vector<std::pair<int64_t, int64_t>> nv_shapes = {{16, 16}, {32, 48}, {48, 80}, {304, 304}, {256, 272}};
   const std::vector<std::pair<int64_t, int64_t>> any_shapes = {{16, 16}, {32, 48}, {65, 80}, {1, 32}, {200, 300}, {304, 304}};
   for (bool two_d : {false, true}) {
-    Recipe r;
-    r.set_options(Nvfp4Options{});
-    r.nvfp4().tile_2d = two_d;
+    Recipe r = Recipe::of(Nvfp4Options{.tile_2d = two_d});
     for (auto [m, k] : nv_shapes) out.push_back({r, m, k});
   }
   for (bool two_d : {false, true}) {
-    Recipe r;
-    r.set_options(Mxfp8Options{});
-    r.mxfp8().tile_2d = two_d;
+    Recipe r = Recipe::of(Mxfp8Options{.tile_2d = two_d});
     for (auto [m, k] : any_shapes) out.push_back({r, m, k});
-    Recipe b;
-    b.set_options(Fp8BlockOptions{});
-    b.fp8_block().tile_2d = two_d;
+    Recipe b = Recipe::of(Fp8BlockOptions{.tile_2d = two_d});
     for (auto [m, k] : any_shapes) out.push_back({b, m, k});
   }
   return out;
@@ -114,8 +108,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 INSTANTIATE_TEST_SUITE_P(AllRecipes, LayoutRoundTrip, ::testing::ValuesIn(cases()), case_name);
 
 TEST(LayoutErrors, NameTheRule) {
-  Recipe r;
-  r.set_options(Nvfp4Options{});
+  Recipe r = Recipe::of(Nvfp4Options{});
   ScaleMatrix s;
   s.rows = 3;
   s.cols = 3;
@@ -126,8 +119,7 @@ TEST(LayoutErrors, NameTheRule) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("expected the compact shape [32, 2]"), std::string::npos) << e.what();
   }
-  Recipe t;
-  t.set_options(Fp8TensorOptions{});
+  Recipe t = Recipe::of(Fp8TensorOptions{});
   EXPECT_THROW(ref::to_padded(s, t, PlaneKind::kRowwise, 32, 32), Error);
 }
 

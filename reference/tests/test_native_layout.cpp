@@ -47,24 +47,20 @@ std::vector<Case> cases() {
   auto add = [&](Recipe r, std::vector<std::pair<int64_t, int64_t>> shapes) {
     for (auto [m, k] : shapes) out.push_back({r, m, k});
   };
-  Recipe nv;
-  nv.set_options(Nvfp4Options{});
+  Recipe nv = Recipe::of(Nvfp4Options{});
   add(nv, {{16, 48}, {32, 64}, {48, 80}, {144, 208}, {272, 16}});
   nv.nvfp4().tile_2d = true;
   add(nv, {{16, 48}, {144, 208}});
   nv.nvfp4().tile_2d = false;
   nv.nvfp4().row_scaled = true;
   add(nv, {{48, 80}});
-  Recipe mx;
-  mx.set_options(Mxfp8Options{});
+  Recipe mx = Recipe::of(Mxfp8Options{});
   add(mx, {{32, 32}, {65, 80}, {1, 32}, {200, 300}, {129, 33}});
-  Recipe b;
-  b.set_options(Fp8BlockOptions{});
+  Recipe b = Recipe::of(Fp8BlockOptions{});
   add(b, {{16, 48}, {65, 80}, {1, 1}, {200, 300}, {130, 257}});
   b.fp8_block().tile_2d = true;
   add(b, {{16, 48}, {200, 300}, {130, 257}});
-  Recipe t;
-  t.set_options(Fp8TensorOptions{});
+  Recipe t = Recipe::of(Fp8TensorOptions{});
   add(t, {{16, 48}, {7, 13}});
   return out;
 }

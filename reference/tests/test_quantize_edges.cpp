@@ -25,9 +25,7 @@ struct Mat {
 };
 
 Recipe nvfp4(bool two_d = false) {
-  Recipe r;
-  r.set_options(Nvfp4Options{});
-  r.nvfp4().tile_2d = two_d;
+  Recipe r = Recipe::of(Nvfp4Options{.tile_2d = two_d});
   return r;
 }
 
@@ -348,8 +346,7 @@ TEST(EdgeCase14, SwizzleIndexBoundaries) {
   EXPECT_EQ(ref::swizzled_offset(128, 0, 8), 1024);
   EXPECT_EQ(ref::swizzled_offset(129, 5, 8), 1024 + 512 + 16 + 1);
   // MXFP8 columnwise: compact [M/32][K] swizzled transposed (row = K index j, kb = M block).
-  Recipe mx;
-  mx.set_options(Mxfp8Options{});
+  Recipe mx = Recipe::of(Mxfp8Options{});
   const int64_t M = 64, K = 160;
   Mat x(M, K);
   for (int64_t i = 0; i < M; ++i)
@@ -372,9 +369,7 @@ TEST(EdgeCase14, SwizzleIndexBoundaries) {
 
 // --- 15 --------------------------------------------------------------------------------------------------
 Recipe mxfp8(Fp8Type t) {
-  Recipe r;
-  r.set_options(Mxfp8Options{});
-  r.set_fp8_type(t);
+  Recipe r = Recipe::of(Mxfp8Options{.fp8 = t});
   return r;
 }
 
@@ -454,11 +449,7 @@ TEST(EdgeCase16, Mxfp8NonAlignedShapesAnd2D) {
 
 // --- 17 --------------------------------------------------------------------------------------------------
 Recipe fp8block(bool two_d, bool pow2, float eps = 0.0f) {
-  Recipe r;
-  r.set_options(Fp8BlockOptions{});
-  r.fp8_block().tile_2d = two_d;
-  r.set_pow2_scales(pow2);
-  r.set_eps(eps);
+  Recipe r = Recipe::of(Fp8BlockOptions{.tile_2d = two_d, .pow2_scales = pow2, .eps = eps});
   return r;
 }
 
@@ -504,8 +495,7 @@ TEST(EdgeCase17, Fp8BlockScale) {
 
 // --- 18 --------------------------------------------------------------------------------------------------
 TEST(EdgeCase18, Fp8PerTensorAndDelayedScaling) {
-  Recipe r;
-  r.set_options(Fp8TensorOptions{});
+  Recipe r = Recipe::of(Fp8TensorOptions{});
   for (float a : {0.0f, INFINITY, NAN}) {
     Mat x(4, 4, 0.0f);
     x(1, 1) = a;

@@ -47,11 +47,8 @@ const MxCase kMx[] = {
 };
 
 Recipe ao_mx(MxScaleRule rule, Fp8Type t) {
-  Recipe r;
-  r.set_options(Mxfp8Options{});
+  Recipe r = Recipe::of(Mxfp8Options{.fp8 = t, .scale_rule = rule});
   r.profile = Profile::kTorchAO;
-  r.mxfp8().scale_rule = rule;
-  r.set_fp8_type(t);
   r.columnwise = false;
   return r;
 }
@@ -100,10 +97,8 @@ TEST(TorchAOMx, ScaleRulesAreTorchaoOnly) {
 }
 
 Recipe ao_nv(bool two_level) {
-  Recipe r;
-  r.set_options(Nvfp4Options{});
+  Recipe r = Recipe::of(Nvfp4Options{.per_tensor_scale = two_level});
   r.profile = Profile::kTorchAO;
-  r.nvfp4().per_tensor_scale = two_level;
   r.columnwise = false;
   return r;
 }
@@ -164,8 +159,7 @@ TEST(TorchAONvfp4, RaggedRowsRowwiseOnly) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(q.rowwise->data[static_cast<size_t>(32 * 8 + i)], q1.rowwise->data[static_cast<size_t>(i)]);
   r.columnwise = true;
   EXPECT_THROW(r.validate_input(DType::kF32, 33, 16), Error) << "the columnwise plane blocks along M";
-  Recipe te;
-  te.set_options(Nvfp4Options{});
+  Recipe te = Recipe::of(Nvfp4Options{});
   te.columnwise = false;
   EXPECT_THROW(te.validate_input(DType::kF32, 33, 16), Error) << "TE needs M % 16 == 0";
 }

@@ -75,17 +75,12 @@ std::vector<Format> formats() {
   r.nvfp4().tile_2d = true;
   r.columnwise = true;  // columnwise derived locally after the gather: same wire bytes
   v.push_back({"nvfp4_16x16", false, r});
-  qtc::Recipe m;
-  m.set_options(qtc::Mxfp8Options{});
+  qtc::Recipe m = qtc::Recipe::of(qtc::Mxfp8Options{});
   m.columnwise = false;
   v.push_back({"mxfp8_rowwise", false, m});
-  qtc::Recipe b;
-  b.set_options(qtc::Fp8BlockOptions{});
-  b.fp8_block().tile_2d = true;
-  b.set_pow2_scales(true);
+  qtc::Recipe b = qtc::Recipe::of(qtc::Fp8BlockOptions{.tile_2d = true, .pow2_scales = true});
   v.push_back({"fp8_block_128x128", false, b});
-  qtc::Recipe t;
-  t.set_options(qtc::Fp8TensorOptions{});
+  qtc::Recipe t = qtc::Recipe::of(qtc::Fp8TensorOptions{});
   v.push_back({"fp8_tensor", false, t});
   return v;
 }

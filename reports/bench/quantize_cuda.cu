@@ -260,9 +260,7 @@ void BM_Quantize(benchmark::State& state, Recipe r, DType t, float given_amax) {
 }
 
 Recipe nvfp4(bool tile2d = false) {
-  Recipe r;
-  r.set_options(Nvfp4Options{});
-  r.nvfp4().tile_2d = tile2d;
+  Recipe r = Recipe::of(Nvfp4Options{.tile_2d = tile2d});
   return r;
 }
 
@@ -343,23 +341,20 @@ void register_all() {
     items.push_back({"NVFP4_SR_BF16", r, DType::kBF16, 0.0f});
   }
   {
-    Recipe r;
-    r.set_options(Mxfp8Options{});
+    Recipe r = Recipe::of(Mxfp8Options{});
     items.push_back({"MXFP8_E4M3_rceil_BF16", r, DType::kBF16, 0.0f});
     r.mxfp8().tile_2d = true;
     items.push_back({"MXFP8_E4M3_32x32_BF16", r, DType::kBF16, 0.0f});
   }
   {
-    Recipe r;
-    r.set_options(Fp8BlockOptions{});
+    Recipe r = Recipe::of(Fp8BlockOptions{});
     items.push_back({"FP8Block_1x128_BF16", r, DType::kBF16, 0.0f});
     r.fp8_block().tile_2d = true;
     r.set_pow2_scales(true);
     items.push_back({"FP8Block_128x128_pow2_BF16", r, DType::kBF16, 0.0f});
   }
   {
-    Recipe r;
-    r.set_options(Fp8TensorOptions{});
+    Recipe r = Recipe::of(Fp8TensorOptions{});
     items.push_back({"FP8Tensor_E4M3_BF16", r, DType::kBF16, 0.0f});
     items.push_back({"FP8Tensor_E4M3_BF16_amax_given", r, DType::kBF16, 1000.0f});
   }

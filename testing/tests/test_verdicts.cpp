@@ -88,8 +88,7 @@ class FakeBackend final : public QuantizeBackend {
 };
 
 Recipe nvfp4() {
-  Recipe r;
-  r.set_options(Nvfp4Options{});
+  Recipe r = Recipe::of(Nvfp4Options{});
   return r;
 }
 
