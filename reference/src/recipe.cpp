@@ -28,6 +28,21 @@ std::string_view recipe_kind_name(RecipeKind k) {
 
 float fp8_max(Fp8Type t) { return t == Fp8Type::kE4M3 ? 448.0f : 57344.0f; }
 
+namespace {
+
+/// The kind as the messages name it.
+const char* kind_title(RecipeKind k) {
+  switch (k) {
+    case RecipeKind::kNVFP4: return "NVFP4";
+    case RecipeKind::kMXFP8: return "MXFP8";
+    case RecipeKind::kFP8Block: return "FP8 block";
+    case RecipeKind::kFP8Tensor: return "FP8 tensor";
+  }
+  return "?";
+}
+
+}  // namespace
+
 int Recipe::block_cols() const {
   switch (kind()) {
     case RecipeKind::kNVFP4: return 16;
@@ -84,14 +99,14 @@ bool Recipe::pow2_scales() const {
   if (const auto* o = fp8_block_or_null()) return o->pow2_scales;
   if (const auto* o = fp8_tensor_or_null()) return o->pow2_scales;
   QTC_FAIL("recipe ", name(), ": rule 'kind-options': pow2_scales is an option of FP8 block and FP8 tensor, not of ",
-           recipe_kind_name(kind()));
+           kind_title(kind()));
 }
 
 float Recipe::eps() const {
   if (const auto* o = fp8_block_or_null()) return o->eps;
   if (const auto* o = fp8_tensor_or_null()) return o->eps;
   QTC_FAIL("recipe ", name(), ": rule 'kind-options': eps is an option of FP8 block and FP8 tensor, not of ",
-           recipe_kind_name(kind()));
+           kind_title(kind()));
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -99,15 +114,6 @@ float Recipe::eps() const {
 
 namespace {
 
-const char* kind_title(RecipeKind k) {
-  switch (k) {
-    case RecipeKind::kNVFP4: return "NVFP4";
-    case RecipeKind::kMXFP8: return "MXFP8";
-    case RecipeKind::kFP8Block: return "FP8 block";
-    case RecipeKind::kFP8Tensor: return "FP8 tensor";
-  }
-  return "?";
-}
 
 /// The NVFP4 options of `r`, or nullptr for another kind (the NVFP4 rules hold vacuously there).
 const Nvfp4Options* nv(const Recipe& r) { return r.nvfp4_or_null(); }
@@ -231,8 +237,8 @@ RecipeOptions Recipe::default_options(RecipeKind k) {
 }
 
 void Recipe::wrong_kind(RecipeKind wanted) const {
-  QTC_FAIL("recipe ", name(), ": rule 'kind-options': the options of ", kind_title(wanted), " were asked of a ",
-           kind_title(kind()), " recipe (a recipe holds the options of its own kind only)");
+  QTC_FAIL("recipe ", name(), ": rule 'kind-options': ", kind_title(wanted), " options were asked of a recipe of kind ",
+           kind_title(kind()), " (a recipe holds the options of its own kind only)");
 }
 
 void Recipe::validate_input(DType input, int64_t rows, int64_t cols) const {

@@ -283,7 +283,9 @@ TEST(TensorTable, EachKindsOutputsWithTheirShapes) {
         case TensorRole::kTensorAmax: EXPECT_EQ(t->shape, (std::vector<int64_t>{1})); break;
         case TensorRole::kDequant: EXPECT_EQ(t->shape, (std::vector<int64_t>{M, K})); break;
       }
-      if (t->role != TensorRole::kData && t->role != TensorRole::kScale) EXPECT_TRUE(t->f32 && t->elem_bytes == 4);
+      if (t->role != TensorRole::kData && t->role != TensorRole::kScale) {
+        EXPECT_TRUE(t->f32 && t->elem_bytes == 4);
+      }
     }
     EXPECT_EQ(got, want.at(r.kind())) << r.name();
   }
@@ -394,13 +396,13 @@ TEST(RecipeRules, AnotherKindsOptionsAreNotRepresentable) {
   const Recipe blk = fp8_block(Fp8Type::kE4M3, false);
   const Recipe ten = fp8_tensor(Fp8Type::kE5M2);
   expect_kind_options([&] { mx.nvfp4().row_scaled = true; },
-                      "recipe mxfp8_e4m3_rceil: rule 'kind-options': the options of NVFP4 were asked of a MXFP8 recipe");
+                      "recipe mxfp8_e4m3_rceil: rule 'kind-options': NVFP4 options were asked of a recipe of kind MXFP8");
   expect_kind_options([&] { (void)nv.fp8_type(); }, "fp8_dtype) is an option of MXFP8, FP8 block and FP8 tensor, not of NVFP4");
-  expect_kind_options([&] { (void)blk.mxfp8(); }, "the options of MXFP8 were asked of a FP8 block recipe");
-  expect_kind_options([&] { (void)ten.fp8_block(); }, "the options of FP8 block were asked of a FP8 tensor recipe");
-  expect_kind_options([&] { mx.set_eps(0.5f); }, "eps is an option of FP8 block and FP8 tensor, not of mxfp8");
-  expect_kind_options([&] { (void)mx.pow2_scales(); }, "pow2_scales is an option of FP8 block and FP8 tensor, not of mxfp8");
-  expect_kind_options([&] { (void)nv.fp8_tensor(); }, "the options of FP8 tensor were asked of a NVFP4 recipe");
+  expect_kind_options([&] { (void)blk.mxfp8(); }, "MXFP8 options were asked of a recipe of kind FP8 block");
+  expect_kind_options([&] { (void)ten.fp8_block(); }, "FP8 block options were asked of a recipe of kind FP8 tensor");
+  expect_kind_options([&] { mx.set_eps(0.5f); }, "eps is an option of FP8 block and FP8 tensor, not of MXFP8");
+  expect_kind_options([&] { (void)mx.pow2_scales(); }, "pow2_scales is an option of FP8 block and FP8 tensor, not of MXFP8");
+  expect_kind_options([&] { (void)nv.fp8_tensor(); }, "FP8 tensor options were asked of a recipe of kind NVFP4");
   EXPECT_EQ(mx.nvfp4_or_null(), nullptr);
   EXPECT_EQ(mx.name(), "mxfp8_e4m3_rceil") << "a refused access changes nothing";
   // The shared accessors read the alternative of the recipe's kind.
