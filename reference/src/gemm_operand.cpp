@@ -8,6 +8,7 @@
 #include "qtc/codec.hpp"
 #include "qtc/gemm.hpp"
 #include "qtc/layouts.hpp"
+#include "qtc/recipe_policy.hpp"
 
 namespace qtc::ref {
 namespace {
@@ -41,7 +42,6 @@ void split_exact(double v, int64_t& sig, int32_t& exp) {
   exp = x;
 }
 
-const char* plane_name(PlaneKind p) { return p == PlaneKind::kRowwise ? "rowwise" : "columnwise"; }
 
 /// Element (r, c) of a compact block-scale matrix for a plane stored [R, C], block (bh x bw); the compact
 /// matrix may repeat a 2-D block's scale on every row (NVFP4 16x16, TE's 1-D storage) or hold one row per
@@ -61,7 +61,7 @@ GemmTrans gemm_trans(GemmKind k) {
 
 ExactOperand gemm_operand(const QuantizedTensor& q, PlaneKind pk) {
   const std::optional<Plane>& opt = pk == PlaneKind::kRowwise ? q.rowwise : q.columnwise;
-  QTC_CHECK(opt.has_value(), "the GEMM reads the ", plane_name(pk), " plane of this ", q.recipe.name(),
+  QTC_CHECK(opt.has_value(), "the GEMM reads the ", plane_kind_name(pk), " plane of this ", q.recipe.name(),
             " tensor, which it does not have (TE_FORMATS.md §7.1)");
   const Recipe& rc = q.recipe;
   // Padded or swizzled scales (what the GPU paths consume) are read through their compact form.
@@ -79,7 +79,7 @@ ExactOperand gemm_operand(const QuantizedTensor& q, PlaneKind pk) {
   const int64_t C = rc.kind() == RecipeKind::kNVFP4 ? p.data_cols * 2 : p.data_cols;
   const int64_t want_r = pk == PlaneKind::kRowwise || mx_col ? q.rows : q.cols;
   const int64_t want_c = pk == PlaneKind::kRowwise || mx_col ? q.cols : q.rows;
-  QTC_CHECK(R == want_r && C == want_c, "the ", plane_name(pk), " plane of a ", q.rows, "x", q.cols, " ",
+  QTC_CHECK(R == want_r && C == want_c, "the ", plane_kind_name(pk), " plane of a ", q.rows, "x", q.cols, " ",
             rc.name(), " tensor holds ", R, "x", C, " values, expected ", want_r, "x", want_c);
 
   ExactOperand op;

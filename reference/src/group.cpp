@@ -15,12 +15,6 @@ namespace qtc::ref {
 
 namespace {
 
-/// Recipes whose planes use one global amax per tensor (the member's own, never the group's).
-bool per_tensor_amax(const Recipe& r) {
-  const PlaneSpec s = describe_plane(r, PlaneKind::kRowwise, 1, 1);  // the recipe policy's amax count
-  return s.amax_count == 1 && !s.amax_per_line;
-}
-
 struct MemberAmax {
   float rowwise = 0.0f;
   float columnwise = 0.0f;
@@ -50,12 +44,12 @@ std::vector<QuantizedTensor> quantize_members(std::span<const MatrixView> member
   // Pass 1: every member's own amax (per-tensor recipes only; the others reduce per block or per row).
   std::vector<MemberAmax> amaxes(members.size());
   for (size_t i = 0; i < members.size(); ++i)
-    if (per_tensor_amax(recipes[i])) amaxes[i] = member_amax(members[i], recipes[i]);
+    if (one_amax_per_tensor(recipes[i])) amaxes[i] = member_amax(members[i], recipes[i]);
   // Pass 2: each member with its own amax.
   std::vector<QuantizedTensor> out;
   out.reserve(members.size());
   for (size_t i = 0; i < members.size(); ++i) {
-    if (per_tensor_amax(recipes[i]))
+    if (one_amax_per_tensor(recipes[i]))
       out.push_back(quantize_with_amax(members[i], recipes[i], amaxes[i].rowwise, amaxes[i].columnwise));
     else
       out.push_back(quantize(members[i], recipes[i]));

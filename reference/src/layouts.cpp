@@ -5,17 +5,16 @@
 #include <cstring>
 
 #include "internal.hpp"
+#include "qtc/recipe_policy.hpp"
 
 namespace qtc::ref {
 
 namespace {
 
-const char* plane_name(PlaneKind p) { return plane_kind_name(p).data(); }
-
 void check_shape(const ScaleMatrix& s, ScaleShape want, const Recipe& r, PlaneKind p, const char* what) {
-  QTC_CHECK(s.rows == want.rows && s.cols == want.cols, r.name(), " ", plane_name(p), " scales: expected the ", what,
+  QTC_CHECK(s.rows == want.rows && s.cols == want.cols, r.name(), " ", plane_kind_name(p), " scales: expected the ", what,
             " shape [", want.rows, ", ", want.cols, "], got [", s.rows, ", ", s.cols, "]");
-  QTC_CHECK(s.bytes.size() == static_cast<size_t>(s.rows * s.cols) * s.elem_size(), r.name(), " ", plane_name(p),
+  QTC_CHECK(s.bytes.size() == static_cast<size_t>(s.rows * s.cols) * s.elem_size(), r.name(), " ", plane_kind_name(p),
             " scales: byte count ", s.bytes.size(), " does not match the shape [", s.rows, ", ", s.cols, "]");
 }
 
@@ -49,7 +48,7 @@ ScaleShape padded_scale_shape(const Recipe& r, PlaneKind p, int64_t M, int64_t K
 ScaleMatrix to_padded(const ScaleMatrix& c, const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
   const PlaneSpec s = describe_plane(r, p, M, K);
   QTC_CHECK(!s.per_tensor, r.name(), ": per-tensor FP8 has a single scale_inv, no scale layout");
-  QTC_CHECK(c.layout == ScaleLayout::kCompact, r.name(), " ", plane_name(p), " scales: to_padded needs the compact layout");
+  QTC_CHECK(c.layout == ScaleLayout::kCompact, r.name(), " ", plane_kind_name(p), " scales: to_padded needs the compact layout");
   check_shape(c, s.compact, r, p, "compact");
   ScaleMatrix out = blank(c, ScaleLayout::kPadded, s.padded);
   const bool transpose = s.padded_transposed;  // TE's GEMM-ready layout: [kb][i] / [mb][j]
@@ -61,7 +60,7 @@ ScaleMatrix to_padded(const ScaleMatrix& c, const Recipe& r, PlaneKind p, int64_
 ScaleMatrix to_compact(const ScaleMatrix& pd, const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
   const PlaneSpec s = describe_plane(r, p, M, K);
   QTC_CHECK(!s.per_tensor, r.name(), ": per-tensor FP8 has a single scale_inv, no scale layout");
-  QTC_CHECK(pd.layout == ScaleLayout::kPadded, r.name(), " ", plane_name(p), " scales: to_compact needs the padded layout");
+  QTC_CHECK(pd.layout == ScaleLayout::kPadded, r.name(), " ", plane_kind_name(p), " scales: to_compact needs the padded layout");
   check_shape(pd, s.padded, r, p, "padded");
   const ScaleShape cs = s.compact;
   ScaleMatrix out = blank(pd, ScaleLayout::kCompact, cs);
@@ -95,7 +94,7 @@ void for_each_swizzled(const PlaneSpec& s, F f) {
 ScaleMatrix swizzle(const ScaleMatrix& pd, const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
   const PlaneSpec s = describe_plane(r, p, M, K);
   check_swizzlable(r, s);
-  QTC_CHECK(pd.layout == ScaleLayout::kPadded, r.name(), " ", plane_name(p), " scales: swizzle needs the padded layout");
+  QTC_CHECK(pd.layout == ScaleLayout::kPadded, r.name(), " ", plane_kind_name(p), " scales: swizzle needs the padded layout");
   check_shape(pd, s.padded, r, p, "padded");
   ScaleMatrix out = blank(pd, ScaleLayout::kSwizzled, s.padded);
   for_each_swizzled(s, [&](int64_t i, int64_t j, int64_t off) { copy_elem(pd, i, j, out, static_cast<size_t>(off)); });
@@ -105,7 +104,7 @@ ScaleMatrix swizzle(const ScaleMatrix& pd, const Recipe& r, PlaneKind p, int64_t
 ScaleMatrix unswizzle(const ScaleMatrix& sw, const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
   const PlaneSpec s = describe_plane(r, p, M, K);
   check_swizzlable(r, s);
-  QTC_CHECK(sw.layout == ScaleLayout::kSwizzled, r.name(), " ", plane_name(p), " scales: unswizzle needs the swizzled layout");
+  QTC_CHECK(sw.layout == ScaleLayout::kSwizzled, r.name(), " ", plane_kind_name(p), " scales: unswizzle needs the swizzled layout");
   check_shape(sw, s.padded, r, p, "swizzled (padded)");
   ScaleMatrix out = blank(sw, ScaleLayout::kPadded, s.padded);
   for_each_swizzled(s, [&](int64_t i, int64_t j, int64_t off) {

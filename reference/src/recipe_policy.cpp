@@ -44,6 +44,11 @@ std::string_view data_elem_name(DataElem e) {
 
 std::string_view plane_kind_name(PlaneKind p) { return p == PlaneKind::kRowwise ? "rowwise" : "columnwise"; }
 
+bool one_amax_per_tensor(const Recipe& r) {
+  const PlaneSpec s = describe_plane(r, PlaneKind::kRowwise, 1, 1);
+  return s.amax_count == 1 && !s.amax_per_line;
+}
+
 PlaneSpec describe_plane(const Recipe& r, PlaneKind pk, int64_t M, int64_t K) {
   const bool row = pk == PlaneKind::kRowwise;
   const RecipeOptions& opts = r.options();  // the kind's alternative: only its own options are read below

@@ -10,13 +10,13 @@
 #include "qtc/layouts.hpp"
 #include "qtc/quantize.hpp"
 #include "qtc/untrusted.hpp"
+#include "qtc/recipe_policy.hpp"
 #include "sharding_internal.hpp"
 
 namespace qtc::ref::shard_detail {
 
 int64_t cdiv(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }  // no overflow at 2^63 - 1 (issue 14)
 
-const char* plane_name(PlaneKind p) { return p == PlaneKind::kRowwise ? "rowwise" : "columnwise"; }
 
 namespace {
 Axis axis_of(MAxis a) { return a == MAxis::kRows ? Axis::kRows : a == MAxis::kCols ? Axis::kCols : Axis::kNone; }
@@ -106,11 +106,6 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
 }
 
-bool per_tensor_amax(const Recipe& r) {
-  const PlaneSpec s = describe_plane(r, PlaneKind::kRowwise, 1, 1);
-  return s.amax_count == 1 && !s.amax_per_line;
-}
-
 /// Scales of a plane in the compact layout (FP8 tensor: its 1x1 matrix as is).
 ScaleMatrix compact_of(const ScaleMatrix& s, const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
   if (s.layout == ScaleLayout::kCompact || describe_plane(r, p, M, K).per_tensor) return s;
@@ -127,12 +122,12 @@ void check_shape_consistency(const QuantizedTensor& q) {
   for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
     const auto& p = pk == PlaneKind::kRowwise ? q.rowwise : q.columnwise;
     if (!p) continue;
-    const std::string what = std::string("quantized tensor ") + q.recipe.name() + ": " + plane_name(pk);
+    const std::string what = std::string("quantized tensor ") + q.recipe.name() + ": " + std::string(plane_kind_name(pk));
     const int64_t nd = checked_size({p->data_rows, p->data_cols}, what + " data");
-    QTC_CHECK(static_cast<int64_t>(p->data.size()) == nd, "quantized tensor ", q.recipe.name(), ": ", plane_name(pk), " data has ",
+    QTC_CHECK(static_cast<int64_t>(p->data.size()) == nd, "quantized tensor ", q.recipe.name(), ": ", plane_kind_name(pk), " data has ",
               p->data.size(), " bytes, shape says ", p->data_rows, " x ", p->data_cols);
     const int64_t ns = checked_size({p->scale.rows, p->scale.cols, static_cast<int64_t>(p->scale.elem_size())}, what + " scales");
-    QTC_CHECK(static_cast<int64_t>(p->scale.bytes.size()) == ns, "quantized tensor ", q.recipe.name(), ": ", plane_name(pk),
+    QTC_CHECK(static_cast<int64_t>(p->scale.bytes.size()) == ns, "quantized tensor ", q.recipe.name(), ": ", plane_kind_name(pk),
               " scales have ", p->scale.bytes.size(), " bytes, their shape says ", p->scale.rows, " x ", p->scale.cols);
   }
 }

@@ -14,7 +14,6 @@ namespace qtc::ref::shard_detail {
 
 int64_t cdiv(int64_t a, int64_t b);
 
-const char* plane_name(PlaneKind p);
 
 /// Along which axis of a plane's (compact) scale matrix, and of its data matrix, the tensor's M index runs.
 enum class Axis { kRows, kCols, kNone };
@@ -38,7 +37,6 @@ std::vector<uint8_t> concat_matrices(const std::vector<const std::vector<uint8_t
 
 bool same_recipe(const Recipe& a, const Recipe& b);
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b);
-bool per_tensor_amax(const Recipe& r);
 
 /// Scales of a plane in the compact layout (FP8 tensor: its 1x1 matrix as is).
 ScaleMatrix compact_of(const ScaleMatrix& s, const Recipe& r, PlaneKind p, int64_t M, int64_t K);

@@ -29,7 +29,7 @@ std::pair<float, float> local_amaxes(const MatrixView& x, const Recipe& r) {
 }
 
 QuantizedTensor quantize_shard(const MatrixView& x, const Recipe& r, const AmaxAllReduce& reduce) {
-  if (!per_tensor_amax(r)) return quantize(x, r);
+  if (!one_amax_per_tensor(r)) return quantize(x, r);
   if (!reduce) return quantize(x, r);  // no reduction: each shard uses its own amax (the FSDP2 bug)
   auto [ar, ac] = local_amaxes(x, r);
   float v[2] = {ar, ac};

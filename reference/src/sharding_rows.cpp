@@ -11,6 +11,7 @@
 #include "qtc/error.hpp"
 #include "qtc/layouts.hpp"
 #include "qtc/quantize.hpp"
+#include "qtc/recipe_policy.hpp"
 #include "sharding_internal.hpp"
 
 namespace qtc::ref {
@@ -111,9 +112,9 @@ QuantizedTensor concat_rows(std::span<const QuantizedTensor> parts) {
       const auto& pa = pk == PlaneKind::kRowwise ? a.rowwise : a.columnwise;
       const auto& pb = pk == PlaneKind::kRowwise ? b.rowwise : b.columnwise;
       if (!pa) continue;
-      QTC_CHECK(pb->scale.layout == pa->scale.layout, "concat_rows: part ", i, " has another ", plane_name(pk), " scale layout");
-      if (per_tensor_amax(a.recipe)) {
-        QTC_CHECK(same_bits(pa->amax, pb->amax), "concat_rows: part ", i, " was quantized with ", plane_name(pk), " amax ",
+      QTC_CHECK(pb->scale.layout == pa->scale.layout, "concat_rows: part ", i, " has another ", plane_kind_name(pk), " scale layout");
+      if (one_amax_per_tensor(a.recipe)) {
+        QTC_CHECK(same_bits(pa->amax, pb->amax), "concat_rows: part ", i, " was quantized with ", plane_kind_name(pk), " amax ",
                   pb->amax.empty() ? 0.0f : pb->amax[0], ", part 0 with ", pa->amax.empty() ? 0.0f : pa->amax[0],
                   ": shards must share one global scale (all-reduce the amax with MAX before quantizing, TE_FORMATS.md §8.4)");
       }
@@ -167,7 +168,7 @@ QuantizedTensor concat_rows(std::span<const QuantizedTensor> parts) {
       s.rows = full.rows;
       s.cols = full.cols;
       s.bytes = concat_matrices(sparts, sshapes, s.elem_size(), sa);
-      QTC_CHECK(s.bytes.size() == static_cast<size_t>(s.rows * s.cols) * s.elem_size(), "concat_rows: ", plane_name(pk),
+      QTC_CHECK(s.bytes.size() == static_cast<size_t>(s.rows * s.cols) * s.elem_size(), "concat_rows: ", plane_kind_name(pk),
                 " scales of the parts do not add up to the full tensor's compact shape ", s.rows, " x ", s.cols);
       p.scale = to_layout(s, pa->scale.layout, r, pk, M, a.cols);
     }

@@ -108,6 +108,10 @@ struct PlaneSpec {
 /// does not validate the recipe or the shape (Recipe::validate_input does).
 PlaneSpec describe_plane(const Recipe& r, PlaneKind p, int64_t M, int64_t K);
 
+/// Whether the recipe's planes carry one global amax for the whole tensor (NVFP4 two-level, FP8 tensor), not one per
+/// row or none: what grouping and sharding share across members and shards.
+bool one_amax_per_tensor(const Recipe& r);
+
 /// What one VECTORS.md output tensor holds.
 enum class TensorRole : uint8_t {
   kData,        ///< <plane>_data: the plane's data bytes
