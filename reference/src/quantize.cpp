@@ -160,6 +160,17 @@ QuantizedTensor quantize_with_amax(const MatrixView& x, const Recipe& recipe, fl
   }
 }
 
+Nvfp4BlockDequant::Nvfp4BlockDequant(const Recipe& r)
+    : torchao_(profile_rules(r.profile).nvfp4_order == Nvfp4Order::kTorchAO),
+      two_level_(r.nvfp4().per_tensor_scale),
+      factor_(1.0f / (6.0f * static_cast<float>(r.nvfp4().e4m3_max))) {}
+
+float Nvfp4BlockDequant::operator()(float amax, uint8_t scale_byte) const {
+  const float sf = decode_e4m3(scale_byte);
+  if (torchao_) return two_level_ ? (amax / kTorchAOPerTensorDivisor) * sf : sf;  // per_tensor_scale * sf, or sf alone
+  return (sf * amax) * factor_;
+}
+
 HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
   QTC_CHECK(out == DType::kF32 || out == DType::kBF16 || out == DType::kF16, "dequantize: output must be F32, BF16 or F16");
   const Plane& p = q.plane(pk);
@@ -217,16 +228,13 @@ HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
   const int64_t rows = spec.data_rows;  // plane rows (MXFP8 keeps x's orientation: handled below)
   switch (r.kind()) {
     case RecipeKind::kNVFP4: {
-      const Nvfp4Options& o = r.nvfp4();
-      const float factor = 1.0f / (6.0f * static_cast<float>(o.e4m3_max));
-      // torchao: per_tensor_scale * sf (sf alone without a per-tensor scale)
-      const bool torchao = profile_rules(r.profile).nvfp4_order == Nvfp4Order::kTorchAO;
+      const Nvfp4BlockDequant block_scale(r);
       for_plane_rows(p.data_rows, [&](int64_t a, float* v) {
         const float am = p.amax.size() > 1 ? p.amax[static_cast<size_t>(a)] : p.amax.at(0);
         const uint8_t* d = p.data.data() + a * p.data_cols;
         const uint8_t* sc = p.scale.bytes.data() + a * p.scale.cols;
         for (int64_t blk = 0; blk < len / 16; ++blk) {
-          const float s_blk = torchao ? (o.per_tensor_scale ? (am / kTorchAOPerTensorDivisor) * decode_e4m3(sc[blk]) : decode_e4m3(sc[blk])) : (decode_e4m3(sc[blk]) * am) * factor;
+          const float s_blk = block_scale(am, sc[blk]);
           float table[16];  // every E2M1 value times this block's scale: the same products as per element
           for (int c = 0; c < 16; ++c) table[c] = kE2M1Values[c] * s_blk;
           for (int64_t t = 0; t < 8; ++t) {

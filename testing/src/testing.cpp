@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "qtc/codec.hpp"
 #include "qtc/error.hpp"
@@ -154,14 +155,14 @@ double element_error_bound(const Recipe& r, float x, double s, DType out, float 
     const Plane& p = q.plane(plane);
     const int64_t M = x.rows, K = x.cols;
     // The effective scale of x(i, j)'s block, as ref::dequantize applies it.
+    const std::optional<ref::Nvfp4BlockDequant> nvfp4_scale =
+        r.kind() == RecipeKind::kNVFP4 ? std::optional<ref::Nvfp4BlockDequant>(ref::Nvfp4BlockDequant(r)) : std::nullopt;
     auto scale_of = [&](int64_t i, int64_t j) -> double {
       switch (r.kind()) {
         case RecipeKind::kNVFP4: {
           const int64_t a = col ? j : i, b = col ? i : j;  // plane row, element along it
           const float am = p.amax.size() > 1 ? p.amax[static_cast<size_t>(a)] : p.amax.at(0);
-          const float e = decode_e4m3(p.scale.byte(a, b / 16));
-          if (r.profile == Profile::kTorchAO) return (am / 2688.0f) * e;
-          return (e * am) * (1.0f / (6.0f * static_cast<float>(r.nvfp4().e4m3_max)));
+          return (*nvfp4_scale)(am, p.scale.byte(a, b / 16));
         }
         case RecipeKind::kMXFP8: return decode_e8m0(col ? p.scale.byte(i / 32, j) : p.scale.byte(i, j / 32));
         case RecipeKind::kFP8Block: {

@@ -292,6 +292,23 @@ TEST(ErrorBound, WrongCodeOrScaleFails) {
   }
 }
 
+// torchao's NVFP4 (profile torchao) dequantizes with (amax / 2688) * sf, or sf alone without a per-tensor scale
+// (metadata per_tensor_scale=0): the bound uses the scale ref::dequantize applies, in both forms.
+TEST(ErrorBound, TorchaoNvfp4WithAndWithoutPerTensorScale) {
+  const qtc::HostMatrix x = make_x(kM, kK, 13);
+  for (const char* pts : {"1", "0"}) {
+    const qtc::Recipe r = qtc::testing::recipe({{"recipe", "nvfp4"}, {"profile", "torchao"}, {"per_tensor_scale", pts}});
+    qtc::Recipe row = r;
+    row.columnwise = false;
+    const qtc::QuantizedTensor q = qtc::ref::quantize(x.view(), row);
+    const qtc::HostMatrix d = qtc::ref::dequantize(q, PlaneKind::kRowwise, DType::kF32);
+    EXPECT_TRUE(qtc::testing::within_error_bound(x.view(), r, d.view())) << "per_tensor_scale=" << pts;
+    qtc::HostMatrix twice = d;
+    for (int64_t i = 0; i < twice.numel(); ++i) twice.as<float>()[i] *= 2.0f;
+    EXPECT_FALSE(qtc::testing::within_error_bound(x.view(), r, twice.view())) << "per_tensor_scale=" << pts;
+  }
+}
+
 TEST(ErrorBound, BoundFollowsTheElementSpacing) {
   const qtc::Recipe nv = qtc::testing::recipe({{"recipe", "nvfp4"}});
   // E2M1 at scale 1: spacing 0.5 below 2, 1 in [2, 4), 2 in [4, 6]: half of it, plus the fp32 allowances.

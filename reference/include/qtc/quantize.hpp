@@ -21,6 +21,20 @@ QuantizedTensor quantize_with_amax(const MatrixView& x, const Recipe& recipe, fl
 /// in the transformed domain).
 HostMatrix dequantize(const QuantizedTensor& q, PlaneKind plane, DType out = DType::kF32);
 
+/// The value an NVFP4 block's E2M1 codes are multiplied by when dequantized: TE's order (sf * amax) * 1/(6 * e4m3_max),
+/// or torchao's (amax / 2688) * sf, and sf alone when the recipe has no per-tensor scale. `amax` is the plane's (or the
+/// plane row's, row-scaled) global amax, `scale_byte` the block's E4M3 scale. What ref::dequantize applies; built once
+/// per recipe (it reads the profile's rules), applied per block.
+class Nvfp4BlockDequant {
+ public:
+  explicit Nvfp4BlockDequant(const Recipe& r);
+  float operator()(float amax, uint8_t scale_byte) const;
+
+ private:
+  bool torchao_ = false, two_level_ = true;
+  float factor_ = 0.0f;
+};
+
 /// NaN-ignoring amax over the whole matrix (TE §0.5); `propagate_nan` gives torch.amax semantics.
 float amax(const MatrixView& x, bool propagate_nan = false);
 
