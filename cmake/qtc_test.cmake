@@ -9,6 +9,8 @@ function(qtc_add_test name)
   endif()
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main Threads::Threads)
+  # QTC_TEST_COMPILE_OPTIONS (top-level CMakeLists.txt): the default preset's -O1 for the test code (C++ only).
+  target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${QTC_TEST_COMPILE_OPTIONS}>)
   add_test(NAME ${name} COMMAND ${name} ${T_ARGS})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 600)
