@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "internal.hpp"
+#include "qtc/quantize.hpp"
 #include "simd/ops-inl.h"
 #include "simd/simd.hpp"
 
@@ -157,13 +158,13 @@ HostMatrix Dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
 
   switch (r.kind()) {
     case RecipeKind::kNVFP4: {
-      const float factor = 1.0f / (6.0f * static_cast<float>(r.nvfp4().e4m3_max));
+      const Nvfp4BlockDequant block_scale(r);  // the scale ref::dequantize applies (one formula for both paths)
       auto decode = [&](int64_t a, int64_t b0, int64_t n, float* v) {
         const float am = p.amax.size() > 1 ? p.amax[static_cast<size_t>(a)] : p.amax.at(0);
         const uint8_t* d = p.data.data() + a * p.data_cols;
         const uint8_t* sc = p.scale.bytes.data() + a * p.scale.cols;
         for (int64_t b = b0; b < b0 + n; b += 16) {
-          const float s_blk = (decode_e4m3(sc[b / 16]) * am) * factor;
+          const float s_blk = block_scale(am, sc[b / 16]);
           DecodeNvBlock(d + b / 2, s_blk, v + (b - b0));
         }
       };
