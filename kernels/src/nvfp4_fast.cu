@@ -5,8 +5,9 @@
 ///
 /// Same arithmetic as nvfp4_common.cuh, in the same order, built for instruction throughput:
 ///  * persistent CTAs walk 64 x 128 tiles; each tile reaches shared memory through cp.async (16 bytes per
-///    thread and copy, zero-filled past K) into one of two stages while the other is computed, so no register
-///    holds a tile in flight, and one barrier per tile (16x16: two) orders it all;
+///    thread and copy, zero-filled past K) into one of three stages (dynamic shared memory, 48 KB): the copies
+///    of the next two tiles are in flight while one is computed, no register holds a tile in flight, and one
+///    barrier per tile (16x16: two) orders it all;
 ///  * the staged tile keeps its native 16-bit type; 32-bit word w of row r sits at w ^ (8 * ((r >> 4) & 3)) ^
 ///    (4 * (r & 1)), so the row walk (LDS.128) and the column walk (LDS.32, one word = two columns) are both
 ///    free of bank conflicts;
@@ -22,6 +23,9 @@
 ///    instruction; codes through the packed two-at-a-time E2M1 encoder (nvfp4_fast.cuh);
 ///  * every code store is 8 bytes, and the lanes of a warp write whole 32-byte sectors: a row's 4 rowwise
 ///    threads write 32 contiguous bytes, a column's 4 columnwise threads its 64 rows' 32 bytes.
+#include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <type_traits>
 
 #include "nvfp4_fast.cuh"
@@ -35,6 +39,10 @@ using namespace dev;
 constexpr int kFR = 64, kFC = 128;  // tile rows, columns
 constexpr int kWords = kFC / 2;     // 32-bit words per staged tile row
 constexpr int kStageWords = kFR * kWords;
+/// Shared-memory stages: 3 (the default: two tiles in flight per CTA while the third is computed, 48 KB) or 2
+/// (QTC_NVFP4_STAGES=2: the previous kernel's one tile in flight, 32 KB; kept for same-process A/B timing).
+template <int S>
+constexpr size_t kDynSmem = sizeof(uint32_t) * S * kStageWords;
 
 /// Position of word w of tile row r in the staged tile (see the file comment).
 __device__ __forceinline__ int swz(int r) { return (8 * ((r >> 4) & 3)) ^ (4 * (r & 1)); }
@@ -43,7 +51,9 @@ __device__ __forceinline__ void cp_async16(uint32_t saddr, const void* g, uint32
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(g), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+/// Waits until at most n of this thread's committed copy groups (the newest n) are still in flight.
+template <int n>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(n) : "memory"); }
 
 /// Two 16-bit inputs of one 32-bit word: exact conversion to float; packed maximum and absolute value.
 template <typename In>
@@ -204,15 +214,17 @@ __device__ __forceinline__ uint32_t nibbles8(uint32_t a, uint32_t b) {
   return __byte_perm(x, y, 0x6420u);
 }
 
-template <typename In, bool k2d>
+template <typename In, bool k2d, int S>
 __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
+  static_assert(S == 2 || S == 3, "nvfp4 fast kernel: 2 or 3 shared-memory stages");
   constexpr bool kBf = std::is_same_v<In, __nv_bfloat16>;
-  __shared__ __align__(16) uint32_t tile_w[2][kStageWords];
+  extern __shared__ __align__(16) uint32_t tile_w[];  // [S][kStageWords], dynamic
   __shared__ float enc_tab[2][128];  // [plane][sf]: enc of a block scale byte (per-tensor S_dec)
   __shared__ float blk2d[4][8];      // 16x16 block amaxes of the tile
   __shared__ __align__(16) uint2 rowbuf[k2d ? kFR * 8 : 1];  // 16x16, transposed: the tile's row codes, 8 B units
   __shared__ uint8_t blksf[4][8];    // 16x16, transposed: the tile's block scales
-  __shared__ PlaneConst rs_row[2][kFR], rs_col[2][kFC];  // row-scaled: per-row / per-column constants, by stage
+  __shared__ PlaneConst rs_row[2][k2d ? 1 : kFR], rs_col[2][k2d ? 1 : kFC];  // row-scaled: per-row / per-column
+                                                                            // constants, by tile parity
   const int t = threadIdx.x;
   const bool row_scaled = !k2d && p.row_scaled;
   const float e4m3_max = p.cfg.e4m3_max;
@@ -239,7 +251,7 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
   // (4 * lchunk) ^ swz(row) = lw ^ (8 * it) of that row.
   const int lrow = t >> 4, lchunk = t & 15;
   const int lw = (4 * lchunk) ^ (4 * (lrow & 1));
-  const uint32_t smem0 = static_cast<uint32_t>(__cvta_generic_to_shared(&tile_w[0][0])) + 4u * lrow * kWords;
+  const uint32_t smem0 = static_cast<uint32_t>(__cvta_generic_to_shared(tile_w)) + 4u * lrow * kWords;
   auto issue = [&](uint32_t iy, uint32_t ix, int stage) {
     if (iy < tiles_y) {
       const int64_t r0 = static_cast<int64_t>(iy) * kFR, c0 = static_cast<int64_t>(ix) * kFC;
@@ -278,30 +290,43 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
   const int32_t cso0 = static_cast<int32_t>(scale_index(p.col_scale, 2 * cw, cg));
   const int32_t cso1 = static_cast<int32_t>(scale_index(p.col_scale, 2 * cw + 1, cg));
 
-  // One barrier per tile: after it, every thread is done with the previous tile, so the other stage (and the
-  // other set of per-tile constants) can be refilled while this tile is computed.
-  issue(ty, tx, 0);
-  for (int stage = 0; ty < tiles_y; stage ^= 1) {
-    const int64_t r0 = static_cast<int64_t>(ty) * kFR, c0 = static_cast<int64_t>(tx) * kFC;
-    uint32_t ny = ty + gy, nx = tx + gx;
-    if (nx >= tiles_x) {
-      nx -= tiles_x;
-      ++ny;
+  // S stages, one barrier per tile: at the barrier of tile i every thread is done with tile i - 1, whose stage
+  // then receives tile i + S - 1, so S - 1 tiles are in flight while one is computed. Per-tile constants
+  // (row-scaled) alternate between two sets by tile parity: set i & 1 is written for tile i before barrier i and
+  // was last read for tile i - 2, before barrier i - 1.
+  auto advance = [&](uint32_t& iy, uint32_t& ix) {
+    iy += gy;
+    ix += gx;
+    if (ix >= tiles_x) {
+      ix -= tiles_x;
+      ++iy;
     }
+  };
+  uint32_t ny = ty, nx = tx;
+  advance(ny, nx);
+  issue(ty, tx, 0);
+  if (S == 3) issue(ny, nx, 1);
+  for (int stage = 0, par = 0; ty < tiles_y; stage = stage == S - 1 ? 0 : stage + 1, par ^= 1) {
+    const int64_t r0 = static_cast<int64_t>(ty) * kFR, c0 = static_cast<int64_t>(tx) * kFC;
+    uint32_t nny = ny, nnx = nx;  // tile i + 2
+    advance(nny, nnx);
     if (row_scaled) {
       if (t < kFR) {
-        rs_row[stage][t] = plane_const(r0 + t < M ? p.amax_row[r0 + t] : 0.0f, e4m3_max);
+        rs_row[par][t] = plane_const(r0 + t < M ? p.amax_row[r0 + t] : 0.0f, e4m3_max);
       } else if (t < kFR + kFC && p.columnwise) {
         const int j = t - kFR;
-        rs_col[stage][j] = plane_const(c0 + j < K ? p.amax_col[c0 + j] : 0.0f, e4m3_max);
+        rs_col[par][j] = plane_const(c0 + j < K ? p.amax_col[c0 + j] : 0.0f, e4m3_max);
       }
     }
-    cp_async_wait_all();
+    cp_async_wait<S - 2>();  // this thread's copies of tile i have landed (S = 3: tile i + 1's may be in flight)
     __syncthreads();
-    issue(ny, nx, stage ^ 1);
-    const uint32_t* sw = tile_w[stage];
-    const PlaneConst* rsr = rs_row[stage];
-    const PlaneConst* rsc = rs_col[stage];
+    if (S == 3)
+      issue(nny, nnx, stage == 0 ? S - 1 : stage - 1);
+    else
+      issue(ny, nx, stage ^ 1);
+    const uint32_t* sw = tile_w + stage * kStageWords;
+    const PlaneConst* rsr = rs_row[par];
+    const PlaneConst* rsc = rs_col[par];
 
     if (p.columnwise || k2d) {
       // Rows 16cg + i: swz = 8cg ^ 4(i & 1), so the even and the odd rows each have one word offset.
@@ -422,29 +447,50 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
     }
     ty = ny;
     tx = nx;
+    ny = nny;
+    nx = nnx;
   }
 }
 
-template <typename K>
-void launch_max_shared(K kernel, uint32_t n_tiles, const KParams& p, cudaStream_t s) {
-  // The largest shared-memory carveout, so that the 4 CTAs per SM the grid is sized for are all resident
-  // whatever kernel ran before (the driver otherwise picks the carveout per launch).
-  static const bool once = [&] {
-    QTC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+/// One persistent CTA per resident slot (at most one per tile), with the dynamic shared memory of its S stages
+/// and the largest shared-memory carveout, so that the 4 CTAs per SM the grid is sized for are all resident
+/// whatever kernel ran before (the driver otherwise picks the carveout per launch). The attributes and the
+/// occupancy are set and read once per kernel (per template instance).
+template <typename In, bool k2d, int S>
+void launch_fast_k(uint32_t n_tiles, const KParams& p, cudaStream_t s) {
+  static const int per_sm = [] {
+    QTC_CUDA_CHECK(cudaFuncSetAttribute(nvfp4_fast_kernel<In, k2d, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(kDynSmem<S>)));
+    QTC_CUDA_CHECK(cudaFuncSetAttribute(nvfp4_fast_kernel<In, k2d, S>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                         cudaSharedmemCarveoutMaxShared));
-    return true;
+    int n = 0;
+    QTC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, nvfp4_fast_kernel<In, k2d, S>, kThreads, kDynSmem<S>));
+    return std::max(n, 1);
   }();
-  (void)once;
-  launch_persistent(kernel, n_tiles, p, s);
+  int dev = 0, sms = 0;
+  QTC_CUDA_CHECK(cudaGetDevice(&dev));
+  QTC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  int64_t slots = static_cast<int64_t>(sms) * per_sm;
+  if (const int64_t cap = detail::grid_stride_cap(); cap > 0) slots = std::min(slots, cap);
+  const unsigned grid = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(n_tiles, slots)));
+  nvfp4_fast_kernel<In, k2d, S><<<grid, kThreads, kDynSmem<S>, s>>>(p);
+  QTC_CUDA_CHECK_LAUNCH();
+}
+
+/// QTC_NVFP4_STAGES=2 selects the two-stage ring (A/B timing); anything else, or unset, the three-stage one.
+bool two_stages() {
+  const char* v = std::getenv("QTC_NVFP4_STAGES");
+  return v != nullptr && std::string_view(v) == "2";
 }
 
 template <typename In>
 void launch_fast_t(const KParams& p, cudaStream_t s) {
   const uint32_t n_tiles = static_cast<uint32_t>(((p.K + kFC - 1) / kFC) * ((p.M + kFR - 1) / kFR));
+  const bool two = two_stages();
   if (p.tile2d)
-    launch_max_shared(nvfp4_fast_kernel<In, true>, n_tiles, p, s);
+    two ? launch_fast_k<In, true, 2>(n_tiles, p, s) : launch_fast_k<In, true, 3>(n_tiles, p, s);
   else
-    launch_max_shared(nvfp4_fast_kernel<In, false>, n_tiles, p, s);
+    two ? launch_fast_k<In, false, 2>(n_tiles, p, s) : launch_fast_k<In, false, 3>(n_tiles, p, s);
 }
 
 /// Every float in every one of encode8's 8 slots against the scalar encoder: slot k holds bits(i * m[k]) for

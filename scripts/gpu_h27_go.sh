@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# \file gpu_h27_go.sh
+# \brief Issue 27's device call (one call: tests, A/B benchmark, ncu, sanitizer), run from a staged folder D
+#        holding test_quantize_cuda, bench_quantize_cuda, the shared libraries the image lacks and gpu_ncu_nvfp4.sh.
+#   bash gpu_h27_go.sh D     writes logs and JSON under $OUT (at most 8 files: logs in one tarball)
+# Env: H27_STEPS (default "fast bench ncu full memcheck racecheck"), H27_REPS (benchmark repetitions, default 3).
+set -uo pipefail
+D="${1:-.carry/h27}"
+OUT="${OUT:-$PWD/h27-out}"
+L="$OUT/logs"
+mkdir -p "$L"
+export LD_LIBRARY_PATH="$D:${LD_LIBRARY_PATH:-}"
+export QTC_REQUIRE_GPU=1 QTC_MACHINE_KIND=h200
+export QTC_COMMIT="$(cat "$D/commit.txt" 2>/dev/null || echo unknown)"
+export QTC_DRIVER_VERSION="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)"
+S="$OUT/summary.txt"
+say() { echo "$*" | tee -a "$S"; }
+say "date $(date -u +%FT%TZ) commit $QTC_COMMIT"
+say "gpu $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader 2>/dev/null)"
+STEPS="${H27_STEPS:-fast bench ncu full memcheck racecheck}"
+REPS="${H27_REPS:-3}"
+FAST='*Nvfp41x16BF16*:*Nvfp416x16BF16*:*Nvfp4RowScaledBF16*:*Nvfp41x16ColOnlyBF16*:*Nvfp41x16RowOnlyBF16*:*Nvfp416x16F16*:*Nvfp41x16F16*:*Nvfp4RowScaledF16*'
+ROWS='Copy4GiB|NVFP4_1x16_BF16|NVFP4_1x16_BF16_amax_given|NVFP4_16x16_BF16|NVFP4_16x16_BF16_amax_given|NVFP4_rowscaled_BF16'
+t0=$(date +%s)
+step() { say "-- $1 at +$(( $(date +%s) - t0 )) s"; }
+for st in $STEPS; do
+  case "$st" in
+    fast)
+      step "fast-kernel conformance cases + determinism"
+      timeout 240 "$D/test_quantize_cuda" --gtest_brief=1 --gtest_filter="$FAST:Determinism.*:Nvfp4PackedEncoder.*" > "$L/test_fast.log" 2>&1
+      say "fast tests rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$L/test_fast.log" | tr '\n' ' ')"
+      grep -E '^\[  FAILED  \]' "$L/test_fast.log" | head -20 | tee -a "$S" ;;
+    bench)
+      for stages in 3 2; do
+        step "bench stages=$stages"
+        QTC_NVFP4_STAGES=$stages timeout 200 "$D/bench_quantize_cuda" --benchmark_filter="^($ROWS)/" \
+          --benchmark_repetitions="$REPS" --benchmark_format=json > "$OUT/bench_s$stages.json" 2> "$L/bench_s$stages.err"
+        say "bench stages=$stages rc=$?"
+        python3 - "$OUT/bench_s$stages.json" <<'PY' | tee -a "$S"
+import json, sys
+d = json.load(open(sys.argv[1]))
+for b in d["benchmarks"]:
+    if b.get("aggregate_name") == "median":
+        print(f"  {b['run_name']:<34} {b['real_time']:8.4f} ms  frac_of_copy {b.get('frac_of_copy', float('nan')):.3f}  moved {b.get('frac_of_copy_moved', float('nan')):.3f}")
+PY
+      done ;;
+    ncu)
+      for stages in 3 2; do
+        step "ncu stages=$stages"
+        QTC_NVFP4_STAGES=$stages timeout 280 bash "$D/gpu_ncu_nvfp4.sh" "$D/bench_quantize_cuda" "$L/ncu_s$stages" \
+          "NVFP4_1x16_BF16_amax_given NVFP4_16x16_BF16_amax_given" 'nvfp4' 2>&1 | tee -a "$S"
+        NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+        [ "$stages" = 3 ] && QTC_NVFP4_STAGES=3 timeout 200 "$NCU" --clock-control none --cache-control none --section WarpStateStats \
+          --section SchedulerStats --section MemoryWorkloadAnalysis --section Occupancy -k regex:nvfp4_fast --launch-skip 6 --launch-count 1 \
+          "$D/bench_quantize_cuda" --benchmark_filter='^NVFP4_1x16_BF16_amax_given/' --benchmark_repetitions=1 > "$L/ncu_sections_1x16_s3.txt" 2>&1
+      done ;;
+    full)
+      step "full test_quantize_cuda"
+      timeout 400 "$D/test_quantize_cuda" --gtest_brief=1 > "$L/test_full.log" 2>&1
+      say "full tests rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$L/test_full.log" | tr '\n' ' ')"
+      grep -E '^\[  FAILED  \]' "$L/test_full.log" | head -20 | tee -a "$S" ;;
+    memcheck)
+      step "memcheck"
+      QTC_SMALL=1 timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20 "$D/test_quantize_cuda" \
+        --gtest_brief=1 --gtest_filter="$FAST" > "$L/memcheck.log" 2>&1
+      say "memcheck rc=$? $(grep -E 'ERROR SUMMARY' "$L/memcheck.log" | tail -1) $(grep -E '^\[  (PASSED|FAILED) ' "$L/memcheck.log" | tr '\n' ' ')" ;;
+    racecheck)
+      step "racecheck"
+      QTC_SMALL=1 timeout 200 compute-sanitizer --tool racecheck --error-exitcode 99 --print-limit 20 "$D/test_quantize_cuda" \
+        --gtest_brief=1 --gtest_filter='*Nvfp416x16BF16*Normal*:*Nvfp41x16BF16*Normal*:*Nvfp4RowScaledBF16*Normal*' > "$L/racecheck.log" 2>&1
+      say "racecheck rc=$? $(grep -E 'RACECHECK SUMMARY' "$L/racecheck.log" | tail -1) $(grep -E '^\[  (PASSED|FAILED) ' "$L/racecheck.log" | tr '\n' ' ')" ;;
+  esac
+done
+step "done"
+tar -C "$OUT" -czf "$OUT/logs.tgz" logs && rm -rf "$L"
