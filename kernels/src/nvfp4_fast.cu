@@ -214,8 +214,34 @@ __device__ __forceinline__ uint32_t nibbles8(uint32_t a, uint32_t b) {
   return __byte_perm(x, y, 0x6420u);
 }
 
+/// The order in which the persistent CTAs take the tiles: linear index L (CTA b takes b, b + G, b + 2G, ...) ->
+/// tile (ty, tx), in vertical strips of h tiles: the tiles of rows [h s, h s + h) are numbered column by column
+/// (tx = 0: rows h s .. h s + h - 1, then tx = 1, ...), the last, shorter strip likewise; h = 1 is row-major.
+/// With h = 16, the tiles whose outputs share a 64-byte DRAM word run at about the same time, on neighbouring
+/// CTAs: a column's codes of two vertically adjacent tiles (32 bytes each), a column's scale bytes of 16 tiles in
+/// a strip (4 bytes each) and a row's scale bytes of 8 tiles side by side (8 bytes each, on CTAs h apart). In
+/// row-major order the halves of those words were written microseconds apart by CTAs tiles_x apart, and the L2
+/// often wrote a half back first: a read-modify-write of the DRAM word, and the other half again later.
+struct TileOrder {
+  uint32_t tiles_x, tiles_y, h, full_rows, full_end, band;
+  __device__ TileOrder(uint32_t tx_n, uint32_t ty_n, uint32_t strip)
+      : tiles_x(tx_n), tiles_y(ty_n), h(strip), full_rows(ty_n / strip * strip), full_end(full_rows * tx_n),
+        band(strip * tx_n) {}
+  __device__ __forceinline__ void at(uint32_t L, uint32_t& ty, uint32_t& tx) const {
+    if (L < full_end) {
+      const uint32_t st = L / band, r = L - st * band, q = r / h;
+      ty = st * h + (r - q * h);
+      tx = q;
+    } else {
+      const uint32_t hl = tiles_y - full_rows, r = L - full_end, q = r / hl;
+      ty = full_rows + (r - q * hl);
+      tx = q;
+    }
+  }
+};
+
 template <typename In, bool k2d, int S>
-__global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
+__global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p, uint32_t strip) {
   static_assert(S == 2 || S == 3, "nvfp4 fast kernel: 2 or 3 shared-memory stages");
   constexpr bool kBf = std::is_same_v<In, __nv_bfloat16>;
   extern __shared__ __align__(16) uint32_t tile_w[];  // [S][kStageWords], dynamic
@@ -242,18 +268,18 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
   const int64_t M = p.M, K = p.K;
   const uint32_t tiles_x = static_cast<uint32_t>((K + kFC - 1) / kFC);
   const uint32_t tiles_y = static_cast<uint32_t>((M + kFR - 1) / kFR);  // fast_eligible: tiles_x * tiles_y < 2^30
-  // Tile (ty, tx) of this CTA and the next one, G tiles further in row-major tile order: no division per tile.
-  const uint32_t G = gridDim.x;
-  const uint32_t gy = G / tiles_x, gx = G - gy * tiles_x;
-  uint32_t ty = blockIdx.x / tiles_x, tx = blockIdx.x - (blockIdx.x / tiles_x) * tiles_x;
+  const uint32_t n_tiles = tiles_x * tiles_y, G = gridDim.x;
+  const TileOrder order(tiles_x, tiles_y, strip);
 
   // Loads: copy `it` of this thread is tile row lrow + 16 * it, 16-byte chunk lchunk; its shared word is
   // (4 * lchunk) ^ swz(row) = lw ^ (8 * it) of that row.
   const int lrow = t >> 4, lchunk = t & 15;
   const int lw = (4 * lchunk) ^ (4 * (lrow & 1));
   const uint32_t smem0 = static_cast<uint32_t>(__cvta_generic_to_shared(tile_w)) + 4u * lrow * kWords;
-  auto issue = [&](uint32_t iy, uint32_t ix, int stage) {
-    if (iy < tiles_y) {
+  auto issue = [&](uint32_t L, int stage) {
+    if (L < n_tiles) {
+      uint32_t iy, ix;
+      order.at(L, iy, ix);
       const int64_t r0 = static_cast<int64_t>(iy) * kFR, c0 = static_cast<int64_t>(ix) * kFC;
       const int64_t gc = c0 + 8 * lchunk;
       const In* src = x + (r0 + lrow) * K + gc;
@@ -294,22 +320,14 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
   // then receives tile i + S - 1, so S - 1 tiles are in flight while one is computed. Per-tile constants
   // (row-scaled) alternate between two sets by tile parity: set i & 1 is written for tile i before barrier i and
   // was last read for tile i - 2, before barrier i - 1.
-  auto advance = [&](uint32_t& iy, uint32_t& ix) {
-    iy += gy;
-    ix += gx;
-    if (ix >= tiles_x) {
-      ix -= tiles_x;
-      ++iy;
-    }
-  };
-  uint32_t ny = ty, nx = tx;
-  advance(ny, nx);
-  issue(ty, tx, 0);
-  if (S == 3) issue(ny, nx, 1);
-  for (int stage = 0, par = 0; ty < tiles_y; stage = stage == S - 1 ? 0 : stage + 1, par ^= 1) {
+  // Linear tile indices (TileOrder): tile i of this CTA is blockIdx.x + i G (< 2^30 + 2^31: no overflow).
+  issue(blockIdx.x, 0);
+  if (S == 3) issue(blockIdx.x + G, 1);
+  int stage = 0, par = 0;
+  for (uint32_t L = blockIdx.x; L < n_tiles; L += G, stage = stage == S - 1 ? 0 : stage + 1, par ^= 1) {
+    uint32_t ty, tx;
+    order.at(L, ty, tx);
     const int64_t r0 = static_cast<int64_t>(ty) * kFR, c0 = static_cast<int64_t>(tx) * kFC;
-    uint32_t nny = ny, nnx = nx;  // tile i + 2
-    advance(nny, nnx);
     if (row_scaled) {
       if (t < kFR) {
         rs_row[par][t] = plane_const(r0 + t < M ? p.amax_row[r0 + t] : 0.0f, e4m3_max);
@@ -320,10 +338,7 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
     }
     cp_async_wait<S - 2>();  // this thread's copies of tile i have landed (S = 3: tile i + 1's may be in flight)
     __syncthreads();
-    if (S == 3)
-      issue(nny, nnx, stage == 0 ? S - 1 : stage - 1);
-    else
-      issue(ny, nx, stage ^ 1);
+    issue(L + (S - 1) * G, stage == 0 ? S - 1 : stage - 1);  // into the stage of tile i - 1
     const uint32_t* sw = tile_w + stage * kStageWords;
     const PlaneConst* rsr = rs_row[par];
     const PlaneConst* rsc = rs_col[par];
@@ -445,10 +460,6 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
         }
       }
     }
-    ty = ny;
-    tx = nx;
-    ny = nny;
-    nx = nnx;
   }
 }
 
@@ -457,7 +468,7 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
 /// whatever kernel ran before (the driver otherwise picks the carveout per launch). The attributes and the
 /// occupancy are set and read once per kernel (per template instance).
 template <typename In, bool k2d, int S>
-void launch_fast_k(uint32_t n_tiles, const KParams& p, cudaStream_t s) {
+void launch_fast_k(uint32_t n_tiles, const KParams& p, uint32_t strip, cudaStream_t s) {
   static const int per_sm = [] {
     QTC_CUDA_CHECK(cudaFuncSetAttribute(nvfp4_fast_kernel<In, k2d, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(kDynSmem<S>)));
@@ -473,7 +484,7 @@ void launch_fast_k(uint32_t n_tiles, const KParams& p, cudaStream_t s) {
   int64_t slots = static_cast<int64_t>(sms) * per_sm;
   if (const int64_t cap = detail::grid_stride_cap(); cap > 0) slots = std::min(slots, cap);
   const unsigned grid = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(n_tiles, slots)));
-  nvfp4_fast_kernel<In, k2d, S><<<grid, kThreads, kDynSmem<S>, s>>>(p);
+  nvfp4_fast_kernel<In, k2d, S><<<grid, kThreads, kDynSmem<S>, s>>>(p, strip);
   QTC_CUDA_CHECK_LAUNCH();
 }
 
@@ -482,15 +493,23 @@ bool two_stages() {
   const char* v = std::getenv("QTC_NVFP4_STAGES");
   return v != nullptr && std::string_view(v) == "2";
 }
+/// Strip height of the tile order (TileOrder): 16, or QTC_NVFP4_STRIP=1..64 (1: row-major; A/B timing and the
+/// determinism test). Any order gives the same bytes.
+uint32_t strip_height() {
+  const char* v = std::getenv("QTC_NVFP4_STRIP");
+  const int h = v != nullptr ? std::atoi(v) : 16;
+  return static_cast<uint32_t>(h >= 1 && h <= 64 ? h : 16);
+}
 
 template <typename In>
 void launch_fast_t(const KParams& p, cudaStream_t s) {
   const uint32_t n_tiles = static_cast<uint32_t>(((p.K + kFC - 1) / kFC) * ((p.M + kFR - 1) / kFR));
   const bool two = two_stages();
+  const uint32_t h = strip_height();
   if (p.tile2d)
-    two ? launch_fast_k<In, true, 2>(n_tiles, p, s) : launch_fast_k<In, true, 3>(n_tiles, p, s);
+    two ? launch_fast_k<In, true, 2>(n_tiles, p, h, s) : launch_fast_k<In, true, 3>(n_tiles, p, h, s);
   else
-    two ? launch_fast_k<In, false, 2>(n_tiles, p, s) : launch_fast_k<In, false, 3>(n_tiles, p, s);
+    two ? launch_fast_k<In, false, 2>(n_tiles, p, h, s) : launch_fast_k<In, false, 3>(n_tiles, p, h, s);
 }
 
 /// Every float in every one of encode8's 8 slots against the scalar encoder: slot k holds bits(i * m[k]) for

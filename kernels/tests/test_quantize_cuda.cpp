@@ -313,17 +313,18 @@ TEST(QuantizeWithAmax, EqualsReference) {
 // launches, another stream, two launches running at once on two streams, the grid-stride kernels (persistent
 // tile kernels, the global amax pass) capped at 1, 3 and 7 CTAs, and the other kernels that serve the same call
 // (input one element off 16-byte alignment: the scalar-load paths; NVFP4: the generic kernel instead of the fast
-// one). Every output buffer is poisoned with a different byte before each run, so a byte no kernel writes shows.
+// one, and the fast kernel with two stages and other tile orders: row-major, strips of 3 tiles). Every output buffer is poisoned with a different byte before each run, so a byte no kernel writes shows.
 
 /// Sets the grid-stride cap for its scope.
 struct GridCap {
   explicit GridCap(int64_t n) { cuda::detail::set_grid_stride_cap(n); }
   ~GridCap() { cuda::detail::set_grid_stride_cap(0); }
 };
-/// QTC_NVFP4_KERNEL=generic for its scope.
-struct GenericNvfp4 {
-  GenericNvfp4() { setenv("QTC_NVFP4_KERNEL", "generic", 1); }
-  ~GenericNvfp4() { unsetenv("QTC_NVFP4_KERNEL"); }
+/// An environment variable set for its scope (the NVFP4 launcher's switches, read at each launch).
+struct EnvSet {
+  const char* name;
+  EnvSet(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~EnvSet() { unsetenv(name); }
 };
 
 /// Allocates the outputs, fills every byte with `poison`, quantizes (stream-ordered, not synchronized).
@@ -400,8 +401,20 @@ TEST(Determinism, EveryKernelSameBytesAcrossLaunchesStreamsGridsAndPaths) {
       }
       check(cuda::to_host(quantize_poisoned(unaligned, rc.r, in.s, 0xC3), in.s), "unaligned input (scalar-load paths)");
       if (rc.r.kind() == RecipeKind::kNVFP4) {
-        const GenericNvfp4 g;
-        check(cuda::to_host(quantize_poisoned(in.view, rc.r, in.s, 0x3C), in.s), "generic NVFP4 kernel (QTC_NVFP4_KERNEL=generic)");
+        {
+          const EnvSet g("QTC_NVFP4_KERNEL", "generic");
+          check(cuda::to_host(quantize_poisoned(in.view, rc.r, in.s, 0x3C), in.s), "generic NVFP4 kernel (QTC_NVFP4_KERNEL=generic)");
+        }
+        {
+          const EnvSet o("QTC_NVFP4_STRIP", "1");
+          check(cuda::to_host(quantize_poisoned(in.view, rc.r, in.s, 0x4B), in.s), "row-major tile order (QTC_NVFP4_STRIP=1)");
+        }
+        {
+          const EnvSet o("QTC_NVFP4_STRIP", "3"), st("QTC_NVFP4_STAGES", "2");
+          const GridCap g(5);
+          check(cuda::to_host(quantize_poisoned(in.view, rc.r, in.s, 0xB4), in.s),
+                "strips of 3 tiles, two stages, 5 CTAs (QTC_NVFP4_STRIP=3, QTC_NVFP4_STAGES=2)");
+        }
       }
       ++compared;
     }
