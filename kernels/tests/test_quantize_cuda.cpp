@@ -13,7 +13,8 @@
 ///            ties, NaN/Inf/-0
 ///   checked  data bytes, compact scales, amax, scale_inv; on shapes up to 304x304 also padded and swizzled
 ///            scales (all bytes, padding zero) and dequantization (F32 and BF16 outputs).
-/// Other suites: quantize_with_amax (NVFP4, FP8 tensor), the backend object, the GPU gate.
+/// Other suites: quantize_with_amax (NVFP4, FP8 tensor), the backend object, the GPU gate, determinism (every kernel:
+/// repeats, streams, grid sizes, load paths, NVFP4 kernel variants and tile orders give the same bytes).
 /// Gate, seeds, inputs and failure messages come from the verdict library (qtc/test_support.hpp): no device ->
 /// skipped (failure under QTC_REQUIRE_GPU=1); a legal case the gating table refuses on this card -> registered and
 /// skipped with the table's reason.
