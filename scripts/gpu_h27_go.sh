@@ -28,13 +28,14 @@ for st in $STEPS; do
   case "$st" in
     fast)
       step "fast-kernel conformance cases + determinism"
-      timeout 240 "$D/test_quantize_cuda" --gtest_brief=1 --gtest_filter="$FAST:Determinism.*:Nvfp4PackedEncoder.*" > "$L/test_fast.log" 2>&1
+      timeout 240 "$D/test_quantize_cuda" --gtest_brief=1 --gtest_filter="$FAST:Determinism.*:Nvfp4PackedEncoder.*:QuantizeWithAmax.*:CudaBackend.*" > "$L/test_fast.log" 2>&1
       say "fast tests rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$L/test_fast.log" | tr '\n' ' ')"
       grep -E '^\[  FAILED  \]' "$L/test_fast.log" | head -20 | tee -a "$S" ;;
     bench)
       # "stages strip rows": the default (3 stages, strips of 16 tiles) first, then the A/B variants; strip 1 with
       # 2 stages is the previous kernel's schedule (row-major tiles, one tile in flight).
-      for cfg in "3 16 $ROWS" "2 16 $ROWS" "3 1 $ROWS" "2 1 $ROWS" "3 8 $ROWS2" "3 32 $ROWS2" "2 16 $ROWS2"; do
+      IFS=';' read -r -a CFGS <<< "${H27_BENCH_CFGS:-3 16 $ROWS;2 16 $ROWS;3 1 $ROWS;2 1 $ROWS;3 8 $ROWS2;3 32 $ROWS2;2 16 $ROWS2}"
+      for cfg in "${CFGS[@]}"; do
         set -- $cfg
         step "bench stages=$1 strip=$2"
         QTC_NVFP4_STAGES=$1 QTC_NVFP4_STRIP=$2 timeout 200 "$D/bench_quantize_cuda" --benchmark_filter="^($3)/" \
@@ -49,16 +50,16 @@ for b in d["benchmarks"]:
 PY
       done ;;
     ncu)
-      step "ncu (default build: 3 stages, strips of 16)"
+      step "ncu (the build's defaults)"
       timeout 280 bash "$D/gpu_ncu_nvfp4.sh" "$D/bench_quantize_cuda" "$L/ncu" \
-        "NVFP4_1x16_BF16_amax_given NVFP4_16x16_BF16_amax_given NVFP4_rowscaled_BF16" 'nvfp4' 2>&1 | tee -a "$S"
+        "${H27_NCU_ROWS:-NVFP4_1x16_BF16_amax_given NVFP4_16x16_BF16_amax_given NVFP4_rowscaled_BF16}" 'nvfp4' 2>&1 | tee -a "$S"
       NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
       ST=""
       for r in barrier long_scoreboard math_pipe_throttle mio_throttle not_selected short_scoreboard wait lg_throttle; do
         ST="$ST,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio"
       done
       M="gpu__time_duration.sum,smsp__thread_inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_fmaheavy_cycles_active.avg.pct_of_peak_sustained_active,lts__throughput.avg.pct_of_peak_sustained_elapsed$ST"
-      for row in NVFP4_1x16_BF16_amax_given NVFP4_16x16_BF16_amax_given; do
+      for row in ${H27_STALL_ROWS:-NVFP4_1x16_BF16_amax_given NVFP4_16x16_BF16_amax_given}; do
         timeout 120 "$NCU" --clock-control none --cache-control none --csv --page raw --metrics "$M" -k regex:nvfp4_fast \
           --launch-skip 6 --launch-count 1 "$D/bench_quantize_cuda" --benchmark_filter="^$row/" --benchmark_repetitions=1 \
           > "$L/ncu_stalls_$row.csv" 2>/dev/null

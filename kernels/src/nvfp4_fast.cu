@@ -217,23 +217,51 @@ __device__ __forceinline__ uint32_t nibbles8(uint32_t a, uint32_t b) {
 /// The order in which the persistent CTAs take the tiles: linear index L (CTA b takes b, b + G, b + 2G, ...) ->
 /// tile (ty, tx), in vertical strips of h tiles: the tiles of rows [h s, h s + h) are numbered column by column
 /// (tx = 0: rows h s .. h s + h - 1, then tx = 1, ...), the last, shorter strip likewise; h = 1 is row-major.
-/// With h = 16, the tiles whose outputs share a 64-byte DRAM word run at about the same time, on neighbouring
-/// CTAs: a column's codes of two vertically adjacent tiles (32 bytes each), a column's scale bytes of 16 tiles in
-/// a strip (4 bytes each) and a row's scale bytes of 8 tiles side by side (8 bytes each, on CTAs h apart). In
+/// With h = 8 (kDefaultStrip) or 16, the tiles whose outputs share a 64-byte DRAM word run at about the same time,
+/// on nearby CTAs: a column's codes of two vertically adjacent tiles (32 bytes each), a column's scale bytes of 16
+/// tiles (4 bytes each; one or two strips) and a row's scale bytes of 8 tiles side by side (8 bytes each, on CTAs
+/// h apart). In
 /// row-major order the halves of those words were written microseconds apart by CTAs tiles_x apart, and the L2
 /// often wrote a half back first: a read-modify-write of the DRAM word, and the other half again later.
+/// Tiles are visited through a cursor (L, st, r) with L = st * band + r, advanced by the grid size without a
+/// division: full strips need only a shift and a mask (h a power of two) or one division by h; the last, shorter
+/// strip one division by its height.
 struct TileOrder {
-  uint32_t tiles_x, tiles_y, h, full_rows, full_end, band;
-  __device__ TileOrder(uint32_t tx_n, uint32_t ty_n, uint32_t strip)
-      : tiles_x(tx_n), tiles_y(ty_n), h(strip), full_rows(ty_n / strip * strip), full_end(full_rows * tx_n),
-        band(strip * tx_n) {}
-  __device__ __forceinline__ void at(uint32_t L, uint32_t& ty, uint32_t& tx) const {
-    if (L < full_end) {
-      const uint32_t st = L / band, r = L - st * band, q = r / h;
-      ty = st * h + (r - q * h);
-      tx = q;
+  struct Cursor {
+    uint32_t L, st, r;
+  };
+  uint32_t tiles_y, h, hshift, full_rows, full_end, band, step, step_q, step_r;
+  bool pow2;
+  __device__ TileOrder(uint32_t tx_n, uint32_t ty_n, uint32_t strip, uint32_t grid)
+      : tiles_y(ty_n), h(strip), hshift(0), full_rows(ty_n / strip * strip), full_end(full_rows * tx_n),
+        band(strip * tx_n), step(grid), step_q(grid / band), step_r(grid - grid / band * band),
+        pow2((strip & (strip - 1)) == 0) {
+    while ((1u << hshift) < strip) ++hshift;  // log2(h) when pow2 (h <= 64)
+  }
+  __device__ __forceinline__ Cursor start(uint32_t L) const { return Cursor{L, L / band, L - L / band * band}; }
+  // L += step. Tiles < 2^30 (fast_eligible) and step <= tiles: a cursor at most 3 steps past the last tile stays
+  // below 2^32.
+  __device__ __forceinline__ void advance(Cursor& c) const {
+    c.L += step;
+    c.st += step_q;
+    c.r += step_r;
+    if (c.r >= band) {
+      c.r -= band;
+      ++c.st;
+    }
+  }
+  __device__ __forceinline__ void at(const Cursor& c, uint32_t& ty, uint32_t& tx) const {
+    if (c.L < full_end) {
+      if (pow2) {
+        ty = (c.st << hshift) + (c.r & (h - 1));
+        tx = c.r >> hshift;
+      } else {
+        const uint32_t q = c.r / h;
+        ty = c.st * h + (c.r - q * h);
+        tx = q;
+      }
     } else {
-      const uint32_t hl = tiles_y - full_rows, r = L - full_end, q = r / hl;
+      const uint32_t hl = tiles_y - full_rows, r = c.L - full_end, q = r / hl;
       ty = full_rows + (r - q * hl);
       tx = q;
     }
@@ -269,17 +297,17 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p, uint
   const uint32_t tiles_x = static_cast<uint32_t>((K + kFC - 1) / kFC);
   const uint32_t tiles_y = static_cast<uint32_t>((M + kFR - 1) / kFR);  // fast_eligible: tiles_x * tiles_y < 2^30
   const uint32_t n_tiles = tiles_x * tiles_y, G = gridDim.x;
-  const TileOrder order(tiles_x, tiles_y, strip);
+  const TileOrder order(tiles_x, tiles_y, strip, G);
 
   // Loads: copy `it` of this thread is tile row lrow + 16 * it, 16-byte chunk lchunk; its shared word is
   // (4 * lchunk) ^ swz(row) = lw ^ (8 * it) of that row.
   const int lrow = t >> 4, lchunk = t & 15;
   const int lw = (4 * lchunk) ^ (4 * (lrow & 1));
   const uint32_t smem0 = static_cast<uint32_t>(__cvta_generic_to_shared(tile_w)) + 4u * lrow * kWords;
-  auto issue = [&](uint32_t L, int stage) {
-    if (L < n_tiles) {
+  auto issue = [&](const TileOrder::Cursor& c, int stage) {
+    if (c.L < n_tiles) {
       uint32_t iy, ix;
-      order.at(L, iy, ix);
+      order.at(c, iy, ix);
       const int64_t r0 = static_cast<int64_t>(iy) * kFR, c0 = static_cast<int64_t>(ix) * kFC;
       const int64_t gc = c0 + 8 * lchunk;
       const In* src = x + (r0 + lrow) * K + gc;
@@ -320,13 +348,18 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p, uint
   // then receives tile i + S - 1, so S - 1 tiles are in flight while one is computed. Per-tile constants
   // (row-scaled) alternate between two sets by tile parity: set i & 1 is written for tile i before barrier i and
   // was last read for tile i - 2, before barrier i - 1.
-  // Linear tile indices (TileOrder): tile i of this CTA is blockIdx.x + i G (< 2^30 + 2^31: no overflow).
-  issue(blockIdx.x, 0);
-  if (S == 3) issue(blockIdx.x + G, 1);
+  // Linear tile indices (TileOrder): tile i of this CTA is blockIdx.x + i G.
+  TileOrder::Cursor cur = order.start(blockIdx.x), ahead = cur;  // tiles i and i + S - 1
+  issue(cur, 0);
+  if (S == 3) {
+    order.advance(ahead);
+    issue(ahead, 1);
+  }
+  order.advance(ahead);
   int stage = 0, par = 0;
-  for (uint32_t L = blockIdx.x; L < n_tiles; L += G, stage = stage == S - 1 ? 0 : stage + 1, par ^= 1) {
+  for (; cur.L < n_tiles; order.advance(cur), order.advance(ahead), stage = stage == S - 1 ? 0 : stage + 1, par ^= 1) {
     uint32_t ty, tx;
-    order.at(L, ty, tx);
+    order.at(cur, ty, tx);
     const int64_t r0 = static_cast<int64_t>(ty) * kFR, c0 = static_cast<int64_t>(tx) * kFC;
     if (row_scaled) {
       if (t < kFR) {
@@ -338,7 +371,7 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p, uint
     }
     cp_async_wait<S - 2>();  // this thread's copies of tile i have landed (S = 3: tile i + 1's may be in flight)
     __syncthreads();
-    issue(L + (S - 1) * G, stage == 0 ? S - 1 : stage - 1);  // into the stage of tile i - 1
+    issue(ahead, stage == 0 ? S - 1 : stage - 1);  // tile i + S - 1 into the stage of tile i - 1
     const uint32_t* sw = tile_w + stage * kStageWords;
     const PlaneConst* rsr = rs_row[par];
     const PlaneConst* rsc = rs_col[par];
@@ -488,10 +521,10 @@ void launch_fast_k(uint32_t n_tiles, const KParams& p, uint32_t strip, cudaStrea
   QTC_CUDA_CHECK_LAUNCH();
 }
 
-/// Defaults: the configuration the GPU suite and the sanitizers ran on (reports/h200/quantize.md, section h27,
-/// measured 2 stages 1.5% and strips of 8 2% faster; both are checked byte for byte by the determinism test).
-constexpr int kDefaultStages = 3;
-constexpr int kDefaultStrip = 16;
+/// Defaults: the fastest measured (reports/h200/quantize.md, section h27: 2 stages 1.5% faster than 3, strips of 8
+/// 2% faster than 16 and 7% than 32).
+constexpr int kDefaultStages = 2;
+constexpr int kDefaultStrip = 8;
 
 /// QTC_NVFP4_STAGES=2 or 3 overrides the stage count (A/B timing, the determinism test).
 bool two_stages() {

@@ -314,7 +314,7 @@ TEST(QuantizeWithAmax, EqualsReference) {
 // launches, another stream, two launches running at once on two streams, the grid-stride kernels (persistent
 // tile kernels, the global amax pass) capped at 1, 3 and 7 CTAs, and the other kernels that serve the same call
 // (input one element off 16-byte alignment: the scalar-load paths; NVFP4: the generic kernel instead of the fast
-// one, and the fast kernel with two stages and other tile orders: row-major, strips of 3 tiles). Every output buffer is poisoned with a different byte before each run, so a byte no kernel writes shows.
+// one, and the fast kernel with other tile orders and stage counts: row-major; strips of 3 tiles, three stages). Every output buffer is poisoned with a different byte before each run, so a byte no kernel writes shows.
 
 /// Sets the grid-stride cap for its scope.
 struct GridCap {
@@ -411,10 +411,10 @@ TEST(Determinism, EveryKernelSameBytesAcrossLaunchesStreamsGridsAndPaths) {
           check(cuda::to_host(quantize_poisoned(in.view, rc.r, in.s, 0x4B), in.s), "row-major tile order (QTC_NVFP4_STRIP=1)");
         }
         {
-          const EnvSet o("QTC_NVFP4_STRIP", "3"), st("QTC_NVFP4_STAGES", "2");
+          const EnvSet o("QTC_NVFP4_STRIP", "3"), st("QTC_NVFP4_STAGES", "3");
           const GridCap g(5);
           check(cuda::to_host(quantize_poisoned(in.view, rc.r, in.s, 0xB4), in.s),
-                "strips of 3 tiles, two stages, 5 CTAs (QTC_NVFP4_STRIP=3, QTC_NVFP4_STAGES=2)");
+                "strips of 3 tiles, three stages, 5 CTAs (QTC_NVFP4_STRIP=3, QTC_NVFP4_STAGES=3)");
         }
       }
       ++compared;
