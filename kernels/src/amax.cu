@@ -138,7 +138,9 @@ void run(const detail::AmaxParams& p, cudaStream_t s) {
     QTC_CUDA_CHECK(cudaGetDevice(&dev));
     QTC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     const int64_t want = (n / InputTraits<In>::kVec + kThreads - 1) / kThreads;
-    const int grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(want, static_cast<int64_t>(sms) * 8)));
+    int64_t slots = static_cast<int64_t>(sms) * 8;
+    if (const int64_t cap = detail::grid_stride_cap(); cap > 0) slots = std::min(slots, cap);
+    const int grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(want, slots)));
     global_amax_kernel<In><<<grid, kThreads, 0, s>>>(static_cast<const In*>(p.x), n, vec_ok, p.propagate_nan, p.global);
     QTC_CUDA_CHECK_LAUNCH();
     return;

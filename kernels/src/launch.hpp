@@ -124,4 +124,9 @@ struct DequantParams {
 };
 void launch_dequantize(const DequantParams& p, cudaStream_t s);
 
+/// Test hook (the determinism test): at most `n` CTAs for the grid-stride kernels (the persistent tile kernels and
+/// the global amax pass); 0 (the default) = no cap. Process-wide; kernels whose grid is one CTA per tile ignore it.
+void set_grid_stride_cap(int64_t n);
+int64_t grid_stride_cap();
+
 }  // namespace qtc::cuda::detail

@@ -5,8 +5,9 @@
 ///
 /// Same arithmetic as nvfp4_common.cuh, in the same order, built for instruction throughput:
 ///  * persistent CTAs walk 64 x 128 tiles; each tile reaches shared memory through cp.async (16 bytes per
-///    thread and copy, zero-filled past K) into one of two stages while the other is computed, so no register
-///    holds a tile in flight, and one barrier per tile (16x16: two) orders it all;
+///    thread and copy, zero-filled past K) into one of three stages (dynamic shared memory, 48 KB): the copies
+///    of the next two tiles are in flight while one is computed, no register holds a tile in flight, and one
+///    barrier per tile (16x16: two) orders it all;
 ///  * the staged tile keeps its native 16-bit type; 32-bit word w of row r sits at w ^ (8 * ((r >> 4) & 3)) ^
 ///    (4 * (r & 1)), so the row walk (LDS.128) and the column walk (LDS.32, one word = two columns) are both
 ///    free of bank conflicts;
@@ -22,6 +23,9 @@
 ///    instruction; codes through the packed two-at-a-time E2M1 encoder (nvfp4_fast.cuh);
 ///  * every code store is 8 bytes, and the lanes of a warp write whole 32-byte sectors: a row's 4 rowwise
 ///    threads write 32 contiguous bytes, a column's 4 columnwise threads its 64 rows' 32 bytes.
+#include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <type_traits>
 
 #include "nvfp4_fast.cuh"
@@ -35,6 +39,10 @@ using namespace dev;
 constexpr int kFR = 64, kFC = 128;  // tile rows, columns
 constexpr int kWords = kFC / 2;     // 32-bit words per staged tile row
 constexpr int kStageWords = kFR * kWords;
+/// Shared-memory stages: 3 (the default: two tiles in flight per CTA while the third is computed, 48 KB) or 2
+/// (QTC_NVFP4_STAGES=2: the previous kernel's one tile in flight, 32 KB; kept for same-process A/B timing).
+template <int S>
+constexpr size_t kDynSmem = sizeof(uint32_t) * S * kStageWords;
 
 /// Position of word w of tile row r in the staged tile (see the file comment).
 __device__ __forceinline__ int swz(int r) { return (8 * ((r >> 4) & 3)) ^ (4 * (r & 1)); }
@@ -43,7 +51,9 @@ __device__ __forceinline__ void cp_async16(uint32_t saddr, const void* g, uint32
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(g), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+/// Waits until at most n of this thread's committed copy groups (the newest n) are still in flight.
+template <int n>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(n) : "memory"); }
 
 /// Two 16-bit inputs of one 32-bit word: exact conversion to float; packed maximum and absolute value.
 template <typename In>
@@ -204,15 +214,71 @@ __device__ __forceinline__ uint32_t nibbles8(uint32_t a, uint32_t b) {
   return __byte_perm(x, y, 0x6420u);
 }
 
-template <typename In, bool k2d>
-__global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
+/// The order in which the persistent CTAs take the tiles: linear index L (CTA b takes b, b + G, b + 2G, ...) ->
+/// tile (ty, tx), in vertical strips of h tiles: the tiles of rows [h s, h s + h) are numbered column by column
+/// (tx = 0: rows h s .. h s + h - 1, then tx = 1, ...), the last, shorter strip likewise; h = 1 is row-major.
+/// With h = 8 (kDefaultStrip) or 16, the tiles whose outputs share a 64-byte DRAM word run at about the same time,
+/// on nearby CTAs: a column's codes of two vertically adjacent tiles (32 bytes each), a column's scale bytes of 16
+/// tiles (4 bytes each; one or two strips) and a row's scale bytes of 8 tiles side by side (8 bytes each, on CTAs
+/// h apart). In
+/// row-major order the halves of those words were written microseconds apart by CTAs tiles_x apart, and the L2
+/// often wrote a half back first: a read-modify-write of the DRAM word, and the other half again later.
+/// Tiles are visited through a cursor (L, st, r) with L = st * band + r, advanced by the grid size without a
+/// division: full strips need only a shift and a mask (h a power of two) or one division by h; the last, shorter
+/// strip one division by its height.
+struct TileOrder {
+  struct Cursor {
+    uint32_t L, st, r;
+  };
+  uint32_t tiles_y, h, hshift, full_rows, full_end, band, step, step_q, step_r;
+  bool pow2;
+  __device__ TileOrder(uint32_t tx_n, uint32_t ty_n, uint32_t strip, uint32_t grid)
+      : tiles_y(ty_n), h(strip), hshift(0), full_rows(ty_n / strip * strip), full_end(full_rows * tx_n),
+        band(strip * tx_n), step(grid), step_q(grid / band), step_r(grid - grid / band * band),
+        pow2((strip & (strip - 1)) == 0) {
+    while ((1u << hshift) < strip) ++hshift;  // log2(h) when pow2 (h <= 64)
+  }
+  __device__ __forceinline__ Cursor start(uint32_t L) const { return Cursor{L, L / band, L - L / band * band}; }
+  // L += step. Tiles < 2^30 (fast_eligible) and step <= tiles: a cursor at most 3 steps past the last tile stays
+  // below 2^32.
+  __device__ __forceinline__ void advance(Cursor& c) const {
+    c.L += step;
+    c.st += step_q;
+    c.r += step_r;
+    if (c.r >= band) {
+      c.r -= band;
+      ++c.st;
+    }
+  }
+  __device__ __forceinline__ void at(const Cursor& c, uint32_t& ty, uint32_t& tx) const {
+    if (c.L < full_end) {
+      if (pow2) {
+        ty = (c.st << hshift) + (c.r & (h - 1));
+        tx = c.r >> hshift;
+      } else {
+        const uint32_t q = c.r / h;
+        ty = c.st * h + (c.r - q * h);
+        tx = q;
+      }
+    } else {
+      const uint32_t hl = tiles_y - full_rows, r = c.L - full_end, q = r / hl;
+      ty = full_rows + (r - q * hl);
+      tx = q;
+    }
+  }
+};
+
+template <typename In, bool k2d, int S>
+__global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p, uint32_t strip) {
+  static_assert(S == 2 || S == 3, "nvfp4 fast kernel: 2 or 3 shared-memory stages");
   constexpr bool kBf = std::is_same_v<In, __nv_bfloat16>;
-  __shared__ __align__(16) uint32_t tile_w[2][kStageWords];
+  extern __shared__ __align__(16) uint32_t tile_w[];  // [S][kStageWords], dynamic
   __shared__ float enc_tab[2][128];  // [plane][sf]: enc of a block scale byte (per-tensor S_dec)
   __shared__ float blk2d[4][8];      // 16x16 block amaxes of the tile
   __shared__ __align__(16) uint2 rowbuf[k2d ? kFR * 8 : 1];  // 16x16, transposed: the tile's row codes, 8 B units
   __shared__ uint8_t blksf[4][8];    // 16x16, transposed: the tile's block scales
-  __shared__ PlaneConst rs_row[2][kFR], rs_col[2][kFC];  // row-scaled: per-row / per-column constants, by stage
+  __shared__ PlaneConst rs_row[2][k2d ? 1 : kFR], rs_col[2][k2d ? 1 : kFC];  // row-scaled: per-row / per-column
+                                                                            // constants, by tile parity
   const int t = threadIdx.x;
   const bool row_scaled = !k2d && p.row_scaled;
   const float e4m3_max = p.cfg.e4m3_max;
@@ -230,18 +296,18 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
   const int64_t M = p.M, K = p.K;
   const uint32_t tiles_x = static_cast<uint32_t>((K + kFC - 1) / kFC);
   const uint32_t tiles_y = static_cast<uint32_t>((M + kFR - 1) / kFR);  // fast_eligible: tiles_x * tiles_y < 2^30
-  // Tile (ty, tx) of this CTA and the next one, G tiles further in row-major tile order: no division per tile.
-  const uint32_t G = gridDim.x;
-  const uint32_t gy = G / tiles_x, gx = G - gy * tiles_x;
-  uint32_t ty = blockIdx.x / tiles_x, tx = blockIdx.x - (blockIdx.x / tiles_x) * tiles_x;
+  const uint32_t n_tiles = tiles_x * tiles_y, G = gridDim.x;
+  const TileOrder order(tiles_x, tiles_y, strip, G);
 
   // Loads: copy `it` of this thread is tile row lrow + 16 * it, 16-byte chunk lchunk; its shared word is
   // (4 * lchunk) ^ swz(row) = lw ^ (8 * it) of that row.
   const int lrow = t >> 4, lchunk = t & 15;
   const int lw = (4 * lchunk) ^ (4 * (lrow & 1));
-  const uint32_t smem0 = static_cast<uint32_t>(__cvta_generic_to_shared(&tile_w[0][0])) + 4u * lrow * kWords;
-  auto issue = [&](uint32_t iy, uint32_t ix, int stage) {
-    if (iy < tiles_y) {
+  const uint32_t smem0 = static_cast<uint32_t>(__cvta_generic_to_shared(tile_w)) + 4u * lrow * kWords;
+  auto issue = [&](const TileOrder::Cursor& c, int stage) {
+    if (c.L < n_tiles) {
+      uint32_t iy, ix;
+      order.at(c, iy, ix);
       const int64_t r0 = static_cast<int64_t>(iy) * kFR, c0 = static_cast<int64_t>(ix) * kFC;
       const int64_t gc = c0 + 8 * lchunk;
       const In* src = x + (r0 + lrow) * K + gc;
@@ -278,30 +344,37 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
   const int32_t cso0 = static_cast<int32_t>(scale_index(p.col_scale, 2 * cw, cg));
   const int32_t cso1 = static_cast<int32_t>(scale_index(p.col_scale, 2 * cw + 1, cg));
 
-  // One barrier per tile: after it, every thread is done with the previous tile, so the other stage (and the
-  // other set of per-tile constants) can be refilled while this tile is computed.
-  issue(ty, tx, 0);
-  for (int stage = 0; ty < tiles_y; stage ^= 1) {
+  // S stages, one barrier per tile: at the barrier of tile i every thread is done with tile i - 1, whose stage
+  // then receives tile i + S - 1, so S - 1 tiles are in flight while one is computed. Per-tile constants
+  // (row-scaled) alternate between two sets by tile parity: set i & 1 is written for tile i before barrier i and
+  // was last read for tile i - 2, before barrier i - 1.
+  // Linear tile indices (TileOrder): tile i of this CTA is blockIdx.x + i G.
+  TileOrder::Cursor cur = order.start(blockIdx.x), ahead = cur;  // tiles i and i + S - 1
+  issue(cur, 0);
+  if (S == 3) {
+    order.advance(ahead);
+    issue(ahead, 1);
+  }
+  order.advance(ahead);
+  int stage = 0, par = 0;
+  for (; cur.L < n_tiles; order.advance(cur), order.advance(ahead), stage = stage == S - 1 ? 0 : stage + 1, par ^= 1) {
+    uint32_t ty, tx;
+    order.at(cur, ty, tx);
     const int64_t r0 = static_cast<int64_t>(ty) * kFR, c0 = static_cast<int64_t>(tx) * kFC;
-    uint32_t ny = ty + gy, nx = tx + gx;
-    if (nx >= tiles_x) {
-      nx -= tiles_x;
-      ++ny;
-    }
     if (row_scaled) {
       if (t < kFR) {
-        rs_row[stage][t] = plane_const(r0 + t < M ? p.amax_row[r0 + t] : 0.0f, e4m3_max);
+        rs_row[par][t] = plane_const(r0 + t < M ? p.amax_row[r0 + t] : 0.0f, e4m3_max);
       } else if (t < kFR + kFC && p.columnwise) {
         const int j = t - kFR;
-        rs_col[stage][j] = plane_const(c0 + j < K ? p.amax_col[c0 + j] : 0.0f, e4m3_max);
+        rs_col[par][j] = plane_const(c0 + j < K ? p.amax_col[c0 + j] : 0.0f, e4m3_max);
       }
     }
-    cp_async_wait_all();
+    cp_async_wait<S - 2>();  // this thread's copies of tile i have landed (S = 3: tile i + 1's may be in flight)
     __syncthreads();
-    issue(ny, nx, stage ^ 1);
-    const uint32_t* sw = tile_w[stage];
-    const PlaneConst* rsr = rs_row[stage];
-    const PlaneConst* rsc = rs_col[stage];
+    issue(ahead, stage == 0 ? S - 1 : stage - 1);  // tile i + S - 1 into the stage of tile i - 1
+    const uint32_t* sw = tile_w + stage * kStageWords;
+    const PlaneConst* rsr = rs_row[par];
+    const PlaneConst* rsc = rs_col[par];
 
     if (p.columnwise || k2d) {
       // Rows 16cg + i: swz = 8cg ^ 4(i & 1), so the even and the odd rows each have one word offset.
@@ -420,31 +493,63 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p) {
         }
       }
     }
-    ty = ny;
-    tx = nx;
   }
 }
 
-template <typename K>
-void launch_max_shared(K kernel, uint32_t n_tiles, const KParams& p, cudaStream_t s) {
-  // The largest shared-memory carveout, so that the 4 CTAs per SM the grid is sized for are all resident
-  // whatever kernel ran before (the driver otherwise picks the carveout per launch).
-  static const bool once = [&] {
-    QTC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+/// One persistent CTA per resident slot (at most one per tile), with the dynamic shared memory of its S stages
+/// and the largest shared-memory carveout, so that the 4 CTAs per SM the grid is sized for are all resident
+/// whatever kernel ran before (the driver otherwise picks the carveout per launch). The attributes and the
+/// occupancy are set and read once per kernel (per template instance).
+template <typename In, bool k2d, int S>
+void launch_fast_k(uint32_t n_tiles, const KParams& p, uint32_t strip, cudaStream_t s) {
+  static const int per_sm = [] {
+    QTC_CUDA_CHECK(cudaFuncSetAttribute(nvfp4_fast_kernel<In, k2d, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(kDynSmem<S>)));
+    QTC_CUDA_CHECK(cudaFuncSetAttribute(nvfp4_fast_kernel<In, k2d, S>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                         cudaSharedmemCarveoutMaxShared));
-    return true;
+    int n = 0;
+    QTC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, nvfp4_fast_kernel<In, k2d, S>, kThreads, kDynSmem<S>));
+    return std::max(n, 1);
   }();
-  (void)once;
-  launch_persistent(kernel, n_tiles, p, s);
+  int dev = 0, sms = 0;
+  QTC_CUDA_CHECK(cudaGetDevice(&dev));
+  QTC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  int64_t slots = static_cast<int64_t>(sms) * per_sm;
+  if (const int64_t cap = detail::grid_stride_cap(); cap > 0) slots = std::min(slots, cap);
+  const unsigned grid = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(n_tiles, slots)));
+  nvfp4_fast_kernel<In, k2d, S><<<grid, kThreads, kDynSmem<S>, s>>>(p, strip);
+  QTC_CUDA_CHECK_LAUNCH();
+}
+
+/// Defaults: the fastest measured (reports/h200/quantize.md, section h27: 2 stages 1.5% faster than 3, strips of 8
+/// 2% faster than 16 and 7% than 32).
+constexpr int kDefaultStages = 2;
+constexpr int kDefaultStrip = 8;
+
+/// QTC_NVFP4_STAGES=2 or 3 overrides the stage count (A/B timing, the determinism test).
+bool two_stages() {
+  const char* v = std::getenv("QTC_NVFP4_STAGES");
+  if (v != nullptr && std::string_view(v) == "2") return true;
+  if (v != nullptr && std::string_view(v) == "3") return false;
+  return kDefaultStages == 2;
+}
+/// Strip height of the tile order (TileOrder): kDefaultStrip, or QTC_NVFP4_STRIP=1..64 (1: row-major; A/B timing
+/// and the determinism test). Any order gives the same bytes.
+uint32_t strip_height() {
+  const char* v = std::getenv("QTC_NVFP4_STRIP");
+  const int h = v != nullptr ? std::atoi(v) : kDefaultStrip;
+  return static_cast<uint32_t>(h >= 1 && h <= 64 ? h : kDefaultStrip);
 }
 
 template <typename In>
 void launch_fast_t(const KParams& p, cudaStream_t s) {
   const uint32_t n_tiles = static_cast<uint32_t>(((p.K + kFC - 1) / kFC) * ((p.M + kFR - 1) / kFR));
+  const bool two = two_stages();
+  const uint32_t h = strip_height();
   if (p.tile2d)
-    launch_max_shared(nvfp4_fast_kernel<In, true>, n_tiles, p, s);
+    two ? launch_fast_k<In, true, 2>(n_tiles, p, h, s) : launch_fast_k<In, true, 3>(n_tiles, p, h, s);
   else
-    launch_max_shared(nvfp4_fast_kernel<In, false>, n_tiles, p, s);
+    two ? launch_fast_k<In, false, 2>(n_tiles, p, h, s) : launch_fast_k<In, false, 3>(n_tiles, p, h, s);
 }
 
 /// Every float in every one of encode8's 8 slots against the scalar encoder: slot k holds bits(i * m[k]) for

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "device_util.cuh"
+#include "launch.hpp"
 #include "qtc/cuda/check.hpp"
 
 namespace qtc::cuda::dev {
@@ -175,7 +176,8 @@ void launch_persistent(void (*kernel)(P), int64_t n_tiles, const P& p, cudaStrea
   QTC_CUDA_CHECK(cudaGetDevice(&dev));
   QTC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   QTC_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 256, 0));
-  const int64_t slots = static_cast<int64_t>(sms) * std::max(per_sm, 1);
+  int64_t slots = static_cast<int64_t>(sms) * std::max(per_sm, 1);
+  if (const int64_t cap = detail::grid_stride_cap(); cap > 0) slots = std::min(slots, cap);
   const unsigned grid = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(n_tiles, slots)));
   kernel<<<grid, 256, 0, s>>>(p);
   QTC_CUDA_CHECK_LAUNCH();

@@ -13,7 +13,8 @@
 ///            ties, NaN/Inf/-0
 ///   checked  data bytes, compact scales, amax, scale_inv; on shapes up to 304x304 also padded and swizzled
 ///            scales (all bytes, padding zero) and dequantization (F32 and BF16 outputs).
-/// Other suites: quantize_with_amax (NVFP4, FP8 tensor), the backend object, the GPU gate.
+/// Other suites: quantize_with_amax (NVFP4, FP8 tensor), the backend object, the GPU gate, determinism (every kernel:
+/// repeats, streams, grid sizes, load paths, NVFP4 kernel variants and tile orders give the same bytes).
 /// Gate, seeds, inputs and failure messages come from the verdict library (qtc/test_support.hpp): no device ->
 /// skipped (failure under QTC_REQUIRE_GPU=1); a legal case the gating table refuses on this card -> registered and
 /// skipped with the table's reason.
@@ -21,6 +22,7 @@
 #include <gtest/gtest.h>
 
 #include <cfloat>
+#include <cstdlib>
 #include <memory>
 
 #include "../src/launch.hpp"  // the packed-encoder test hook
@@ -305,6 +307,121 @@ TEST(QuantizeWithAmax, EqualsReference) {
       }
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Determinism (issue 27 item 2): every quantize kernel writes the same bytes whatever the launch: repeated
+// launches, another stream, two launches running at once on two streams, the grid-stride kernels (persistent
+// tile kernels, the global amax pass) capped at 1, 3 and 7 CTAs, and the other kernels that serve the same call
+// (input one element off 16-byte alignment: the scalar-load paths; NVFP4: the generic kernel instead of the fast
+// one, and the fast kernel with other tile orders and stage counts: row-major; strips of 3 tiles, three stages). Every output buffer is poisoned with a different byte before each run, so a byte no kernel writes shows.
+
+/// Sets the grid-stride cap for its scope.
+struct GridCap {
+  explicit GridCap(int64_t n) { cuda::detail::set_grid_stride_cap(n); }
+  ~GridCap() { cuda::detail::set_grid_stride_cap(0); }
+};
+/// An environment variable set for its scope (the NVFP4 launcher's switches, read at each launch).
+struct EnvSet {
+  const char* name;
+  EnvSet(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~EnvSet() { unsetenv(name); }
+};
+
+/// Allocates the outputs, fills every byte with `poison`, quantizes (stream-ordered, not synchronized).
+cuda::DeviceQuantized quantize_poisoned(const cuda::DeviceMatrixView& v, const Recipe& r, cudaStream_t s, int poison) {
+  cuda::DeviceQuantized dq = cuda::allocate_quantized(r, v.dtype, v.rows, v.cols, ScaleLayout::kCompact, s);
+  auto fill = [&](const cuda::DeviceBuffer& b) {
+    if (b.bytes() != 0) QTC_CUDA_CHECK(cudaMemsetAsync(b.data(), poison, b.bytes(), s));
+  };
+  for (const auto* pl : {&dq.rowwise, &dq.columnwise}) {
+    if (!pl->has_value()) continue;
+    fill((*pl)->data);
+    fill((*pl)->scale);
+    fill((*pl)->amax);
+  }
+  fill(dq.scale_inv);
+  fill(dq.workspace);
+  cuda::quantize_into(v, dq, s);
+  return dq;
+}
+
+TEST(Determinism, EveryKernelSameBytesAcrossLaunchesStreamsGridsAndPaths) {
+  QTC_GPU_GATE(gpu_unavailable_reason());
+  const uint64_t seed = test_seed();
+  QTC_SEED_TRACE(seed);
+  cudaStream_t s2 = nullptr;
+  QTC_CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  struct Cfg {
+    DType t;
+    Shape shape;
+    Input input;
+  };
+  // Ragged against every tile (64 x 128, 64 x 64, 128 x 128, 32 x 64); the larger one spans several waves of
+  // CTAs when the grid is capped.
+  const Cfg cfgs[] = {{DType::kBF16, {320, 288}, Input::kSpecial},
+                      {DType::kF32, {320, 288}, Input::kHeavy},
+                      {DType::kBF16, {1056, 1088}, Input::kHeavy}};
+  int compared = 0;
+  for (const RecipeCase& rc : recipe_table()) {
+    for (const Cfg& cfg : cfgs) {
+      const int64_t M = cfg.shape.M, K = cfg.shape.K;
+      if (!legal(rc.r, cfg.t, M, K) || !cuda::unsupported_reason(rc.r, cfg.t, M, K).empty()) continue;
+      const std::string ctx = rc.label + " " + std::string(dtype_name(cfg.t)) + " [" + std::to_string(M) + ", " +
+                              std::to_string(K) + "] " + input_name(cfg.input);
+      SCOPED_TRACE(ctx);
+      const HostMatrix x = make_input(cfg.input, cfg.t, M, K, seed ^ (0x9E37ull * static_cast<uint64_t>(compared + 1)));
+      GpuInput in(x);
+      // The same input one element past a 16-byte boundary: no kernel's vectorized (16-byte) loads apply.
+      const size_t es = dtype_size(cfg.t);
+      cuda::DeviceBuffer off(x.bytes.size() + 16, in.s);
+      QTC_CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(off.data()) + es, x.bytes.data(), x.bytes.size(),
+                                     cudaMemcpyHostToDevice, in.s));
+      const cuda::DeviceMatrixView unaligned{static_cast<const uint8_t*>(off.data()) + es, cfg.t, M, K};
+
+      const QuantizedTensor base = cuda::to_host(quantize_poisoned(in.view, rc.r, in.s, 0x00), in.s);
+      auto check = [&](const QuantizedTensor& got, const std::string& how) {
+        EXPECT_TRUE(qtc::testing::outputs_equal(base, got, nullptr, qtc::testing::NanRule::kBitExact))
+            << "not deterministic: " << how << " differs from the first launch";
+      };
+      for (int rep = 1; rep <= 2; ++rep)
+        check(cuda::to_host(quantize_poisoned(in.view, rc.r, in.s, 0x11 * rep), in.s), "repeated launch " + std::to_string(rep));
+      check(cuda::to_host(quantize_poisoned(in.view, rc.r, s2, 0xFF), s2), "launch on a second stream");
+      {
+        // Two launches in flight at once on two streams (ordered after the input upload by a sync).
+        QTC_CUDA_CHECK(cudaStreamSynchronize(in.s));
+        cuda::DeviceQuantized a = quantize_poisoned(in.view, rc.r, in.s, 0x5A);
+        cuda::DeviceQuantized b = quantize_poisoned(in.view, rc.r, s2, 0xA5);
+        check(cuda::to_host(a, in.s), "concurrent launch (first stream)");
+        check(cuda::to_host(b, s2), "concurrent launch (second stream)");
+      }
+      for (int64_t cap : {1, 3, 7}) {
+        const GridCap g(cap);
+        check(cuda::to_host(quantize_poisoned(in.view, rc.r, in.s, 0x77), in.s),
+              "grid-stride kernels capped at " + std::to_string(cap) + " CTAs");
+      }
+      check(cuda::to_host(quantize_poisoned(unaligned, rc.r, in.s, 0xC3), in.s), "unaligned input (scalar-load paths)");
+      if (rc.r.kind() == RecipeKind::kNVFP4) {
+        {
+          const EnvSet g("QTC_NVFP4_KERNEL", "generic");
+          check(cuda::to_host(quantize_poisoned(in.view, rc.r, in.s, 0x3C), in.s), "generic NVFP4 kernel (QTC_NVFP4_KERNEL=generic)");
+        }
+        {
+          const EnvSet o("QTC_NVFP4_STRIP", "1");
+          check(cuda::to_host(quantize_poisoned(in.view, rc.r, in.s, 0x4B), in.s), "row-major tile order (QTC_NVFP4_STRIP=1)");
+        }
+        {
+          const EnvSet o("QTC_NVFP4_STRIP", "3"), st("QTC_NVFP4_STAGES", "3");
+          const GridCap g(5);
+          check(cuda::to_host(quantize_poisoned(in.view, rc.r, in.s, 0xB4), in.s),
+                "strips of 3 tiles, three stages, 5 CTAs (QTC_NVFP4_STRIP=3, QTC_NVFP4_STAGES=3)");
+        }
+      }
+      ++compared;
+    }
+  }
+  QTC_CUDA_CHECK(cudaStreamDestroy(s2));
+  EXPECT_GT(compared, 100) << "too few recipe/shape cases compared";
 }
 
 // ---------------------------------------------------------------------------------------------------------
