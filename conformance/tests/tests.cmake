@@ -54,7 +54,8 @@ qtc_add_test(test_identify SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_identify.cpp L
 # (conformance/checkpoints/make_fixtures.py), checked per tensor; hostile copies planted by the tests. The cases
 # run inside test_identify (no new executable).
 set(QTC_CHECKPOINT_FIXTURES ${CMAKE_CURRENT_SOURCE_DIR}/checkpoints)
-target_sources(test_identify PRIVATE ${CMAKE_CURRENT_LIST_DIR}/test_checkpoint_conventions.cpp)
+target_sources(test_identify PRIVATE ${CMAKE_CURRENT_LIST_DIR}/test_checkpoint_conventions.cpp
+                                     ${CMAKE_CURRENT_LIST_DIR}/test_value_equivalence.cpp)
 target_compile_definitions(test_identify PRIVATE QTC_CHECKPOINT_FIXTURES="${QTC_CHECKPOINT_FIXTURES}")
 foreach(ckpt modelopt_nvfp4 modelopt_fp8 ct_nvfp4 ct_fp8_block ct_mxfp4)
   add_test(NAME qtc_verify_checkpoint_${ckpt}
