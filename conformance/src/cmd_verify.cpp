@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "backends.hpp"
 #include "cmd_checkpoint.hpp"
+#include "qtc/stochastic_rounding.hpp"
 #include "qtc/verify.hpp"
 
 namespace qtc::conformance {
@@ -23,7 +24,28 @@ struct VerifyCommand {
   bool verbose = false;
   VerifyOptions verify;
   CheckpointOptions checkpoint;  ///< model checkpoints among the paths (cmd_checkpoint.cpp)
+  bool sr = false;               ///< judge stochastic-rounding vectors by admissibility (stochastic_rounding.hpp)
+  SrOptions sr_opts;
 };
+
+/// --sr: a vector whose metadata asks for stochastic rounding is judged by admissibility (neighbours, exact scales,
+/// unbiasedness), not bit for bit. Returns false when the file is not such a vector (the ordinary path takes it).
+bool verify_sr(const std::filesystem::path& f, const VerifyCommand& o, Summary& sum) {
+  io::File file;
+  try {
+    file = io::read_file(f);
+  } catch (const std::exception&) {
+    return false;  // the ordinary path reports the error
+  }
+  const auto it = file.metadata.find("stochastic_rounding");
+  if (it == file.metadata.end() || it->second != "1") return false;
+  const SrResult r = check_stochastic_rounding(file, o.sr_opts);
+  sum.add(r.admissible ? Verdict::kPass : Verdict::kFail);
+  if (!r.admissible || o.verbose) std::printf("%s %s [sr]: %s\n", r.admissible ? "PASS" : "FAIL", f.string().c_str(), r.message.c_str());
+  if (o.verbose)
+    for (const auto& d : r.details) std::printf("    %s\n", d.c_str());
+  return true;
+}
 
 int run_verify(VerifyCommand o) {
   const std::vector<std::string> ckpts = take_checkpoints(o.paths);
@@ -41,6 +63,7 @@ int run_verify(VerifyCommand o) {
     sum.add(p.verdict);
   }
   for (const auto& f : files) {
+    if (o.sr && verify_sr(f, o, sum)) continue;
     for (const FileResult& r : verify_file(f, backends, o.verify)) {
       sum.add(r.verdict);
       if (r.verdict != Verdict::kPass) {
@@ -91,6 +114,13 @@ void register_verify(CLI::App& app) {
   cmd->add_option("--profile", opts->checkpoint.profile,
                   "Model checkpoints with --reference: codes and scales must be those of this qtc profile (else only noted)")
       ->each([opts](const std::string&) { opts->checkpoint.profile_required = true; });
+  cmd->add_flag("--sr", opts->sr,
+                "Vectors with stochastic_rounding=1: judge admissibility (every code a neighbour of the scaled value, "
+                "scales and amax exact, unbiased at false-alarm rate --sr-alpha) instead of bit equality");
+  cmd->add_option("--sr-alpha", opts->sr_opts.alpha, "--sr: false-alarm rate of the unbiasedness test")->capture_default_str();
+  cmd->add_option("--sr-random-bits", opts->sr_opts.random_bits,
+                  "--sr: random bits per element of the implementation (its rounding probability is within 2^-bits of the exact one)")
+      ->capture_default_str();
   cmd->add_flag("-v,--verbose", opts->verbose, "Also list passing files and every mismatching tensor of a failure");
   cmd->add_option("PATH", opts->paths, "Vector files or directories")->required();
   cmd->callback([opts] { exit_code() = run_verify(*opts); });

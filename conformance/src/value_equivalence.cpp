@@ -82,6 +82,14 @@ Equivalence compare_values(const QuantizedTensor& want, const QuantizedTensor& g
         ++e.differing_bytes;
       }
     if (pk == PlaneKind::kRowwise && !same_value(want.scale_inv, got.scale_inv)) ++e.differing_bytes;
+    // NVFP4 16x16 and MXFP8 32x32 tiles keep one scale copy per row of the tile (compact [rows, blocks]); dequantization
+    // reads one of them, a GEMM reads each row's. A copy that differs is an inconsistent tile, never an equivalent encoding.
+    if (first_scale >= 0 && want.recipe.is_2d() && !want.recipe.is(RecipeKind::kFP8Block)) {
+      e.equal = false;
+      e.message = ::fmt::format("{} scale [{}, {}]: a 2-D tile's per-row scale copies differ (consumers read each row's copy)",
+                                plane_text(pk), first_scale / pw->scale.cols, first_scale % pw->scale.cols);
+      return e;
+    }
     // Decoded values.
     const HostMatrix dw = ref::dequantize(want, pk, DType::kF32), dg = ref::dequantize(got, pk, DType::kF32);
     for (int64_t i = 0; i < dw.numel() && value_diff.empty(); ++i)

@@ -55,7 +55,8 @@ qtc_add_test(test_identify SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_identify.cpp L
 # run inside test_identify (no new executable).
 set(QTC_CHECKPOINT_FIXTURES ${CMAKE_CURRENT_SOURCE_DIR}/checkpoints)
 target_sources(test_identify PRIVATE ${CMAKE_CURRENT_LIST_DIR}/test_checkpoint_conventions.cpp
-                                     ${CMAKE_CURRENT_LIST_DIR}/test_value_equivalence.cpp)
+                                     ${CMAKE_CURRENT_LIST_DIR}/test_value_equivalence.cpp
+                                     ${CMAKE_CURRENT_LIST_DIR}/test_stochastic_rounding.cpp)
 target_compile_definitions(test_identify PRIVATE QTC_CHECKPOINT_FIXTURES="${QTC_CHECKPOINT_FIXTURES}")
 foreach(ckpt modelopt_nvfp4 modelopt_fp8 ct_nvfp4 ct_fp8_block ct_mxfp4)
   add_test(NAME qtc_verify_checkpoint_${ckpt}
@@ -72,3 +73,7 @@ set_tests_properties(qtc_identify_checkpoint PROPERTIES LABELS cpu
 add_test(NAME qtc_verify_checkpoint_profile_required
          COMMAND qtc verify --profile te --reference ${QTC_CHECKPOINT_FIXTURES}/deepseek_v3_reference_bf16 ${QTC_CHECKPOINT_FIXTURES}/deepseek_v3_fp8)
 set_tests_properties(qtc_verify_checkpoint_profile_required PROPERTIES LABELS cpu WILL_FAIL TRUE)
+# Admissible stochastic rounding from the CLI: qtc's own SR vector passes `verify --sr` (issue 26).
+add_test(NAME qtc_verify_sr_admissible
+         COMMAND sh -c "$<TARGET_FILE:qtc> quantize --recipe nvfp4 --param stochastic_rounding=1 --param seed=7 --shape 128x256 -o ${CMAKE_CURRENT_BINARY_DIR}/sr_seed7.safetensors >/dev/null && $<TARGET_FILE:qtc> verify --sr -v ${CMAKE_CURRENT_BINARY_DIR}/sr_seed7.safetensors")
+set_tests_properties(qtc_verify_sr_admissible PROPERTIES LABELS cpu PASS_REGULAR_EXPRESSION "PASS [^\n]* \\[sr\\]: admissible stochastic rounding: 65536 elements[^\n]*\n(.*\n)*1 passed, 0 failed\n$")
