@@ -46,6 +46,21 @@ uint32_t code_bits(const QuantizedTensor& q, const Plane& p, int64_t i) {
 }
 
 /// Equal as values: any NaN equals any NaN, -0.0 equals +0.0 (what a consumer of the decoded tensor sees).
+/// 2-D tiles (NVFP4 16x16, MXFP8 32x32) keep one copy of the tile's scale per row (rowwise) or per column (MXFP8
+/// columnwise) of the compact matrix: the index of the first copy that differs from its tile's first, or -1.
+int64_t inconsistent_tile_copy(const Recipe& r, PlaneKind pk, const ScaleMatrix& s) {
+  const int64_t t = r.is(RecipeKind::kNVFP4) ? 16 : 32;
+  const bool along_rows = !(r.is(RecipeKind::kMXFP8) && pk == PlaneKind::kColumnwise);
+  for (int64_t i = 0; i < s.rows; ++i)
+    for (int64_t j = 0; j < s.cols; ++j) {
+      const int64_t i0 = along_rows ? (i / t) * t : i, j0 = along_rows ? j : (j / t) * t;
+      if (std::memcmp(s.bytes.data() + (i * s.cols + j) * static_cast<int64_t>(s.elem_size()),
+                      s.bytes.data() + (i0 * s.cols + j0) * static_cast<int64_t>(s.elem_size()), s.elem_size()) != 0)
+        return i * s.cols + j;
+    }
+  return -1;
+}
+
 bool same_value(float a, float b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
 
 }  // namespace
@@ -85,10 +100,15 @@ Equivalence compare_values(const QuantizedTensor& want, const QuantizedTensor& g
     // NVFP4 16x16 and MXFP8 32x32 tiles keep one scale copy per row of the tile (compact [rows, blocks]); dequantization
     // reads one of them, a GEMM reads each row's. A copy that differs is an inconsistent tile, never an equivalent encoding.
     if (first_scale >= 0 && want.recipe.is_2d() && !want.recipe.is(RecipeKind::kFP8Block)) {
-      e.equal = false;
-      e.message = ::fmt::format("{} scale [{}, {}]: a 2-D tile's per-row scale copies differ (consumers read each row's copy)",
-                                plane_text(pk), first_scale / pw->scale.cols, first_scale % pw->scale.cols);
-      return e;
+      for (const Plane* pl : {&*pw, &*pg}) {
+        const int64_t bad = inconsistent_tile_copy(want.recipe, pk, pl->scale);
+        if (bad < 0) continue;
+        e.equal = false;
+        e.message = ::fmt::format("{} scale [{}, {}] of the {} tensor: a 2-D tile's scale copies differ (consumers read each "
+                                  "copy; dequantization reads one)",
+                                  plane_text(pk), bad / pl->scale.cols, bad % pl->scale.cols, pl == &*pw ? "first" : "second");
+        return e;
+      }
     }
     // Decoded values.
     const HostMatrix dw = ref::dequantize(want, pk, DType::kF32), dg = ref::dequantize(got, pk, DType::kF32);
