@@ -587,8 +587,8 @@ void check_fused(const std::map<std::string, Group>& groups, CheckpointReport& r
           const io::Tensor* t = it->second.get(gname);
           if (t == nullptr || t->numel() != 1) continue;
           auto ix0 = index_of.find(it->second.base);
-          if (ix0 == index_of.end() || rep.tensors[ix0->second].format.find("per tensor") == std::string::npos &&
-                                           rep.tensors[ix0->second].format.find("NVFP4") == std::string::npos)
+          if (ix0 == index_of.end() || (rep.tensors[ix0->second].format.find("per tensor") == std::string::npos &&
+                                            rep.tensors[ix0->second].format.find("NVFP4") == std::string::npos))
             continue;  // a block or channel scale of shape [1, 1] is no shared global scale
           std::string why;
           if (auto v = scalar_f32(*t, &why)) {
@@ -608,7 +608,7 @@ void check_fused(const std::map<std::string, Group>& groups, CheckpointReport& r
           if (!same)
             ct.problems.push_back(::fmt::format("fused projections {}{}: {} differ ({}); engines that fuse them into one GEMM "
                                               "load one {} for all",
-                                              parent, "{" + ::fmt::format("{}", ::fmt::join(set, ",")) + "}", gname, list, gname));
+                                              parent, ::fmt::format("{{{}}}", ::fmt::join(set, ",")), gname, list, gname));
           else
             ct.notes.push_back(::fmt::format("shares {} with its fused siblings ({})", gname, list));
         }
@@ -738,6 +738,21 @@ CheckpointReport check_checkpoint_tensors(const std::vector<io::Tensor>& tensors
   rep.quant_method = ck.quant_method;
   for (const auto& t : reference) ck.reference[t.name] = &t;
 
+  // Tensors held in memory did not pass the safetensors reader: their bytes must match dtype and shape.
+  for (const auto& t : tensors) {
+    const auto es = io::dtype_size(t.dtype);
+    int64_t n = 1;
+    bool fits = es.has_value();
+    for (int64_t d : t.shape) {
+      if (d < 0 || (d > 0 && n > (int64_t{1} << 50) / d)) fits = false;
+      else n *= d;
+    }
+    if (!fits || static_cast<uint64_t>(n) * *es != t.bytes.size()) {
+      rep.errors.push_back(::fmt::format("tensor '{}': {} bytes do not hold dtype {} shape {}", t.name, t.bytes.size(), t.dtype,
+                                         shape_text(t.shape)));
+      return rep;
+    }
+  }
   std::map<std::string, Group> groups;
   for (const auto& t : tensors) {
     for (const auto& s : suffixes()) {

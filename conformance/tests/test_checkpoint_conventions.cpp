@@ -275,6 +275,36 @@ TEST_F(HostileCheckpoint, AbsurdShapeAndWrongDtypes) {
   EXPECT_NE(all_problems(r).find("the convention writes F8_E4M3 [N, K]"), std::string::npos) << all_problems(r);
 }
 
+TEST(CheckpointPlanted, EveryTensorReshapedOrRetypedNeverCrashes) {
+  // Each tensor of each fixture in turn: other shapes of the same bytes, other dtypes of the same size, and emptied.
+  // Every outcome is a report (problems or errors); the byte count must always be checked.
+  for (const char* dir : {"modelopt_nvfp4", "modelopt_fp8", "ct_nvfp4", "ct_fp8_block", "ct_mxfp4", "deepseek_v3_fp8"}) {
+    const Loaded base = load(dir, "");
+    for (size_t i = 0; i < base.tensors.size(); ++i) {
+      const int64_t n = static_cast<int64_t>(base.tensors[i].bytes.size());
+      std::vector<std::pair<std::string, std::vector<int64_t>>> variants = {
+          {"U8", {n}}, {"U8", {1, n}}, {"U8", {n, 1}}, {"U8", {1, 1, n}}, {"F8_E4M3", {n}}, {"F8_E8M0", {n, 1}}};
+      if (n % 4 == 0) variants.push_back({"F32", {n / 4}});
+      if (n % 2 == 0) variants.push_back({"BF16", {2, n / 4 > 0 ? n / 4 : 1}});
+      variants.push_back({"U8", {0}});
+      for (const auto& [dtype, shape] : variants) {
+        Loaded l = base;
+        io::Tensor& t = l.tensors[i];
+        t.dtype = dtype;
+        t.shape = shape;
+        int64_t want = 1;
+        for (int64_t d : shape) want *= d;
+        t.bytes.resize(static_cast<size_t>(want * static_cast<int64_t>(*io::dtype_size(dtype))));
+        const CheckpointReport r = l.check();
+        EXPECT_TRUE(r.exit_code() == 0 || r.exit_code() == 1 || r.exit_code() == 2);
+      }
+    }
+  }
+  Loaded l = load("ct_nvfp4", "");
+  l.tensors[0].bytes.pop_back();  // bytes that do not match the shape: an error, not a read past the end
+  EXPECT_EQ(l.check().exit_code(), 2);
+}
+
 TEST(CheckpointDetection, VectorsAreNotCheckpoints) {
   EXPECT_TRUE(is_model_checkpoint(kDir / "ct_nvfp4"));
   EXPECT_TRUE(is_model_checkpoint(kDir / "ct_nvfp4" / "model.safetensors"));
