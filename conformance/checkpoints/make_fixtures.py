@@ -238,7 +238,56 @@ def deepseek_v3():
     write_dir("deepseek_v3_reference_bf16", ref, {})
 
 
+def deepseek_v4():
+    """DeepSeek-V4's layout (its inference/convert.py and the published Flash checkpoint's headers, as quoted in
+    vLLM #51946, tokenspeed #1048, verl #7895): attention weights F8_E4M3 with a `.scale` sibling F8_E8M0 per
+    128x128 tile; routed experts `ffn.experts.E.w{1,2,3}.weight` packed E2M1 in an I8 container (element 2j in the low
+    nibble), `.scale` F8_E8M0 per 32 input elements. Scales here are rounded up to a power of two
+    (2^ceil(log2(amax / elem_max)), DeepGEMM's ceil_to_ue8m0); E2M1 codes round to nearest even (ml_dtypes)."""
+    import ml_dtypes
+    import numpy as np
+
+    torch.manual_seed(4)
+    out, ref = {}, {}
+
+    def e8m0(e):
+        return torch.from_numpy(np.asarray(e, dtype=np.uint8)).view(torch.float8_e8m0fnu)
+
+    for name, (n, k) in {"layers.0.attn.wq_a.weight": (200, 136), "layers.0.attn.wo_a.weight": (64, 96)}.items():
+        w = (torch.randn(n, k) * 0.02).to(torch.bfloat16).float()
+        ref[name] = w.to(torch.bfloat16)
+        nb, kb = (n + 127) // 128, (k + 127) // 128
+        e = np.zeros((nb, kb), dtype=np.int32)
+        q = torch.empty(n, k, dtype=torch.float8_e4m3fn)
+        for i in range(nb):
+            for j in range(kb):
+                blk = w[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128]
+                e[i, j] = int(np.ceil(np.log2(blk.abs().max().item() / 448.0)))
+                q[i * 128:(i + 1) * 128, j * 128:(j + 1) * 128] = (blk / 2.0 ** e[i, j]).to(torch.float8_e4m3fn)
+        out[name] = q
+        out[name[:-len("weight")] + "scale"] = e8m0(e + 127)
+    for ex in range(2):
+        for wn, (n, k) in {"w1": (48, 64), "w2": (64, 96), "w3": (48, 64)}.items():
+            name = f"layers.0.ffn.experts.{ex}.{wn}.weight"
+            w = (torch.randn(n, k) * 0.05).to(torch.bfloat16).float()
+            ref[name] = w.to(torch.bfloat16)
+            blocks = w.reshape(n, k // 32, 32)
+            e = torch.ceil(torch.log2(blocks.abs().amax(dim=-1) / 6.0)).to(torch.int32)
+            scaled = (blocks / (2.0 ** e).unsqueeze(-1)).reshape(n, k).numpy()
+            codes = scaled.astype(ml_dtypes.float4_e2m1fn).view(np.uint8) & 0x0F
+            packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)
+            out[name] = torch.from_numpy(packed.view(np.int8).copy())
+            out[name[:-len("weight")] + "scale"] = e8m0((e + 127).numpy())
+    qc = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "scale_fmt": "ue8m0",
+          "weight_block_size": [128, 128]}
+    write_dir("deepseek_v4", out, {"quantization_config": qc, "expert_dtype": "fp4"})
+    write_dir("deepseek_v4_reference_bf16", ref, {})
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[2] == "v4":
+        deepseek_v4()
+        sys.exit(0)
     reference()
     modelopt("nvfp4")
     modelopt("fp8")
@@ -246,3 +295,4 @@ if __name__ == "__main__":
     compressed_tensors("FP8_BLOCK")
     compressed_tensors("MXFP4")
     deepseek_v3()
+    deepseek_v4()

@@ -119,7 +119,7 @@ struct Group {
 const std::vector<std::string>& suffixes() {
   static const std::vector<std::string> k = {"weight_global_scale", "input_global_scale", "weight_scale_inv",
                                              "weight_scale_2", "weight_packed", "weight_scale", "input_scale",
-                                             "weight_zero_point", "weight"};
+                                             "weight_zero_point", "weight", "scale"};
   return k;
 }
 
@@ -270,22 +270,32 @@ struct Checker {
   }
 
   // MXFP4 (compressed-tensors): packed E2M1, E8M0 exponent per 32.
-  void mxfp4(const Group& gr, CheckpointTensor& out, Decoded& d) {
-    const io::Tensor* w = gr.get("weight_packed");
-    const io::Tensor* s = gr.get("weight_scale");
+  void mxfp4(const Group& gr, CheckpointTensor& out, Decoded& d, bool v4 = false) {
+    const std::string data_name = v4 ? "weight" : "weight_packed", scale_name = v4 ? "scale" : "weight_scale";
+    const io::Tensor* w = gr.get(data_name);
+    const io::Tensor* s = gr.get(scale_name);
     out.format = "MXFP4: E2M1 codes packed two per byte, E8M0 scale per 32";
-    if (w == nullptr) return out.problems.push_back("weight_packed is missing");
-    if (!is_2d(*w) || !w->is_byte_tensor())
-      return out.problems.push_back(::fmt::format("weight_packed is {} {}; the convention writes U8 [N, K/2]", w->dtype, shape_text(w->shape)));
+    if (w == nullptr) return out.problems.push_back(data_name + " is missing");
+    if (!is_2d(*w) || !(w->is_byte_tensor() || w->dtype == "I8"))
+      return out.problems.push_back(::fmt::format("{} is {} {}; the convention writes {} [N, K/2]", data_name, w->dtype,
+                                                  shape_text(w->shape), v4 ? "I8" : "U8"));
+    if (v4 && s != nullptr && !s->is_byte_tensor()) {
+      std::string hint;
+      const std::vector<float> f = floats(*s);
+      if (!f.empty() && std::all_of(f.begin(), f.end(), [](float v) { return v >= 0 && v <= 255 && v == std::floor(v); }))
+        hint = " (these values are whole numbers in [0, 255]: E8M0 exponent bytes stored as numbers, e.g. 120 for 2^-7, "
+               "vLLM #51946's 1e40 misreading)";
+      return out.problems.push_back(::fmt::format("scale is {}; DeepSeek-V4 writes F8_E8M0 (value 2^(byte - 127)){}", s->dtype, hint));
+    }
     const int64_t n = w->shape[0], k = w->shape[1] * 2, kb = (k + 31) / 32;
     out.rows = n;
     out.cols = k;
-    if (s == nullptr) return out.problems.push_back("weight_scale (the E8M0 block exponents) is missing");
+    if (s == nullptr) return out.problems.push_back(scale_name + " (the E8M0 block exponents) is missing");
     if (!s->is_byte_tensor())
       return out.problems.push_back(::fmt::format("weight_scale is {}; compressed-tensors writes U8 E8M0 exponents (2^(e - 127))", s->dtype));
     if (!is_2d(*s) || s->shape[0] != n || s->shape[1] != kb)
-      return out.problems.push_back(::fmt::format("weight_scale has shape {}; weight_packed {} needs [{}, {}] (one exponent per 32)",
-                                                shape_text(s->shape), shape_text(w->shape), n, kb));
+      return out.problems.push_back(::fmt::format("{} has shape {}; {} {} needs [{}, {}] (one exponent per 32)", scale_name,
+                                                shape_text(s->shape), data_name, shape_text(w->shape), n, kb));
     int64_t nan_count = 0, first = -1;
     for (size_t i = 0; i < s->bytes.size(); ++i)
       if (s->bytes[i] == 0xFF && nan_count++ == 0) first = static_cast<int64_t>(i);
@@ -319,9 +329,23 @@ struct Checker {
     out.rows = n;
     out.cols = k;
     if (s == nullptr) return out.problems.push_back(::fmt::format("{} is missing: the FP8 codes cannot be decoded", scale_name));
-    const std::vector<float> sv = floats(*s);
+    const bool e8m0_scales = scale_name == "scale";  // DeepSeek-V4: F8_E8M0 per 128x128 tile
+    std::vector<float> sv;
+    if (e8m0_scales && s->is_byte_tensor()) {
+      for (uint8_t b : s->bytes) sv.push_back(e8m0(b));
+    } else {
+      sv = floats(*s);
+      if (e8m0_scales) {
+        std::string hint;
+        if (!sv.empty() && std::all_of(sv.begin(), sv.end(), [](float v) { return v >= 0 && v <= 255 && v == std::floor(v); }))
+          hint = " (these values are whole numbers in [0, 255]: E8M0 exponent bytes stored as numbers, e.g. 120 for 2^-7, "
+                 "vLLM #51946's 1e40 misreading)";
+        out.problems.push_back(::fmt::format("scale is {}; DeepSeek-V4 writes F8_E8M0 (value 2^(byte - 127)){}", s->dtype, hint));
+        if (sv.empty()) return;
+      }
+    }
     if (sv.empty()) return out.problems.push_back(::fmt::format("{} is {}; the convention writes F32", scale_name, s->dtype));
-    if (s->dtype != "F32" && scale_name != "weight_scale")
+    if (s->dtype != "F32" && scale_name != "weight_scale" && !e8m0_scales)
       out.problems.push_back(::fmt::format("{} is {}; the convention writes F32", scale_name, s->dtype));
     const int64_t nb = (n + 127) / 128, kb = (k + 127) / 128;
     std::string layout;
@@ -392,9 +416,14 @@ struct Checker {
     int64_t under = 0;
     size_t first_under = 0;
     for (size_t i = 0; i < sv.size(); ++i)
-      if (sv[i] > 0.0f && std::isfinite(sv[i]) && maxcode[i] != 448.0f && maxcode[i] != 0.0f)
+      if (sv[i] > 0.0f && std::isfinite(sv[i]) && maxcode[i] != 0.0f &&
+          (e8m0_scales ? maxcode[i] < 224.0f : maxcode[i] != 448.0f))
         if (under++ == 0) first_under = i;
-    if (under != 0 && !fused_member(gr.base))
+    if (under != 0 && e8m0_scales)
+      out.problems.push_back(::fmt::format("{} of {} E8M0 scales are more than amax / 448 rounded up to a power of two (their "
+                                           "block's largest |code| is below 224); first: {} has largest |code| {}, scale {}",
+                                           under, sv.size(), scale_index_text(first_under), g(maxcode[first_under]), g(sv[first_under])));
+    else if (under != 0 && !fused_member(gr.base))
       out.problems.push_back(::fmt::format("{} of {} scales do not put their block's largest code at 448 (scale = amax / 448 does); "
                                          "first: {} has largest |code| {}, scale {}",
                                          under, sv.size(), scale_index_text(first_under), g(maxcode[first_under]), g(sv[first_under])));
@@ -506,6 +535,7 @@ struct Checker {
       md = {{"recipe", "fp8_tensor"}};
     } else if (d.kind == 8 && d.scale_layout == "block128") {
       md = {{"recipe", "fp8_block"}, {"tile", "128x128"}};
+      if (conv == "deepseek-v4 fp8") md["pow2_scales"] = "1";  // E8M0: 2^ceil(log2(amax / 448)) = qtc's pow2 scale_inv
     } else {
       out.notes.push_back(::fmt::format("no qtc recipe reproduces {} here: bit comparison not run", conv));
       return;
@@ -769,7 +799,7 @@ CheckpointReport check_checkpoint_tensors(const std::vector<io::Tensor>& tensors
     const io::Tensor* w = gr.get("weight");
     const bool quantized = gr.get("weight_packed") != nullptr || gr.get("weight_scale") != nullptr ||
                            gr.get("weight_scale_inv") != nullptr || gr.get("weight_scale_2") != nullptr ||
-                           gr.get("weight_global_scale") != nullptr ||
+                           gr.get("weight_global_scale") != nullptr || (gr.get("scale") != nullptr && w != nullptr) ||
                            (w != nullptr && (w->dtype == "F8_E4M3" || (w->dtype == "U8" && ck.quant_method == "modelopt")));
     if (!quantized) continue;
     CheckpointTensor out;
@@ -783,6 +813,16 @@ CheckpointReport check_checkpoint_tensors(const std::vector<io::Tensor>& tensors
                         (gr.get("weight_global_scale") == nullptr && ws != nullptr && ws->dtype == "U8" && ck.ct_format != "nvfp4-pack-quantized");
         out.convention = mx ? "compressed-tensors mxfp4" : "compressed-tensors nvfp4";
         if (mx) ck.mxfp4(gr, out, d); else ck.nvfp4(gr, out, d, true);
+      } else if (gr.get("scale") != nullptr && w != nullptr) {
+        // DeepSeek-V4: `.scale` siblings; F8_E4M3 weights per 128x128 tile, routed experts packed E2M1 per 32.
+        if (w->dtype == "F8_E4M3") {
+          out.convention = "deepseek-v4 fp8";
+          ck.fp8(gr, out, d, "scale", "block128");
+          out.format = "FP8 E4M3 codes, E8M0 scale per 128x128 block";
+        } else {
+          out.convention = "deepseek-v4 mxfp4 expert";
+          ck.mxfp4(gr, out, d, true);
+        }
       } else if (gr.get("weight_scale_inv") != nullptr) {
         out.convention = "deepseek-v3 fp8";
         ck.fp8(gr, out, d, "weight_scale_inv", "block128");

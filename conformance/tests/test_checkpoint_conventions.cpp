@@ -198,6 +198,49 @@ TEST(CheckpointPlanted, DeepSeekScales) {
   EXPECT_NE(all_problems(l.check()).find("weight_scale_inv has shape [1, 4]; weight [200, 136] needs [2, 2]"), std::string::npos);
 }
 
+TEST(CheckpointFixtures, DeepSeekV4) {
+  CheckpointOptions o;
+  o.reference = (kDir / "deepseek_v4_reference_bf16").string();
+  o.profile_required = true;  // E8M0 = 2^ceil(log2(amax / 448)): qtc's FP8 block pow2 scale_inv, bit for bit
+  const CheckpointReport r = check_checkpoint(kDir / "deepseek_v4", o);
+  EXPECT_EQ(r.exit_code(), 0) << r.text(true);
+  ASSERT_EQ(r.tensors.size(), 8u);
+  int experts = 0;
+  for (const auto& t : r.tensors) experts += t.convention == "deepseek-v4 mxfp4 expert";
+  EXPECT_EQ(experts, 6);
+}
+
+TEST(CheckpointPlanted, DeepSeekV4Scales) {
+  Loaded l = load("deepseek_v4", "deepseek_v4_reference_bf16");
+  {  // vLLM #51946: E8M0 exponent bytes taken as numbers (120 for 2^-7)
+    Loaded m = l;
+    io::Tensor& s = m.at("layers.0.ffn.experts.0.w1.scale");
+    std::vector<float> f(s.bytes.begin(), s.bytes.end());
+    s.dtype = "F32";
+    s.bytes.resize(f.size() * 4);
+    std::memcpy(s.bytes.data(), f.data(), s.bytes.size());
+    const std::string p = all_problems(m.check());
+    EXPECT_NE(p.find("scale is F32; DeepSeek-V4 writes F8_E8M0 (value 2^(byte - 127)) (these values are whole numbers"), std::string::npos) << p;
+  }
+  {
+    Loaded m = l;
+    m.at("layers.0.attn.wq_a.scale").bytes[1] = 0xFF;
+    m.at("layers.0.attn.wo_a.scale").bytes[0] += 2;  // a scale 4x too large: found against the reference
+    for (auto& b : m.at("layers.0.attn.wo_a.weight").bytes) b = static_cast<uint8_t>(b & 0x80u) | 0x38u;  // |codes| 1.0 < 224
+    m.at("layers.0.ffn.experts.1.w3.scale").bytes[3] = 0xFF;
+    const std::string p = all_problems(m.check());
+    EXPECT_NE(p.find("layers.0.attn.wq_a: 1 of 4 scale values are NaN"), std::string::npos) << p;
+    EXPECT_NE(p.find("layers.0.attn.wo_a: 1 of 1 E8M0 scales are more than amax / 448 rounded up"), std::string::npos) << p;
+    EXPECT_NE(p.find("layers.0.attn.wo_a: 6118 of 6144 decoded elements are farther from the reference"), std::string::npos) << p;
+    EXPECT_NE(p.find("layers.0.ffn.experts.1.w3: 1 block exponents are 0xFF (E8M0 NaN)"), std::string::npos) << p;
+  }
+  {  // nibbles swapped in an expert
+    Loaded m = l;
+    for (auto& b : m.at("layers.0.ffn.experts.0.w2.weight").bytes) b = static_cast<uint8_t>((b >> 4) | (b << 4));
+    EXPECT_NE(all_problems(m.check()).find("holds element 2j in the high nibble"), std::string::npos) << all_problems(m.check());
+  }
+}
+
 // Hostile checkpoint folders: a clear error (exit code 2), never a crash.
 class HostileCheckpoint : public ::testing::Test {
  protected:
@@ -278,7 +321,7 @@ TEST_F(HostileCheckpoint, AbsurdShapeAndWrongDtypes) {
 TEST(CheckpointPlanted, EveryTensorReshapedOrRetypedNeverCrashes) {
   // Each tensor of each fixture in turn: other shapes of the same bytes, other dtypes of the same size, and emptied.
   // Every outcome is a report (problems or errors); the byte count must always be checked.
-  for (const char* dir : {"modelopt_nvfp4", "modelopt_fp8", "ct_nvfp4", "ct_fp8_block", "ct_mxfp4", "deepseek_v3_fp8"}) {
+  for (const char* dir : {"modelopt_nvfp4", "modelopt_fp8", "ct_nvfp4", "ct_fp8_block", "ct_mxfp4", "deepseek_v3_fp8", "deepseek_v4"}) {
     const Loaded base = load(dir, "");
     for (size_t i = 0; i < base.tensors.size(); ++i) {
       const int64_t n = static_cast<int64_t>(base.tensors[i].bytes.size());

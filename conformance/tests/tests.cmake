@@ -66,6 +66,9 @@ endforeach()
 add_test(NAME qtc_verify_checkpoint_deepseek_v3_fp8
          COMMAND qtc verify --reference ${QTC_CHECKPOINT_FIXTURES}/deepseek_v3_reference_bf16 ${QTC_CHECKPOINT_FIXTURES}/deepseek_v3_fp8)
 set_tests_properties(qtc_verify_checkpoint_deepseek_v3_fp8 PROPERTIES LABELS cpu PASS_REGULAR_EXPRESSION ": 6 quantized tensors, 0 with problems\n$")
+add_test(NAME qtc_verify_checkpoint_deepseek_v4
+         COMMAND qtc verify --profile te --reference ${QTC_CHECKPOINT_FIXTURES}/deepseek_v4_reference_bf16 ${QTC_CHECKPOINT_FIXTURES}/deepseek_v4)
+set_tests_properties(qtc_verify_checkpoint_deepseek_v4 PROPERTIES LABELS cpu PASS_REGULAR_EXPRESSION ": 8 quantized tensors, 0 with problems\n$")
 add_test(NAME qtc_identify_checkpoint COMMAND qtc identify ${QTC_CHECKPOINT_FIXTURES}/ct_nvfp4/model.safetensors)
 set_tests_properties(qtc_identify_checkpoint PROPERTIES LABELS cpu
                      PASS_REGULAR_EXPRESSION "OK   model.layers.0.self_attn.v_proj: compressed-tensors nvfp4")

@@ -20,6 +20,8 @@
 ///    (channel) or [ceil(N/128), ceil(K/128)] (FP8_BLOCK) = amax / 448.
 ///  * DeepSeek-V3 FP8 (inference/fp8_cast_bf16.py, kernel.py): `weight` F8_E4M3 [N, K], `weight_scale_inv` F32
 ///    [ceil(N/128), ceil(K/128)] = block amax / 448, decoded value = code * weight_scale_inv.
+///  * DeepSeek-V4: attention `weight` F8_E4M3 with a `.scale` F8_E8M0 per 128x128 tile; routed experts
+///    `ffn.experts.E.w{1,2,3}.weight` E2M1 packed in I8 (low nibble first) with `.scale` F8_E8M0 per 32 elements.
 /// A checkpoint is one .safetensors file or a folder with config.json and either model.safetensors or the shards
 /// that model.safetensors.index.json names.
 #pragma once
