@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cmd_checkpoint.hpp"
 #include "commands.hpp"
 #include "qtc/backend.hpp"
 #include "qtc/error.hpp"
@@ -20,7 +21,11 @@ namespace qtc::conformance {
 
 namespace {
 
-int run_identify(const std::vector<std::string>& paths) {
+int run_identify(std::vector<std::string> paths) {
+  // Model checkpoints: the convention of every quantized tensor and what is wrong with it (cmd_checkpoint.cpp).
+  const std::vector<std::string> ckpts = take_checkpoints(paths);
+  const int ckpt_rc = run_checkpoints(ckpts, CheckpointOptions{}, /*verbose=*/true);
+  if (paths.empty()) return ckpt_rc;
   std::vector<FileResult> problems;
   const auto files = collect_vector_files(paths, problems);
   for (const auto& p : problems) std::printf("%s\n", result_line(p).c_str());
@@ -53,7 +58,7 @@ int run_identify(const std::vector<std::string>& paths) {
   std::printf("%d identified, %d unmatched", identified, unmatched);
   if (errors != 0) std::printf(", %d errors", errors);
   std::printf("\n");
-  return errors != 0 ? 2 : (unmatched != 0 ? 1 : 0);
+  return combine_exit_codes(errors != 0 ? 2 : (unmatched != 0 ? 1 : 0), ckpt_rc);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ struct Counts {
       case Verdict::kFail: ++fail; break;
       case Verdict::kError: ++error; break;
       case Verdict::kSkipped: ++skipped; break;
+      case Verdict::kEquivalent: ++fail; break;  // not the profile's bytes (value_equivalence.hpp): counted as failed here
     }
   }
 };

@@ -15,7 +15,8 @@ import numpy as np
 
 from . import _qtc
 
-__all__ = ["quantize", "dequantize", "verify", "identify", "load_vector", "save_vector", "VerifyResult", "Identity"]
+__all__ = ["quantize", "dequantize", "verify", "identify", "load_vector", "save_vector", "VerifyResult", "Identity",
+           "check_checkpoint", "check_stochastic_rounding"]
 __version__ = "0.2.0"
 
 try:  # optional: typed bfloat16 / float8 NumPy arrays
@@ -215,6 +216,26 @@ def identify(tensors: Any, source: str | None = None, **metadata: Any) -> Identi
         return Identity(verdict="ERROR", claimed="", matches=[], claimed_mismatch="", closest="", closest_mismatch="",
                         error=e.message)
     return Identity(**_qtc.identify(args, md, source or src))
+
+
+def check_checkpoint(path: str | os.PathLike, reference: str | os.PathLike | None = None,
+                     profile: str | None = None) -> Dict[str, Any]:
+    """A model checkpoint (a .safetensors file, or a folder with config.json and model.safetensors or the shards of
+    model.safetensors.index.json) checked per quantized tensor in its convention (ModelOpt NVFP4 / FP8,
+    compressed-tensors NVFP4 / MXFP4 / FP8 / FP8-block, DeepSeek-V3 FP8), as ``qtc verify`` on a checkpoint does.
+    ``reference``: the high-precision weights of the same model; ``profile``: the qtc profile whose bits they must
+    be. Returns ``exit_code`` (0 consistent, 1 a tensor has a problem, 2 unreadable), ``errors``, ``tensors`` (name,
+    convention, format, shape, problems, notes) and ``text`` (the report). Never raises for a bad checkpoint."""
+    return dict(_qtc.check_checkpoint(os.fspath(path), os.fspath(reference) if reference else "", profile or ""))
+
+
+def check_stochastic_rounding(tensors: Any, alpha: float = 1e-6, random_bits: int = 8, **metadata: Any) -> Dict[str, Any]:
+    """Judges an NVFP4 stochastic-rounding output (tensors + metadata, or a path) by admissibility: scales and amax
+    exact, every code a neighbour of the scaled value, unbiased (Hoeffding test per probability bin, false-alarm rate
+    at most ``alpha`` for a correct SR; ``random_bits``: the implementation's random resolution). Returns
+    ``admissible``, ``message``, ``details``, counts."""
+    args, md, _ = _tensors_and_md(tensors, metadata)
+    return dict(_qtc.check_stochastic_rounding(args, md, float(alpha), int(random_bits)))
 
 
 def load_vector(path: str | os.PathLike) -> Tuple[Dict[str, np.ndarray], Dict[str, str]]:

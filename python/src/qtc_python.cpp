@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "qtc/backend.hpp"
+#include "qtc/checkpoint_conventions.hpp"
+#include "qtc/stochastic_rounding.hpp"
 #include "qtc/error.hpp"
 #include "qtc/identify.hpp"
 #include "qtc/native_layout.hpp"
@@ -290,6 +292,61 @@ nb::dict identify(const std::map<std::string, TensorArg>& tensors, const Metadat
   return d;
 }
 
+// Issue 26: model checkpoints in their conventions, and admissible stochastic rounding.
+nb::dict check_checkpoint(const std::string& path, const std::string& reference, const std::string& profile) {
+  qtc::conformance::CheckpointOptions o;
+  o.reference = reference;
+  if (!profile.empty()) {
+    o.profile = profile;
+    o.profile_required = true;
+  }
+  qtc::conformance::CheckpointReport r;
+  {
+    nb::gil_scoped_release release;
+    r = qtc::conformance::check_checkpoint(path, o);  // never throws
+  }
+  nb::dict d;
+  d["path"] = r.path;
+  d["quant_method"] = r.quant_method;
+  d["errors"] = r.errors;
+  d["exit_code"] = r.exit_code();
+  d["text"] = r.text(true);
+  nb::list tensors;
+  for (const auto& t : r.tensors) {
+    nb::dict e;
+    e["name"] = t.name;
+    e["convention"] = t.convention;
+    e["format"] = t.format;
+    e["shape"] = std::vector<int64_t>{t.rows, t.cols};
+    e["problems"] = t.problems;
+    e["notes"] = t.notes;
+    tensors.append(e);
+  }
+  d["tensors"] = tensors;
+  return d;
+}
+
+nb::dict check_stochastic_rounding(const std::map<std::string, TensorArg>& tensors, const Metadata& md, double alpha, int random_bits) {
+  const qtc::io::File f = make_file(tensors, md);
+  qtc::conformance::SrOptions o;
+  o.alpha = alpha;
+  o.random_bits = random_bits;
+  qtc::conformance::SrResult r;
+  {
+    nb::gil_scoped_release release;
+    r = qtc::conformance::check_stochastic_rounding(f, o);  // never throws
+  }
+  nb::dict d;
+  d["admissible"] = r.admissible;
+  d["message"] = r.message;
+  d["details"] = r.details;
+  d["elements"] = r.elements;
+  d["non_neighbour"] = r.non_neighbour;
+  d["scale_mismatch"] = r.scale_mismatch;
+  d["worst_excess"] = r.worst_excess;
+  return d;
+}
+
 std::pair<std::map<std::string, TensorOut>, Metadata> load_vector(const std::string& path) {
   qtc::io::File f;
   {
@@ -326,5 +383,7 @@ NB_MODULE(_qtc, m) {
   m.def("verify", &verify, "tensors"_a, "metadata"_a, "source"_a, "strict_padding"_a);
   m.def("identify", &identify, "tensors"_a, "metadata"_a, "source"_a);
   m.def("load_vector", &load_vector, "path"_a);
+  m.def("check_checkpoint", &check_checkpoint, "path"_a, "reference"_a, "profile"_a);
+  m.def("check_stochastic_rounding", &check_stochastic_rounding, "tensors"_a, "metadata"_a, "alpha"_a, "random_bits"_a);
   m.def("save_vector", &save_vector, "path"_a, "tensors"_a, "metadata"_a);
 }

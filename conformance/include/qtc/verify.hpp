@@ -13,8 +13,9 @@
 
 namespace qtc::conformance {
 
-/// VECTORS.md verdicts.
-enum class Verdict { kPass, kFail, kError, kSkipped };
+/// VECTORS.md verdicts, and kEquivalent (issue 26): bytes differ, the decoded values are all equal
+/// (value_equivalence.hpp); `qtc verify` exits 3 when that is the worst verdict.
+enum class Verdict { kPass, kFail, kError, kSkipped, kEquivalent };
 std::string_view verdict_name(Verdict v);
 
 /// The verdict of one file (or one generated case) on one backend.
@@ -55,11 +56,11 @@ std::vector<std::filesystem::path> collect_vector_files(const std::vector<std::s
 
 /// Counts of verdicts, the closing line and the exit code of `qtc verify`.
 struct Summary {
-  int passed = 0, failed = 0, skipped = 0, errors = 0;
+  int passed = 0, failed = 0, skipped = 0, errors = 0, equivalent = 0;
   void add(Verdict v);
-  /// "N passed, N failed" then ", N skipped" and ", N errors" when non-zero.
+  /// "N passed, N failed" then ", N skipped", ", N errors" and ", N equivalent (bytes differ, values equal)" when non-zero.
   std::string closing_line() const;
-  /// 2 when any error, else 1 when any failure, else 0.
+  /// 2 when any error, else 1 when any failure, else 3 when any file is equivalent (bytes differ, values equal), else 0.
   int exit_code() const;
 };
 

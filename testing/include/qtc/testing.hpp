@@ -73,6 +73,12 @@ struct Outputs {
   Layout layout = Layout::kCompact;
   bool swizzled = false;        ///< kTE only: NVFP4 / MXFP8 scales in cuBLAS's 128x4 layout
   bool strict_padding = false;  ///< kTE only: padding entries must be zero (`qtc verify --strict-padding`)
+  /// Issue 26: bytes that differ from the reference's but decode to the same values (verdict EQUIVALENT, e.g. -0.0
+  /// codes, another scale of an all-zero block, a block at half range under half the scale) pass.
+  bool accept_equal_values = false;
+  /// Issue 26: NVFP4 with stochastic rounding: judge admissibility (neighbour codes, exact scales and amax, unbiased at
+  /// false-alarm rate 1e-6: qtc/stochastic_rounding.hpp) instead of bit equality with qtc's random numbers.
+  bool stochastic_admissible = false;
   Buffer rowwise_data, rowwise_scale_inv, columnwise_data, columnwise_scale_inv;
   Buffer amax_rowwise, amax_columnwise;   ///< NVFP4: F32 [1], or [M] / [K] when row-scaled
   Buffer scale_inv, amax;                 ///< FP8 tensor: F32 [1]
@@ -98,5 +104,11 @@ Recipe recipe(const std::map<std::string, std::string>& metadata);
 /// The bound above for one element x of a block with effective scale `block_scale`, the recipe's element format and
 /// a dequantized value of type `out` (`dequantized` enters through the output rounding term only).
 double element_error_bound(const Recipe& r, float x, double block_scale, DType out = DType::kF32, float dequantized = 0.0f);
+
+/// Issue 26: a model checkpoint (a .safetensors file or a folder with config.json / an index) whose quantized tensors
+/// are consistent in their convention (ModelOpt, compressed-tensors, DeepSeek-V3: qtc/checkpoint_conventions.hpp);
+/// `reference` (optional) holds the high-precision weights, `profile` (optional) the qtc profile whose bits they must be.
+::testing::AssertionResult checkpoint_consistent(const std::string& path, const std::string& reference = "",
+                                                 const std::string& profile = "");
 
 }  // namespace qtc::testing

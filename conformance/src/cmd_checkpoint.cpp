@@ -1,0 +1,33 @@
+/// \file cmd_checkpoint.cpp
+/// \brief Model checkpoints in `qtc verify` and `qtc identify` (checkpoint_conventions.hpp): the paths that are
+///        checkpoints (a folder with config.json or an index, or a .safetensors file of quantized weights without
+///        VECTORS.md metadata) are taken out of the vector list and checked tensor by tensor.
+#include "cmd_checkpoint.hpp"
+
+#include <cstdio>
+
+#include "qtc/checkpoint_conventions.hpp"
+
+namespace qtc::conformance {
+
+std::vector<std::string> take_checkpoints(std::vector<std::string>& paths) {
+  std::vector<std::string> ckpts, rest;
+  for (auto& p : paths) (is_model_checkpoint(p) ? ckpts : rest).push_back(p);
+  paths = std::move(rest);
+  return ckpts;
+}
+
+int run_checkpoints(const std::vector<std::string>& ckpts, const CheckpointOptions& opts, bool verbose) {
+  int rc = 0;
+  for (const auto& p : ckpts) {
+    const CheckpointReport rep = check_checkpoint(p, opts);
+    std::fputs(rep.text(verbose).c_str(), stdout);
+    rc = combine_exit_codes(rc, rep.exit_code());
+  }
+  std::fflush(stdout);
+  return rc;
+}
+
+int combine_exit_codes(int a, int b) { return (a == 2 || b == 2) ? 2 : (a == 1 || b == 1) ? 1 : std::max(a, b); }
+
+}  // namespace qtc::conformance

@@ -1,0 +1,170 @@
+/// \file value_equivalence.cpp
+/// \brief "Bytes differ, decoded values equal" (value_equivalence.hpp).
+#include "qtc/value_equivalence.hpp"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#include "qtc/codec.hpp"
+#include "qtc/quantize.hpp"
+
+namespace qtc::conformance {
+
+namespace {
+
+const char* plane_text(PlaneKind p) { return p == PlaneKind::kRowwise ? "rowwise" : "columnwise"; }
+
+float scale_value(const ScaleMatrix& s, size_t i) {
+  switch (s.type) {
+    case ScaleType::kE4M3: return kE4M3Table[s.bytes[i]];
+    case ScaleType::kE8M0: return s.bytes[i] == 0xFF ? NAN : std::ldexp(1.0f, static_cast<int>(s.bytes[i]) - 127);
+    case ScaleType::kF32: {
+      float v;
+      std::memcpy(&v, s.bytes.data() + 4 * i, 4);
+      return v;
+    }
+  }
+  return NAN;
+}
+
+/// The value of data element i of a plane (E2M1 nibble or FP8 byte), without the scale.
+float code_value(const QuantizedTensor& q, const Plane& p, int64_t i) {
+  if (q.recipe.is(RecipeKind::kNVFP4)) {
+    static constexpr float k[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    const uint8_t nib = static_cast<uint8_t>(p.data[static_cast<size_t>(i / 2)] >> (4 * (i & 1))) & 0xFu;
+    return (nib & 8u) ? -k[nib & 7u] : k[nib & 7u];
+  }
+  const uint8_t b = p.data[static_cast<size_t>(i)];
+  return q.recipe.fp8_type() == Fp8Type::kE4M3 ? kE4M3Table[b] : kE5M2Table[b];
+}
+uint32_t code_bits(const QuantizedTensor& q, const Plane& p, int64_t i) {
+  if (q.recipe.is(RecipeKind::kNVFP4)) return (p.data[static_cast<size_t>(i / 2)] >> (4 * (i & 1))) & 0xFu;
+  return p.data[static_cast<size_t>(i)];
+}
+
+/// Equal as values: any NaN equals any NaN, -0.0 equals +0.0 (what a consumer of the decoded tensor sees).
+/// 2-D tiles (NVFP4 16x16, MXFP8 32x32) keep one copy of the tile's scale per row (rowwise) or per column (MXFP8
+/// columnwise) of the compact matrix: the index of the first copy that differs from its tile's first, or -1.
+int64_t inconsistent_tile_copy(const Recipe& r, PlaneKind pk, const ScaleMatrix& s) {
+  const int64_t t = r.is(RecipeKind::kNVFP4) ? 16 : 32;
+  const bool along_rows = !(r.is(RecipeKind::kMXFP8) && pk == PlaneKind::kColumnwise);
+  for (int64_t i = 0; i < s.rows; ++i)
+    for (int64_t j = 0; j < s.cols; ++j) {
+      const int64_t i0 = along_rows ? (i / t) * t : i, j0 = along_rows ? j : (j / t) * t;
+      if (std::memcmp(s.bytes.data() + (i * s.cols + j) * static_cast<int64_t>(s.elem_size()),
+                      s.bytes.data() + (i0 * s.cols + j0) * static_cast<int64_t>(s.elem_size()), s.elem_size()) != 0)
+        return i * s.cols + j;
+    }
+  return -1;
+}
+
+bool same_value(float a, float b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
+
+}  // namespace
+
+Equivalence compare_values(const QuantizedTensor& want, const QuantizedTensor& got, const std::vector<PlaneKind>& planes) {
+  Equivalence e;
+  e.equal = true;
+  std::string value_diff;
+  for (PlaneKind pk : planes) {
+    const std::optional<Plane>& pw = pk == PlaneKind::kRowwise ? want.rowwise : want.columnwise;
+    const std::optional<Plane>& pg = pk == PlaneKind::kRowwise ? got.rowwise : got.columnwise;
+    if (!pw || !pg || pw->data.size() != pg->data.size() || pw->scale.bytes.size() != pg->scale.bytes.size()) {
+      e.equal = false;
+      e.message = ::fmt::format("{} plane: not comparable (shapes differ)", plane_text(pk));
+      return e;
+    }
+    const int64_t nelem = pw->data_rows * (want.recipe.is(RecipeKind::kNVFP4) ? pw->data_cols * 2 : pw->data_cols);
+    int64_t first_code = -1, first_scale = -1, first_amax = -1;
+    for (int64_t i = 0; i < nelem; ++i)
+      if (code_bits(want, *pw, i) != code_bits(got, *pg, i)) {
+        if (first_code < 0) first_code = i;
+        ++e.differing_bytes;
+      }
+    const size_t nscale = pw->scale.bytes.size() / pw->scale.elem_size();
+    for (size_t i = 0; i < nscale; ++i)
+      if (std::memcmp(pw->scale.bytes.data() + i * pw->scale.elem_size(), pg->scale.bytes.data() + i * pg->scale.elem_size(),
+                      pw->scale.elem_size()) != 0) {
+        if (first_scale < 0) first_scale = static_cast<int64_t>(i);
+        ++e.differing_bytes;
+      }
+    for (size_t i = 0; i < pw->amax.size() && i < pg->amax.size(); ++i)
+      if (!same_value(pw->amax[i], pg->amax[i])) {
+        if (first_amax < 0) first_amax = static_cast<int64_t>(i);
+        ++e.differing_bytes;
+      }
+    if (pk == PlaneKind::kRowwise && !same_value(want.scale_inv, got.scale_inv)) ++e.differing_bytes;
+    // NVFP4 16x16 and MXFP8 32x32 tiles keep one scale copy per row of the tile (compact [rows, blocks]); dequantization
+    // reads one of them, a GEMM reads each row's. A copy that differs is an inconsistent tile, never an equivalent encoding.
+    if (first_scale >= 0 && want.recipe.is_2d() && !want.recipe.is(RecipeKind::kFP8Block)) {
+      for (const Plane* pl : {&*pw, &*pg}) {
+        const int64_t bad = inconsistent_tile_copy(want.recipe, pk, pl->scale);
+        if (bad < 0) continue;
+        e.equal = false;
+        e.message = ::fmt::format("{} scale [{}, {}] of the {} tensor: a 2-D tile's scale copies differ (consumers read each "
+                                  "copy; dequantization reads one)",
+                                  plane_text(pk), bad / pl->scale.cols, bad % pl->scale.cols, pl == &*pw ? "first" : "second");
+        return e;
+      }
+    }
+    // Decoded values.
+    const HostMatrix dw = ref::dequantize(want, pk, DType::kF32), dg = ref::dequantize(got, pk, DType::kF32);
+    for (int64_t i = 0; i < dw.numel() && value_diff.empty(); ++i)
+      if (!same_value(dw.as<float>()[i], dg.as<float>()[i]))
+        value_diff = ::fmt::format("{} plane: decoded values differ at [{}, {}]: {} vs {}", plane_text(pk), i / dw.cols, i % dw.cols,
+                                   dw.as<float>()[i], dg.as<float>()[i]);
+    if (!e.first.empty() || (first_code < 0 && first_scale < 0 && first_amax < 0)) continue;
+    // Why two encodings exist at the first difference.
+    if (first_scale >= 0) {
+      const ScaleMatrix& sw = pw->scale;
+      const float a = scale_value(sw, static_cast<size_t>(first_scale)), b = scale_value(pg->scale, static_cast<size_t>(first_scale));
+      const int64_t r = first_scale / sw.cols, c = first_scale % sw.cols;
+      std::string why;
+      // Codes under this scale entry in the same plane: rowwise 1-D blocks along the row; otherwise the data differences
+      // in general.
+      if (a == 0.0f || b == 0.0f) {
+        why = "one scale is zero: the block decodes to zeros under both (an all-zero block has no canonical scale)";
+      } else if (std::isfinite(a) && std::isfinite(b)) {
+        int ea = 0, eb = 0;
+        const float ma = std::frexp(a, &ea), mb = std::frexp(b, &eb);
+        if (ma == mb)
+          why = ::fmt::format("the scales are 2^{} apart and the codes compensate: every value of the block lies on both "
+                              "scales' grids (its largest magnitude rounds onto a power-of-two boundary, or the block is all "
+                              "zero)",
+                              ea - eb);
+        else
+          why = "the scales differ and every code of the block is zero under both";
+      } else {
+        why = "two NaN encodings of the scale";
+      }
+      e.first = ::fmt::format("{} scale [{}, {}]: {} vs {}: {}", plane_text(pk), r, c, a, b, why);
+    } else if (first_code >= 0) {
+      const float a = code_value(want, *pw, first_code), b = code_value(got, *pg, first_code);
+      const uint32_t ca = code_bits(want, *pw, first_code), cb = code_bits(got, *pg, first_code);
+      const int64_t cols = want.recipe.is(RecipeKind::kNVFP4) ? pw->data_cols * 2 : pw->data_cols;
+      const bool rowwise_zero = pk == PlaneKind::kRowwise && !want.recipe.is(RecipeKind::kFP8Block) && first_code < dw.numel() &&
+                                dw.as<float>()[first_code] == 0.0f && (a != 0.0f || b != 0.0f);
+      const char* why = rowwise_zero ? "the block's scale is zero (an all-zero block): every code decodes to 0"
+                        : (a == 0.0f && b == 0.0f) ? "-0.0 and +0.0 decode to the same zero"
+                        : (std::isnan(a) && std::isnan(b)) ? "two NaN encodings"
+                                                           : "the codes differ and the block scale makes them decode equal";
+      e.first = ::fmt::format("{} data [{}, {}]: code 0x{:x} vs 0x{:x}: {}", plane_text(pk), first_code / cols, first_code % cols, ca, cb, why);
+    } else {
+      e.first = ::fmt::format("{} amax [{}]: {} vs {}: the amax differs without changing a decoded value", plane_text(pk), first_amax,
+                              pw->amax[static_cast<size_t>(first_amax)], pg->amax[static_cast<size_t>(first_amax)]);
+    }
+  }
+  if (!value_diff.empty()) {
+    e.equal = false;
+    e.message = value_diff;
+    return e;
+  }
+  e.message = ::fmt::format("bytes differ, decoded values equal: {} elements differ; first at {}", e.differing_bytes,
+                            e.first.empty() ? std::string("(none)") : e.first);
+  return e;
+}
+
+}  // namespace qtc::conformance
