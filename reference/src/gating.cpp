@@ -106,7 +106,7 @@ constexpr std::array<Rule, static_cast<size_t>(Feature::kCount)> kRules{{
     {{Feature::kQuantizeMxfp4, "quantize.mxfp4", "SM >= 9.0 (qtc: software E2M1 and E8M0 on Hopper)", "VECTORS.md mxfp4; qtc"},
      {{{90, kNoUpper}}}, 0, 0, {}, 0, 0, 0, "SM >= 9.0"},
     {{Feature::kGemmMxfp4, "gemm.mxfp4", "SM 10.x-11.x, cuBLAS >= 12.8 (block-scaled FP4: E2M1 with VEC32_UE8M0 scales)",
-      "§7.4, §7.7 (cuBLASLt block-scaled FP4, as MXFP8's VEC32_UE8M0); qtc has no call of it yet"},
+      "§7.4, §7.7 (cuBLASLt block-scaled FP4, as MXFP8's VEC32_UE8M0); qtc's call of it has not run on a card"},
      {{{100, 119}}}, 0, 0, {}, 120800, 120800, 0, "SM 10.x-11.x (block-scaled FP4 GEMM)"},
     {{Feature::kGemmMxfp4Emulated, "gemm.mxfp4_emulated_bf16",
       "SM 9.x (qtc: exact BF16 dequantize + BF16 GEMM, as gemm.nvfp4_emulated_bf16); the reference's exact GEMM reads MXFP4",

@@ -70,7 +70,7 @@ enum class Feature : uint8_t {
   // MXFP4 (added after the others, so the rows above keep their order)
   kQuantizeMxfp4,               ///< qtc's MXFP4 quantize / dequantize (software E2M1/E8M0 on Hopper)
   kGemmMxfp4,                   ///< cuBLASLt block-scaled FP4: CUDA_R_4F_E2M1 with VEC32_UE8M0 scales
-  kGemmMxfp4Emulated,           ///< qtc: MXFP4 as exact dequantize-to-BF16 + BF16 GEMM (not built yet: see the row)
+  kGemmMxfp4Emulated,           ///< qtc: MXFP4 as exact dequantize-to-BF16 + BF16 GEMM (Hopper)
   kCount
 };
 
