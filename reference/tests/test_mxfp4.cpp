@@ -16,6 +16,7 @@
 #include "qtc/checkpoint.hpp"
 #include "qtc/cpu_path.hpp"
 #include "qtc/gemm.hpp"
+#include "qtc/layout_8x4.hpp"
 #include "qtc/layouts.hpp"
 #include "qtc/mxfp4_codec.hpp"
 #include "qtc/profile.hpp"
@@ -221,6 +222,43 @@ TEST(Mxfp4Te, CheckpointShardsRoundTrip) {
   ASSERT_EQ(one.size(), 1u);
   EXPECT_TRUE(ref::bitwise_equal(one[0].tensor, q));
   std::filesystem::remove_all(dir);
+}
+
+// The 8x4 small-M swizzle (FlashInfer / TensorRT-LLM) against an independent oracle: S padded to [R8, C4] viewed
+// as (R8/8, 8, C4/4, 4) and permuted to (0, 2, 1, 3), for NVFP4, MXFP8 (columnwise: S = compact^T) and MXFP4, with
+// ragged shapes; padding is zero and unswizzle inverts it.
+TEST(Layout8x4, AgainstTheViewPermuteOracleAndRoundTrip) {
+  EXPECT_EQ(ref::swizzled_8x4_offset(0, 0, 3), 0);
+  EXPECT_EQ(ref::swizzled_8x4_offset(1, 2, 3), 6);
+  EXPECT_EQ(ref::swizzled_8x4_offset(9, 5, 6), 2 * 32 + 32 + 4 + 1);
+  const Recipe rs[] = {Recipe::of(Nvfp4Options{}), Recipe::of(Mxfp8Options{}), mx4(MxScaleRule::kOcpFloor)};
+  const int64_t shapes[][2] = {{1, 32}, {13, 96}, {48, 400}, {129, 64}};
+  for (const Recipe& r : rs)
+    for (const auto& sh : shapes)
+      for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
+        const int64_t M = sh[0], K = sh[1];
+        if (r.is(RecipeKind::kNVFP4) && (M % 16 != 0 || K % 16 != 0)) continue;
+        const PlaneSpec s = describe_plane(r, pk, M, K);
+        ScaleMatrix c;
+        c.type = s.scale_type;
+        c.rows = s.compact.rows;
+        c.cols = s.compact.cols;
+        for (int64_t i = 0; i < c.rows * c.cols; ++i) c.bytes.push_back(static_cast<uint8_t>(1 + (i * 37) % 251));
+        const bool t = s.swizzle_transposed;
+        const int64_t R = t ? c.cols : c.rows, C = t ? c.rows : c.cols, R8 = (R + 7) / 8 * 8, C4 = (C + 3) / 4 * 4;
+        std::vector<uint8_t> want;
+        for (int64_t a = 0; a < R8 / 8; ++a)
+          for (int64_t d = 0; d < C4 / 4; ++d)
+            for (int64_t b = 0; b < 8; ++b)
+              for (int64_t e = 0; e < 4; ++e) {
+                const int64_t i = a * 8 + b, j = d * 4 + e;
+                want.push_back(i < R && j < C ? (t ? c.byte(j, i) : c.byte(i, j)) : 0);
+              }
+        const std::vector<uint8_t> got = ref::swizzle_8x4(c, r, pk, M, K);
+        EXPECT_EQ(got, want) << r.name() << " " << M << "x" << K << " " << plane_kind_name(pk);
+        EXPECT_EQ(ref::unswizzle_8x4(got, r, pk, M, K).bytes, c.bytes);
+      }
+  EXPECT_THROW((void)ref::swizzle_8x4(ScaleMatrix{}, Recipe::of(Fp8BlockOptions{}), PlaneKind::kRowwise, 128, 128), Error);
 }
 
 }  // namespace
