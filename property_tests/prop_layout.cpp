@@ -4,7 +4,7 @@
 /// | property          | recipes                                   | edges                                              |
 /// |-------------------|-------------------------------------------|----------------------------------------------------|
 /// | ScalePadding      | NVFP4, MXFP8, FP8 block 1x128 / 128x128   | M % 128 != 0, ceil(K/16) % 4 != 0, ceil(K/32) % 4 != 0, M % 4 != 0, partial 128 blocks, W shards re-padded |
-/// | SwizzleRoundTrip  | NVFP4 and MXFP8, both planes              | rows 31/32/127/128/129, k-blocks % 4 != 0, garbage in the padding |
+/// | SwizzleRoundTrip  | NVFP4, MXFP8 and MXFP4, both planes       | rows 31/32/127/128/129, k-blocks % 4 != 0, garbage in the padding |
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -143,11 +143,11 @@ ScaleMatrix random_padded(const Recipe& r, PlaneKind pk, int64_t M, int64_t K, u
 // MXFP8 columnwise scales swizzled without the transpose, padding copied into the swizzled buffer instead
 // of zeros, and an unswizzle that is not the inverse.
 TEST(LayoutProperty, SwizzleRoundTrip) {
-  check_property({"nvfp4", "mxfp8", "columnwise", "rows_at_32_boundary", "rows_at_128_boundary", "kblocks_not_multiple_of_4",
-                  "dirty_padding", "several_row_tiles"},
+  check_property({"nvfp4", "mxfp8", "mxfp4", "columnwise", "rows_at_32_boundary", "rows_at_128_boundary",
+                  "kblocks_not_multiple_of_4", "dirty_padding", "several_row_tiles"},
                  [] {
     Recipe r;
-    r.set_options(Recipe::default_options(*rc::gen::element(RecipeKind::kNVFP4, RecipeKind::kMXFP8)));
+    r.set_options(Recipe::default_options(*rc::gen::element(RecipeKind::kNVFP4, RecipeKind::kMXFP8, RecipeKind::kMXFP4)));
     const PlaneKind pk = *rc::gen::element(PlaneKind::kRowwise, PlaneKind::kColumnwise);
     const int64_t M = *gen_dim(r.kind(), 300), K = *gen_dim(r.kind(), 300);
     const bool dirty = *rc::gen::arbitrary<bool>();

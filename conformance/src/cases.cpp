@@ -221,6 +221,9 @@ std::vector<Recipe> all_recipe_variants() {
               else
                 add(Recipe::of(Fp8TensorOptions{.fp8 = t, .pow2_scales = p2, .eps = eps}, prof));
             }
+    // MXFP4: every scale rule the profile defines for it.
+    if (pr.mxfp4)
+      for (MxScaleRule rule : pr.mxfp4_scale_rules) add(Recipe::of(Mxfp4Options{.scale_rule = rule}, prof));
   }
   return out;
 }
@@ -247,6 +250,10 @@ std::vector<Case> generated_cases(const std::vector<Recipe>& recipes) {
     // Shapes that are not multiples of the 32/128 blocks (partial blocks).
     inputs.push_back({InputClass::kNormal, r.nvfp4_rht() ? DType::kBF16 : DType::kF32, 48, 80});
     inputs.push_back({InputClass::kSpecial, r.nvfp4_rht() ? DType::kBF16 : DType::kF32, 48, 80});
+    if (r.is(RecipeKind::kMXFP4)) {  // any shape: odd K and M (a half-filled last byte), partial blocks both ways
+      inputs.push_back({InputClass::kNormal, DType::kF32, 33, 45});
+      inputs.push_back({InputClass::kTies, DType::kBF16, 37, 70});
+    }
     for (const Input& in : inputs) {
       try {
         r.validate_input(in.t, in.m, in.k);
@@ -366,8 +373,8 @@ BoundResult check_error_bound(const Recipe& r, PlaneKind p, const MatrixView& x,
     return b;
   };
 
-  const bool nvfp4 = r.kind() == RecipeKind::kNVFP4;
-  const bool e4m3 = nvfp4 || r.fp8_type() == Fp8Type::kE4M3;  // NVFP4: not read below
+  const bool nvfp4 = r.kind() == RecipeKind::kNVFP4 || r.kind() == RecipeKind::kMXFP4;  // E2M1 data
+  const bool e4m3 = nvfp4 || r.fp8_type() == Fp8Type::kE4M3;  // NVFP4, MXFP4: not read below
   const double rel = nvfp4 ? 0.0 : (e4m3 ? 0x1p-4 : 0x1p-3);
   const double fmax = fp8_max(e4m3 ? Fp8Type::kE4M3 : Fp8Type::kE5M2);
   const double eps = r.is(RecipeKind::kFP8Block) || r.is(RecipeKind::kFP8Tensor) ? static_cast<double>(r.eps()) : 0.0;
@@ -395,6 +402,12 @@ BoundResult check_error_bound(const Recipe& r, PlaneKind p, const MatrixView& x,
         case RecipeKind::kMXFP8:
           tol += rel * std::fabs(v) + 0.5 * min_sub * std::max(2.0 * b / fmax, 0x1p-127);
           if (r.mxfp8().scale_rule == MxScaleRule::kOcpFloor) tol += 0.125 * b;
+          break;
+        case RecipeKind::kMXFP4:
+          // rceil: scale 2^(e-127) in [b/6, b/3) (RN(1/6) rounds up), |x / scale| <= 6, so the error is at most half
+          // of E2M1's widest step, 2 * scale / 2 <= b/3; ocp_floor: scale in (b/8, b/4], elements above 6 * scale
+          // saturate: at most 2 * scale <= b/2. Blocks below 2^-127 * 6: scale 2^-127, error <= 2^-128.
+          tol += (r.mxfp4().scale_rule == MxScaleRule::kOcpFloor ? 0.5 : 0.34) * b + 0x1p-128;
           break;
         case RecipeKind::kFP8Block:
         case RecipeKind::kFP8Tensor: {

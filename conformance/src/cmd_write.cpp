@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cases.hpp"
+#include "qtc/recipe_policy.hpp"
 #include "commands.hpp"
 #include "qtc/error.hpp"
 #include "qtc/native_layout.hpp"
@@ -170,8 +171,8 @@ int run_convert(const ConvertArgs& a) {
       const io::File in = io::read_file(f);
       ref::LayoutOptions want = to;
       const Recipe r = Recipe::from_metadata(in.metadata);
-      if (want.swizzled && r.kind() != RecipeKind::kNVFP4 && r.kind() != RecipeKind::kMXFP8) {
-        want.swizzled = false;  // TE keeps only NVFP4 and MXFP8 scales swizzled
+      if (want.swizzled && !describe_plane(r, PlaneKind::kRowwise, 0, 0).swizzlable) {
+        want.swizzled = false;  // only NVFP4, MXFP8 and MXFP4 scales have the cuBLAS 128x4 layout
         std::fprintf(stderr, "qtc convert: %s: %s has no swizzled scales; written as layout=te\n", f.string().c_str(),
                      std::string(recipe_kind_name(r.kind())).c_str());
       }
@@ -214,12 +215,12 @@ void register_write(CLI::App& app) {
         "dequantized planes unless --no-dequantized. The input comes from a safetensors file (tensor x, or the\n"
         "file's only 2-D F32/BF16/F16 tensor, or --tensor NAME) or is generated (--shape MxK, --input-kind,\n"
         "--dtype, --seed). --layout te writes the buffers as TransformerEngine holds them (padded scales, FP8\n"
-        "block 1x128 scales transposed); --swizzled adds the cuBLAS 128x4 scale order (NVFP4, MXFP8).\n"
+        "block 1x128 scales transposed); --swizzled adds the cuBLAS 128x4 scale order (NVFP4, MXFP8, MXFP4).\n"
         "Examples:\n"
         "  qtc quantize --recipe nvfp4 --shape 256x1024 --layout te --swizzled -o nvfp4_te.safetensors\n"
         "  qtc quantize --recipe fp8_block --param tile=128x128 --input acts.safetensors --tensor h -o blk.safetensors\n"
         "Exit status 0, or 2 with the rule broken (unknown recipe / key / value, bad shape, unreadable input).");
-    cmd->add_option("--recipe", a->recipe, "nvfp4, mxfp8, fp8_block or fp8_tensor")->required();
+    cmd->add_option("--recipe", a->recipe, "nvfp4, mxfp8, fp8_block, fp8_tensor or mxfp4")->required();
     cmd->add_option("--param", a->params, "KEY=VALUE recipe parameter or profile (VECTORS.md metadata), repeatable");
     cmd->add_option("--input", a->input, "safetensors file holding the input");
     cmd->add_option("--tensor", a->tensor, "input tensor name in --input")->capture_default_str();

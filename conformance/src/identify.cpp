@@ -18,19 +18,20 @@ namespace {
 
 struct Candidate {
   std::string profile;
-  std::string scale_rule;  ///< MXFP8 only; empty otherwise
+  std::string scale_rule;  ///< MXFP8 and MXFP4 only; empty otherwise
   std::string label() const { return scale_rule.empty() ? profile : profile + "+" + scale_rule; }
 };
 
-/// Every built-in profile (MXFP8: with every scale rule it defines), in profile.hpp's order.
-std::vector<Candidate> candidates_for(bool mx) {
+/// Every built-in profile (MXFP8, MXFP4: with every scale rule it defines for the kind), in profile.hpp's order.
+std::vector<Candidate> candidates_for(const std::string& recipe) {
   std::vector<Candidate> out;
   for (const ProfileRules& p : all_profiles()) {
-    if (!mx) {
+    const std::vector<MxScaleRule>* rules = recipe == "mxfp8" ? &p.mx_scale_rules : recipe == "mxfp4" ? &p.mxfp4_scale_rules : nullptr;
+    if (rules == nullptr) {
       out.push_back({p.name, {}});
       continue;
     }
-    for (MxScaleRule rule : p.mx_scale_rules) out.push_back({p.name, std::string(mx_scale_rule_name(rule))});
+    for (MxScaleRule rule : *rules) out.push_back({p.name, std::string(mx_scale_rule_name(rule))});
   }
   return out;
 }
@@ -119,13 +120,13 @@ VectorIdentity identify_vector(const io::File& f, const std::string& source, Qua
   };
   id.source = get("source", "");
   id.recipe = get("recipe", "");
-  const bool mx = id.recipe == "mxfp8";
-  id.claimed = get("profile", "te") + (mx ? "+" + get("scale_rule", "rceil") : "");
+  const bool mx = id.recipe == "mxfp8" || id.recipe == "mxfp4";  // the scale rule is named with the profile
+  id.claimed = get("profile", "te") + (mx ? "+" + get("scale_rule", id.recipe == "mxfp4" ? "ocp_floor" : "rceil") : "");
   int64_t best = INT64_MAX;
   std::vector<std::pair<int64_t, Candidate>> failed;  // mismatching elements, candidate
   int applicable = 0;
   std::string first_error;
-  for (const Candidate& c : candidates_for(mx)) {
+  for (const Candidate& c : candidates_for(id.recipe)) {
     io::File g = f;
     g.metadata["profile"] = c.profile;
     if (!c.scale_rule.empty()) g.metadata["scale_rule"] = c.scale_rule;

@@ -155,8 +155,10 @@ TEST_P(TeLayoutRoundTrip, WriteVerifyFlip) {
   }
 
   std::vector<LayoutOptions> layouts = {{TensorLayout::kTE, false}};
-  if (v.recipe.kind() == qtc::RecipeKind::kNVFP4 || v.recipe.kind() == qtc::RecipeKind::kMXFP8)
+  if (v.recipe.kind() == qtc::RecipeKind::kNVFP4 || v.recipe.kind() == qtc::RecipeKind::kMXFP8 ||
+      v.recipe.kind() == qtc::RecipeKind::kMXFP4)
     layouts.push_back({TensorLayout::kTE, true});
+  const bool fp4 = v.recipe.kind() == qtc::RecipeKind::kNVFP4 || v.recipe.kind() == qtc::RecipeKind::kMXFP4;  // 2 per byte
   const fs::path dir = fs::path(testing::TempDir()) / "qtc_te_layout_roundtrip";
   fs::create_directories(dir);
   for (const LayoutOptions& lo : layouts) {
@@ -186,8 +188,8 @@ TEST_P(TeLayoutRoundTrip, WriteVerifyFlip) {
       const FileResult r = run(g);
       ASSERT_EQ(r.verdict, Verdict::kFail) << all_text(r);
       const auto fc = OutputLayout::coords(li, t.shape);
-      const int64_t ccols = L->compact_shape()[1] * (std::string(name).ends_with("_data") && v.recipe.kind() == qtc::RecipeKind::kNVFP4 ? 2 : 1);
-      const int64_t elem = std::string(name).ends_with("_data") && v.recipe.kind() == qtc::RecipeKind::kNVFP4 ? 2 * ci : ci;
+      const int64_t ccols = L->compact_shape()[1] * (std::string(name).ends_with("_data") && fp4 ? 2 : 1);
+      const int64_t elem = std::string(name).ends_with("_data") && fp4 ? 2 * ci : ci;
       std::string where = "[" + std::to_string(elem / ccols) + ", " + std::to_string(elem % ccols) + "]";
       if (!L->is_identity()) where = OutputLayout::coords_text(fc) + " (compact " + where + ")";
       expect_contains(r.message, std::string(name) + ": 1 of ");

@@ -43,10 +43,12 @@ set_tests_properties(test_simd_env_default PROPERTIES LABELS cpu ENVIRONMENT QTC
 # Vectors dumped from torchao 0.18.0 (conformance/peers/torchao_dump.py): every MXFP8 scale rule (floor, rceil,
 # ceil, even) x E4M3/E5M2 x F32/BF16/F16, NVFP4 with and without the per-tensor scale; all bit-exact on the CPU,
 # and every one attributed to profile torchao.
+# 78 of them, plus 44 MXFP4 vectors under torchao/mxfp4 (conformance/peers/torchao_mxfp4_dump.py --sample: to_mx with
+# float4_e2m1fn_x2, every ScaleCalculationMode x F32/BF16/F16, the corner families).
 add_test(NAME qtc_verify_torchao COMMAND qtc verify ${CMAKE_CURRENT_LIST_DIR}/../vectors/torchao)
-set_tests_properties(qtc_verify_torchao PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "^78 passed, 0 failed\n$")
+set_tests_properties(qtc_verify_torchao PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "^122 passed, 0 failed\n$")
 add_test(NAME qtc_identify_torchao COMMAND qtc identify ${CMAKE_CURRENT_LIST_DIR}/../vectors/torchao)
-set_tests_properties(qtc_identify_torchao PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "\n78 identified, 0 unmatched\n$"
+set_tests_properties(qtc_identify_torchao PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "\n122 identified, 0 unmatched\n$"
                      FAIL_REGULAR_EXPRESSION "(^|\n)(NONE|OTHER|ERROR) ")
 qtc_add_test(test_identify SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_identify.cpp LIBS qtc_conformance LABELS cpu)
 
@@ -80,3 +82,10 @@ set_tests_properties(qtc_verify_checkpoint_profile_required PROPERTIES LABELS cp
 add_test(NAME qtc_verify_sr_admissible
          COMMAND sh -c "$<TARGET_FILE:qtc> quantize --recipe nvfp4 --param stochastic_rounding=1 --param seed=7 --shape 128x256 -o ${CMAKE_CURRENT_BINARY_DIR}/sr_seed7.safetensors >/dev/null && $<TARGET_FILE:qtc> verify --sr -v ${CMAKE_CURRENT_BINARY_DIR}/sr_seed7.safetensors")
 set_tests_properties(qtc_verify_sr_admissible PROPERTIES LABELS cpu PASS_REGULAR_EXPRESSION "PASS [^\n]* \\[sr\\]: admissible stochastic rounding: 65536 elements[^\n]*\n(.*\n)*1 passed, 0 failed\n$")
+# MXFP4 under the OCP MX v1.0 rule, computed independently in NumPy (torchao_mxfp4_dump.py --ocp): bit-exact under
+# profile ocp, and identified as ocp+ocp_floor (te and torchao agree on these inputs).
+add_test(NAME qtc_verify_ocp_mxfp4 COMMAND qtc verify ${CMAKE_CURRENT_LIST_DIR}/../vectors/ocp)
+set_tests_properties(qtc_verify_ocp_mxfp4 PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "^8 passed, 0 failed\n$")
+add_test(NAME qtc_identify_ocp_mxfp4 COMMAND qtc identify ${CMAKE_CURRENT_LIST_DIR}/../vectors/ocp)
+set_tests_properties(qtc_identify_ocp_mxfp4 PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "\n8 identified, 0 unmatched\n$"
+                     FAIL_REGULAR_EXPRESSION "(^|\n)(NONE|OTHER|ERROR) ")

@@ -12,7 +12,7 @@ namespace {
 using namespace dev;
 
 /// The plane's format (launch.hpp's DequantParams::kind: 0..3 in this order).
-enum class DequantKind : int32_t { kNvfp4 = 0, kMxfp8 = 1, kFp8Block = 2, kFp8Tensor = 3 };
+enum class DequantKind : int32_t { kNvfp4 = 0, kMxfp8 = 1, kFp8Block = 2, kFp8Tensor = 3, kMxfp4 = 4 };
 
 struct KParams {
   DequantKind kind;
@@ -71,6 +71,12 @@ __global__ void dequant_kernel(KParams p) {
         v = __fmul_rn(decode_fp8(q, p.e5m2), si);
         break;
       }
+      case DequantKind::kMxfp4: {  // rowwise [M, ceil(K/2)], columnwise x^T [K, ceil(M/2)]; 2^(e-127) * E2M1
+        const int64_t a = p.columnwise ? j : i, b = p.columnwise ? i : j, len = p.columnwise ? p.M : p.K;
+        const uint32_t code = (p.data[a * ((len + 1) / 2) + b / 2] >> (4 * (b & 1))) & 0xFu;
+        v = __fmul_rn(decode_e8m0(p.scale[scale_index(p.sl, a, b / 32)]), decode_e2m1(code));
+        break;
+      }
       default: {  // DequantKind::kFp8Tensor
         const uint32_t q = p.columnwise ? p.data[j * p.M + i] : p.data[i * p.K + j];
         v = __fmul_rn(decode_fp8(q, p.e5m2), *p.amax);
@@ -91,7 +97,7 @@ __global__ void dequant_kernel(KParams p) {
 namespace detail {
 void launch_dequantize(const DequantParams& h, cudaStream_t s) {
   KParams p{};
-  QTC_CHECK(h.kind >= 0 && h.kind <= 3, "dequantize: unknown plane kind ", h.kind);
+  QTC_CHECK(h.kind >= 0 && h.kind <= 4, "dequantize: unknown plane kind ", h.kind);
   p.kind = static_cast<DequantKind>(h.kind);
   p.columnwise = h.columnwise;
   p.per_row_amax = h.per_row_amax;

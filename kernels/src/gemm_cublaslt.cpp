@@ -17,8 +17,10 @@
 #include <vector>
 
 #include "gemm_internal.hpp"
+#include "launch.hpp"
 #include "qtc/cuda/check.hpp"
 #include "qtc/cuda/gemm.hpp"
+#include "qtc/recipe_policy.hpp"
 
 #define QTC_CUBLAS_CHECK(expr)                                                                          \
   do {                                                                                                  \
@@ -270,7 +272,7 @@ Resolved resolve(const DeviceQuantized& A, const DeviceQuantized& B, const Devic
   QTC_CHECK(ra.kind() == rb.kind(), "A (", ra.name(), ") and B (", rb.name(),
             ") must have the same scaling mode (TE_FORMATS.md §7.1)");
   QTC_CHECK(args.beta == 0.0f || args.c != nullptr, "beta = ", args.beta, " needs a C matrix");
-  if (ra.kind() != RecipeKind::kNVFP4)
+  if (ra.kind() != RecipeKind::kNVFP4 && ra.kind() != RecipeKind::kMXFP4)
     QTC_CHECK(!(ra.fp8_type() == Fp8Type::kE5M2 && rb.fp8_type() == Fp8Type::kE5M2),
               "E5M2 x E5M2 is not a cuBLASLt FP8 GEMM (one operand must be E4M3)");
   if (ra.kind() == RecipeKind::kFP8Block)
@@ -407,6 +409,41 @@ void gemm(GemmContext& ctx, const DeviceQuantized& A, const DeviceQuantized& B, 
       c.a_scale_mode = c.b_scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
       run_lt(ctx, c);
       return;
+    case RecipeKind::kMXFP4: {
+      // MXFP4: cuBLASLt block-scaled FP4 (E2M1, VEC32_UE8M0) where the table has it, else (Hopper) the exact emulation:
+      // both planes decoded to BF16 (exact), a BF16 GEMM with FP32 accumulation; no global scale, alpha as given.
+      QTC_CHECK(args.out != DType::kF16, "FP4 GEMM does not support FP16 output (TE_FORMATS.md §7.4)");
+      if (gating::query(Feature::kGemmMxfp4, ctx.capability())) {
+        QTC_CHECK(r.a.plane->scale_layout == ScaleLayout::kSwizzled && r.b.plane->scale_layout == ScaleLayout::kSwizzled,
+                  "MXFP4 cuBLASLt GEMM needs swizzled scales (TE_FORMATS.md §7.4)");
+        QTC_CHECK(k % 32 == 0, "MXFP4 cuBLASLt GEMM needs k % 32 == 0, got ", k);
+        c.a_type = c.b_type = CUDA_R_4F_E2M1;
+        c.a_scale = r.a.plane->scale.data();
+        c.b_scale = r.b.plane->scale.data();
+        c.a_scale_mode = c.b_scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
+        run_lt(ctx, c);
+        return;
+      }
+      require(ctx, Feature::kGemmMxfp4Emulated);
+      auto scale_of = [&](const DeviceQuantized& q, const Operand& o) {
+        const PlaneSpec spec = describe_plane(q.recipe, o.kind, q.rows, q.cols);
+        detail::ScaleOutHost sh;
+        sh.p = o.plane->scale.as<uint8_t>();
+        sh.mode = o.plane->scale_layout == ScaleLayout::kSwizzled ? 2 : 0;
+        sh.ld = o.plane->scale_layout == ScaleLayout::kPadded ? spec.padded.cols : spec.compact.cols;
+        sh.num_kb = spec.compact.cols;
+        return sh;
+      };
+      void* a16 = ctx.scratch(1, static_cast<size_t>(m * k) * 2);
+      void* b16 = ctx.scratch(2, static_cast<size_t>(n * k) * 2);
+      detail::launch_mxfp4_to_bf16(r.a.plane->data.as<uint8_t>(), scale_of(A, r.a), m, k, a16, ctx.stream());
+      detail::launch_mxfp4_to_bf16(r.b.plane->data.as<uint8_t>(), scale_of(B, r.b), n, k, b16, ctx.stream());
+      c.a_type = c.b_type = CUDA_R_16BF;
+      c.a = a16;
+      c.b = b16;
+      run_lt(ctx, c);
+      return;
+    }
     case RecipeKind::kNVFP4:
       if (!gating::query(Feature::kGemmNvfp4, ctx.capability()) &&
           !gating::query(Feature::kGemmNvfp4Emulated, ctx.capability()))

@@ -194,6 +194,7 @@ void launch(const DeviceMatrixView& x, const Groups& gr, DeviceGroupedQuantized&
     QTC_CUDA_CHECK_LAUNCH();
   }
   Fp8Params fp{};
+  QTC_CHECK(!r.is(RecipeKind::kMXFP4), "grouped quantize: MXFP4 has no grouped kernel");
   if (r.kind() != RecipeKind::kNVFP4) {
     const bool e5m2 = r.fp8_type() == Fp8Type::kE5M2;
     const bool scaled = r.kind() != RecipeKind::kMXFP8;  // FP8 block / tensor: pow2 and eps
@@ -219,6 +220,7 @@ void launch(const DeviceMatrixView& x, const Groups& gr, DeviceGroupedQuantized&
       grouped_fp8_block_kernel<T><<<dim3(grid_x(cap * sc.nkb, 256), gy), 256, 0, s>>>(px, K, gr, fp, o.data.as<uint8_t>(),
                                                                                        o.scale.as<float>());
       break;
+    case RecipeKind::kMXFP4: break;  // refused above
     case RecipeKind::kFP8Tensor: {
       fp.value_for_inf = FLT_MAX;
       auto* amax = o.amax.as<float>();
@@ -260,6 +262,7 @@ std::string grouped_unsupported_reason(const Recipe& r, int64_t cols, ScaleLayou
     case RecipeKind::kFP8Tensor:
       if (layout == ScaleLayout::kSwizzled) os << "grouped FP8 per-tensor: one scale per group, nothing to swizzle; ";
       break;
+    case RecipeKind::kMXFP4: os << "grouped MXFP4: no grouped kernel (quantize each group on its own); "; break;
   }
   if (layout == ScaleLayout::kPadded) os << "grouped quantize: compact or swizzled scales only; ";
   std::string s = os.str();

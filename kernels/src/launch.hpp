@@ -104,9 +104,27 @@ struct Fp8TensorParams {
 };
 void launch_fp8_tensor(const Fp8TensorParams& p, cudaStream_t s);
 
+struct Mxfp4Params {
+  const void* x = nullptr;
+  DType dtype = DType::kF32;
+  int64_t M = 0, K = 0;
+  bool rowwise = true, columnwise = true;
+  bool ocp = false;      ///< NaN-propagating amax, a non-finite block gets 0xFF (profile rule mx_nonfinite)
+  bool torchao = false;  ///< torchao to_mx (profile rule mx_order): mxfp4_codec.hpp's torchao steps
+  int scale_rule = 0;    ///< MxScaleRule: 0 rceil, 1 ocp_floor, 2 ceil, 3 even
+  uint8_t* row_data = nullptr;  ///< [M, ceil(K/2)]
+  ScaleOutHost row_scale;
+  uint8_t* col_data = nullptr;  ///< [K, ceil(M/2)] (x^T)
+  ScaleOutHost col_scale;
+};
+void launch_mxfp4(const Mxfp4Params& p, cudaStream_t s);  // mxfp4.cu
+/// One MXFP4 plane as stored ([rows, len]: x, or x^T for the columnwise plane) to row-major BF16, exactly.
+void launch_mxfp4_to_bf16(const uint8_t* data, const ScaleOutHost& scale, int64_t rows, int64_t len, void* out,
+                          cudaStream_t s);
+
 /// Dequantize: one plane to [M, K] in x's orientation.
 struct DequantParams {
-  int kind = 0;  ///< 0 NVFP4, 1 MXFP8, 2 FP8 block, 3 FP8 tensor
+  int kind = 0;  ///< 0 NVFP4, 1 MXFP8, 2 FP8 block, 3 FP8 tensor, 4 MXFP4
   bool columnwise = false;
   int64_t M = 0, K = 0;
   const uint8_t* data = nullptr;

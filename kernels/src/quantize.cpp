@@ -227,6 +227,19 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
       detail::launch_fp8_block(p, s);
       break;
     }
+    case RecipeKind::kMXFP4: {
+      const Mxfp4Options& o = std::get<Mxfp4Options>(opts);
+      detail::Mxfp4Params p;
+      input_and_planes(p);
+      p.ocp = pr.mx_nonfinite == MxNonFinite::kNaN;
+      p.torchao = pr.mx_order == MxOrder::kTorchAO;
+      p.scale_rule = static_cast<int>(o.scale_rule);
+      QTC_CHECK(p.torchao || o.scale_rule == MxScaleRule::kRceil || o.scale_rule == MxScaleRule::kOcpFloor, "MXFP4 scale_rule ",
+                mx_scale_rule_name(o.scale_rule), " is defined by torchao's to_mx only (profile torchao)");
+      outputs_with_scales(p);
+      detail::launch_mxfp4(p, s);
+      break;
+    }
     case RecipeKind::kFP8Tensor: {
       float* a0 = rp ? rp->amax.as<float>() : cp->amax.as<float>();
       if (host_amax != nullptr) {
@@ -283,6 +296,7 @@ std::string unsupported_reason(const Recipe& r, DType input, int64_t rows, int64
     case RecipeKind::kFP8Tensor: features.push_back(gating::Feature::kQuantizeFp8Tensor); break;
     case RecipeKind::kFP8Block: features.push_back(gating::Feature::kQuantizeFp8Block); break;
     case RecipeKind::kMXFP8: features.push_back(gating::Feature::kQuantizeMxfp8); break;
+    case RecipeKind::kMXFP4: features.push_back(gating::Feature::kQuantizeMxfp4); break;
     case RecipeKind::kNVFP4:
       features.push_back(gating::Feature::kQuantizeNvfp4);
       if (r.nvfp4_row_scaled()) features.push_back(gating::Feature::kQuantizeNvfp4RowScaled);
@@ -418,6 +432,7 @@ void dequantize(const DeviceQuantized& q, PlaneKind pk, DType out, void* y, cuda
     case RecipeKind::kMXFP8: p.kind = 1; break;
     case RecipeKind::kFP8Block: p.kind = 2; break;
     case RecipeKind::kFP8Tensor: p.kind = 3; break;
+    case RecipeKind::kMXFP4: p.kind = 4; break;
   }
   p.columnwise = col;
   p.M = q.rows;
@@ -428,7 +443,9 @@ void dequantize(const DeviceQuantized& q, PlaneKind pk, DType out, void* y, cuda
   if (!spec.per_tensor) p.scale_layout = scale_out(*pl, spec);
   p.amax = spec.per_tensor ? q.scale_inv.as<float>() : pl->amax.as<float>();
   p.per_row_amax = spec.amax_per_line && pl->amax_count > 1;
-  if (const Nvfp4Options* nv = r.nvfp4_or_null()) {
+  if (r.is(RecipeKind::kMXFP4)) {
+    // E2M1 data, E8M0 scales: nothing else to pass
+  } else if (const Nvfp4Options* nv = r.nvfp4_or_null()) {
     p.nvfp4_factor = 1.0f / (6.0f * static_cast<float>(nv->e4m3_max));
     p.torchao = profile_rules(r.profile).nvfp4_order == Nvfp4Order::kTorchAO;
     p.torchao_two_level = nv->per_tensor_scale;

@@ -352,6 +352,33 @@ TEST(GemmCudaExact, Nvfp4AllLayouts) {
     }
 }
 
+// MXFP4 on Hopper: exact BF16 decode + BF16 GEMM (gemm.mxfp4_emulated_bf16); natively where gemm.mxfp4 holds.
+// Elements from the E2M1 grid with block amax 3 or 6: every decoded value is exact and every sum of products is an
+// integer multiple of 2^-2 below 2^24, so FP32 accumulation is exact and the result equals the exact reference.
+TEST(GemmCudaExact, Mxfp4AllLayouts) {
+  const gating::Support native = device_supports(gating::Feature::kGemmMxfp4);
+  QTC_GPU_GATE_FEATURE(device_reason(), native.supported ? native : device_supports(gating::Feature::kGemmMxfp4Emulated));
+  GemmContext ctx;
+  std::mt19937_64 g(seed() + 11);
+  const Recipe r = Recipe::of(Mxfp4Options{.scale_rule = MxScaleRule::kOcpFloor});
+  auto exact_mxfp4 = [&](int64_t rows, int64_t cols) {
+    HostMatrix x(DType::kF32, rows, cols);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) x.set(i, j, small_value(g));
+    QuantizedTensor q = ref::quantize(x.view(), r);
+    if (native.supported) ref::convert_layout(q, ScaleLayout::kSwizzled);  // cuBLASLt reads swizzled scales
+    return q;
+  };
+  for (ref::GemmKind k : kKinds)
+    for (DType out : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(std::string(kind_name(k)) + (out == DType::kF32 ? " F32" : " BF16"));
+      const Shapes s = shapes(k, kM, kN, kK);
+      const QuantizedTensor a = exact_mxfp4(s.a_rows, s.a_cols), b = exact_mxfp4(s.b_rows, s.b_cols);
+      const ref::GemmArgs args = ref::GemmArgs::of(k, out);
+      EXPECT_TRUE(bitwise_equal(run_gpu(ctx, a, b, args), ref::gemm_exact(a, b, args)));
+    }
+}
+
 TEST(GemmCudaExact, Nvfp4RowScaledFpropAndWgrad) {
   QTC_REQUIRE_FEATURE(gating::Feature::kGemmNvfp4RowScaled);
   GemmContext ctx;

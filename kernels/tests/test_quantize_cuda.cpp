@@ -5,9 +5,10 @@
 ///   recipes  NVFP4 {1x16, 16x16, row-scaled, RHT, 4over6 MAE/MSE x 448/256 x 1x16/16x16, row-scaled 4over6,
 ///            SR 1x16/16x16/RHT, te_pyref 1x16/16x16/4over6, torchao, single-plane}; MXFP8 {E4M3/E5M2 x
 ///            rceil/ocp_floor x 1x32/32x32, profiles ocp and torchao (rceil/floor/ceil/even x E4M3/E5M2), single-plane}; FP8 block {1x128/128x128 x E4M3/E5M2 x pow2, eps, te_pyref,
-///            single-plane}; FP8 tensor {E4M3/E5M2, pow2, eps, te_pyref}
+///            single-plane}; FP8 tensor {E4M3/E5M2, pow2, eps, te_pyref}; MXFP4 {te rceil/ocp_floor, ocp,
+///            torchao floor/rceil/ceil/even, single-plane}
 ///   inputs   F32, BF16, F16 (RHT: BF16 only)
-///   shapes   16x16 32x48 48x80 128x128 304x304 256x272 1x32 65x80 (where legal); 4096x4096 and 8192x5120
+///   shapes   16x16 32x48 48x80 128x128 304x304 256x272 1x32 65x80 37x45 (where legal); 4096x4096 and 8192x5120
 ///            (BF16, normal input; 4096x4096 also F32 for NVFP4 1x16)
 ///   values   normal, heavy-tailed, zero rows/columns/blocks, tiny and subnormal, huge, exact E2M1 and E4M3
 ///            ties, NaN/Inf/-0
@@ -119,13 +120,26 @@ std::vector<RecipeCase> recipes() {
   ft("Fp8TensorE4m3Eps", [](Recipe& r) { r.set_eps(1e-2f); });
   ft("Fp8TensorPyRef", [](Recipe& r) { r.profile = Profile::kTEPyRef; });
   ft("Fp8TensorRowOnly", [](Recipe& r) { r.columnwise = false; });
+  auto m4 = [&](const std::string& label, MxScaleRule rule, Profile p, bool row = true, bool col = true) {
+    v.push_back({label, Recipe::of(Mxfp4Options{.scale_rule = rule}, p, row, col)});
+  };
+  m4("Mxfp4TeRceil", MxScaleRule::kRceil, Profile::kTE);
+  m4("Mxfp4TeFloor", MxScaleRule::kOcpFloor, Profile::kTE);
+  m4("Mxfp4Ocp", MxScaleRule::kOcpFloor, Profile::kOCP);
+  m4("Mxfp4TorchAOFloor", MxScaleRule::kOcpFloor, Profile::kTorchAO);
+  m4("Mxfp4TorchAORceil", MxScaleRule::kRceil, Profile::kTorchAO);
+  m4("Mxfp4TorchAOCeil", MxScaleRule::kCeil, Profile::kTorchAO);
+  m4("Mxfp4TorchAOEven", MxScaleRule::kEven, Profile::kTorchAO);
+  m4("Mxfp4RceilRowOnly", MxScaleRule::kRceil, Profile::kTE, true, false);
+  m4("Mxfp4FloorColOnly", MxScaleRule::kOcpFloor, Profile::kTE, false, true);
   return v;
 }
 
 struct Shape {
   int64_t M, K;
 };
-constexpr Shape kSmallShapes[] = {{16, 16}, {32, 48}, {48, 80}, {128, 128}, {304, 304}, {256, 272}, {1, 32}, {65, 80}};
+constexpr Shape kSmallShapes[] = {{16, 16}, {32, 48}, {48, 80}, {128, 128}, {304, 304}, {256, 272}, {1, 32}, {65, 80},
+                                  {37, 45}};  // 37x45: odd M and K (MXFP4's half-filled last byte; FP8 partial blocks)
 constexpr Shape kBigShapes[] = {{4096, 4096}, {8192, 5120}};
 
 struct Case {

@@ -64,6 +64,8 @@ Shape2 te_padded_scale_shape(const Recipe& r, PlaneKind p, int64_t M, int64_t K)
       // (ceil(M/128), roundup(ceil(K/128),4)) / (ceil(K/128), roundup(ceil(M/128),4))
       return row ? Shape2{cdiv(M, 128), rup(cdiv(K, 128), 4)} : Shape2{cdiv(K, 128), rup(cdiv(M, 128), 4)};
     case RecipeKind::kFP8Tensor: return {1, 1};
+    case RecipeKind::kMXFP4:  // qtc's choice (conformance/README.md): NVFP4's with blocks of 32, both planes [rows, blocks]
+      return row ? Shape2{rup(M, 128), rup(cdiv(K, 32), 4)} : Shape2{rup(K, 128), rup(cdiv(M, 32), 4)};
   }
   return {};
 }
@@ -87,6 +89,7 @@ bool te_padded_valid(const Recipe& r, PlaneKind p, int64_t M, int64_t K, int64_t
       }
       break;
     case RecipeKind::kFP8Tensor: vr = vc = 1; break;
+    case RecipeKind::kMXFP4: vr = rw ? M : K; vc = rw ? cdiv(K, 32) : cdiv(M, 32); break;
   }
   if (row >= vr || col >= vc) return false;
   *crow = transposed ? col : row;

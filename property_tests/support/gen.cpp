@@ -84,13 +84,15 @@ std::pair<int64_t, int64_t> anchor_tile(const Recipe& r) {
     case RecipeKind::kMXFP8: return {32, 32};
     case RecipeKind::kFP8Block: return {r.is_2d() ? 128 : 1, 128};
     case RecipeKind::kFP8Tensor: return {16, 16};
+    case RecipeKind::kMXFP4: return {32, 32};
   }
   return {16, 16};
 }
 
 float elem_max_of(const Recipe& r) {
   switch (r.kind()) {
-    case RecipeKind::kNVFP4: return 6.0f;
+    case RecipeKind::kNVFP4:
+    case RecipeKind::kMXFP4: return 6.0f;
     default: return fp8_max(r.fp8_type());
   }
 }

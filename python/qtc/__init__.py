@@ -106,7 +106,7 @@ def _layout_md(layout: str, swizzled: bool) -> Dict[str, str]:
 def quantize(x: Any, recipe: str, *, layout: str = "compact", swizzled: bool = False, **params: Any) -> Dict[str, np.ndarray]:
     """Quantizes the 2-D array ``x`` ([M, K], float32 / bfloat16 / float16) with the reference.
 
-    ``recipe`` is ``nvfp4``, ``mxfp8``, ``fp8_block`` or ``fp8_tensor``; ``params`` are the VECTORS.md parameters
+    ``recipe`` is ``nvfp4``, ``mxfp8``, ``fp8_block``, ``fp8_tensor`` or ``mxfp4``; ``params`` are the VECTORS.md parameters
     (``tile='16x16'``, ``row_scaled=True``, ``fp8_dtype='e5m2'``, ``scale_rule='ocp_floor'``, ``profile='te_pyref'``,
     ``columnwise=False``, ...).
     Returns the VECTORS.md tensors (``rowwise_data``, ``rowwise_scale_inv``, ``columnwise_data``, ...). With

@@ -19,6 +19,9 @@ RECIPES = [
     ("fp8_block", {}),
     ("fp8_block", {"tile": "128x128", "pow2_scales": True}),
     ("fp8_tensor", {}),
+    ("mxfp4", {}),
+    ("mxfp4", {"scale_rule": "rceil"}),
+    ("mxfp4", {"scale_rule": "even", "profile": "torchao"}),
 ]
 M, K = 144, 176  # not multiples of 128 (nor K of 32): the TE buffers have padding
 
@@ -33,7 +36,7 @@ def make_x(seed=0, m=M, k=K):
 
 def layouts(recipe):
     out = [("compact", False), ("te", False)]
-    if recipe in ("nvfp4", "mxfp8"):
+    if recipe in ("nvfp4", "mxfp8", "mxfp4"):
         out.append(("te", True))
     return out
 
@@ -285,3 +288,23 @@ def test_assert_conforms_passes_and_fails_with_the_first_mismatch():
     # TE's [kb][i] entry (1, 2) is compact entry [2, 1]: row 2's second 128-block.
     assert str(e.value).startswith("FAIL my_kernel [cpu]: rowwise_scale_inv: 1 of 288 elements differ; "
                                    "first at [1, 2] (compact [2, 1])")
+
+
+def test_mxfp4_shapes_and_the_torchao_vectors(tmp_path):
+    """MXFP4 (VECTORS.md): data [M, ceil(K/2)] and x^T's [K, ceil(M/2)], E8M0 scales per 32 (TE-padded like NVFP4's);
+    the committed torchao 0.18.0 dumps verify and are identified with their scale rule."""
+    x = make_x(5, 37, 45)
+    q = qtc.quantize(x, "mxfp4", scale_rule="rceil")
+    assert q["rowwise_data"].shape == (37, 23) and q["columnwise_data"].shape == (45, 19)
+    assert q["rowwise_scale_inv"].shape == (37, 2) and q["columnwise_scale_inv"].shape == (45, 2)
+    assert "amax_rowwise" not in q
+    t = qtc.quantize(x, "mxfp4", layout="te")
+    assert t["rowwise_scale_inv"].shape == (128, 4) and t["columnwise_scale_inv"].shape == (128, 4)
+    vectors = sorted((BUNDLED.parent / "torchao" / "mxfp4").glob("*.safetensors"))
+    assert len(vectors) >= 40
+    for v in vectors:
+        tensors, metadata = qtc.load_vector(str(v))
+        r = qtc.verify(tensors, **metadata)
+        assert r.passed, r.line
+    ident = qtc.identify(str(vectors[0]))
+    assert ident.verdict == "OK" and ident.claimed.startswith("torchao+"), ident

@@ -103,6 +103,15 @@ constexpr std::array<Rule, static_cast<size_t>(Feature::kCount)> kRules{{
       "SM 10.0-11.0, cuBLAS >= 13.4 (cuBLASLt grouped NVFP4 GEMM, per-group alpha), built against cuBLASLt headers >= 13.4",
       "§7.6 (check_grouped_gemm_requirements, NVFP4 grouped)"},
      {{{100, 110}}}, 0, 0, {}, 130400, 130400, 0, "SM 10.0-11.0 (per-group alpha)"},
+    {{Feature::kQuantizeMxfp4, "quantize.mxfp4", "SM >= 9.0 (qtc: software E2M1 and E8M0 on Hopper)", "VECTORS.md mxfp4; qtc"},
+     {{{90, kNoUpper}}}, 0, 0, {}, 0, 0, 0, "SM >= 9.0"},
+    {{Feature::kGemmMxfp4, "gemm.mxfp4", "SM 10.x-11.x, cuBLAS >= 12.8 (block-scaled FP4: E2M1 with VEC32_UE8M0 scales)",
+      "§7.4, §7.7 (cuBLASLt block-scaled FP4, as MXFP8's VEC32_UE8M0); qtc's call of it has not run on a card"},
+     {{{100, 119}}}, 0, 0, {}, 120800, 120800, 0, "SM 10.x-11.x (block-scaled FP4 GEMM)"},
+    {{Feature::kGemmMxfp4Emulated, "gemm.mxfp4_emulated_bf16",
+      "SM 9.x (qtc: exact BF16 dequantize + BF16 GEMM, as gemm.nvfp4_emulated_bf16); the reference's exact GEMM reads MXFP4",
+      "qtc (DESIGN.md, Kernels)"},
+     {{{90, 99}}}, 0, 0, {}, 0, 0, 0, "SM 9.x (native FP4 elsewhere)"},
 }};
 
 constexpr bool rules_in_order() {

@@ -76,7 +76,8 @@ ExactOperand gemm_operand(const QuantizedTensor& q, PlaneKind pk) {
   // The plane as stored: [R, C] values (NVFP4 packs two per byte).
   const bool mx_col = rc.kind() == RecipeKind::kMXFP8 && pk == PlaneKind::kColumnwise;
   const int64_t R = p.data_rows;
-  const int64_t C = rc.kind() == RecipeKind::kNVFP4 ? p.data_cols * 2 : p.data_cols;
+  const int64_t C = rc.kind() == RecipeKind::kMXFP4 ? describe_plane(rc, pk, q.rows, q.cols).data_row_elems
+                    : rc.kind() == RecipeKind::kNVFP4 ? p.data_cols * 2 : p.data_cols;
   const int64_t want_r = pk == PlaneKind::kRowwise || mx_col ? q.rows : q.cols;
   const int64_t want_c = pk == PlaneKind::kRowwise || mx_col ? q.cols : q.rows;
   QTC_CHECK(R == want_r && C == want_c, "the ", plane_kind_name(pk), " plane of a ", q.rows, "x", q.cols, " ",
@@ -92,7 +93,8 @@ ExactOperand gemm_operand(const QuantizedTensor& q, PlaneKind pk) {
   op.row_nonfinite.assign(static_cast<size_t>(op.rows), 0);
 
   const RecipeKind kind = rc.kind();
-  const Fp8Type fp8 = kind == RecipeKind::kNVFP4 ? Fp8Type::kE4M3 : rc.fp8_type();  // element type of FP8 data
+  const bool e2m1 = kind == RecipeKind::kNVFP4 || kind == RecipeKind::kMXFP4;
+  const Fp8Type fp8 = e2m1 ? Fp8Type::kE4M3 : rc.fp8_type();  // element type of FP8 data
   const bool two_d = rc.is_2d();
   auto stored_value = [&](int64_t r, int64_t c) -> double {  // element (r, c) of the stored [R, C] plane
     switch (kind) {
@@ -114,6 +116,11 @@ ExactOperand gemm_operand(const QuantizedTensor& q, PlaneKind pk) {
       }
       case RecipeKind::kFP8Tensor:
         return decode_fp8(p.data[static_cast<size_t>(r * C + c)], fp8) * static_cast<double>(q.scale_inv);
+      case RecipeKind::kMXFP4: {  // [R, C] = x (rowwise) or x^T (columnwise), blocks of 32 along C
+        const uint8_t byte = p.data[static_cast<size_t>(r * p.data_cols + c / 2)];
+        const uint8_t code = (c & 1) ? (byte >> 4) : (byte & 0xF);
+        return static_cast<double>(decode_e2m1(code)) * static_cast<double>(decode_e8m0(p.scale.byte(r, c / 32)));
+      }
     }
     return 0.0;
   };
@@ -152,13 +159,15 @@ ResolvedGemm resolve_gemm(const QuantizedTensor& A, const QuantizedTensor& B, co
   QTC_CHECK(args.out == DType::kF32 || args.out == DType::kBF16 || args.out == DType::kF16,
             "GEMM output must be F32, BF16 or F16, got ", dtype_name(args.out));
   QTC_CHECK(args.beta == 0.0f || args.c != nullptr, "beta = ", args.beta, " needs a C matrix");
-  const bool fp8 = ra.kind() != RecipeKind::kNVFP4;
+  const bool fp8 = ra.kind() != RecipeKind::kNVFP4 && ra.kind() != RecipeKind::kMXFP4;
   if (fp8)
     QTC_CHECK(!(ra.fp8_type() == Fp8Type::kE5M2 && rb.fp8_type() == Fp8Type::kE5M2),
               "E5M2 x E5M2 is not a cuBLASLt FP8 GEMM (one operand must be E4M3): A ", ra.name(), ", B ", rb.name());
   if (ra.kind() == RecipeKind::kFP8Block)
     QTC_CHECK(!(ra.is_2d() && rb.is_2d()),
               "FP8 block scaling: 128x128 x 128x128 GEMMs are not supported (TE_FORMATS.md §7.3)");
+  if (ra.kind() == RecipeKind::kMXFP4)
+    QTC_CHECK(args.out != DType::kF16, "FP4 GEMM does not support FP16 output (TE_FORMATS.md §7.4; cuBLASLt block-scaled FP4)");
   if (ra.kind() == RecipeKind::kNVFP4) {
     QTC_CHECK(!ra.nvfp4_row_scaled() && !rb.nvfp4_row_scaled(),
               "row-scaled NVFP4 operands are rejected by the plain NVFP4 GEMM; use gemm_nvfp4_row_scaled (TE_FORMATS.md §7.5)");

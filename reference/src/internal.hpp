@@ -113,5 +113,6 @@ QuantizedTensor quantize_nvfp4(const MatrixView& x, const Recipe& r, const float
 QuantizedTensor quantize_mxfp8(const MatrixView& x, const Recipe& r);
 QuantizedTensor quantize_fp8_block(const MatrixView& x, const Recipe& r);
 QuantizedTensor quantize_fp8_tensor(const MatrixView& x, const Recipe& r, const float* amax_override);
+QuantizedTensor quantize_mxfp4(const MatrixView& x, const Recipe& r);  // mxfp4.cpp (scalar only: cpu_path.hpp)
 
 }  // namespace qtc::ref::detail

@@ -20,6 +20,7 @@ std::vector<ProfileRules> make_builtin() {
   te.version = 1;
   te.follows = "TransformerEngine's CUDA kernels (2.x)";
   te.mx_scale_rules = {MxScaleRule::kRceil, MxScaleRule::kOcpFloor};
+  te.mxfp4_scale_rules = {MxScaleRule::kRceil, MxScaleRule::kOcpFloor};
   v.push_back(te);
 
   ProfileRules py = te;
@@ -31,6 +32,8 @@ std::vector<ProfileRules> make_builtin() {
   py.nvfp4_nan_scale = true;
   py.fp8_inf_amax_scale_zero = true;
   py.nvfp4_stochastic = false;
+  py.mxfp4 = false;  // TE's Python and C++ test references have no MXFP4
+  py.mxfp4_scale_rules.clear();
   v.push_back(py);
 
   ProfileRules ocp;
@@ -41,6 +44,7 @@ std::vector<ProfileRules> make_builtin() {
   ocp.nan_amax = true;
   ocp.mx_nonfinite = MxNonFinite::kNaN;
   ocp.mx_scale_rules = {MxScaleRule::kOcpFloor};
+  ocp.mxfp4_scale_rules = {MxScaleRule::kOcpFloor};
   v.push_back(ocp);
 
   ProfileRules ao;
@@ -58,6 +62,7 @@ std::vector<ProfileRules> make_builtin() {
   ao.mx_order = MxOrder::kTorchAO;
   ao.mx_nonfinite = MxNonFinite::kNaN;
   ao.mx_scale_rules = {MxScaleRule::kRceil, MxScaleRule::kOcpFloor, MxScaleRule::kCeil, MxScaleRule::kEven};
+  ao.mxfp4_scale_rules = ao.mx_scale_rules;  // to_mx(elem_dtype=torch.float4_e2m1fn_x2), every ScaleCalculationMode
   v.push_back(ao);
   return v;
 }
@@ -130,7 +135,8 @@ Profile register_profile_variant(const ProfileRules& rules) {
 std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const {
   std::vector<std::pair<std::string, std::string>> d;
   std::string kinds;
-  for (auto [on, n] : {std::pair{nvfp4, "nvfp4"}, {mxfp8, "mxfp8"}, {fp8_block, "fp8_block"}, {fp8_tensor, "fp8_tensor"}})
+  for (auto [on, n] : {std::pair{nvfp4, "nvfp4"}, {mxfp8, "mxfp8"}, {fp8_block, "fp8_block"}, {fp8_tensor, "fp8_tensor"},
+                       {mxfp4, "mxfp4"}})
     if (on) kinds += (kinds.empty() ? "" : ", ") + std::string(n);
   d.emplace_back("recipes", kinds);
   if (nvfp4 || fp8_block || fp8_tensor)
@@ -166,6 +172,20 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
     d.emplace_back("fp8.scale_order", fp8_scale_reciprocal ? "fp8_max * (1 / amax)" : "fp8_max / amax");
     d.emplace_back("fp8.cast_overflow", fp8_satfinite ? "saturate to +-max (satfinite)" : "NaN (E4M3) / Inf (E5M2)");
     d.emplace_back("fp8.eps", "recipe parameter eps (amax clamped to at least eps)");
+  }
+  if (mxfp4) {
+    std::string rules;
+    for (MxScaleRule r : mxfp4_scale_rules) rules += (rules.empty() ? "" : ", ") + std::string(mx_scale_rule_name(r));
+    d.emplace_back("mxfp4.scale_rules", rules);
+    d.emplace_back("mxfp4.order", mx_order == MxOrder::kTE
+                                      ? "te: rceil E8M0 up from bamax * RN(1/6), ocp_floor floor(log2 bamax) - 2; data x * 2^(127-e); "
+                                        "E2M1 RN-even satfinite, NaN -> 0x7, -0 -> 0x8"
+                                      : "torchao to_mx: rceil ceil(log2f(bamax / 6)), data clamp(x * 2^(127-e) (1.0 for e=0), +-6); "
+                                        "floor/ceil/even from bamax's bits, data x / max(2^(e-127), 2^-126); torchao's E2M1 cast");
+    d.emplace_back("mxfp4.nonfinite_block", mx_order == MxOrder::kTorchAO
+                                                ? "NaN -> 0xFF (rceil: codes of the NaN product), Inf -> finite scale, Inf -> +-6"
+                                                : (mx_nonfinite == MxNonFinite::kNaN ? "NaN propagates; NaN or Inf -> 0xFF, codes 0x7"
+                                                                                     : "NaN ignored (maxNum), Inf -> 0xFE, Inf -> +-6"));
   }
   d.emplace_back("neg_zero_fp8", "-0.0 -> 0x80 (sign kept)");
   return d;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "internal.hpp"
+#include "qtc/mxfp4_codec.hpp"
 #include "qtc/profile.hpp"
 #include "simd/simd.hpp"
 
@@ -136,6 +137,7 @@ QuantizedTensor quantize(const MatrixView& x, const Recipe& recipe) {
       case RecipeKind::kMXFP8: return simd::quantize_mxfp8(x, recipe);
       case RecipeKind::kFP8Block: return simd::quantize_fp8_block(x, recipe);
       case RecipeKind::kFP8Tensor: return simd::quantize_fp8_tensor(x, recipe, nullptr);
+      case RecipeKind::kMXFP4: break;  // simd_supports() refuses MXFP4: the scalar path below
     }
   }
   switch (recipe.kind()) {
@@ -143,6 +145,7 @@ QuantizedTensor quantize(const MatrixView& x, const Recipe& recipe) {
     case RecipeKind::kMXFP8: return detail::quantize_mxfp8(x, recipe);
     case RecipeKind::kFP8Block: return detail::quantize_fp8_block(x, recipe);
     case RecipeKind::kFP8Tensor: return detail::quantize_fp8_tensor(x, recipe, nullptr);
+    case RecipeKind::kMXFP4: return detail::quantize_mxfp4(x, recipe);
   }
   QTC_FAIL("unknown recipe");
 }
@@ -224,7 +227,8 @@ HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
     });
   };
   const PlaneSpec spec = describe_plane(r, pk, M, K);
-  const Fp8Type fp8 = r.kind() == RecipeKind::kNVFP4 ? Fp8Type::kE4M3 : r.fp8_type();  // element type of FP8 data
+  const bool e2m1_data = r.kind() == RecipeKind::kNVFP4 || r.kind() == RecipeKind::kMXFP4;
+  const Fp8Type fp8 = e2m1_data ? Fp8Type::kE4M3 : r.fp8_type();  // element type of FP8 data
   const int64_t rows = spec.data_rows;  // plane rows (MXFP8 keeps x's orientation: handled below)
   switch (r.kind()) {
     case RecipeKind::kNVFP4: {
@@ -257,6 +261,18 @@ HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
             const float v = decode_e8m0(e) * detail::decode_fp8(p.data[static_cast<size_t>(i * K + j)], fp8);
             if (yo != nullptr) yo[j] = v; else y.set(i, j, v);
           }
+        }
+      });
+      break;
+    }
+    case RecipeKind::kMXFP4: {
+      // Plane rows (x's rows, or x's columns for the columnwise plane) in blocks of 32 elements, one E8M0 each.
+      for_plane_rows(p.data_rows, [&](int64_t a, float* v) {
+        const uint8_t* d = p.data.data() + a * p.data_cols;
+        const uint8_t* sc = p.scale.bytes.data() + a * p.scale.cols;
+        for (int64_t b = 0; b < len; ++b) {
+          const uint8_t byte = d[b >> 1];
+          v[b] = mxfp4::decode(static_cast<uint8_t>((b & 1) ? byte >> 4 : byte & 0xF), sc[b / 32]);
         }
       });
       break;

@@ -22,6 +22,7 @@ std::string_view recipe_kind_name(RecipeKind k) {
     case RecipeKind::kMXFP8: return "mxfp8";
     case RecipeKind::kFP8Block: return "fp8_block";
     case RecipeKind::kFP8Tensor: return "fp8_tensor";
+    case RecipeKind::kMXFP4: return "mxfp4";
   }
   return "?";
 }
@@ -37,6 +38,7 @@ const char* kind_title(RecipeKind k) {
     case RecipeKind::kMXFP8: return "MXFP8";
     case RecipeKind::kFP8Block: return "FP8 block";
     case RecipeKind::kFP8Tensor: return "FP8 tensor";
+    case RecipeKind::kMXFP4: return "MXFP4";
   }
   return "?";
 }
@@ -49,6 +51,7 @@ int Recipe::block_cols() const {
     case RecipeKind::kMXFP8: return 32;
     case RecipeKind::kFP8Block: return 128;
     case RecipeKind::kFP8Tensor: return 0;
+    case RecipeKind::kMXFP4: return 32;
   }
   return 0;
 }
@@ -64,6 +67,7 @@ bool Recipe::is_2d() const {
     case RecipeKind::kMXFP8: return std::get<Mxfp8Options>(options_).tile_2d;
     case RecipeKind::kFP8Block: return std::get<Fp8BlockOptions>(options_).tile_2d;
     case RecipeKind::kFP8Tensor: return false;
+    case RecipeKind::kMXFP4: return false;
   }
   return false;
 }
@@ -73,7 +77,8 @@ Fp8Type Recipe::fp8_type() const {
   if (const auto* o = fp8_block_or_null()) return o->fp8;
   if (const auto* o = fp8_tensor_or_null()) return o->fp8;
   QTC_FAIL("recipe ", name(), ": rule 'kind-options': the FP8 element type (fp8_dtype) is an option of MXFP8, FP8 block "
-           "and FP8 tensor, not of NVFP4 (its data is E2M1)");
+           "and FP8 tensor, not of ",
+           kind_title(kind()), " (its data is E2M1)");
 }
 
 void Recipe::set_fp8_type(Fp8Type t) {
@@ -130,7 +135,7 @@ const RuleCheck kRules[] = {
      [](const Recipe& r, const ProfileRules&) { return !r.rowwise && !r.columnwise; }},
     {{"profile-defines-kind", "the profile must define the recipe kind"},
      [](const Recipe& r, const ProfileRules& pr) {
-       const bool defined[] = {pr.nvfp4, pr.mxfp8, pr.fp8_block, pr.fp8_tensor};
+       const bool defined[] = {pr.nvfp4, pr.mxfp8, pr.fp8_block, pr.fp8_tensor, pr.mxfp4};
        return !defined[static_cast<int>(r.kind())];
      },
      [](const Recipe& r, const ProfileRules& pr) {
@@ -179,6 +184,16 @@ const RuleCheck kRules[] = {
        std::string allowed;
        for (MxScaleRule x : pr.mx_scale_rules) allowed += (allowed.empty() ? "" : ", ") + std::string(mx_scale_rule_name(x));
        return "profile '" + pr.name + "' defines scale_rule " + allowed + ", not " + std::string(mx_scale_rule_name(r.mxfp8().scale_rule));
+     }},
+    {{"mxfp4-profile-scale-rule", "the profile must define the MXFP4 scale_rule (profile rule mxfp4.scale_rules)"},
+     [](const Recipe& r, const ProfileRules& pr) {
+       const Mxfp4Options* o = r.mxfp4_or_null();
+       return o && std::find(pr.mxfp4_scale_rules.begin(), pr.mxfp4_scale_rules.end(), o->scale_rule) == pr.mxfp4_scale_rules.end();
+     },
+     [](const Recipe& r, const ProfileRules& pr) {
+       std::string allowed;
+       for (MxScaleRule x : pr.mxfp4_scale_rules) allowed += (allowed.empty() ? "" : ", ") + std::string(mx_scale_rule_name(x));
+       return "profile '" + pr.name + "' defines scale_rule " + allowed + ", not " + std::string(mx_scale_rule_name(r.mxfp4().scale_rule));
      }},
     {{"fp8-eps", "FP8 block/tensor eps must be a finite value >= 0"},
      [](const Recipe& r, const ProfileRules&) {
@@ -232,6 +247,7 @@ RecipeOptions Recipe::default_options(RecipeKind k) {
     case RecipeKind::kMXFP8: return Mxfp8Options{};
     case RecipeKind::kFP8Block: return Fp8BlockOptions{};
     case RecipeKind::kFP8Tensor: return Fp8TensorOptions{};
+    case RecipeKind::kMXFP4: return Mxfp4Options{};
   }
   QTC_FAIL("unknown recipe kind ", static_cast<int>(k));
 }
@@ -278,6 +294,8 @@ std::string Recipe::name() const {
   } else if (const Fp8TensorOptions* o = fp8_tensor_or_null()) {
     os << "fp8tensor_" << fp8n(o->fp8) << (o->pow2_scales ? "_pow2" : "");
     if (o->eps != 0.0f) os << "_eps" << o->eps;
+  } else if (const Mxfp4Options* o = mxfp4_or_null()) {
+    os << "mxfp4_" << (o->scale_rule == MxScaleRule::kOcpFloor ? "ocpfloor" : mx_scale_rule_name(o->scale_rule));
   }
   if (profile != Profile::kTE) os << "_" << profile_name(profile);
   if (!rowwise) os << "_colonly";
@@ -330,6 +348,9 @@ std::map<std::string, std::string> Recipe::to_metadata() const {
     fp8_scaling(o->fp8, o->pow2_scales, o->eps);
   } else if (const Fp8TensorOptions* o = fp8_tensor_or_null()) {
     fp8_scaling(o->fp8, o->pow2_scales, o->eps);
+  } else if (const Mxfp4Options* o = mxfp4_or_null()) {
+    md["scale_rule"] = std::string(mx_scale_rule_name(o->scale_rule));
+    md["rounding"] = "rne";
   }
   if (!rowwise) md["rowwise"] = "0";
   if (!columnwise) md["columnwise"] = "0";
@@ -400,7 +421,8 @@ Recipe Recipe::from_metadata(const std::map<std::string, std::string>& md) {
   QTC_CHECK(m.has("recipe"), "metadata key 'recipe' is missing");
   if (m.has("qtc.schema")) QTC_CHECK(m.get("qtc.schema", "") == "1", "metadata key 'qtc.schema': unsupported schema '", m.get("qtc.schema", ""), "' (this qtc reads schema 1)");
   const RecipeKind kind = m.choice<RecipeKind>("recipe", "", {{"nvfp4", RecipeKind::kNVFP4}, {"mxfp8", RecipeKind::kMXFP8},
-                                                             {"fp8_block", RecipeKind::kFP8Block}, {"fp8_tensor", RecipeKind::kFP8Tensor}});
+                                                             {"fp8_block", RecipeKind::kFP8Block}, {"fp8_tensor", RecipeKind::kFP8Tensor},
+                                                             {"mxfp4", RecipeKind::kMXFP4}});
   const Profile profile = profile_from_name(m.get("profile", "te"));
   const bool rowwise = m.flag("rowwise", true);
   const bool columnwise = m.flag("columnwise", true);
@@ -410,7 +432,8 @@ Recipe Recipe::from_metadata(const std::map<std::string, std::string>& md) {
       {RecipeKind::kNVFP4, {"tile", "row_scaled", "rht", "fourover6", "fourover6_err", "e4m3_max", "stochastic_rounding", "seed", "rht_sign_mask", "per_tensor_scale"}},
       {RecipeKind::kMXFP8, {"fp8_dtype", "scale_rule", "rounding", "tile"}},
       {RecipeKind::kFP8Block, {"tile", "pow2_scales", "eps", "fp8_dtype"}},
-      {RecipeKind::kFP8Tensor, {"pow2_scales", "eps", "fp8_dtype"}}};
+      {RecipeKind::kFP8Tensor, {"pow2_scales", "eps", "fp8_dtype"}},
+      {RecipeKind::kMXFP4, {"scale_rule", "rounding"}}};
   static const std::vector<std::string> kCommon = {"qtc.schema", "recipe", "source", "profile", "rowwise", "columnwise",
                                                      "layout", "swizzled"};  // layout keys: native_layout.hpp
   for (const auto& [key, value] : md) {
@@ -466,6 +489,14 @@ Recipe Recipe::from_metadata(const std::map<std::string, std::string>& md) {
       o.fp8 = m.choice<Fp8Type>("fp8_dtype", "e4m3", fp8s);
       o.pow2_scales = m.flag("pow2_scales", false);
       o.eps = m.number("eps", 0.0f);
+      opts = o;
+      break;
+    }
+    case RecipeKind::kMXFP4: {
+      Mxfp4Options o;
+      o.scale_rule = m.choice<MxScaleRule>("scale_rule", "ocp_floor", {{"ocp_floor", MxScaleRule::kOcpFloor}, {"rceil", MxScaleRule::kRceil},
+                                                                          {"ceil", MxScaleRule::kCeil}, {"even", MxScaleRule::kEven}});
+      (void)m.choice<int>("rounding", "rne", {{"rne", 0}});
       opts = o;
       break;
     }

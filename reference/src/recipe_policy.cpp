@@ -24,7 +24,8 @@ int64_t roundup(int64_t a, int64_t b) {
 DataElem data_elem_of(const Recipe& r) {
   return std::visit(
       [](const auto& o) {
-        if constexpr (std::is_same_v<std::decay_t<decltype(o)>, Nvfp4Options>) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(o)>, Nvfp4Options> ||
+                      std::is_same_v<std::decay_t<decltype(o)>, Mxfp4Options>) {
           return DataElem::kE2M1;
         } else {
           return o.fp8 == Fp8Type::kE4M3 ? DataElem::kE4M3 : DataElem::kE5M2;
@@ -62,7 +63,7 @@ PlaneSpec describe_plane(const Recipe& r, PlaneKind pk, int64_t M, int64_t K) {
   s.data_transposed = !row && r.kind() != RecipeKind::kMXFP8;
   s.data_rows = s.data_transposed ? K : M;
   s.data_row_elems = s.data_transposed ? M : K;
-  s.data_cols = r.kind() == RecipeKind::kNVFP4 ? cdiv(s.data_row_elems, 2) : s.data_row_elems;
+  s.data_cols = s.data_elem == DataElem::kE2M1 ? cdiv(s.data_row_elems, 2) : s.data_row_elems;
   s.data_m_axis = s.data_transposed ? MAxis::kCols : MAxis::kRows;
 
   switch (r.kind()) {
@@ -124,6 +125,22 @@ PlaneSpec describe_plane(const Recipe& r, PlaneKind pk, int64_t M, int64_t K) {
         s.scale_step_k = row ? 128 : 1;
       }
       s.scale_m_axis = row ? MAxis::kRows : MAxis::kCols;
+      break;
+    }
+    case RecipeKind::kMXFP4: {  // VECTORS.md mxfp4: NVFP4's geometry with blocks of 32 and E8M0 scales
+      // TE-padded shapes as NVFP4's (the columnwise plane is x^T, so both planes pad [rows, blocks] alike and
+      // swizzle alike): rowwise [roundup(M,128), roundup(ceil(K/32),4)] = MXFP8's rowwise; columnwise
+      // [roundup(K,128), roundup(ceil(M/32),4)] (docs: conformance/README.md, MXFP4).
+      s.scale_type = ScaleType::kE8M0;
+      const int64_t rows = row ? M : K, len = row ? K : M;
+      s.compact = {rows, cdiv(len, 32)};
+      s.padded = {roundup(rows, 128), roundup(cdiv(len, 32), 4)};
+      s.scale_m_axis = row ? MAxis::kRows : MAxis::kCols;
+      s.swizzlable = true;
+      s.block_rows = row ? 1 : 32;
+      s.block_cols = row ? 32 : 1;
+      s.scale_step_m = row ? 1 : 32;
+      s.scale_step_k = row ? 32 : 1;
       break;
     }
     case RecipeKind::kFP8Tensor:  // §4: one scale_inv (a 1x1 F32 matrix in each plane) and one amax

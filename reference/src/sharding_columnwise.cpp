@@ -70,6 +70,9 @@ bool can_derive_columnwise(const Recipe& r, std::string* why) {
                   "128x128 recipes can derive it (§3.3)");
       return true;
     case RecipeKind::kFP8Tensor: return true;
+    case RecipeKind::kMXFP4:
+      return no("MXFP4: columnwise blocks (32 rows of a column) differ from rowwise blocks (32 columns of a row); the "
+                "columnwise plane must be quantized or gathered, not derived (as MXFP8 1x32)");
   }
   return no("unknown recipe");
 }

@@ -50,6 +50,13 @@ void check_fsdp_recipe(const Recipe& r, int64_t shard_M, bool columnwise_usage) 
                 ") of an FP8 128x128 tensor to be a multiple of 128: a shard would split a 128x128 tile (§8.2)");
       break;
     case RecipeKind::kFP8Tensor: break;
+    case RecipeKind::kMXFP4:
+      // Rowwise blocks run along K: any shard_M gathers. The columnwise plane is x^T (blocks of 32 along M), so the
+      // shards' pieces would have to be interleaved column-wise, not concatenated in dim 0; and it cannot be derived.
+      QTC_CHECK(!columnwise_usage, "FSDP2 all-gather of an MXFP4 columnwise plane is not supported: it is stored as x^T "
+                                   "(blocks of 32 along M), so a dim-0 all-gather cannot concatenate it, and it cannot be "
+                                   "derived from the rowwise plane; gather the rowwise plane and quantize x^T after the gather");
+      break;
   }
 }
 

@@ -66,7 +66,7 @@ int64_t row_granularity(const Recipe& r, bool rowwise, bool columnwise) {
     if (pk == PlaneKind::kColumnwise && !columnwise) continue;
     const PlaneSpec s = describe_plane(r, pk, 0, 0);  // block heights do not depend on the shape
     if (!s.per_tensor) g = std::max(g, s.block_rows);
-    if (s.data_elem == DataElem::kE2M1) g = std::max<int64_t>(g, 16);  // NVFP4 tensors need M % 16 == 0 in any case (§1.1)
+    if (r.kind() == RecipeKind::kNVFP4) g = std::max<int64_t>(g, 16);  // NVFP4 tensors need M % 16 == 0 in any case (§1.1)
   }
   return g;
 }

@@ -3,4 +3,5 @@
 qtc_add_test(test_codec SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_codec.cpp LIBS qtc_ref LABELS cpu)
 qtc_add_test(test_quantize_edges SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_quantize_edges.cpp LIBS qtc_ref LABELS cpu)
 qtc_add_test(test_layouts SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_layouts.cpp LIBS qtc_ref LABELS cpu)
-qtc_add_test(test_torchao_rules SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_torchao_rules.cpp LIBS qtc_ref LABELS cpu)
+qtc_add_test(test_torchao_rules SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_torchao_rules.cpp ${CMAKE_CURRENT_LIST_DIR}/test_mxfp4.cpp
+             LIBS qtc_ref LABELS cpu)

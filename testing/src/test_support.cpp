@@ -47,7 +47,7 @@ ElementCode scale_code(ScaleType t) {
 }
 
 ElementCode data_code(const Recipe& r) {
-  if (r.kind() == RecipeKind::kNVFP4) return ElementCode::kE2M1;
+  if (r.kind() == RecipeKind::kNVFP4 || r.kind() == RecipeKind::kMXFP4) return ElementCode::kE2M1;
   return r.fp8_type() == Fp8Type::kE4M3 ? ElementCode::kE4M3 : ElementCode::kE5M2;
 }
 

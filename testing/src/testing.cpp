@@ -52,7 +52,7 @@ struct ElemFormat {
 };
 
 ElemFormat elem_format(const Recipe& r) {
-  if (r.kind() == RecipeKind::kNVFP4) return {1, 0, 6.0};
+  if (r.kind() == RecipeKind::kNVFP4 || r.kind() == RecipeKind::kMXFP4) return {1, 0, 6.0};
   return r.fp8_type() == Fp8Type::kE4M3 ? ElemFormat{3, -6, 448.0} : ElemFormat{2, -14, 57344.0};
 }
 
@@ -180,6 +180,7 @@ double element_error_bound(const Recipe& r, float x, double s, DType out, float 
           return r.is_2d() ? p.scale.f32(a / 128, b / 128) : p.scale.f32(a, b / 128);
         }
         case RecipeKind::kFP8Tensor: return q.scale_inv;
+        case RecipeKind::kMXFP4: return decode_e8m0(col ? p.scale.byte(j, i / 32) : p.scale.byte(i, j / 32));
       }
       return 0.0;
     };

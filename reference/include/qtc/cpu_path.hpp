@@ -27,7 +27,7 @@ void set_cpu_path(CpuPath p);
 
 /// The dispatch predicate of quantize()/quantize_with_amax(): true when the vectorized path implements this
 /// recipe for this input type. It implements profiles te and te_pyref for every recipe option, and ocp for
-/// MXFP8; MXFP8 scale rules rceil and ocp_floor. Everything else (profile torchao, other scale rules) is
+/// MXFP8; MXFP8 scale rules rceil and ocp_floor. Everything else (profile torchao, other scale rules, every MXFP4 recipe: MXFP4 routes to the scalar code) is
 /// false, with the reason in `why` when given.
 bool simd_supports(const Recipe& r, DType input, std::string* why = nullptr);
 /// The same for dequantize() of a plane of a tensor quantized with `r` to `out`.

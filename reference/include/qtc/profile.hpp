@@ -71,6 +71,12 @@ struct ProfileRules {
   bool fp8_satfinite = true;             ///< FP8 block/tensor data cast saturates (cvt satfinite); else a value past
                                          ///< the range becomes NaN (E4M3) / Inf (E5M2), as PyTorch's and ml_dtypes' casts
 
+  // MXFP4 (E2M1 elements, E8M0 scales per 32). Its scale and data arithmetic follow mx_order and mx_nonfinite
+  // (as for MXFP8) with E2M1's constants: elem_max 6, emax 2; the E2M1 cast is RN-even satfinite (te, ocp: NaN ->
+  // 0x7, -0 -> 0x8, TE_FORMATS.md §0.3) or torchao's `f32_to_f4_unpacked` (profile torchao).
+  bool mxfp4 = true;                           ///< defines recipe kind mxfp4
+  std::vector<MxScaleRule> mxfp4_scale_rules;  ///< MXFP4 scale rules this profile defines
+
   /// Rule name -> value, in a fixed order (what `qtc profiles` prints and identify toggles).
   std::vector<std::pair<std::string, std::string>> describe() const;
 };

@@ -12,7 +12,7 @@
 
 namespace qtc {
 
-enum class RecipeKind : uint8_t { kNVFP4, kMXFP8, kFP8Block, kFP8Tensor };
+enum class RecipeKind : uint8_t { kNVFP4, kMXFP8, kFP8Block, kFP8Tensor, kMXFP4 };
 
 /// A profile names every bit-level choice that implementations make differently (VECTORS.md, Profiles).
 enum class Profile : uint8_t {
@@ -64,8 +64,15 @@ struct Fp8TensorOptions {
   float eps = 0.0f;
   bool operator==(const Fp8TensorOptions&) const = default;
 };
+/// MXFP4 (OCP MX v1.0 FP4): E2M1 elements, one E8M0 scale per 32 elements along the block axis, no per-tensor
+/// scale. The scale rules keep their MXFP8 names (VECTORS.md): ocp_floor 2^(floor(log2 amax) - 2), rceil (E8M0
+/// rounded up from amax / 6), torchao's ceil and even; rounding of the elements is RN-even.
+struct Mxfp4Options {
+  MxScaleRule scale_rule = MxScaleRule::kOcpFloor;
+  bool operator==(const Mxfp4Options&) const = default;
+};
 /// One alternative per recipe kind, in RecipeKind order.
-using RecipeOptions = std::variant<Nvfp4Options, Mxfp8Options, Fp8BlockOptions, Fp8TensorOptions>;
+using RecipeOptions = std::variant<Nvfp4Options, Mxfp8Options, Fp8BlockOptions, Fp8TensorOptions, Mxfp4Options>;
 
 /// One rule of the recipe policy that Recipe::validate checks: a stable id (quoted in the error) and what it says.
 struct RecipeRule {
@@ -109,11 +116,14 @@ struct Recipe {
   Fp8BlockOptions& fp8_block() { return get_or_throw<Fp8BlockOptions>(); }
   const Fp8TensorOptions& fp8_tensor() const { return get_or_throw<Fp8TensorOptions>(); }
   Fp8TensorOptions& fp8_tensor() { return get_or_throw<Fp8TensorOptions>(); }
+  const Mxfp4Options& mxfp4() const { return get_or_throw<Mxfp4Options>(); }
+  Mxfp4Options& mxfp4() { return get_or_throw<Mxfp4Options>(); }
   /// The options of one kind, or nullptr when the recipe is of another kind.
   const Nvfp4Options* nvfp4_or_null() const { return std::get_if<Nvfp4Options>(&options_); }
   const Mxfp8Options* mxfp8_or_null() const { return std::get_if<Mxfp8Options>(&options_); }
   const Fp8BlockOptions* fp8_block_or_null() const { return std::get_if<Fp8BlockOptions>(&options_); }
   const Fp8TensorOptions* fp8_tensor_or_null() const { return std::get_if<Fp8TensorOptions>(&options_); }
+  const Mxfp4Options* mxfp4_or_null() const { return std::get_if<Mxfp4Options>(&options_); }
 
   /// Options shared by several kinds; each getter and setter throws qtc::Error (rule 'kind-options') for a
   /// kind without the option. The FP8 element type: MXFP8, FP8 block, FP8 tensor (NVFP4 data is E2M1).

@@ -208,6 +208,8 @@ HostMatrix Dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
       });
       break;
     }
+    case RecipeKind::kMXFP4:  // simd_supports_dequantize refuses MXFP4: ref::dequantize decodes it in scalar code
+      QTC_FAIL("dequantize: MXFP4 has no vectorized path (simd_supports_dequantize)");
     case RecipeKind::kFP8Block:
     case RecipeKind::kFP8Tensor: {
       const float* tab = r.fp8_type() == Fp8Type::kE4M3 ? kE4M3Table.data() : kE5M2Table.data();

@@ -66,6 +66,8 @@ const char* rule_outside_simd(const Recipe& r) {
     case RecipeKind::kFP8Tensor:
       if (!pr.fp8_satfinite) return "FP8: the vectorized path implements the saturating data cast only";
       return nullptr;
+    case RecipeKind::kMXFP4:
+      return "MXFP4: no vectorized path (the scalar reference, mxfp4.cpp, quantizes and dequantizes every MXFP4 recipe)";
   }
   return "unknown recipe kind";
 }

@@ -1,0 +1,130 @@
+/// \file mxfp4.cu
+/// \brief MXFP4 quantization (VECTORS.md `mxfp4`): E2M1 data two per byte (element 2j in the low nibble), one E8M0
+///        scale per 32 elements; rowwise blocks of 32 along K, data [M, ceil(K/2)]; columnwise = x^T, blocks of 32
+///        along M, data [K, ceil(M/2)]. Any M, K: partial blocks reduce over their valid elements, an odd row length
+///        leaves the last high nibble 0. Every scalar step (scale from the block amax, E2M1 code) is
+///        reference/include/qtc/mxfp4_codec.hpp's, the functions the CPU reference runs, under the same profile
+///        rules (te / ocp / torchao). One thread per block of 32: it owns the block's 16 data bytes and its scale
+///        entry, so no two threads write one byte. A straightforward kernel (no tiling): correctness first.
+#include "device_util.cuh"
+#include "launch.hpp"
+#include "qtc/cuda/check.hpp"
+#include "qtc/mxfp4_codec.hpp"
+
+namespace qtc::cuda {
+namespace {
+
+using namespace dev;
+
+struct KParams {
+  const void* x;
+  int64_t M, K;
+  bool torchao, propagate, nonfinite_nan;
+  MxScaleRule rule;
+  uint8_t* data;  ///< the plane's data [rows, ceil(len / 2)]
+  ScaleOut scale;
+};
+
+__device__ __forceinline__ uint8_t block_scale(float bamax, const KParams& p) {
+  return p.torchao ? mxfp4::scale_torchao(bamax, p.rule) : mxfp4::scale_te(bamax, p.rule, p.nonfinite_nan);
+}
+__device__ __forceinline__ uint8_t code(float x, uint8_t e, const KParams& p) {
+  return p.torchao ? mxfp4::code_torchao(x, e, p.rule) : mxfp4::code_te(x, e);
+}
+
+/// One plane: plane row a (x's row a, or x's column a when `transposed`), block b: elements [32b, 32b + 32) of
+/// the plane row, clipped to its length.
+template <typename In, bool kTransposed>
+__global__ void mxfp4_kernel(KParams p) {
+  const In* x = static_cast<const In*>(p.x);
+  const int64_t rows = kTransposed ? p.K : p.M, len = kTransposed ? p.M : p.K;
+  const int64_t nb = (len + 31) / 32, bytes = (len + 1) / 2;
+  const int64_t n = rows * nb;
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    // Consecutive threads take consecutive plane rows of one block column: coalesced loads for x^T's columns.
+    const int64_t a = kTransposed ? idx % rows : idx / nb, b = kTransposed ? idx / rows : idx % nb;
+    const int64_t e0 = 32 * b, cnt = len - e0 < 32 ? len - e0 : 32;
+    float v[32];
+    float amax = 0.0f;
+    for (int t = 0; t < 32; ++t) {
+      const int64_t e = e0 + t;
+      v[t] = t < cnt ? InputTraits<In>::to_f32(kTransposed ? x[e * p.K + a] : x[a * p.K + e]) : 0.0f;
+      if (t < cnt) {  // the reference's amax_step: maxNum, or NaN-propagating (0x7FC00000)
+        const float m = fabsf(v[t]);
+        amax = p.propagate ? ((amax != amax || m != m) ? bits_f32(0x7FC00000u) : (m > amax ? m : amax)) : (m > amax ? m : amax);
+      }
+    }
+    const uint8_t e = block_scale(amax, p);
+    p.scale.p[scale_index(p.scale, a, b)] = e;
+    uint8_t* row = p.data + a * bytes + 16 * b;
+    for (int t = 0; t < 32; t += 2) {
+      if (t >= cnt) break;
+      const uint32_t lo = code(v[t], e, p), hi = t + 1 < cnt ? code(v[t + 1], e, p) : 0u;
+      row[t / 2] = static_cast<uint8_t>((lo & 0xFu) | ((hi & 0xFu) << 4));
+    }
+  }
+}
+
+template <typename In>
+void launch_typed(const detail::Mxfp4Params& h, cudaStream_t s) {
+  for (int plane = 0; plane < 2; ++plane) {
+    const bool col = plane == 1;
+    if (col ? !h.columnwise : !h.rowwise) continue;
+    KParams p{};
+    p.x = h.x;
+    p.M = h.M;
+    p.K = h.K;
+    p.torchao = h.torchao;
+    p.propagate = h.ocp || h.torchao;
+    p.nonfinite_nan = h.ocp;
+    p.rule = static_cast<MxScaleRule>(h.scale_rule);
+    p.data = col ? h.col_data : h.row_data;
+    p.scale = to_scale_out(col ? h.col_scale : h.row_scale);
+    const int64_t rows = col ? h.K : h.M, len = col ? h.M : h.K;
+    const int64_t n = rows * ((len + 31) / 32);
+    if (n == 0) continue;
+    const int grid = static_cast<int>(std::min<int64_t>((n + 127) / 128, 65536));
+    if (col)
+      mxfp4_kernel<In, true><<<grid, 128, 0, s>>>(p);
+    else
+      mxfp4_kernel<In, false><<<grid, 128, 0, s>>>(p);
+    QTC_CUDA_CHECK_LAUNCH();
+  }
+}
+
+/// One plane as stored ([rows, len] elements: x for the rowwise plane, x^T for the columnwise one) decoded to BF16,
+/// row-major: every value 2^(e-127) * E2M1 is exact in BF16 (8 exponent bits as float32, 2 significant bits).
+__global__ void mxfp4_to_bf16_kernel(const uint8_t* data, ScaleOut sl, int64_t rows, int64_t len, uint16_t* out) {
+  const int64_t n = rows * len, bytes = (len + 1) / 2;
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t a = idx / len, b = idx % len;
+    const uint32_t code = (data[a * bytes + b / 2] >> (4 * (b & 1))) & 0xFu;
+    out[idx] = f32_to_bf16(mxfp4::decode(static_cast<uint8_t>(code), sl.p[scale_index(sl, a, b / 32)]));
+  }
+}
+
+}  // namespace
+
+namespace detail {
+void launch_mxfp4_to_bf16(const uint8_t* data, const ScaleOutHost& scale, int64_t rows, int64_t len, void* out,
+                          cudaStream_t s) {
+  const int64_t n = rows * len;
+  if (n == 0) return;
+  const int grid = static_cast<int>(std::min<int64_t>((n + 255) / 256, 65536));
+  mxfp4_to_bf16_kernel<<<grid, 256, 0, s>>>(data, to_scale_out(scale), rows, len, static_cast<uint16_t*>(out));
+  QTC_CUDA_CHECK_LAUNCH();
+}
+
+void launch_mxfp4(const Mxfp4Params& p, cudaStream_t s) {
+  switch (p.dtype) {
+    case DType::kF32: launch_typed<float>(p, s); break;
+    case DType::kBF16: launch_typed<__nv_bfloat16>(p, s); break;
+    case DType::kF16: launch_typed<__half>(p, s); break;
+    default: QTC_FAIL("MXFP4 quantize: input must be F32, BF16 or F16, got ", dtype_name(p.dtype));
+  }
+}
+}  // namespace detail
+
+}  // namespace qtc::cuda

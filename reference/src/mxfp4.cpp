@@ -1,0 +1,77 @@
+/// \file mxfp4.cpp
+/// \brief MXFP4 reference quantizer (OCP MX v1.0 FP4; VECTORS.md `mxfp4`): E2M1 data two per byte (element 2j in
+///        the low nibble of byte j), one E8M0 scale per 32 elements. Rowwise: blocks of 32 along K, data [M,
+///        ceil(K/2)]; columnwise: the quantization of x^T, blocks of 32 along M, data [K, ceil(M/2)]. Partial blocks
+///        reduce over their valid elements only; an odd row length leaves the last high nibble 0. The scalar
+///        steps are mxfp4_codec.hpp's (te / ocp / torchao orders).
+#include "internal.hpp"
+#include "qtc/mxfp4_codec.hpp"
+#include "qtc/profile.hpp"
+
+namespace qtc::ref::detail {
+
+namespace {
+
+struct Mx4Rule {
+  const Recipe& r;
+  const ProfileRules& pr = profile_rules(r.profile);
+  const MxScaleRule rule = r.mxfp4().scale_rule;
+  const bool torchao = pr.mx_order == MxOrder::kTorchAO;
+  /// NaN propagates into the block amax where a NaN block gets a NaN scale (OCP, torchao); TE ignores it.
+  bool propagate() const { return pr.mx_nonfinite == MxNonFinite::kNaN; }
+  uint8_t scale(float bamax) const {
+    if (torchao) return mxfp4::scale_torchao(bamax, rule);
+    QTC_CHECK(rule == MxScaleRule::kRceil || rule == MxScaleRule::kOcpFloor, "MXFP4 scale_rule ", mx_scale_rule_name(rule),
+              " is defined by torchao's to_mx only (profile torchao)");
+    return mxfp4::scale_te(bamax, rule, pr.mx_nonfinite == MxNonFinite::kNaN);
+  }
+  uint8_t code(float x, uint8_t e) const { return torchao ? mxfp4::code_torchao(x, e, rule) : mxfp4::code_te(x, e); }
+};
+
+/// Stores a 4-bit code at element `idx` of a packed row starting at `row`.
+inline void put_nibble(uint8_t* row, int64_t idx, uint8_t code) {
+  uint8_t& b = row[idx >> 1];
+  b = (idx & 1) ? static_cast<uint8_t>((b & 0x0F) | (code << 4)) : static_cast<uint8_t>((b & 0xF0) | (code & 0x0F));
+}
+
+}  // namespace
+
+QuantizedTensor quantize_mxfp4(const MatrixView& x, const Recipe& r) {
+  const int64_t M = x.rows, K = x.cols;
+  QuantizedTensor q;
+  start_output(q, r, x.dtype, M, K);  // planes as describe_plane says
+  const Mx4Rule rule{r};
+  const bool prop = rule.propagate();
+  for_each_row_strip(x, 32, [&](int64_t g, int64_t i0, int64_t n, const float* s) {
+    if (r.rowwise) {
+      Plane& p = *q.rowwise;
+      const int64_t kbs = p.scale.cols;
+      for (int64_t i = 0; i < n; ++i) {
+        uint8_t* drow = p.data.data() + (i0 + i) * p.data_cols;
+        for (int64_t c = 0; c < kbs; ++c) {
+          const int64_t j0 = c * 32, j1 = std::min(K, j0 + 32);
+          float a = 0.0f;
+          for (int64_t j = j0; j < j1; ++j) a = amax_step(a, s[i * K + j], prop);
+          const uint8_t sc = rule.scale(a);
+          p.scale.bytes[static_cast<size_t>((i0 + i) * kbs + c)] = sc;
+          for (int64_t j = j0; j < j1; ++j) put_nibble(drow, j, rule.code(s[i * K + j], sc));
+        }
+      }
+    }
+    if (r.columnwise) {
+      Plane& p = *q.columnwise;  // row j holds column j of x; strip g is scale column g
+      const int64_t mbs = p.scale.cols;
+      for (int64_t j = 0; j < K; ++j) {
+        float a = 0.0f;
+        for (int64_t i = 0; i < n; ++i) a = amax_step(a, s[i * K + j], prop);
+        const uint8_t sc = rule.scale(a);
+        p.scale.bytes[static_cast<size_t>(j * mbs + g)] = sc;
+        uint8_t* drow = p.data.data() + j * p.data_cols;
+        for (int64_t i = 0; i < n; ++i) put_nibble(drow, i0 + i, rule.code(s[i * K + j], sc));
+      }
+    }
+  });
+  return q;
+}
+
+}  // namespace qtc::ref::detail

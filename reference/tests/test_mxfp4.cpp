@@ -1,0 +1,264 @@
+/// \file test_mxfp4.cpp
+/// \brief Recipe kind mxfp4 (VECTORS.md): the policy (validation rules, metadata, plane geometry of ragged shapes),
+///        torchao 0.18.0's to_mx(elem_dtype=torch.float4_e2m1fn_x2) on single blocks (values measured on torch 2.11,
+///        CPU), the te / ocp rules (OCP floor, RCEIL from bamax * RN(1/6), non-finite blocks, -0, E2M1 ties and
+///        saturation), dequantize, layouts, the exact GEMM operand, FSDP2's refusal of the columnwise plane.
+///        Part of the test_torchao_rules executable.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "qtc/checkpoint.hpp"
+#include "qtc/cpu_path.hpp"
+#include "qtc/gemm.hpp"
+#include "qtc/layout_8x4.hpp"
+#include "qtc/layouts.hpp"
+#include "qtc/mxfp4_codec.hpp"
+#include "qtc/profile.hpp"
+#include "qtc/quantize.hpp"
+#include "qtc/recipe_policy.hpp"
+#include "qtc/sharding.hpp"
+
+using namespace qtc;
+
+namespace {
+
+Recipe mx4(MxScaleRule rule, Profile p = Profile::kTE, bool rowwise = true, bool columnwise = true) {
+  return Recipe::of(Mxfp4Options{.scale_rule = rule}, p, rowwise, columnwise);
+}
+
+std::string rule_of(const Recipe& r) { return std::string(r.broken_rule()); }
+
+struct Mx4Case {
+  MxScaleRule rule;
+  float v;         ///< x[0] = v, x[1] = float32(v / 3) (1.0 when v is NaN), x[2] = -0.0, the rest 0
+  uint8_t scale;   ///< torchao's E8M0 byte
+  uint8_t b0, b1;  ///< torchao's packed bytes 0 (x[0], x[1]) and 1 (x[2], x[3])
+};
+
+// to_mx(x, torch.float4_e2m1fn_x2, 32, scaling_mode=...) on torchao 0.18.0 / torch 2.11 (CPU).
+const Mx4Case kAo[] = {
+    {MxScaleRule::kOcpFloor, 6.0f, 127, 0x47, 0x08},     {MxScaleRule::kOcpFloor, 7.0f, 127, 0x47, 0x08},
+    {MxScaleRule::kOcpFloor, 8.0f, 128, 0x36, 0x08},     {MxScaleRule::kOcpFloor, 0x1p-130f, 0, 0x00, 0x08},
+    {MxScaleRule::kOcpFloor, 1e-38f, 0, 0x12, 0x08},     {MxScaleRule::kOcpFloor, 3e38f, 252, 0x47, 0x08},
+    {MxScaleRule::kOcpFloor, INFINITY, 253, 0x77, 0x08}, {MxScaleRule::kOcpFloor, NAN, 255, 0x03, 0x08},
+    {MxScaleRule::kOcpFloor, 0.0f, 0, 0x00, 0x08},       {MxScaleRule::kOcpFloor, 5.0f, 127, 0x36, 0x08},
+    {MxScaleRule::kOcpFloor, 0.75f, 124, 0x47, 0x08},    {MxScaleRule::kCeil, 6.0f, 128, 0x25, 0x08},
+    {MxScaleRule::kCeil, 7.0f, 128, 0x26, 0x08},         {MxScaleRule::kCeil, 8.0f, 128, 0x36, 0x08},
+    {MxScaleRule::kCeil, 1e-38f, 0, 0x12, 0x08},         {MxScaleRule::kCeil, 3e38f, 253, 0x26, 0x08},
+    {MxScaleRule::kCeil, INFINITY, 253, 0x77, 0x08},     {MxScaleRule::kCeil, NAN, 255, 0x03, 0x08},
+    {MxScaleRule::kCeil, 12.0f, 129, 0x25, 0x08},        {MxScaleRule::kEven, 6.0f, 127, 0x47, 0x08},
+    {MxScaleRule::kEven, 7.0f, 128, 0x26, 0x08},         {MxScaleRule::kEven, 6.5f, 127, 0x47, 0x08},
+    {MxScaleRule::kEven, 3e38f, 253, 0x26, 0x08},        {MxScaleRule::kEven, NAN, 255, 0x03, 0x08},
+    {MxScaleRule::kRceil, 6.0f, 127, 0x47, 0x08},        {MxScaleRule::kRceil, 6.5f, 128, 0x25, 0x08},
+    {MxScaleRule::kRceil, 1e-38f, 0, 0x00, 0x08},        {MxScaleRule::kRceil, 3e38f, 253, 0x26, 0x08},
+    {MxScaleRule::kRceil, INFINITY, 254, 0x77, 0x08},    {MxScaleRule::kRceil, NAN, 255, 0x33, 0x33},
+    {MxScaleRule::kRceil, 0.0f, 0, 0x00, 0x08},          {MxScaleRule::kRceil, 0.75f, 124, 0x47, 0x08},
+};
+
+TEST(Mxfp4TorchAO, SingleBlocksAgainstTorchao) {
+  for (const Mx4Case& c : kAo) {
+    std::vector<float> x(32, 0.0f);
+    x[0] = c.v;
+    x[1] = c.v != c.v ? 1.0f : c.v / 3.0f;
+    x[2] = -0.0f;
+    const QuantizedTensor q = ref::quantize(MatrixView{x.data(), DType::kF32, 1, 32}, mx4(c.rule, Profile::kTorchAO, true, false));
+    const std::string what = std::string(mx_scale_rule_name(c.rule)) + " v=" + std::to_string(c.v);
+    EXPECT_EQ(q.rowwise->scale.bytes.at(0), c.scale) << what;
+    EXPECT_EQ(q.rowwise->data.at(0), c.b0) << what;
+    EXPECT_EQ(q.rowwise->data.at(1), c.b1) << what;
+  }
+}
+
+TEST(Mxfp4Policy, RulesMetadataAndNames) {
+  EXPECT_EQ(rule_of(mx4(MxScaleRule::kOcpFloor)), "");
+  EXPECT_EQ(rule_of(mx4(MxScaleRule::kRceil, Profile::kOCP)), "mxfp4-profile-scale-rule");
+  EXPECT_EQ(rule_of(mx4(MxScaleRule::kCeil, Profile::kTE)), "mxfp4-profile-scale-rule");
+  EXPECT_EQ(rule_of(mx4(MxScaleRule::kEven, Profile::kTorchAO)), "");
+  EXPECT_EQ(rule_of(mx4(MxScaleRule::kOcpFloor, Profile::kTEPyRef)), "profile-defines-kind");
+  try {
+    mx4(MxScaleRule::kCeil, Profile::kOCP).validate();
+    FAIL() << "validate() accepted ceil under ocp";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rule 'mxfp4-profile-scale-rule'"), std::string::npos) << e.what();
+  }
+  const Recipe r = mx4(MxScaleRule::kEven, Profile::kTorchAO);
+  EXPECT_EQ(r.name(), "mxfp4_even_torchao");
+  EXPECT_EQ(Recipe::from_metadata(r.to_metadata()), r);
+  const Recipe d = Recipe::from_metadata({{"recipe", "mxfp4"}});  // default scale_rule ocp_floor, profile te
+  EXPECT_EQ(d, mx4(MxScaleRule::kOcpFloor));
+  EXPECT_THROW(Recipe::from_metadata({{"recipe", "mxfp4"}, {"fp8_dtype", "e4m3"}}), Error);  // not an MXFP4 key
+  EXPECT_THROW(Recipe::from_metadata({{"recipe", "mxfp4"}, {"scale_rule", "floor"}}), Error);
+  EXPECT_THROW((void)r.fp8_type(), Error);  // E2M1 data: no FP8 element type
+  EXPECT_FALSE(ref::simd_supports(r, DType::kF32));
+}
+
+TEST(Mxfp4Policy, RaggedGeometry) {
+  const Recipe r = mx4(MxScaleRule::kRceil);
+  const PlaneSpec row = describe_plane(r, PlaneKind::kRowwise, 37, 45);
+  EXPECT_EQ(row.data_rows, 37);
+  EXPECT_EQ(row.data_cols, 23);  // ceil(45 / 2): the last byte's high nibble is padding
+  EXPECT_EQ(row.compact, (ScaleShape{37, 2}));
+  EXPECT_EQ(row.padded, (ScaleShape{128, 4}));
+  const PlaneSpec col = describe_plane(r, PlaneKind::kColumnwise, 37, 45);
+  EXPECT_TRUE(col.data_transposed);
+  EXPECT_EQ(col.data_rows, 45);
+  EXPECT_EQ(col.data_cols, 19);
+  EXPECT_EQ(col.compact, (ScaleShape{45, 2}));
+  EXPECT_EQ(col.padded, (ScaleShape{128, 4}));
+  EXPECT_EQ(col.scale_entry(33, 7), (Index2{7, 1}));
+  EXPECT_EQ(col.block_of(33, 7), (XRegion{32, 37, 7, 8}));
+  EXPECT_EQ(describe_tensor(r, "amax_rowwise", 37, 45), std::nullopt);
+}
+
+// te / ocp: OCP floor, RCEIL from bamax * RN(1/6), -0, E2M1 ties (RN-even) and saturation, non-finite blocks.
+TEST(Mxfp4Te, ScaleRulesTiesAndSpecials) {
+  EXPECT_EQ(mxfp4::scale_te(6.0f, MxScaleRule::kOcpFloor, false), 127);    // floor(log2 6) - 2 = 0
+  EXPECT_EQ(mxfp4::scale_te(7.99f, MxScaleRule::kOcpFloor, false), 127);   // 7.99 -> saturates to 6
+  EXPECT_EQ(mxfp4::scale_te(8.0f, MxScaleRule::kOcpFloor, false), 128);
+  EXPECT_EQ(mxfp4::scale_te(6.0f, MxScaleRule::kRceil, false), 127);  // 6 * RN(1/6) rounds to exactly 1.0
+  EXPECT_EQ(mxfp4::scale_te(std::nextafter(6.0f, 7.0f), MxScaleRule::kRceil, false), 128);
+  EXPECT_EQ(mxfp4::scale_te(3.0f, MxScaleRule::kRceil, false), 126);
+  EXPECT_EQ(mxfp4::scale_te(0.0f, MxScaleRule::kRceil, false), 0);
+  EXPECT_EQ(mxfp4::scale_te(INFINITY, MxScaleRule::kRceil, false), 0xFE);  // TE satfinite
+  EXPECT_EQ(mxfp4::scale_te(INFINITY, MxScaleRule::kOcpFloor, true), 0xFF);  // OCP: NaN scale
+  EXPECT_EQ(mxfp4::scale_te(NAN, MxScaleRule::kOcpFloor, true), 0xFF);
+  EXPECT_EQ(mxfp4::scale_te(0x1p-149f, MxScaleRule::kOcpFloor, false), 0);  // clamped at 2^-127
+  const float ties[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 7.0f, -0.0f, -0.1f, NAN, -INFINITY};
+  const uint8_t want[] = {0x0, 0x2, 0x2, 0x4, 0x4, 0x6, 0x6, 0x7, 0x8, 0x8, 0x7, 0xF};
+  for (size_t i = 0; i < std::size(ties); ++i) EXPECT_EQ(mxfp4::code_te(ties[i], 127), want[i]) << ties[i];
+  // Whole tensors: a NaN is ignored by te's amax (its element -> 0x7), propagates into ocp's (scale 0xFF).
+  std::vector<float> x(64, 1.0f);
+  x[3] = NAN;
+  x[40] = -0.0f;
+  const MatrixView v{x.data(), DType::kF32, 1, 64};
+  const QuantizedTensor te = ref::quantize(v, mx4(MxScaleRule::kOcpFloor, Profile::kTE, true, false));
+  EXPECT_EQ(te.rowwise->scale.bytes[0], 125);  // 1.0: floor(0) - 2
+  EXPECT_EQ(te.rowwise->data[1] & 0xF0, 0x70);
+  EXPECT_EQ(te.rowwise->data[20] & 0x0F, 0x08);
+  const QuantizedTensor ocp = ref::quantize(v, mx4(MxScaleRule::kOcpFloor, Profile::kOCP, true, false));
+  EXPECT_EQ(ocp.rowwise->scale.bytes[0], 0xFF);
+  EXPECT_EQ(ocp.rowwise->scale.bytes[1], 125);
+  EXPECT_TRUE(std::isnan(ref::dequantize(ocp, PlaneKind::kRowwise, DType::kF32).get(0, 0)));
+}
+
+// Ragged shapes: the two planes and their dequantization, against a direct per-block computation, every layout.
+TEST(Mxfp4Te, RaggedPlanesLayoutsAndDequantize) {
+  const int64_t M = 37, K = 45;
+  std::vector<float> x(static_cast<size_t>(M * K));
+  for (int64_t i = 0; i < M * K; ++i) x[static_cast<size_t>(i)] = std::ldexp(static_cast<float>((i * 7919) % 201) - 100.0f, static_cast<int>(i % 11) - 5);
+  const MatrixView v{x.data(), DType::kF32, M, K};
+  const Recipe r = mx4(MxScaleRule::kRceil);
+  const QuantizedTensor q = ref::quantize(v, r);
+  const HostMatrix dr = ref::dequantize(q, PlaneKind::kRowwise, DType::kF32);
+  const HostMatrix dc = ref::dequantize(q, PlaneKind::kColumnwise, DType::kF32);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < K; ++j) {
+      float a = 0.0f;
+      for (int64_t t = j / 32 * 32; t < std::min<int64_t>(K, j / 32 * 32 + 32); ++t) a = std::max(a, std::fabs(x[static_cast<size_t>(i * K + t)]));
+      const uint8_t e = mxfp4::scale_te(a, MxScaleRule::kRceil, false);
+      EXPECT_EQ(dr.get(i, j), mxfp4::decode(mxfp4::code_te(x[static_cast<size_t>(i * K + j)], e), e)) << i << "," << j;
+      float b = 0.0f;
+      for (int64_t t = i / 32 * 32; t < std::min<int64_t>(M, i / 32 * 32 + 32); ++t) b = std::max(b, std::fabs(x[static_cast<size_t>(t * K + j)]));
+      const uint8_t ec = mxfp4::scale_te(b, MxScaleRule::kRceil, false);
+      EXPECT_EQ(q.columnwise->scale.byte(j, i / 32), ec);
+      EXPECT_EQ(dc.get(i, j), mxfp4::decode(mxfp4::code_te(x[static_cast<size_t>(i * K + j)], ec), ec)) << i << "," << j;
+    }
+  EXPECT_EQ(q.rowwise->data[22] >> 4, 0);  // odd K: the last high nibble is padding
+  for (ScaleLayout l : {ScaleLayout::kPadded, ScaleLayout::kSwizzled}) {
+    QuantizedTensor t = q;
+    ref::convert_layout(t, l);
+    EXPECT_EQ(t.rowwise->scale.rows, 128);
+    ref::convert_layout(t, ScaleLayout::kCompact);
+    EXPECT_EQ(t.rowwise->scale.bytes, q.rowwise->scale.bytes);
+    EXPECT_EQ(t.columnwise->scale.bytes, q.columnwise->scale.bytes);
+  }
+}
+
+TEST(Mxfp4Te, ExactGemmOperandAndFsdpRule) {
+  const int64_t M = 40, N = 24, K = 70;
+  std::vector<float> a(static_cast<size_t>(M * K)), b(static_cast<size_t>(N * K));
+  for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(static_cast<float>(i)) * 3.0f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(static_cast<float>(i) * 0.7f);
+  const Recipe r = mx4(MxScaleRule::kOcpFloor);
+  const QuantizedTensor qa = ref::quantize(MatrixView{a.data(), DType::kF32, M, K}, r);
+  const QuantizedTensor qb = ref::quantize(MatrixView{b.data(), DType::kF32, N, K}, r);
+  const HostMatrix d = ref::gemm_exact(qa, qb, ref::GemmArgs{});  // TN: D[n][m] = sum_k B[n][k] A[m][k]
+  const HostMatrix da = ref::dequantize(qa, PlaneKind::kRowwise, DType::kF32);
+  const HostMatrix db = ref::dequantize(qb, PlaneKind::kRowwise, DType::kF32);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t m = 0; m < M; ++m) {
+      double s = 0.0;  // exact: products of E2M1 x 2^e values, 70 terms, well inside 53 bits
+      for (int64_t k = 0; k < K; ++k) s += static_cast<double>(da.get(m, k)) * static_cast<double>(db.get(n, k));
+      EXPECT_EQ(d.get(n, m), static_cast<float>(s)) << n << "," << m;
+    }
+  ref::ShardPayload p;
+  EXPECT_NO_THROW(p = ref::fsdp_pre_all_gather(ref::quantize(MatrixView{a.data(), DType::kF32, M, K}, mx4(MxScaleRule::kOcpFloor, Profile::kTE, true, false))));
+  EXPECT_THROW((void)ref::fsdp_pre_all_gather(qa), Error);
+}
+
+// Checkpoints: per-rank row shards (slice_rows at a multiple of 32, the columnwise block height) saved and loaded
+// whole and at another world size, bit for bit; both planes, odd K.
+TEST(Mxfp4Te, CheckpointShardsRoundTrip) {
+  const int64_t M = 64, K = 45;
+  std::vector<float> x(static_cast<size_t>(M * K));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<float>(i) * 0.37f) * static_cast<float>(1 + i % 9);
+  const QuantizedTensor q = ref::quantize(MatrixView{x.data(), DType::kF32, M, K}, mx4(MxScaleRule::kRceil));
+  EXPECT_EQ(ref::row_granularity(q), 32);
+  const std::string dir = (std::filesystem::temp_directory_path() / ("qtc_mxfp4_ckpt_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  std::vector<std::vector<ref::TensorShard>> per_rank(2);
+  for (int rk = 0; rk < 2; ++rk) per_rank[static_cast<size_t>(rk)].push_back({"w", M, 32 * rk, ref::slice_rows(q, 32 * rk, 32 * rk + 32)});
+  ref::save_checkpoint(dir, per_rank);
+  const auto full = ref::load_checkpoint_full(dir);
+  ASSERT_EQ(full.count("w"), 1u);
+  EXPECT_TRUE(ref::bitwise_equal(full.at("w"), q));
+  const auto one = ref::load_checkpoint(dir, 0, 1);  // world size 1
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_TRUE(ref::bitwise_equal(one[0].tensor, q));
+  std::filesystem::remove_all(dir);
+}
+
+// The 8x4 small-M swizzle (FlashInfer / TensorRT-LLM) against an independent oracle: S padded to [R8, C4] viewed
+// as (R8/8, 8, C4/4, 4) and permuted to (0, 2, 1, 3), for NVFP4, MXFP8 (columnwise: S = compact^T) and MXFP4, with
+// ragged shapes; padding is zero and unswizzle inverts it.
+TEST(Layout8x4, AgainstTheViewPermuteOracleAndRoundTrip) {
+  EXPECT_EQ(ref::swizzled_8x4_offset(0, 0, 3), 0);
+  EXPECT_EQ(ref::swizzled_8x4_offset(1, 2, 3), 6);
+  EXPECT_EQ(ref::swizzled_8x4_offset(9, 5, 6), 2 * 32 + 32 + 4 + 1);
+  const Recipe rs[] = {Recipe::of(Nvfp4Options{}), Recipe::of(Mxfp8Options{}), mx4(MxScaleRule::kOcpFloor)};
+  const int64_t shapes[][2] = {{1, 32}, {13, 96}, {48, 400}, {129, 64}};
+  for (const Recipe& r : rs)
+    for (const auto& sh : shapes)
+      for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
+        const int64_t M = sh[0], K = sh[1];
+        if (r.is(RecipeKind::kNVFP4) && (M % 16 != 0 || K % 16 != 0)) continue;
+        const PlaneSpec s = describe_plane(r, pk, M, K);
+        ScaleMatrix c;
+        c.type = s.scale_type;
+        c.rows = s.compact.rows;
+        c.cols = s.compact.cols;
+        for (int64_t i = 0; i < c.rows * c.cols; ++i) c.bytes.push_back(static_cast<uint8_t>(1 + (i * 37) % 251));
+        const bool t = s.swizzle_transposed;
+        const int64_t R = t ? c.cols : c.rows, C = t ? c.rows : c.cols, R8 = (R + 7) / 8 * 8, C4 = (C + 3) / 4 * 4;
+        std::vector<uint8_t> want;
+        for (int64_t a = 0; a < R8 / 8; ++a)
+          for (int64_t d = 0; d < C4 / 4; ++d)
+            for (int64_t b = 0; b < 8; ++b)
+              for (int64_t e = 0; e < 4; ++e) {
+                const int64_t i = a * 8 + b, j = d * 4 + e;
+                want.push_back(i < R && j < C ? (t ? c.byte(j, i) : c.byte(i, j)) : 0);
+              }
+        const std::vector<uint8_t> got = ref::swizzle_8x4(c, r, pk, M, K);
+        EXPECT_EQ(got, want) << r.name() << " " << M << "x" << K << " " << plane_kind_name(pk);
+        EXPECT_EQ(ref::unswizzle_8x4(got, r, pk, M, K).bytes, c.bytes);
+      }
+  EXPECT_THROW((void)ref::swizzle_8x4(ScaleMatrix{}, Recipe::of(Fp8BlockOptions{}), PlaneKind::kRowwise, 128, 128), Error);
+}
+
+}  // namespace
