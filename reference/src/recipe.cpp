@@ -180,6 +180,18 @@ const RuleCheck kRules[] = {
        for (MxScaleRule x : pr.mx_scale_rules) allowed += (allowed.empty() ? "" : ", ") + std::string(mx_scale_rule_name(x));
        return "profile '" + pr.name + "' defines scale_rule " + allowed + ", not " + std::string(mx_scale_rule_name(r.mxfp8().scale_rule));
      }},
+    {{"fp8-block-ue8m0-pow2", "FP8 block scales stored as UE8M0 (scale_dtype=ue8m0) must be powers of two (pow2_scales=1)"},
+     [](const Recipe& r, const ProfileRules&) {
+       const Fp8BlockOptions* o = r.fp8_block_or_null();
+       return o && o->ue8m0_scales && !o->pow2_scales;
+     }},
+    {{"fp8-profile-pow2", "pow2_scales=1 needs a profile that defines power-of-two FP8 scales (profile rule fp8.pow2)"},
+     [](const Recipe& r, const ProfileRules& pr) {
+       const bool fp8 = r.is(RecipeKind::kFP8Block) || r.is(RecipeKind::kFP8Tensor);
+       const Fp8Form f = r.is(RecipeKind::kFP8Tensor) ? pr.fp8_tensor_form : pr.fp8_form;
+       return fp8 && r.pow2_scales() && f != Fp8Form::kTE && pr.fp8_pow2 == Fp8Pow2::kNone;
+     },
+     [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "' does not"; }},
     {{"fp8-eps", "FP8 block/tensor eps must be a finite value >= 0"},
      [](const Recipe& r, const ProfileRules&) {
        const bool has_eps = r.is(RecipeKind::kFP8Block) || r.is(RecipeKind::kFP8Tensor);
@@ -275,6 +287,7 @@ std::string Recipe::name() const {
   } else if (const Fp8BlockOptions* o = fp8_block_or_null()) {
     os << "fp8block_" << (o->tile_2d ? "128x128" : "1x128") << "_" << fp8n(o->fp8) << (o->pow2_scales ? "_pow2" : "");
     if (o->eps != 0.0f) os << "_eps" << o->eps;
+    if (o->ue8m0_scales) os << "_ue8m0";
   } else if (const Fp8TensorOptions* o = fp8_tensor_or_null()) {
     os << "fp8tensor_" << fp8n(o->fp8) << (o->pow2_scales ? "_pow2" : "");
     if (o->eps != 0.0f) os << "_eps" << o->eps;
@@ -328,6 +341,7 @@ std::map<std::string, std::string> Recipe::to_metadata() const {
   } else if (const Fp8BlockOptions* o = fp8_block_or_null()) {
     md["tile"] = o->tile_2d ? "128x128" : "1x128";
     fp8_scaling(o->fp8, o->pow2_scales, o->eps);
+    if (o->ue8m0_scales) md["scale_dtype"] = "ue8m0";
   } else if (const Fp8TensorOptions* o = fp8_tensor_or_null()) {
     fp8_scaling(o->fp8, o->pow2_scales, o->eps);
   }
@@ -409,7 +423,7 @@ Recipe Recipe::from_metadata(const std::map<std::string, std::string>& md) {
   static const std::map<RecipeKind, std::vector<std::string>> kKeys = {
       {RecipeKind::kNVFP4, {"tile", "row_scaled", "rht", "fourover6", "fourover6_err", "e4m3_max", "stochastic_rounding", "seed", "rht_sign_mask", "per_tensor_scale"}},
       {RecipeKind::kMXFP8, {"fp8_dtype", "scale_rule", "rounding", "tile"}},
-      {RecipeKind::kFP8Block, {"tile", "pow2_scales", "eps", "fp8_dtype"}},
+      {RecipeKind::kFP8Block, {"tile", "pow2_scales", "eps", "fp8_dtype", "scale_dtype"}},
       {RecipeKind::kFP8Tensor, {"pow2_scales", "eps", "fp8_dtype"}}};
   static const std::vector<std::string> kCommon = {"qtc.schema", "recipe", "source", "profile", "rowwise", "columnwise",
                                                      "layout", "swizzled"};  // layout keys: native_layout.hpp
@@ -458,6 +472,7 @@ Recipe Recipe::from_metadata(const std::map<std::string, std::string>& md) {
       o.fp8 = m.choice<Fp8Type>("fp8_dtype", "e4m3", fp8s);
       o.pow2_scales = m.flag("pow2_scales", false);
       o.eps = m.number("eps", 0.0f);
+      o.ue8m0_scales = m.choice<bool>("scale_dtype", "f32", {{"f32", false}, {"ue8m0", true}});
       opts = o;
       break;
     }

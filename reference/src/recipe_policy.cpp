@@ -104,8 +104,8 @@ PlaneSpec describe_plane(const Recipe& r, PlaneKind pk, int64_t M, int64_t K) {
       s.swizzlable = true;
       break;
     }
-    case RecipeKind::kFP8Block: {  // §3: F32 scale_inv per 1x128 or 128x128 block
-      s.scale_type = ScaleType::kF32;
+    case RecipeKind::kFP8Block: {  // §3: F32 scale_inv per 1x128 or 128x128 block (UE8M0 bytes: scale_dtype=ue8m0)
+      s.scale_type = std::get<Fp8BlockOptions>(opts).ue8m0_scales ? ScaleType::kE8M0 : ScaleType::kF32;
       const int64_t rows = row ? M : K, len = row ? K : M;
       if (std::get<Fp8BlockOptions>(opts).tile_2d) {
         s.compact = {cdiv(rows, 128), cdiv(len, 128)};
