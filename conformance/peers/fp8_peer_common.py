@@ -16,7 +16,8 @@ from safetensors.torch import save_file
 torch.set_num_threads(1)
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
-FAMILIES = ("normal", "heavy", "wide", "tiny", "zero_blocks", "pow2_edges", "specials", "negzero", "huge")
+FAMILIES = ("normal", "heavy", "wide", "tiny", "zero_blocks", "pow2_edges", "specials", "negzero", "huge", "subnormal",
+            "flt_max", "ties")
 
 
 def family(name, m, k, seed):
@@ -56,6 +57,14 @@ def family(name, m, k, seed):
     elif name == "huge":  # near the input dtype's range
         x = x * 1e4
         x[0, 0] = 3.0e38
+    elif name == "subnormal":  # magnitudes 2^-120 .. 2^-149 (float32 subnormals; zero in BF16/F16 below their range)
+        x = np.sign(x) * np.exp2(g.uniform(-149, -120, (m, k)))
+    elif name == "flt_max":  # magnitudes 2^100 .. FLT_MAX (Inf in F16)
+        x = np.sign(x) * np.exp2(g.uniform(100, 128, (m, k)))
+        x[0, 0] = 3.4028234663852886e38
+    elif name == "ties":  # E4M3 round-to-even ties after the scaling: odd multiples of half an E4M3 step
+        x = (g.integers(1, 64, (m, k)) * 2 + 1) * 2.0 ** g.integers(-8, 4, (m, 1)) / 16.0 * np.sign(x)
+        x[:, 0] = 448.0 * 2.0 ** g.integers(-8, 4, m)  # block amax 448 * 2^e: s a power of two
     return x
 
 

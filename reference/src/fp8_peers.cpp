@@ -179,7 +179,8 @@ QuantizedTensor quantize_fp8_tensor_peer(const MatrixView& x, const Recipe& r, c
   float a = amax_override != nullptr ? amax_override[0] : amax(x, p.pr.nan_amax);
   // torch.max(x.abs()) over a whole float32 tensor returns the NaN 0xFFFFFFFF, over BF16/F16 0x7FC0 / 0x7E00
   // (vLLM's per-tensor amax, converted to float32 after the reduction)
-  if (a != a && p.pr.fp8_tensor_amax_full_reduction) a = bits_f32(x.dtype == DType::kF32 ? 0xFFFFFFFFu : 0x7FC00000u);
+  // (a one-element tensor returns its own |NaN|, 0x7FC00000)
+  if (a != a && p.pr.fp8_tensor_amax_full_reduction) a = bits_f32(x.dtype == DType::kF32 && M * K > 1 ? 0xFFFFFFFFu : 0x7FC00000u);
   const Fp8Form f = p.pr.fp8_tensor_form;
   const float s = p.scale(a, f);
   const float rcp = p.div(1.0f, s);
