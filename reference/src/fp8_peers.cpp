@@ -146,27 +146,29 @@ QuantizedTensor quantize_fp8_block_peer(const MatrixView& x, const Recipe& r) {
       }
     return q;
   }
+  // 1D blocks of b = 128 (1x128) or 32 (1x32) elements along the row (rowwise) or the column (columnwise)
+  const int64_t b = r.fp8_block().block_1d, kbb = ceil_div(K, b), mbb = ceil_div(M, b);
   if (r.rowwise)
     for (int64_t i = 0; i < M; ++i)
-      for (int64_t kb = 0; kb < kbs; ++kb) {
-        const int64_t j1 = std::min(K, kb * 128 + 128);
+      for (int64_t kb = 0; kb < kbb; ++kb) {
+        const int64_t j1 = std::min(K, kb * b + b);
         float a = 0.0f;
-        for (int64_t j = kb * 128; j < j1; ++j) a = amax_step(a, at(i, j), prop);
-        const float s = p.scale(p.block_amax(a, i * kbs + kb, M * kbs), p.form);
+        for (int64_t j = kb * b; j < j1; ++j) a = amax_step(a, at(i, j), prop);
+        const float s = p.scale(p.block_amax(a, i * kbb + kb, M * kbb), p.form);
         const float rcp = p.div(1.0f, s);
         q.rowwise->scale.set_f32(i, kb, s);
-        for (int64_t j = kb * 128; j < j1; ++j) q.rowwise->data[static_cast<size_t>(i * K + j)] = p.code(at(i, j), s, rcp, p.form, true);
+        for (int64_t j = kb * b; j < j1; ++j) q.rowwise->data[static_cast<size_t>(i * K + j)] = p.code(at(i, j), s, rcp, p.form, true);
       }
   if (r.columnwise)
     for (int64_t j = 0; j < K; ++j)
-      for (int64_t mb = 0; mb < mbs; ++mb) {
-        const int64_t i1 = std::min(M, mb * 128 + 128);
+      for (int64_t mb = 0; mb < mbb; ++mb) {
+        const int64_t i1 = std::min(M, mb * b + b);
         float a = 0.0f;
-        for (int64_t i = mb * 128; i < i1; ++i) a = amax_step(a, at(i, j), prop);
-        const float s = p.scale(p.block_amax(a, j * mbs + mb, K * mbs), p.form);
+        for (int64_t i = mb * b; i < i1; ++i) a = amax_step(a, at(i, j), prop);
+        const float s = p.scale(p.block_amax(a, j * mbb + mb, K * mbb), p.form);
         const float rcp = p.div(1.0f, s);
         q.columnwise->scale.set_f32(j, mb, s);
-        for (int64_t i = mb * 128; i < i1; ++i) q.columnwise->data[static_cast<size_t>(j * M + i)] = p.code(at(i, j), s, rcp, p.form, true);
+        for (int64_t i = mb * b; i < i1; ++i) q.columnwise->data[static_cast<size_t>(j * M + i)] = p.code(at(i, j), s, rcp, p.form, true);
       }
   return q;
 }

@@ -123,6 +123,24 @@ std::vector<ProfileRules> make_builtin() {
   vt.fp8_satfinite = true;  // tl.clamp to +-448
   vt.fp8_pow2 = Fp8Pow2::kCeilLog2;
   v.push_back(vt);
+
+  // SGLang 0.5.23, sglang/kernels/ops/quantization/fp8_kernel.py (GPU only; read from the code, no vector yet):
+  // absmax = max(tl.max(|y|), eps) (NaN ignored), y_s = absmax / 448 (a runtime float32 division).
+  ProfileRules sg = vt;
+  sg.id = Profile::kSglangTriton;
+  sg.name = "sglang_triton";
+  sg.follows = "SGLang 0.5.23 Triton _per_token_group_quant_8bit (row-major scales; GPU, read from the code)";
+  sg.fp8_form = sg.fp8_tensor_form = Fp8Form::kInvMulRcp;  // y * (1.0 / y_s), clamp
+  sg.fp8_pow2 = Fp8Pow2::kNone;                            // the row-major kernel has no UE8M0 option
+  v.push_back(sg);
+
+  ProfileRules sc = vt;
+  sc.id = Profile::kSglangTritonColMajor;
+  sc.name = "sglang_triton_colmajor";
+  sc.follows = "SGLang 0.5.23 Triton _per_token_group_quant_8bit_colmajor (SCALE_UE8M0: exp2(ceil(log2|y_s|)); GPU, read from the code)";
+  sc.fp8_form = sc.fp8_tensor_form = Fp8Form::kInvDiv;  // y / y_s, clamp
+  sc.fp8_pow2 = Fp8Pow2::kCeilLog2;
+  v.push_back(sc);
   return v;
 }
 

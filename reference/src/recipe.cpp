@@ -47,7 +47,7 @@ int Recipe::block_cols() const {
   switch (kind()) {
     case RecipeKind::kNVFP4: return 16;
     case RecipeKind::kMXFP8: return 32;
-    case RecipeKind::kFP8Block: return 128;
+    case RecipeKind::kFP8Block: return fp8_block().tile_2d ? 128 : fp8_block().block_1d;
     case RecipeKind::kFP8Tensor: return 0;
   }
   return 0;
@@ -185,6 +185,15 @@ const RuleCheck kRules[] = {
        const Fp8BlockOptions* o = r.fp8_block_or_null();
        return o && o->ue8m0_scales && !o->pow2_scales;
      }},
+    {{"fp8-block-1x32", "FP8 block 1x32 tiles (DeepGEMM's per_token_cast_to_fp8 with gran_k=32) are defined by the profiles "
+                        "whose fp8.form stores s = f(amax) (deepgemm, ...), not by TransformerEngine's 1x128 / 128x128 kernels"},
+     [](const Recipe& r, const ProfileRules& pr) {
+       const Fp8BlockOptions* o = r.fp8_block_or_null();
+       return o && !o->tile_2d && o->block_1d != 128 && (o->block_1d != 32 || pr.fp8_form == Fp8Form::kTE);
+     },
+     [](const Recipe& r, const ProfileRules& pr) {
+       return "block length " + std::to_string(r.fp8_block().block_1d) + " under profile '" + pr.name + "'";
+     }},
     {{"fp8-profile-pow2", "pow2_scales=1 needs a profile that defines power-of-two FP8 scales (profile rule fp8.pow2)"},
      [](const Recipe& r, const ProfileRules& pr) {
        const bool fp8 = r.is(RecipeKind::kFP8Block) || r.is(RecipeKind::kFP8Tensor);
@@ -285,7 +294,8 @@ std::string Recipe::name() const {
     os << "mxfp8_" << fp8n(o->fp8) << "_"
        << (o->scale_rule == MxScaleRule::kOcpFloor ? "ocpfloor" : mx_scale_rule_name(o->scale_rule)) << (o->tile_2d ? "_32x32" : "");
   } else if (const Fp8BlockOptions* o = fp8_block_or_null()) {
-    os << "fp8block_" << (o->tile_2d ? "128x128" : "1x128") << "_" << fp8n(o->fp8) << (o->pow2_scales ? "_pow2" : "");
+    os << "fp8block_" << (o->tile_2d ? "128x128" : (o->block_1d == 32 ? "1x32" : "1x128")) << "_" << fp8n(o->fp8)
+       << (o->pow2_scales ? "_pow2" : "");
     if (o->eps != 0.0f) os << "_eps" << o->eps;
     if (o->ue8m0_scales) os << "_ue8m0";
   } else if (const Fp8TensorOptions* o = fp8_tensor_or_null()) {
@@ -339,7 +349,7 @@ std::map<std::string, std::string> Recipe::to_metadata() const {
     md["rounding"] = "rne";
     if (o->tile_2d) md["tile"] = "32x32";
   } else if (const Fp8BlockOptions* o = fp8_block_or_null()) {
-    md["tile"] = o->tile_2d ? "128x128" : "1x128";
+    md["tile"] = o->tile_2d ? "128x128" : (o->block_1d == 32 ? "1x32" : "1x128");
     fp8_scaling(o->fp8, o->pow2_scales, o->eps);
     if (o->ue8m0_scales) md["scale_dtype"] = "ue8m0";
   } else if (const Fp8TensorOptions* o = fp8_tensor_or_null()) {
@@ -468,7 +478,9 @@ Recipe Recipe::from_metadata(const std::map<std::string, std::string>& md) {
     }
     case RecipeKind::kFP8Block: {
       Fp8BlockOptions o;
-      o.tile_2d = m.choice<bool>("tile", "1x128", {{"1x128", false}, {"128x128", true}});
+      const int tile = m.choice<int>("tile", "1x128", {{"1x128", 128}, {"128x128", 0}, {"1x32", 32}});
+      o.tile_2d = tile == 0;
+      o.block_1d = tile == 0 ? 128 : tile;
       o.fp8 = m.choice<Fp8Type>("fp8_dtype", "e4m3", fp8s);
       o.pow2_scales = m.flag("pow2_scales", false);
       o.eps = m.number("eps", 0.0f);

@@ -31,6 +31,8 @@ enum class Profile : uint8_t {
   kDeepGemm,           ///< DeepGEMM deep_gemm/utils/math.py casts: float32, amax >= 1e-4 (eps), x * (1/s),
                        ///< non-saturating cast, UE8M0 `ceil_to_ue8m0`
   kVllmTriton,         ///< vLLM 0.33.0 Triton `_per_token_group_quant_fp8` as read (GPU only; unverified on a GPU)
+  kSglangTriton,       ///< SGLang 0.5.23 Triton `_per_token_group_quant_8bit` (row-major scales) as read (GPU only)
+  kSglangTritonColMajor,  ///< SGLang 0.5.23 Triton `_per_token_group_quant_8bit_colmajor` (fp32 / UE8M0) as read (GPU only)
 };
 
 enum class Fp8Type : uint8_t { kE4M3, kE5M2 };
@@ -66,6 +68,8 @@ struct Fp8BlockOptions {
   bool pow2_scales = false;
   float eps = 0.0f;
   bool ue8m0_scales = false;  ///< scale_dtype=ue8m0: scales stored as UE8M0 bytes (needs pow2_scales; else f32)
+  int block_1d = 128;         ///< 1D block length: 128 (tile 1x128), or 32 (tile 1x32: DeepGEMM's per_token_cast_to_fp8
+                              ///< with gran_k=32; rule fp8-block-1x32)
   bool operator==(const Fp8BlockOptions&) const = default;
 };
 struct Fp8TensorOptions {
