@@ -449,3 +449,90 @@ TEST(AlgebraProperty, NegationFlipsSign) {
 
 }  // namespace
 }  // namespace qtc::prop
+
+namespace qtc::prop {
+namespace {
+
+/// The exponent of the lowest set bit of a nonzero E2M1 magnitude {0.5, 1, 1.5, 2, 3, 4, 6}.
+int e2m1_low_bit(float e) {
+  int k = -1;  // E2M1's grid is 2^-1: every magnitude is a multiple of 2^-1; find the largest 2^k it is a multiple of
+  while (std::fmod(e, std::ldexp(1.0f, k + 1)) == 0.0f) ++k;
+  return k;
+}
+
+}  // namespace
+
+// MXFP4 -> FP8 block 128x128 with UE8M0 scales (issue 24 item 2, vLLM #53709). MXFP4 values are e * 2^(s-127)
+// with e an E2M1 value and s the E8M0 scale of its 32-element block (decoded here from the spec, independently of
+// any MXFP4 code in qtc). Re-quantized to E4M3 in 128x128 tiles with TE's power-of-two scale (profile te,
+// pow2_scales=1, scale_dtype=ue8m0), the tile scale is 2^T with T = floor(log2(448 / |e*|)) - (s* - 127), (e*, s*)
+// the element of largest magnitude: every element is scaled by a power of two and has at most 2 significant bits,
+// so it is exact in E4M3 unless it falls below E4M3's grid: the conversion of element (e, s) is lossless exactly
+// when e = 0 or (s - 127) + T + lowbit(e) >= -9 (2^-9 is E4M3's smallest subnormal). For e* = 6 that reads
+// s* - s <= 15 + lowbit(e): every 32-block whose scale is within 14 of the tile's largest is lossless, a block
+// 15..17 below loses its elements with low bits below 2^-9, and a block further below loses every element (the
+// data rounds to a coarser grid or to zero). The property checks this characterization in both directions.
+TEST(AlgebraProperty, Mxfp4ToFp8BlockUe8m0LosslessExactly) {
+  check_property({"lossless_tile", "lossy_tile", "lossy_block_within_17", "e_max_not_6"}, [] {
+    static const float kE2M1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    const int64_t M = *rc::gen::inRange<int64_t>(1, 200), K = *rc::gen::inRange<int64_t>(1, 200);
+    const int top = *rc::gen::inRange(100, 160);         // s*: the largest E8M0 scale of the tile
+    const int spread = *rc::gen::inRange(0, 24);         // how far the other blocks' scales reach below it
+    const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+    HostMatrix x(DType::kF32, M, K);
+    std::vector<int> s_of_block(static_cast<size_t>(M * ((K + 31) / 32)));
+    uint64_t st = seed | 1;
+    auto next = [&] { st ^= st << 13; st ^= st >> 7; st ^= st << 17; return st; };
+    for (auto& s : s_of_block) s = top - static_cast<int>(next() % static_cast<uint64_t>(spread + 1));
+    std::vector<float> e_of(static_cast<size_t>(M * K));
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < K; ++j) {
+        const uint64_t r = next();
+        const float e = kE2M1[r % 8] * ((r >> 8) & 1 ? -1.0f : 1.0f);
+        e_of[static_cast<size_t>(i * K + j)] = e;
+        x.set(i, j, std::ldexp(e, s_of_block[static_cast<size_t>(i * ((K + 31) / 32) + j / 32)] - 127));
+      }
+    const Recipe r = Recipe::of(Fp8BlockOptions{.tile_2d = true, .pow2_scales = true, .ue8m0_scales = true}, Profile::kTE, true, false);
+    const QuantizedTensor q = ref::quantize(x.view(), r);
+    const HostMatrix y = ref::dequantize(q, PlaneKind::kRowwise, DType::kF32);
+    bool any_lossy = false;
+    for (int64_t mb = 0; mb * 128 < M; ++mb)
+      for (int64_t kb = 0; kb * 128 < K; ++kb) {
+        // (e*, s*) of this tile, from the MXFP4 description alone
+        float best = 0.0f, e_star = 0.0f;
+        int s_star = 0;
+        for (int64_t i = mb * 128; i < std::min(M, mb * 128 + 128); ++i)
+          for (int64_t j = kb * 128; j < std::min(K, kb * 128 + 128); ++j) {
+            const float e = std::fabs(e_of[static_cast<size_t>(i * K + j)]);
+            const int s = s_of_block[static_cast<size_t>(i * ((K + 31) / 32) + j / 32)];
+            if (e != 0.0f && std::ldexp(e, s - 127) > best) best = std::ldexp(e, s - 127), e_star = e, s_star = s;
+          }
+        if (best == 0.0f) continue;  // an all-zero tile: scale 1, lossless
+        tag_if(e_star != 6.0f, "e_max_not_6");
+        const int T = static_cast<int>(std::floor(std::log2(448.0 / e_star))) - (s_star - 127);
+        RC_ASSERT(q.rowwise->scale.byte(mb, kb) == static_cast<uint8_t>(127 - T));  // UE8M0 byte of 1 / 2^T
+        bool tile_lossy = false;
+        for (int64_t i = mb * 128; i < std::min(M, mb * 128 + 128); ++i)
+          for (int64_t j = kb * 128; j < std::min(K, kb * 128 + 128); ++j) {
+            const float e = std::fabs(e_of[static_cast<size_t>(i * K + j)]);
+            const int s = s_of_block[static_cast<size_t>(i * ((K + 31) / 32) + j / 32)];
+            const bool predicted = e == 0.0f || (s - 127) + T + e2m1_low_bit(e) >= -9;
+            const bool exact = y.get(i, j) == x.get(i, j);
+            if (predicted != exact) {
+              std::ostringstream os;
+              os << "element (" << i << ", " << j << ") e = " << e << ", s = " << s << ", tile s* = " << s_star << ", e* = " << e_star
+                 << ", T = " << T << ": predicted " << (predicted ? "lossless" : "lossy") << ", got " << x.get(i, j) << " -> " << y.get(i, j);
+              RC_FAIL(os.str());
+            }
+            if (!exact) {
+              tile_lossy = true;
+              tag_if(s_star - s <= 17, "lossy_block_within_17");
+            }
+          }
+        any_lossy = any_lossy || tile_lossy;
+      }
+    tag(any_lossy ? "lossy_tile" : "lossless_tile");
+  });
+}
+
+}  // namespace qtc::prop

@@ -184,6 +184,7 @@ std::vector<Recipe> all_recipe_variants() {
   // derived for TE's operation orders: a profile with another order (torchao's) has its own vectors instead.
   for (const ProfileRules& pr : all_profiles()) {
     if (pr.nvfp4_order != Nvfp4Order::kTE || pr.mx_order != MxOrder::kTE) continue;
+    if (pr.fp8_form != Fp8Form::kTE || pr.fp8_tensor_form != Fp8Form::kTE) continue;  // the FP8 toolkit profiles: their vectors
     const Profile prof = pr.id;
     // NVFP4: tile x row_scaled x rht x 4over6 (off, mae/mse x 448/256) x stochastic rounding.
     if (pr.nvfp4)

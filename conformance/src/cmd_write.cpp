@@ -42,8 +42,9 @@ struct LayoutArgs {
 };
 
 void add_layout_options(CLI::App* cmd, LayoutArgs& a) {
-  cmd->add_option("--layout", a.layout, "compact (VECTORS.md shapes) or te (TransformerEngine's padded buffers, TE_FORMATS.md §5)")
-      ->check(CLI::IsMember({"compact", "te"}))
+  cmd->add_option("--layout", a.layout, "compact (VECTORS.md shapes), te (TransformerEngine's padded buffers, TE_FORMATS.md §5) or "
+                                        "deepgemm_packed_ue8m0 (FP8 block UE8M0 scales packed as DeepGEMM's, conformance/README.md)")
+      ->check(CLI::IsMember({"compact", "te", "deepgemm_packed_ue8m0"}))
       ->capture_default_str();
   cmd->add_flag("--swizzled", a.swizzled, "with --layout te: NVFP4 / MXFP8 scales in the cuBLAS 128x4 order (TE_FORMATS.md §6)");
   cmd->add_option("--pad-byte", a.pad_byte, "value of every padding byte under --layout te (TE's swizzle writes 0; its quantize "

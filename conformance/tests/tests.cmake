@@ -50,6 +50,13 @@ set_tests_properties(qtc_verify_torchao PROPERTIES LABELS "vectors;cpu" PASS_REG
 add_test(NAME qtc_identify_torchao COMMAND qtc identify ${CMAKE_CURRENT_LIST_DIR}/../vectors/torchao)
 set_tests_properties(qtc_identify_torchao PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "\n122 identified, 0 unmatched\n$"
                      FAIL_REGULAR_EXPRESSION "(^|\n)(NONE|OTHER|ERROR) ")
+# FP8 block / tensor vectors dumped from the model toolkits and inference engines (conformance/peers/<impl>_fp8_dump.py:
+# nvidia-modelopt 0.47.0, compressed-tensors 0.20.0, vLLM 0.33.0's native lines, DeepGEMM's utils/math.py), each
+# reproduced bit for bit by the profile of the same name on the CPU.
+foreach(impl modelopt compressed_tensors vllm deepgemm)
+  add_test(NAME qtc_verify_fp8_${impl} COMMAND qtc verify ${CMAKE_CURRENT_LIST_DIR}/../vectors/${impl})
+  set_tests_properties(qtc_verify_fp8_${impl} PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "^[0-9]+ passed, 0 failed\n$")
+endforeach()
 qtc_add_test(test_identify SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_identify.cpp LIBS qtc_conformance LABELS cpu)
 
 # Model checkpoints (issue 26): the fixtures exported by ModelOpt / compressed-tensors and in DeepSeek-V3's layout

@@ -16,7 +16,7 @@ enum class DequantKind : int32_t { kNvfp4 = 0, kMxfp8 = 1, kFp8Block = 2, kFp8Te
 
 struct KParams {
   DequantKind kind;
-  bool columnwise, per_row_amax, e5m2, tile2d, torchao, torchao_two_level;
+  bool columnwise, per_row_amax, e5m2, tile2d, torchao, torchao_two_level, ue8m0;
   int64_t M, K;
   const uint8_t* data;
   const uint8_t* scale;
@@ -60,14 +60,15 @@ __global__ void dequant_kernel(KParams p) {
       case DequantKind::kFp8Block: {
         const float* s = reinterpret_cast<const float*>(p.scale);
         uint32_t q;
-        float si;
+        int64_t si_at;
         if (!p.columnwise) {
           q = p.data[i * p.K + j];
-          si = p.tile2d ? s[scale_index(p.sl, i / 128, j / 128)] : s[scale_index(p.sl, i, j / 128)];
+          si_at = p.tile2d ? scale_index(p.sl, i / 128, j / 128) : scale_index(p.sl, i, j / 128);
         } else {
           q = p.data[j * p.M + i];
-          si = p.tile2d ? s[scale_index(p.sl, j / 128, i / 128)] : s[scale_index(p.sl, j, i / 128)];
+          si_at = p.tile2d ? scale_index(p.sl, j / 128, i / 128) : scale_index(p.sl, j, i / 128);
         }
+        const float si = p.ue8m0 ? decode_e8m0(p.scale[si_at]) : s[si_at];
         v = __fmul_rn(decode_fp8(q, p.e5m2), si);
         break;
       }
@@ -103,6 +104,7 @@ void launch_dequantize(const DequantParams& h, cudaStream_t s) {
   p.per_row_amax = h.per_row_amax;
   p.e5m2 = h.e5m2;
   p.tile2d = h.tile2d;
+  p.ue8m0 = h.ue8m0;
   p.torchao = h.torchao;
   p.torchao_two_level = h.torchao_two_level;
   p.M = h.M;

@@ -38,10 +38,15 @@ struct BlockK {
   ScaleOut row_scale;
   uint8_t* col_data;
   ScaleOut col_scale;
+  bool ue8m0;  ///< scales as UE8M0 bytes (scale_dtype=ue8m0; the scales are powers of two), else F32
 };
 
-__device__ __forceinline__ void store_scale(const ScaleOut& s, int64_t r, int64_t c, float v) {
-  reinterpret_cast<float*>(s.p)[scale_index(s, r, c)] = v;
+/// One scale_inv: F32, or (ue8m0) its UE8M0 byte, the exponent field of the power of two (numeric.hpp e8m0_of_pow2).
+__device__ __forceinline__ void store_scale(const ScaleOut& s, int64_t r, int64_t c, float v, bool ue8m0) {
+  if (ue8m0)
+    s.p[scale_index(s, r, c)] = e8m0_of_pow2(v);
+  else
+    reinterpret_cast<float*>(s.p)[scale_index(s, r, c)] = v;
 }
 
 template <typename In>
@@ -66,8 +71,8 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockK p) {
     scale2d = scale_from_amax(m, p.max_fp8, p.pow2, p.eps, p.value_for_inf, pr);
     if (threadIdx.x == 0) {
       const float inv = __fdiv_rn(1.0f, scale2d);
-      if (p.rowwise) store_scale(p.row_scale, r0 / kBT, c0 / kBT, inv);
-      if (p.columnwise) store_scale(p.col_scale, c0 / kBT, r0 / kBT, inv);
+      if (p.rowwise) store_scale(p.row_scale, r0 / kBT, c0 / kBT, inv, p.ue8m0);
+      if (p.columnwise) store_scale(p.col_scale, c0 / kBT, r0 / kBT, inv, p.ue8m0);
     }
   }
   if (p.rowwise) {
@@ -85,7 +90,7 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockK p) {
       if (!p.tile2d) {
         m = warp_max(m, pr);
         scale = scale_from_amax(m, p.max_fp8, p.pow2, p.eps, p.value_for_inf, pr);
-        if (lane == 0) store_scale(p.row_scale, gr, c0 / kBT, __fdiv_rn(1.0f, scale));
+        if (lane == 0) store_scale(p.row_scale, gr, c0 / kBT, __fdiv_rn(1.0f, scale), p.ue8m0);
       }
       uint8_t* dst = p.row_data + gr * p.K;
       const uint32_t q01 = cvt_fp8x2(__fmul_rn(v[0], scale), __fmul_rn(v[1], scale), p.e5m2);
@@ -113,7 +118,7 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockK p) {
       if (!p.tile2d) {
         m = warp_max(m, pr);
         scale = scale_from_amax(m, p.max_fp8, p.pow2, p.eps, p.value_for_inf, pr);
-        if (lane == 0) store_scale(p.col_scale, gk, r0 / kBT, __fdiv_rn(1.0f, scale));
+        if (lane == 0) store_scale(p.col_scale, gk, r0 / kBT, __fdiv_rn(1.0f, scale), p.ue8m0);
       }
       uint8_t* dst = p.col_data + gk * p.M;
       const uint32_t q01 = cvt_fp8x2(__fmul_rn(v[0], scale), __fmul_rn(v[1], scale), p.e5m2);
@@ -157,6 +162,7 @@ struct FastK {
   ScaleOut row_scale;
   uint8_t* col_data;
   ScaleOut col_scale;
+  bool ue8m0;  ///< as BlockK::ue8m0
 };
 
 // 4 CTAs per SM (64 registers, no spill): on the H200 FP8 block 1x128 takes 0.345 ms against 0.363 at 3 CTAs
@@ -216,7 +222,7 @@ __global__ void __launch_bounds__(kThreads, 4) fp8_fast_kernel(FastK p) {
         const uint32_t wsel = (i >> 1) == 0 ? rp[0] : ((i >> 1) == 1 ? rp[1] : ((i >> 1) == 2 ? rp[2] : rp[3]));
         const float a = amax_finish((i & 1) ? P::hi(wsel) : P::lo(wsel), pr);
         s_row = scale_from_amax(a, p.max_fp8, p.pow2, p.eps, p.value_for_inf, pr);
-        if (cl < 8 && gr0 + i < p.M) store_scale(p.row_scale, gr0 + i, c0 / kFT, __fdiv_rn(1.0f, s_row));
+        if (cl < 8 && gr0 + i < p.M) store_scale(p.row_scale, gr0 + i, c0 / kFT, __fdiv_rn(1.0f, s_row), p.ue8m0);
       }
       if (p.columnwise) {
 #pragma unroll
@@ -234,8 +240,8 @@ __global__ void __launch_bounds__(kThreads, 4) fp8_fast_kernel(FastK p) {
       s_all = scale_from_amax(amax_finish(m, pr), p.max_fp8, p.pow2, p.eps, p.value_for_inf, pr);
       if (t == 0) {
         const float inv = __fdiv_rn(1.0f, s_all);
-        if (p.rowwise) store_scale(p.row_scale, r0 / kFT, c0 / kFT, inv);
-        if (p.columnwise) store_scale(p.col_scale, c0 / kFT, r0 / kFT, inv);
+        if (p.rowwise) store_scale(p.row_scale, r0 / kFT, c0 / kFT, inv, p.ue8m0);
+        if (p.columnwise) store_scale(p.col_scale, c0 / kFT, r0 / kFT, inv, p.ue8m0);
       }
     } else if (p.columnwise) {
       if (t < kFT) {
@@ -245,7 +251,7 @@ __global__ void __launch_bounds__(kThreads, 4) fp8_fast_kernel(FastK p) {
         const float a = amax_finish((t & 1) ? P::hi(m) : P::lo(m), pr);
         const float sc = scale_from_amax(a, p.max_fp8, p.pow2, p.eps, p.value_for_inf, pr);
         cscale[t] = sc;
-        if (c0 + t < p.K) store_scale(p.col_scale, c0 + t, r0 / kFT, __fdiv_rn(1.0f, sc));
+        if (c0 + t < p.K) store_scale(p.col_scale, c0 + t, r0 / kFT, __fdiv_rn(1.0f, sc), p.ue8m0);
       }
       __syncthreads();
     }
@@ -358,6 +364,7 @@ void run_block(const detail::Fp8BlockParams& h, cudaStream_t s) {
   p.row_scale = to_scale_out(h.row_scale);
   p.col_data = h.col_data;
   p.col_scale = to_scale_out(h.col_scale);
+  p.ue8m0 = h.ue8m0;
   if (h.M == 0 || h.K == 0) return;
   {
     FastK f{};
@@ -377,6 +384,7 @@ void run_block(const detail::Fp8BlockParams& h, cudaStream_t s) {
     f.row_scale = p.row_scale;
     f.col_data = h.col_data;
     f.col_scale = p.col_scale;
+    f.ue8m0 = h.ue8m0;
     if (launch_fast<In>(f, p.vec_ok, s)) return;
   }
   constexpr size_t kSmem = sizeof(float) * kBT * kBLD;

@@ -258,6 +258,7 @@ std::string grouped_unsupported_reason(const Recipe& r, int64_t cols, ScaleLayou
     case RecipeKind::kFP8Block:
       if (r.is_2d()) os << "grouped FP8 block: 128x128 blocks span 128 tokens and would mix groups; ";
       if (layout == ScaleLayout::kSwizzled) os << "grouped FP8 block: swizzled scales are an MXFP8/NVFP4 layout; ";
+      if (r.fp8_block().ue8m0_scales) os << "grouped FP8 block: UE8M0 scales (scale_dtype=ue8m0) are not grouped; ";
       break;
     case RecipeKind::kFP8Tensor:
       if (layout == ScaleLayout::kSwizzled) os << "grouped FP8 per-tensor: one scale per group, nothing to swizzle; ";

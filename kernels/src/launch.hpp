@@ -87,6 +87,7 @@ struct Fp8BlockParams {
   ScaleOutHost row_scale;       ///< F32 scale_inv
   uint8_t* col_data = nullptr;  ///< [K, M]
   ScaleOutHost col_scale;
+  bool ue8m0 = false;  ///< scale_dtype=ue8m0: scales written as UE8M0 bytes (pow2 scales only), else F32
 };
 void launch_fp8_block(const Fp8BlockParams& p, cudaStream_t s);
 
@@ -139,6 +140,7 @@ struct DequantParams {
   bool tile2d = false;          ///< FP8 block 128x128 (scale index) / MXFP8 unused
   DType out = DType::kF32;
   void* y = nullptr;
+  bool ue8m0 = false;  ///< FP8 block scales stored as UE8M0 bytes (scale_dtype=ue8m0)
 };
 void launch_dequantize(const DequantParams& p, cudaStream_t s);
 

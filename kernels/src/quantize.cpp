@@ -223,6 +223,7 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
       p.pyref = pr.fp8_inf_amax_scale_zero;
       p.eps = o.eps;
       p.value_for_inf = dtype_max(x.dtype);
+      p.ue8m0 = o.ue8m0_scales;
       outputs_with_scales(p);
       detail::launch_fp8_block(p, s);
       break;
@@ -281,6 +282,12 @@ std::string unsupported_reason(const Recipe& r, DType input, int64_t rows, int64
   }
   if (r.kind() == RecipeKind::kNVFP4 && rows % 16 != 0)
     return "the CUDA NVFP4 kernels need M % 16 == 0 (torchao's rowwise-only plane of a ragged M runs on the CPU reference)";
+  if (r.is(RecipeKind::kFP8Block) || r.is(RecipeKind::kFP8Tensor)) {
+    const ProfileRules& pr = profile_rules(r.profile);
+    if ((r.is(RecipeKind::kFP8Tensor) ? pr.fp8_tensor_form : pr.fp8_form) != Fp8Form::kTE)
+      return "rule 'fp8.form': the CUDA FP8 kernels implement fp8.form te only, not profile '" + pr.name + "' (" +
+             std::string(fp8_form_name(pr.fp8_form)) + "); its vectors run on the CPU reference";
+  }
   if (device_count() == 0) return "";  // the recipe is legal; whether a device is there is the backend's question
   // The capability table (gating.hpp) for the current device.
   gating::Capability cap;
@@ -452,7 +459,10 @@ void dequantize(const DeviceQuantized& q, PlaneKind pk, DType out, void* y, cuda
   } else {
     p.e5m2 = r.fp8_type() == Fp8Type::kE5M2;
   }
-  if (const Fp8BlockOptions* fb = r.fp8_block_or_null()) p.tile2d = fb->tile_2d;
+  if (const Fp8BlockOptions* fb = r.fp8_block_or_null()) {
+    p.tile2d = fb->tile_2d;
+    p.ue8m0 = fb->ue8m0_scales;
+  }
   p.out = out;
   p.y = y;
   detail::launch_dequantize(p, stream);

@@ -5,8 +5,8 @@
 ///   recipes  NVFP4 {1x16, 16x16, row-scaled, RHT, 4over6 MAE/MSE x 448/256 x 1x16/16x16, row-scaled 4over6,
 ///            SR 1x16/16x16/RHT, te_pyref 1x16/16x16/4over6, torchao, single-plane}; MXFP8 {E4M3/E5M2 x
 ///            rceil/ocp_floor x 1x32/32x32, profiles ocp and torchao (rceil/floor/ceil/even x E4M3/E5M2), single-plane}; FP8 block {1x128/128x128 x E4M3/E5M2 x pow2, eps, te_pyref,
-///            single-plane}; FP8 tensor {E4M3/E5M2, pow2, eps, te_pyref}; MXFP4 {te rceil/ocp_floor, ocp,
-///            torchao floor/rceil/ceil/even, single-plane}
+///            single-plane, UE8M0 scales}; FP8 tensor {E4M3/E5M2, pow2, eps, te_pyref}; MXFP4 {te rceil/ocp_floor,
+///            ocp, torchao floor/rceil/ceil/even, single-plane}
 ///   inputs   F32, BF16, F16 (RHT: BF16 only)
 ///   shapes   16x16 32x48 48x80 128x128 304x304 256x272 1x32 65x80 37x45 (where legal); 4096x4096 and 8192x5120
 ///            (BF16, normal input; 4096x4096 also F32 for NVFP4 1x16)
@@ -109,6 +109,12 @@ std::vector<RecipeCase> recipes() {
   fb("Fp8Block128x128E5m2Pow2Eps", [](Recipe& r) { r.fp8_block().tile_2d = true; r.set_pow2_scales(true); r.set_fp8_type(Fp8Type::kE5M2); r.set_eps(1e-3f); });
   fb("Fp8Block1x128PyRef", [](Recipe& r) { r.profile = Profile::kTEPyRef; });
   fb("Fp8Block1x128ColOnly", [](Recipe& r) { r.rowwise = false; });
+  // Scales stored as UE8M0 bytes (scale_dtype=ue8m0, issue 24 item 2): the same kernels, byte scale stores
+  fb("Fp8Block1x128E4m3Pow2Ue8m0", [](Recipe& r) { r.set_pow2_scales(true); r.fp8_block().ue8m0_scales = true; });
+  fb("Fp8Block128x128E4m3Pow2Ue8m0", [](Recipe& r) { r.fp8_block().tile_2d = true; r.set_pow2_scales(true); r.fp8_block().ue8m0_scales = true; });
+  fb("Fp8Block1x128E5m2Pow2EpsUe8m0", [](Recipe& r) { r.set_pow2_scales(true); r.set_fp8_type(Fp8Type::kE5M2); r.set_eps(1e-4f); r.fp8_block().ue8m0_scales = true; });
+  fb("Fp8Block1x128PyRefPow2Ue8m0", [](Recipe& r) { r.profile = Profile::kTEPyRef; r.set_pow2_scales(true); r.fp8_block().ue8m0_scales = true; });
+  fb("Fp8Block128x128ColOnlyPow2Ue8m0", [](Recipe& r) { r.fp8_block().tile_2d = true; r.rowwise = false; r.set_pow2_scales(true); r.fp8_block().ue8m0_scales = true; });
   auto ft = [&](const std::string& label, auto f) {
     Recipe r = Recipe::of(Fp8TensorOptions{});
     f(r);

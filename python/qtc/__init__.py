@@ -96,10 +96,13 @@ def _metadata(recipe: str | None, params: Mapping[str, Any]) -> Dict[str, str]:
 
 
 def _layout_md(layout: str, swizzled: bool) -> Dict[str, str]:
-    if layout not in ("compact", "te"):
-        raise ValueError(f"layout must be 'compact' or 'te', got {layout!r} (VECTORS.md, Native layouts)")
+    if layout not in ("compact", "te", "deepgemm_packed_ue8m0"):
+        raise ValueError(f"layout must be 'compact', 'te' or 'deepgemm_packed_ue8m0', got {layout!r} "
+                         "(VECTORS.md, Native layouts; conformance/README.md)")
     if swizzled and layout != "te":
         raise ValueError("swizzled=True needs layout='te' (VECTORS.md, Native layouts)")
+    if layout == "deepgemm_packed_ue8m0":  # FP8 block scale_dtype=ue8m0 scales packed as DeepGEMM's (conformance/README.md)
+        return {"layout": layout}
     return {"layout": "te", "swizzled": "1" if swizzled else "0"} if layout == "te" else {}
 
 

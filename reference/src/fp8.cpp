@@ -6,6 +6,7 @@
 namespace qtc::ref::detail {
 
 QuantizedTensor quantize_fp8_block(const MatrixView& x, const Recipe& r) {
+  if (fp8_peer_form(r)) return quantize_fp8_block_peer(x, r);
   const int64_t M = x.rows, K = x.cols;
   const int64_t kbs = ceil_div(K, 128);
   QuantizedTensor q;
@@ -66,6 +67,7 @@ QuantizedTensor quantize_fp8_block(const MatrixView& x, const Recipe& r) {
 }
 
 QuantizedTensor quantize_fp8_tensor(const MatrixView& x, const Recipe& r, const float* amax_override) {
+  if (fp8_peer_form(r)) return quantize_fp8_tensor_peer(x, r, amax_override);
   const int64_t M = x.rows, K = x.cols;
   QuantizedTensor q;
   start_output(q, r, x.dtype, M, K);  // planes as describe_plane says: a 1x1 scale_inv and one amax

@@ -114,5 +114,9 @@ QuantizedTensor quantize_mxfp8(const MatrixView& x, const Recipe& r);
 QuantizedTensor quantize_fp8_block(const MatrixView& x, const Recipe& r);
 QuantizedTensor quantize_fp8_tensor(const MatrixView& x, const Recipe& r, const float* amax_override);
 QuantizedTensor quantize_mxfp4(const MatrixView& x, const Recipe& r);  // mxfp4.cpp (scalar only: cpu_path.hpp)
+// FP8 block / tensor under a profile whose fp8.form stores s = f(amax) (fp8_peers.cpp; scalar path only).
+bool fp8_peer_form(const Recipe& r);
+QuantizedTensor quantize_fp8_block_peer(const MatrixView& x, const Recipe& r);
+QuantizedTensor quantize_fp8_tensor_peer(const MatrixView& x, const Recipe& r, const float* amax_override);
 
 }  // namespace qtc::ref::detail

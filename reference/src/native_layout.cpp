@@ -27,7 +27,14 @@ std::string shape_text(const std::vector<int64_t>& s) {
 
 }  // namespace
 
-std::string_view layout_name(TensorLayout l) { return l == TensorLayout::kTE ? "te" : "compact"; }
+std::string_view layout_name(TensorLayout l) {
+  switch (l) {
+    case TensorLayout::kCompact: return "compact";
+    case TensorLayout::kTE: return "te";
+    case TensorLayout::kDeepGemmPackedUe8m0: return "deepgemm_packed_ue8m0";
+  }
+  return "?";
+}
 
 std::string describe(const LayoutOptions& o) {
   return std::string(layout_name(o.layout)) + (o.swizzled ? "+swizzled" : "");
@@ -38,7 +45,9 @@ LayoutOptions layout_from_metadata(const std::map<std::string, std::string>& md)
   if (auto it = md.find("layout"); it != md.end()) {
     if (it->second == "te") o.layout = TensorLayout::kTE;
     else if (it->second == "compact") o.layout = TensorLayout::kCompact;
-    else QTC_FAIL("metadata key 'layout': unknown value '", it->second, "' (expected one of: compact, te; VECTORS.md, Native layouts)");
+    else if (it->second == "deepgemm_packed_ue8m0") o.layout = TensorLayout::kDeepGemmPackedUe8m0;
+    else QTC_FAIL("metadata key 'layout': unknown value '", it->second,
+                  "' (expected one of: compact, te, deepgemm_packed_ue8m0; VECTORS.md, Native layouts; conformance/README.md)");
   }
   if (auto it = md.find("swizzled"); it != md.end()) {
     if (it->second == "1" || it->second == "true") o.swizzled = true;
@@ -58,6 +67,12 @@ void layout_to_metadata(const LayoutOptions& o, std::map<std::string, std::strin
 }
 
 void check_layout_applies(const LayoutOptions& o, const Recipe& r) {
+  if (o.layout == TensorLayout::kDeepGemmPackedUe8m0) {
+    const Fp8BlockOptions* fb = r.fp8_block_or_null();
+    QTC_CHECK(fb != nullptr && fb->ue8m0_scales, "metadata key 'layout': rule 'layout-deepgemm-packed-ue8m0': "
+              "layout=deepgemm_packed_ue8m0 packs UE8M0 scales: it needs recipe fp8_block with scale_dtype=ue8m0, got recipe ",
+              r.name());
+  }
   if (o.swizzled && !describe_plane(r, PlaneKind::kRowwise, 0, 0).swizzlable)
     QTC_FAIL("metadata key 'swizzled': swizzled=1 applies to NVFP4 and MXFP8 scales only (TE_FORMATS.md §6); recipe ",
              recipe_kind_name(r.kind()), " has no swizzled scale layout");
@@ -98,6 +113,11 @@ std::optional<OutputLayout> OutputLayout::find(std::string_view name, const Reci
     // Swizzled MXFP8 columnwise scales tile the transposed matrix (row = K index): that 2-D view is accepted too.
     if (o.swizzled && spec.swizzle_transposed) L.alt_shape_ = {ps.cols, ps.rows};
   }
+  if (L.scale_ && o.layout == TensorLayout::kDeepGemmPackedUe8m0) {  // [ceil(C/4) words][roundup(R,4) rows][4 bytes]
+    const int64_t R = L.compact_[0], C = L.compact_[1];
+    L.shape_ = {(C + 3) / 4, (R + 3) / 4 * 4 * 4};
+    L.identity_ = false;
+  }
   return L;
 }
 
@@ -111,7 +131,9 @@ std::string OutputLayout::shape_error(const std::vector<int64_t>& got) const {
   std::string msg = "tensor '" + name_ + "' has shape " + shape_text(got) + ", expected " + shape_text(shape_);
   if (!alt_shape_.empty()) msg += " (or " + shape_text(alt_shape_) + ")";
   if (!identity_) {
-    msg += " (layout=" + describe(opts_) + " expects TE's padded shape, TE_FORMATS.md §5; compact is " + shape_text(compact_) + ")";
+    msg += opts_.layout == TensorLayout::kDeepGemmPackedUe8m0
+               ? " (layout=deepgemm_packed_ue8m0: [ceil(C/4), roundup(R,4)*4] bytes of the compact [R, C] = " + shape_text(compact_) + ")"
+               : " (layout=" + describe(opts_) + " expects TE's padded shape, TE_FORMATS.md §5; compact is " + shape_text(compact_) + ")";
   } else if (scale_ && !spec_.per_tensor) {
     // A compact file holding a TE buffer: say what to declare.
     const ScaleShape ps = spec_.padded;
@@ -134,6 +156,7 @@ int64_t OutputLayout::layout_index(int64_t c) const {
   const int64_t cc = compact_[1];
   const int64_t i = c / cc, j = c % cc;
   const int64_t prow = shape_[0], pcol = shape_[1];
+  if (opts_.layout == TensorLayout::kDeepGemmPackedUe8m0) return (j / 4) * pcol + 4 * i + j % 4;
   if (opts_.swizzled) {
     // MXFP8 columnwise: the compact matrix is [M/32 block][K]; it is swizzled transposed (row = K index, §6).
     if (spec_.swizzle_transposed) return swizzled_offset(j, i, prow);

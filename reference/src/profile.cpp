@@ -64,6 +64,89 @@ std::vector<ProfileRules> make_builtin() {
   ao.mx_scale_rules = {MxScaleRule::kRceil, MxScaleRule::kOcpFloor, MxScaleRule::kCeil, MxScaleRule::kEven};
   ao.mxfp4_scale_rules = ao.mx_scale_rules;  // to_mx(elem_dtype=torch.float4_e2m1fn_x2), every ScaleCalculationMode
   v.push_back(ao);
+
+  // The FP8 quantizers of the model toolkits and inference engines (issue 25). Each defines FP8 block and FP8
+  // tensor only; every rule below is read from the implementation's code (the dump scripts under
+  // conformance/peers/ name the functions).
+  ProfileRules fp8_peer;
+  fp8_peer.nvfp4 = fp8_peer.mxfp8 = fp8_peer.mxfp4 = false;
+  fp8_peer.mxfp4_scale_rules.clear();
+  fp8_peer.nan_amax = true;  // torch.amax / torch.max propagate NaN
+  fp8_peer.fp8_torch_nan = true;
+
+  ProfileRules mo = fp8_peer;
+  mo.id = Profile::kModelOpt;
+  mo.name = "modelopt";
+  mo.follows = "nvidia-modelopt 0.47.0 FP8QTensor.quantize (per tensor; block_sizes {-1: 128} / {-1: 128, -2: 128})";
+  mo.fp8_form = mo.fp8_tensor_form = Fp8Form::kInvDiv;
+  mo.fp8_input_dtype_arith = true;
+  mo.fp8_satfinite = false;
+  mo.fp8_zero_scale = Fp8ZeroScale::kKeep;
+  mo.fp8_block_amax_nan_lanes = true;
+  v.push_back(mo);
+
+  ProfileRules ct = fp8_peer;
+  ct.id = Profile::kCompressedTensors;
+  ct.name = "compressed_tensors";
+  ct.follows = "compressed-tensors 0.20.0 FP8 / FP8_BLOCK presets (calculate_qparams, compute_dynamic_scales_and_zp, quantize)";
+  ct.fp8_form = ct.fp8_tensor_form = Fp8Form::kInvDiv;
+  ct.fp8_input_dtype_arith = true;
+  ct.fp8_satfinite = true;  // torch.clamp(x / s, -448, 448) before the cast
+  ct.fp8_zero_scale = Fp8ZeroScale::kDtypeEps;
+  ct.fp8_block_amax_nan_lanes = true;
+  ct.fp8_zero_point_add = true;
+  ct.fp8_bf16_nan_positive = true;
+  v.push_back(ct);
+
+  ProfileRules vl = fp8_peer;
+  vl.id = Profile::kVllm;
+  vl.name = "vllm";
+  vl.follows = "vLLM 0.33.0 QuantFP8.forward_native (per tensor) and _quantize_group_native (groups of 128)";
+  vl.fp8_form = Fp8Form::kInvDiv;            // _quantize_group_native: x / s
+  vl.fp8_tensor_form = Fp8Form::kInvMulRcp;  // forward_native: x * s.reciprocal()
+  vl.fp8_tensor_amax_full_reduction = true;
+  vl.fp8_satfinite = true;         // clamp to +-448 before the cast
+  vl.fp8_pow2 = Fp8Pow2::kCeilLog2;
+  vl.fp8_scale_min = static_cast<float>(1.0 / (448.0 * 512.0));
+  v.push_back(vl);
+
+  ProfileRules dg = fp8_peer;
+  dg.id = Profile::kDeepGemm;
+  dg.name = "deepgemm";
+  dg.follows = "DeepGEMM deep_gemm/utils/math.py per_token_cast_to_fp8 / per_block_cast_to_fp8 (amax clamp 1e-4: eps)";
+  dg.fp8_form = dg.fp8_tensor_form = Fp8Form::kInvMulRcp;
+  dg.fp8_satfinite = false;
+  dg.fp8_pow2 = Fp8Pow2::kCeilBits;
+  v.push_back(dg);
+
+  ProfileRules vt = fp8_peer;
+  vt.id = Profile::kVllmTriton;
+  vt.name = "vllm_triton";
+  vt.follows = "vLLM 0.33.0 Triton _per_token_group_quant_fp8 (GPU; read from the code, eps 1e-10 is the recipe's eps)";
+  vt.nan_amax = false;  // tl.max ignores NaN
+  vt.fp8_torch_nan = false;
+  vt.fp8_form = vt.fp8_tensor_form = Fp8Form::kRcpMaxDiv;
+  vt.fp8_satfinite = true;  // tl.clamp to +-448
+  vt.fp8_pow2 = Fp8Pow2::kCeilLog2;
+  v.push_back(vt);
+
+  // SGLang 0.5.23, sglang/kernels/ops/quantization/fp8_kernel.py (GPU only; read from the code, no vector yet):
+  // absmax = max(tl.max(|y|), eps) (NaN ignored), y_s = absmax / 448 (a runtime float32 division).
+  ProfileRules sg = vt;
+  sg.id = Profile::kSglangTriton;
+  sg.name = "sglang_triton";
+  sg.follows = "SGLang 0.5.23 Triton _per_token_group_quant_8bit (row-major scales; GPU, read from the code)";
+  sg.fp8_form = sg.fp8_tensor_form = Fp8Form::kInvMulRcp;  // y * (1.0 / y_s), clamp
+  sg.fp8_pow2 = Fp8Pow2::kNone;                            // the row-major kernel has no UE8M0 option
+  v.push_back(sg);
+
+  ProfileRules sc = vt;
+  sc.id = Profile::kSglangTritonColMajor;
+  sc.name = "sglang_triton_colmajor";
+  sc.follows = "SGLang 0.5.23 Triton _per_token_group_quant_8bit_colmajor (SCALE_UE8M0: exp2(ceil(log2|y_s|)); GPU, read from the code)";
+  sc.fp8_form = sc.fp8_tensor_form = Fp8Form::kInvDiv;  // y / y_s, clamp
+  sc.fp8_pow2 = Fp8Pow2::kCeilLog2;
+  v.push_back(sc);
   return v;
 }
 
@@ -88,6 +171,16 @@ std::string_view mx_scale_rule_name(MxScaleRule r) {
     case MxScaleRule::kOcpFloor: return "ocp_floor";
     case MxScaleRule::kCeil: return "ceil";
     case MxScaleRule::kEven: return "even";
+  }
+  return "?";
+}
+
+std::string_view fp8_form_name(Fp8Form f) {
+  switch (f) {
+    case Fp8Form::kTE: return "te: scale = fp8_max / amax, data x * scale, stored 1 / scale";
+    case Fp8Form::kInvDiv: return "s = amax / fp8_max, data x / s, stored s";
+    case Fp8Form::kInvMulRcp: return "s = amax / fp8_max, data x * (1 / s), stored s";
+    case Fp8Form::kRcpMaxDiv: return "s = amax * RN(1 / fp8_max), data x / s, stored s";
   }
   return "?";
 }
@@ -172,6 +265,22 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
     d.emplace_back("fp8.scale_order", fp8_scale_reciprocal ? "fp8_max * (1 / amax)" : "fp8_max / amax");
     d.emplace_back("fp8.cast_overflow", fp8_satfinite ? "saturate to +-max (satfinite)" : "NaN (E4M3) / Inf (E5M2)");
     d.emplace_back("fp8.eps", "recipe parameter eps (amax clamped to at least eps)");
+    d.emplace_back("fp8.form", fp8_form_name(fp8_form));
+    if (fp8_tensor_form != fp8_form) d.emplace_back("fp8.tensor_form", fp8_form_name(fp8_tensor_form));
+    if (fp8_form != Fp8Form::kTE) {
+      d.emplace_back("fp8.arith_dtype", fp8_input_dtype_arith ? "input dtype (BF16/F16 results rounded to it)" : "float32");
+      d.emplace_back("fp8.pow2", fp8_pow2 == Fp8Pow2::kCeilBits   ? "ceil_to_ue8m0: exponent + (mantissa != 0), clamped to [1, 254]"
+                                 : fp8_pow2 == Fp8Pow2::kCeilLog2 ? "exp2(ceil(log2f(s)))"
+                                                                  : "not defined");
+      d.emplace_back("fp8.zero_scale", fp8_zero_scale == Fp8ZeroScale::kKeep ? "0 (data 0/0 = NaN)" : "finfo(input dtype).eps");
+      d.emplace_back("fp8.scale_min", fp8_scale_min > 0.0f ? std::to_string(fp8_scale_min) : "none");
+      d.emplace_back("fp8.zero_point_add", fp8_zero_point_add ? "x / s + 0: -0.0 -> +0" : "no");
+    }
+    d.emplace_back("fp8.nan", !fp8_torch_nan ? "NaN code 0x7F"
+                              : std::string("PyTorch's CPU NaNs; a NaN code keeps its sign") +
+                                    (fp8_block_amax_nan_lanes ? "; block amax NaN 0xFFFFFFFF in torch.maximum's vector chunks" : "") +
+                                    (fp8_bf16_nan_positive ? "; BF16 input: 0x7F (codes cast to BF16 and back)" : "") +
+                                    (fp8_tensor_amax_full_reduction ? "; F32 tensor amax NaN 0xFFFFFFFF" : ""));
   }
   if (mxfp4) {
     std::string rules;
@@ -232,6 +341,33 @@ std::span<const RuleToggle> rule_toggles() {
        [](ProfileRules& r) {
          if (!r.fp8_block && !r.fp8_tensor) return false;
          r.fp8_satfinite = !r.fp8_satfinite;
+         return true;
+       }},
+      {"fp8.form", "x / s <-> x * (1 / s)",
+       [](ProfileRules& r) {
+         // x / s <-> x * (1 / s), for the forms that store s (te's form has its own toggle, fp8.scale_order)
+         if ((!r.fp8_block && !r.fp8_tensor) || r.fp8_form == Fp8Form::kTE) return false;
+         auto swap = [](Fp8Form f) { return f == Fp8Form::kInvMulRcp ? Fp8Form::kInvDiv : Fp8Form::kInvMulRcp; };
+         r.fp8_form = swap(r.fp8_form);
+         r.fp8_tensor_form = swap(r.fp8_tensor_form);
+         return true;
+       }},
+      {"fp8.arith_dtype", "flipped",
+       [](ProfileRules& r) {
+         if ((!r.fp8_block && !r.fp8_tensor) || r.fp8_form == Fp8Form::kTE) return false;
+         r.fp8_input_dtype_arith = !r.fp8_input_dtype_arith;
+         return true;
+       }},
+      {"fp8.zero_scale", "flipped",
+       [](ProfileRules& r) {
+         if ((!r.fp8_block && !r.fp8_tensor) || r.fp8_form == Fp8Form::kTE) return false;
+         r.fp8_zero_scale = r.fp8_zero_scale == Fp8ZeroScale::kKeep ? Fp8ZeroScale::kDtypeEps : Fp8ZeroScale::kKeep;
+         return true;
+       }},
+      {"fp8.pow2", "ceil_to_ue8m0 <-> exp2(ceil(log2f))",
+       [](ProfileRules& r) {
+         if ((!r.fp8_block && !r.fp8_tensor) || r.fp8_pow2 == Fp8Pow2::kNone) return false;
+         r.fp8_pow2 = r.fp8_pow2 == Fp8Pow2::kCeilBits ? Fp8Pow2::kCeilLog2 : Fp8Pow2::kCeilBits;
          return true;
        }},
       {"fp8.inf_amax_scale", "flipped",

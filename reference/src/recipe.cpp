@@ -49,7 +49,7 @@ int Recipe::block_cols() const {
   switch (kind()) {
     case RecipeKind::kNVFP4: return 16;
     case RecipeKind::kMXFP8: return 32;
-    case RecipeKind::kFP8Block: return 128;
+    case RecipeKind::kFP8Block: return fp8_block().tile_2d ? 128 : fp8_block().block_1d;
     case RecipeKind::kFP8Tensor: return 0;
     case RecipeKind::kMXFP4: return 32;
   }
@@ -195,6 +195,27 @@ const RuleCheck kRules[] = {
        for (MxScaleRule x : pr.mxfp4_scale_rules) allowed += (allowed.empty() ? "" : ", ") + std::string(mx_scale_rule_name(x));
        return "profile '" + pr.name + "' defines scale_rule " + allowed + ", not " + std::string(mx_scale_rule_name(r.mxfp4().scale_rule));
      }},
+    {{"fp8-block-ue8m0-pow2", "FP8 block scales stored as UE8M0 (scale_dtype=ue8m0) must be powers of two (pow2_scales=1)"},
+     [](const Recipe& r, const ProfileRules&) {
+       const Fp8BlockOptions* o = r.fp8_block_or_null();
+       return o && o->ue8m0_scales && !o->pow2_scales;
+     }},
+    {{"fp8-block-1x32", "FP8 block 1x32 tiles (DeepGEMM's per_token_cast_to_fp8 with gran_k=32) are defined by the profiles "
+                        "whose fp8.form stores s = f(amax) (deepgemm, ...), not by TransformerEngine's 1x128 / 128x128 kernels"},
+     [](const Recipe& r, const ProfileRules& pr) {
+       const Fp8BlockOptions* o = r.fp8_block_or_null();
+       return o && !o->tile_2d && o->block_1d != 128 && (o->block_1d != 32 || pr.fp8_form == Fp8Form::kTE);
+     },
+     [](const Recipe& r, const ProfileRules& pr) {
+       return "block length " + std::to_string(r.fp8_block().block_1d) + " under profile '" + pr.name + "'";
+     }},
+    {{"fp8-profile-pow2", "pow2_scales=1 needs a profile that defines power-of-two FP8 scales (profile rule fp8.pow2)"},
+     [](const Recipe& r, const ProfileRules& pr) {
+       const bool fp8 = r.is(RecipeKind::kFP8Block) || r.is(RecipeKind::kFP8Tensor);
+       const Fp8Form f = r.is(RecipeKind::kFP8Tensor) ? pr.fp8_tensor_form : pr.fp8_form;
+       return fp8 && r.pow2_scales() && f != Fp8Form::kTE && pr.fp8_pow2 == Fp8Pow2::kNone;
+     },
+     [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "' does not"; }},
     {{"fp8-eps", "FP8 block/tensor eps must be a finite value >= 0"},
      [](const Recipe& r, const ProfileRules&) {
        const bool has_eps = r.is(RecipeKind::kFP8Block) || r.is(RecipeKind::kFP8Tensor);
@@ -289,8 +310,10 @@ std::string Recipe::name() const {
     os << "mxfp8_" << fp8n(o->fp8) << "_"
        << (o->scale_rule == MxScaleRule::kOcpFloor ? "ocpfloor" : mx_scale_rule_name(o->scale_rule)) << (o->tile_2d ? "_32x32" : "");
   } else if (const Fp8BlockOptions* o = fp8_block_or_null()) {
-    os << "fp8block_" << (o->tile_2d ? "128x128" : "1x128") << "_" << fp8n(o->fp8) << (o->pow2_scales ? "_pow2" : "");
+    os << "fp8block_" << (o->tile_2d ? "128x128" : (o->block_1d == 32 ? "1x32" : "1x128")) << "_" << fp8n(o->fp8)
+       << (o->pow2_scales ? "_pow2" : "");
     if (o->eps != 0.0f) os << "_eps" << o->eps;
+    if (o->ue8m0_scales) os << "_ue8m0";
   } else if (const Fp8TensorOptions* o = fp8_tensor_or_null()) {
     os << "fp8tensor_" << fp8n(o->fp8) << (o->pow2_scales ? "_pow2" : "");
     if (o->eps != 0.0f) os << "_eps" << o->eps;
@@ -344,8 +367,9 @@ std::map<std::string, std::string> Recipe::to_metadata() const {
     md["rounding"] = "rne";
     if (o->tile_2d) md["tile"] = "32x32";
   } else if (const Fp8BlockOptions* o = fp8_block_or_null()) {
-    md["tile"] = o->tile_2d ? "128x128" : "1x128";
+    md["tile"] = o->tile_2d ? "128x128" : (o->block_1d == 32 ? "1x32" : "1x128");
     fp8_scaling(o->fp8, o->pow2_scales, o->eps);
+    if (o->ue8m0_scales) md["scale_dtype"] = "ue8m0";
   } else if (const Fp8TensorOptions* o = fp8_tensor_or_null()) {
     fp8_scaling(o->fp8, o->pow2_scales, o->eps);
   } else if (const Mxfp4Options* o = mxfp4_or_null()) {
@@ -431,7 +455,7 @@ Recipe Recipe::from_metadata(const std::map<std::string, std::string>& md) {
   static const std::map<RecipeKind, std::vector<std::string>> kKeys = {
       {RecipeKind::kNVFP4, {"tile", "row_scaled", "rht", "fourover6", "fourover6_err", "e4m3_max", "stochastic_rounding", "seed", "rht_sign_mask", "per_tensor_scale"}},
       {RecipeKind::kMXFP8, {"fp8_dtype", "scale_rule", "rounding", "tile"}},
-      {RecipeKind::kFP8Block, {"tile", "pow2_scales", "eps", "fp8_dtype"}},
+      {RecipeKind::kFP8Block, {"tile", "pow2_scales", "eps", "fp8_dtype", "scale_dtype"}},
       {RecipeKind::kFP8Tensor, {"pow2_scales", "eps", "fp8_dtype"}},
       {RecipeKind::kMXFP4, {"scale_rule", "rounding"}}};
   static const std::vector<std::string> kCommon = {"qtc.schema", "recipe", "source", "profile", "rowwise", "columnwise",
@@ -477,10 +501,13 @@ Recipe Recipe::from_metadata(const std::map<std::string, std::string>& md) {
     }
     case RecipeKind::kFP8Block: {
       Fp8BlockOptions o;
-      o.tile_2d = m.choice<bool>("tile", "1x128", {{"1x128", false}, {"128x128", true}});
+      const int tile = m.choice<int>("tile", "1x128", {{"1x128", 128}, {"128x128", 0}, {"1x32", 32}});
+      o.tile_2d = tile == 0;
+      o.block_1d = tile == 0 ? 128 : tile;
       o.fp8 = m.choice<Fp8Type>("fp8_dtype", "e4m3", fp8s);
       o.pow2_scales = m.flag("pow2_scales", false);
       o.eps = m.number("eps", 0.0f);
+      o.ue8m0_scales = m.choice<bool>("scale_dtype", "f32", {{"f32", false}, {"ue8m0", true}});
       opts = o;
       break;
     }

@@ -105,8 +105,8 @@ PlaneSpec describe_plane(const Recipe& r, PlaneKind pk, int64_t M, int64_t K) {
       s.swizzlable = true;
       break;
     }
-    case RecipeKind::kFP8Block: {  // §3: F32 scale_inv per 1x128 or 128x128 block
-      s.scale_type = ScaleType::kF32;
+    case RecipeKind::kFP8Block: {  // §3: F32 scale_inv per 1x128 or 128x128 block (UE8M0 bytes: scale_dtype=ue8m0)
+      s.scale_type = std::get<Fp8BlockOptions>(opts).ue8m0_scales ? ScaleType::kE8M0 : ScaleType::kF32;
       const int64_t rows = row ? M : K, len = row ? K : M;
       if (std::get<Fp8BlockOptions>(opts).tile_2d) {
         s.compact = {cdiv(rows, 128), cdiv(len, 128)};
@@ -116,13 +116,14 @@ PlaneSpec describe_plane(const Recipe& r, PlaneKind pk, int64_t M, int64_t K) {
         s.scale_step_m = 128;
         s.scale_step_k = 128;
       } else {
-        s.compact = {rows, cdiv(len, 128)};
-        s.padded = {cdiv(len, 128), roundup(rows, 4)};  // TE's GEMM-ready transposed layout
+        const int64_t b = std::get<Fp8BlockOptions>(opts).block_1d;  // 128, or 32 (tile 1x32)
+        s.compact = {rows, cdiv(len, b)};
+        s.padded = {cdiv(len, b), roundup(rows, 4)};  // TE's GEMM-ready transposed layout
         s.padded_transposed = true;
-        s.block_rows = row ? 1 : 128;
-        s.block_cols = row ? 128 : 1;
-        s.scale_step_m = row ? 1 : 128;
-        s.scale_step_k = row ? 128 : 1;
+        s.block_rows = row ? 1 : b;
+        s.block_cols = row ? b : 1;
+        s.scale_step_m = row ? 1 : b;
+        s.scale_step_k = row ? b : 1;
       }
       s.scale_m_axis = row ? MAxis::kRows : MAxis::kCols;
       break;

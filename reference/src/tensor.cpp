@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "qtc/error.hpp"
+#include "qtc/numeric.hpp"
 #include "qtc/quantized.hpp"
 
 #include <cfloat>
@@ -71,12 +73,18 @@ const Plane& QuantizedTensor::plane(PlaneKind k) const {
 }
 
 float ScaleMatrix::f32(int64_t r, int64_t c) const {
+  if (type == ScaleType::kE8M0) return decode_e8m0(byte(r, c));  // FP8 block scales stored as UE8M0 (scale_dtype)
   float v;
   std::memcpy(&v, bytes.data() + static_cast<size_t>(r * cols + c) * 4, 4);
   return v;
 }
 
 void ScaleMatrix::set_f32(int64_t r, int64_t c, float v) {
+  if (type == ScaleType::kE8M0) {
+    QTC_CHECK(e8m0_is_pow2(v) || is_inf(v), "rule 'fp8-block-ue8m0-pow2': scale ", v, " is not a power of two in UE8M0's range");
+    bytes[static_cast<size_t>(r * cols + c)] = e8m0_of_pow2(v);
+    return;
+  }
   std::memcpy(bytes.data() + static_cast<size_t>(r * cols + c) * 4, &v, 4);
 }
 

@@ -355,6 +355,16 @@ std::vector<RuleCase> rule_cases() {
   Recipe nan_eps = fp8_block(Fp8Type::kE5M2, true);
   nan_eps.set_eps(std::numeric_limits<float>::quiet_NaN());
   v.push_back({"fp8-eps", nan_eps, ""});
+  Recipe ue8m0 = fp8_block(Fp8Type::kE4M3, false);
+  ue8m0.fp8_block().ue8m0_scales = true;  // UE8M0 bytes need power-of-two scales
+  v.push_back({"fp8-block-ue8m0-pow2", ue8m0, ""});
+  Recipe b32 = fp8_block(Fp8Type::kE4M3, false);
+  b32.fp8_block().block_1d = 32;  // 1x32: DeepGEMM's gran_k=32, not a TE tile
+  v.push_back({"fp8-block-1x32", b32, "block length 32 under profile 'te'"});
+  Recipe mo_pow2 = fp8_tensor(Fp8Type::kE4M3);
+  mo_pow2.profile = Profile::kModelOpt;
+  mo_pow2.set_pow2_scales(true);
+  v.push_back({"fp8-profile-pow2", mo_pow2, "profile 'modelopt' does not"});
   return v;
 }
 

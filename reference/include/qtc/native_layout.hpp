@@ -34,6 +34,11 @@ namespace qtc::ref {
 enum class TensorLayout : uint8_t {
   kCompact,  ///< VECTORS.md shapes: no padding, no swizzle
   kTE,       ///< TransformerEngine's buffers (TE_FORMATS.md §5)
+  kDeepGemmPackedUe8m0,  ///< FP8 block scales with scale_dtype=ue8m0 as DeepGEMM's
+                         ///< `get_mn_major_tma_aligned_packed_ue8m0_tensor` lays them out: four UE8M0 bytes per int32
+                         ///< word (scale 4w + b in byte b), MN-major, the MN extent aligned to 4 (16 bytes, TMA):
+                         ///< compact [R, C] -> U8 [ceil(C/4), roundup(R, 4) * 4], entry (r, c) at
+                         ///< [c / 4][4 r + c % 4]; padding zero (conformance/README.md)
 };
 
 /// How a vector's output buffers are laid out.
@@ -43,7 +48,7 @@ struct LayoutOptions {
   bool operator==(const LayoutOptions&) const = default;
 };
 
-/// "compact", "te".
+/// "compact", "te", "deepgemm_packed_ue8m0".
 std::string_view layout_name(TensorLayout l);
 /// "compact", "te", "te+swizzled" (for messages and report labels).
 std::string describe(const LayoutOptions& o);

@@ -281,6 +281,21 @@ QTC_HD float decode_e8m0(uint32_t e) {
   if (e == 0) return bits_f32(0x00400000u);
   return bits_f32(e << 23);
 }
+/// A power-of-two scale as its UE8M0 byte (FP8 block scales stored with scale_dtype=ue8m0, the exponent field as
+/// DeepGEMM's `pack_ue8m0_to_int` and TE's block-scaling-to-MXFP8 conversion take it): 2^-127 (subnormal) and
+/// 0 -> 0x00, NaN, Inf and negative values -> 0xFF (UE8M0 has no Inf). Other values are not powers of two in
+/// UE8M0's range: the caller checks that (e8m0_is_pow2) before storing.
+QTC_HD uint8_t e8m0_of_pow2(float v) {
+  if (v != v || is_inf(v) || v < 0.0f) return 0xFF;
+  return static_cast<uint8_t>(f32_bits(v) >> 23);
+}
+/// Whether v is exactly representable as a UE8M0 scale (a power of two in [2^-127, 2^127]; NaN counts: 0xFF).
+QTC_HD bool e8m0_is_pow2(float v) {
+  if (v != v) return true;
+  const uint32_t u = f32_bits(v);
+  return u == 0x00400000u || ((u >> 31) == 0 && (u & 0x7FFFFFu) == 0 && (u >> 23) != 0 && (u >> 23) != 0xFF);
+}
+
 /// TE `ptx::exp2f_rcp`: the reciprocal of an E8M0 scale as float: 2^(127-e); e==254 -> 2^-127; 255 -> NaN.
 QTC_HD float e8m0_reciprocal(uint32_t e) {
   if (e == 0xFF) return bits_f32(0x7FFFFFFFu);

@@ -40,6 +40,29 @@ enum class MxNonFinite : uint8_t {
   kNaN,        ///< NaN propagates into the amax; a NaN or Inf block -> 0xFF (OCP MX v1.0)
 };
 
+/// How an FP8 block / tensor quantizer turns a block amax into its scale and scales the data (rule `fp8.form`).
+/// TE computes the quantization scale and stores its reciprocal; the PyTorch-level quantizers of the model
+/// toolkits and inference engines compute the stored dequantization scale s first and scale the data by it.
+enum class Fp8Form : uint8_t {
+  kTE,          ///< scale = fp8_max / amax (fp8.scale_order), data x * scale, stored 1 / scale; amax 0, Inf, NaN -> 1
+  kInvDiv,      ///< s = amax / fp8_max, data x / s (ModelOpt, compressed-tensors, vLLM `_quantize_group_native`)
+  kInvMulRcp,   ///< s = amax / fp8_max, data x * RN(1 / s) (DeepGEMM, vLLM `QuantFP8.forward_native` per tensor)
+  kRcpMaxDiv,   ///< s = amax * RN(1 / fp8_max), data x / s (vLLM's Triton `_per_token_group_quant_fp8`)
+};
+
+/// How pow2_scales=1 makes the stored scale a power of two under a form other than kTE (rule `fp8.pow2`).
+enum class Fp8Pow2 : uint8_t {
+  kNone,      ///< the profile defines no power-of-two scales (pow2_scales=1 is refused, rule fp8-profile-pow2)
+  kCeilBits,  ///< DeepGEMM `ceil_to_ue8m0`: exponent of s plus (mantissa != 0), clamped to [1, 254] (NaN, Inf -> 2^127)
+  kCeilLog2,  ///< vLLM: exp2(ceil(log2f(s))), the log rounded to float32 once (s just above 2^k, |k| >= 2: 2^k)
+};
+
+/// What a stored scale s = 0 (an all-zero block, no eps) becomes under a form other than kTE (rule `fp8.zero_scale`).
+enum class Fp8ZeroScale : uint8_t {
+  kKeep,      ///< stays 0: the block's data is 0 / 0 = NaN (ModelOpt)
+  kDtypeEps,  ///< replaced by torch.finfo(input dtype).eps: 2^-23 (F32), 2^-7 (BF16), 2^-10 (F16) (compressed-tensors)
+};
+
 /// One profile's rules. Every field is a rule `qtc profiles` prints and `qtc identify` can toggle.
 struct ProfileRules {
   Profile id = Profile::kTE;
@@ -76,6 +99,27 @@ struct ProfileRules {
   // 0x7, -0 -> 0x8, TE_FORMATS.md §0.3) or torchao's `f32_to_f4_unpacked` (profile torchao).
   bool mxfp4 = true;                           ///< defines recipe kind mxfp4
   std::vector<MxScaleRule> mxfp4_scale_rules;  ///< MXFP4 scale rules this profile defines
+  // FP8 block / tensor, the forms of the model toolkits and inference engines (issue 25)
+  Fp8Form fp8_form = Fp8Form::kTE;         ///< FP8 block
+  Fp8Form fp8_tensor_form = Fp8Form::kTE;  ///< FP8 tensor (vLLM: x * (1/s) per tensor, x / s per group)
+  bool fp8_block_amax_nan_lanes = false;  ///< a block amax of NaN is 0xFFFFFFFF for the blocks in the vector chunks
+                                          ///< of PyTorch's torch.maximum over the scale tensor (16 F32 / 32 BF16, F16
+                                          ///< blocks, flat index) and 0x7FC00000 in its tail (ModelOpt,
+                                          ///< compressed-tensors: max(|amin|, |amax|) per block)
+  bool fp8_zero_point_add = false;  ///< data (x / s) + 0: -0.0 becomes +0.0 (compressed-tensors adds its zero point)
+  bool fp8_bf16_nan_positive = false;  ///< BF16 input: a NaN code is 0x7F (compressed-tensors casts the FP8 codes to
+                                       ///< BF16 and back, and PyTorch's scalar BF16 conversion makes NaN 0x7FC0)
+  bool fp8_tensor_amax_full_reduction = false;  ///< per-tensor amax of a NaN as torch.max(|x|) of the input dtype
+                                                ///< gives it (F32: 0xFFFFFFFF; torchao_codec.hpp tensor_amax)
+  bool fp8_input_dtype_arith = false;  ///< s and x / s computed in the input dtype (BF16/F16 results rounded to it, as
+                                       ///< PyTorch's elementwise ops on BF16/F16 tensors; a BF16 NaN is 0xFFFF inside
+                                       ///< the 32-element vector chunks of the op and 0x7FC0 in its scalar tail)
+  Fp8Pow2 fp8_pow2 = Fp8Pow2::kNone;
+  Fp8ZeroScale fp8_zero_scale = Fp8ZeroScale::kKeep;
+  float fp8_scale_min = 0.0f;          ///< s clamped to at least this (vLLM: RN(1 / (fp8_max * 512))); 0: none
+  bool fp8_torch_nan = false;          ///< NaN results as PyTorch's CPU kernels give them (torchao_codec.hpp), the
+                                       ///< data cast keeps a NaN's sign (0x7F | s), the per-tensor F32 amax of a NaN is
+                                       ///< 0xFFFFFFFF (torch.max's full reduction); else a NaN code is 0x7F
 
   /// Rule name -> value, in a fixed order (what `qtc profiles` prints and identify toggles).
   std::vector<std::pair<std::string, std::string>> describe() const;
@@ -106,5 +150,7 @@ std::span<const RuleToggle> rule_toggles();
 Profile register_profile_variant(const ProfileRules& rules);
 
 std::string_view mx_scale_rule_name(MxScaleRule r);
+/// The rule text of an FP8 form (what `qtc profiles` prints for fp8.form).
+std::string_view fp8_form_name(Fp8Form f);
 
 }  // namespace qtc

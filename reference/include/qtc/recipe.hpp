@@ -22,6 +22,17 @@ enum class Profile : uint8_t {
   kOCP,      ///< OCP MX v1.0 (MXFP8 only): floor scale rule, NaN/Inf block -> NaN scale
   kTorchAO,  ///< torchao 0.18.0 `nvfp4_quantize` (1x16, with or without per-tensor scale) and `to_mx`
              ///< (rceil, ocp_floor = FLOOR, ceil, even); every rule in profile.hpp
+  kModelOpt,           ///< nvidia-modelopt 0.47.0 `FP8QTensor.quantize` (FP8 tensor and block): s = amax / 448 and
+                       ///< x / s in the input dtype, non-saturating cast, zero block -> NaN data
+  kCompressedTensors,  ///< compressed-tensors 0.20.0 FP8 / FP8_BLOCK presets: as ModelOpt, s = 0 -> finfo(dtype).eps,
+                       ///< data clamped to +-448 before the cast
+  kVllm,               ///< vLLM 0.33.0 `QuantFP8` native paths: float32, s >= 1/(448*512); per tensor x * (1/s),
+                       ///< group x / s; UE8M0 exp2(ceil(log2 s))
+  kDeepGemm,           ///< DeepGEMM deep_gemm/utils/math.py casts: float32, amax >= 1e-4 (eps), x * (1/s),
+                       ///< non-saturating cast, UE8M0 `ceil_to_ue8m0`
+  kVllmTriton,         ///< vLLM 0.33.0 Triton `_per_token_group_quant_fp8` as read (GPU only; unverified on a GPU)
+  kSglangTriton,       ///< SGLang 0.5.23 Triton `_per_token_group_quant_8bit` (row-major scales) as read (GPU only)
+  kSglangTritonColMajor,  ///< SGLang 0.5.23 Triton `_per_token_group_quant_8bit_colmajor` (fp32 / UE8M0) as read (GPU only)
 };
 
 enum class Fp8Type : uint8_t { kE4M3, kE5M2 };
@@ -56,6 +67,9 @@ struct Fp8BlockOptions {
   bool tile_2d = false;  ///< 128x128 blocks (else 1x128 / 128x1)
   bool pow2_scales = false;
   float eps = 0.0f;
+  bool ue8m0_scales = false;  ///< scale_dtype=ue8m0: scales stored as UE8M0 bytes (needs pow2_scales; else f32)
+  int block_1d = 128;         ///< 1D block length: 128 (tile 1x128), or 32 (tile 1x32: DeepGEMM's per_token_cast_to_fp8
+                              ///< with gran_k=32; rule fp8-block-1x32)
   bool operator==(const Fp8BlockOptions&) const = default;
 };
 struct Fp8TensorOptions {

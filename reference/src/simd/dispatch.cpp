@@ -65,6 +65,8 @@ const char* rule_outside_simd(const Recipe& r) {
     case RecipeKind::kFP8Block:
     case RecipeKind::kFP8Tensor:
       if (!pr.fp8_satfinite) return "FP8: the vectorized path implements the saturating data cast only";
+      if (pr.fp8_form != Fp8Form::kTE || pr.fp8_tensor_form != Fp8Form::kTE) return "FP8: the vectorized path implements fp8.form te only";
+      if (r.fp8_block_or_null() != nullptr && r.fp8_block().ue8m0_scales) return "FP8 block: the vectorized path writes F32 scales only";
       return nullptr;
     case RecipeKind::kMXFP4:
       return "MXFP4: no vectorized path (the scalar reference, mxfp4.cpp, quantizes and dequantizes every MXFP4 recipe)";

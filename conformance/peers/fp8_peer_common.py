@@ -1,0 +1,84 @@
+"""Inputs and file writing shared by the FP8 dump scripts of the model toolkits and inference engines
+(modelopt_fp8_dump.py, compressed_tensors_fp8_dump.py, vllm_fp8_dump.py, deepgemm_fp8_dump.py).
+
+Every input family covers a corner where the FP8 quantizers differ (profile rules fp8.form, fp8.arith_dtype,
+fp8.zero_scale, fp8.pow2, fp8.nan, fp8.cast_overflow): zero blocks, tiny blocks (below the scale floors),
+NaN, +-Inf, -0.0, block amaxes at and one ulp around 448 * 2^k, values that overflow 448 after the scaling,
+blocks far apart in magnitude, and ragged shapes (M and K not multiples of 128). Deterministic (fixed seeds).
+"""
+import os
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+
+# One thread: which NaN a full torch.max reduction returns depends on the thread count (torchao_dump.py).
+torch.set_num_threads(1)
+
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+FAMILIES = ("normal", "heavy", "wide", "tiny", "zero_blocks", "pow2_edges", "specials", "negzero", "huge", "subnormal",
+            "flt_max", "ties")
+
+
+def family(name, m, k, seed):
+    """An [m, k] float64 numpy array of the named input family."""
+    g = np.random.default_rng(seed)
+    x = g.standard_normal((m, k))
+    if name == "heavy":
+        x = g.standard_t(2, (m, k)) * np.exp(g.uniform(-6, 6, (m, 1)))
+    elif name == "wide":  # blocks at very different magnitudes (some below the scale floors 1e-4 and 1/(448*512))
+        x = x * np.exp2(g.integers(-40, 20, (m, 1)))
+        x[:, : k // 2] *= 2.0 ** -30
+    elif name == "tiny":
+        x = x * np.exp2(g.integers(-30, -14, (m, 1)))
+    elif name == "zero_blocks":
+        x[: max(1, m // 3)] = 0.0
+        x[:, : min(k, 128)] = 0.0
+    elif name == "pow2_edges":  # block amaxes at and one float32 ulp around 448 * 2^e
+        for i in range(m):
+            e = int(g.integers(-20, 20))
+            a = np.float32(448.0 * 2.0 ** e)
+            a = [np.nextafter(a, np.float32(0)), a, np.nextafter(a, np.float32(np.inf))][i % 3]
+            x[i] = np.clip(x[i], -1, 1) * float(a) * 0.5
+            x[i, i % k] = float(a) * (1 if i % 2 else -1)
+    elif name == "specials":
+        x[0, 0] = np.nan
+        if m > 1:
+            x[1, min(3, k - 1)] = np.inf
+        if m > 2:
+            x[2, min(5, k - 1)] = -np.inf
+        if m > 3:
+            x[3, :] = np.nan
+        if m > 4:
+            x[4, min(7, k - 1)] = -np.nan
+    elif name == "negzero":
+        x[0, :] = -0.0
+        x[1:, : min(k, 8)] = -0.0
+    elif name == "huge":  # near the input dtype's range
+        x = x * 1e4
+        x[0, 0] = 3.0e38
+    elif name == "subnormal":  # magnitudes 2^-120 .. 2^-149 (float32 subnormals; zero in BF16/F16 below their range)
+        x = np.sign(x) * np.exp2(g.uniform(-149, -120, (m, k)))
+    elif name == "flt_max":  # magnitudes 2^100 .. FLT_MAX (Inf in F16)
+        x = np.sign(x) * np.exp2(g.uniform(100, 128, (m, k)))
+        x[0, 0] = 3.4028234663852886e38
+    elif name == "ties":  # E4M3 round-to-even ties after the scaling: odd multiples of half an E4M3 step
+        x = (g.integers(1, 64, (m, k)) * 2 + 1) * 2.0 ** g.integers(-8, 4, (m, 1)) / 16.0 * np.sign(x)
+        x[:, 0] = 448.0 * 2.0 ** g.integers(-8, 4, m)  # block amax 448 * 2^e: s a power of two
+    return x
+
+
+def to_input(x64, dtype):
+    """The family's values as a torch tensor of `dtype` (float64 -> float32 -> dtype, saturating F16 to +-Inf)."""
+    with np.errstate(over="ignore"):
+        t = torch.from_numpy(x64.astype(np.float32))
+    return t.to(DTYPES[dtype])
+
+
+def u8(t):
+    return t.contiguous().view(torch.uint8)
+
+
+def write(out_dir, name, tensors, metadata):
+    md = {"qtc.schema": "1", **{k: str(v) for k, v in metadata.items()}}
+    save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(out_dir, name + ".safetensors"), metadata=md)
