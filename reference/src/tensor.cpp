@@ -70,6 +70,9 @@ const Plane& QuantizedTensor::plane(PlaneKind k) const {
   return *p;
 }
 
+bool ScaleMatrix::operator==(const ScaleMatrix&) const = default;
+bool Plane::operator==(const Plane&) const = default;
+
 float ScaleMatrix::f32(int64_t r, int64_t c) const {
   float v;
   std::memcpy(&v, bytes.data() + static_cast<size_t>(r * cols + c) * 4, 4);

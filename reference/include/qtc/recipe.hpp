@@ -43,26 +43,26 @@ struct Nvfp4Options {
   uint64_t seed = 0;
   uint16_t rht_sign_mask = 0xD7E8;
   bool per_tensor_scale = true;
-  bool operator==(const Nvfp4Options&) const = default;
+  bool operator==(const Nvfp4Options&) const;  // defaulted in the .cpp (C++20), declared alike in C++17
 };
 struct Mxfp8Options {
   Fp8Type fp8 = Fp8Type::kE4M3;
   MxScaleRule scale_rule = MxScaleRule::kRceil;
   bool tile_2d = false;  ///< 32x32 blocks (else 1x32 / 32x1)
-  bool operator==(const Mxfp8Options&) const = default;
+  bool operator==(const Mxfp8Options&) const;  // defaulted in the .cpp (C++20), declared alike in C++17
 };
 struct Fp8BlockOptions {
   Fp8Type fp8 = Fp8Type::kE4M3;
   bool tile_2d = false;  ///< 128x128 blocks (else 1x128 / 128x1)
   bool pow2_scales = false;
   float eps = 0.0f;
-  bool operator==(const Fp8BlockOptions&) const = default;
+  bool operator==(const Fp8BlockOptions&) const;  // defaulted in the .cpp (C++20), declared alike in C++17
 };
 struct Fp8TensorOptions {
   Fp8Type fp8 = Fp8Type::kE4M3;
   bool pow2_scales = false;
   float eps = 0.0f;
-  bool operator==(const Fp8TensorOptions&) const = default;
+  bool operator==(const Fp8TensorOptions&) const;  // defaulted in the .cpp (C++20), declared alike in C++17
 };
 /// One alternative per recipe kind, in RecipeKind order.
 using RecipeOptions = std::variant<Nvfp4Options, Mxfp8Options, Fp8BlockOptions, Fp8TensorOptions>;
@@ -75,7 +75,9 @@ struct RecipeRule {
 /// Every rule Recipe::validate checks, in the order it checks them. (Rule 'kind-options', "a recipe holds only
 /// its kind's options", is kept by the type: Recipe holds one RecipeOptions alternative, and its accessors of
 /// another kind's options throw, naming that rule.)
+#if __cplusplus >= 202002L
 std::span<const RecipeRule> recipe_rules();
+#endif
 
 /// A recipe value: its profile, the planes it produces and one alternative of RecipeOptions, which holds the
 /// options of its kind and only those (the kind follows from the alternative). Setting an option of another kind
@@ -150,7 +152,7 @@ struct Recipe {
   int block_rows() const;
 
   /// Same kind, options, profile and planes (eps compared by value).
-  bool operator==(const Recipe&) const = default;
+  bool operator==(const Recipe&) const;  // defaulted in the .cpp (C++20), declared alike in C++17
 
  private:
   RecipeOptions options_;
