@@ -1,8 +1,9 @@
-/// \file no_simd.cpp
+/// \file nosimd/no_simd.cpp
 /// \brief The vectorized reference's entry points for a build without Highway (the Python module built where no
-///        libhwy is installed: python/CMakeLists.txt, QTC_PY_HIGHWAY=OFF). It replaces dispatch.cpp and the
+///        libhwy is installed: python/CMakeLists.txt, QTC_PY_HIGHWAY=OFF). It replaces simd/dispatch.cpp and the
 ///        *_simd.cpp sources: every call takes the scalar path, which gives the same bits (the readable oracle
-///        test_simd_exact compares the vectorized path with). Not compiled into qtc_ref.
+///        test_simd_exact compares the vectorized path with). Not compiled into qtc_ref (its own folder: the
+///        simd/*.cpp glob of reference/CMakeLists.txt does not see it).
 #include <string>
 #include <vector>
 
