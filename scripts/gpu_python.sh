@@ -54,6 +54,12 @@ summary() { echo "$*" | tee -a "$OUT/summary.txt"; }
 summary "gpu_python: $(date -u +%FT%TZ) commit $(git -C "$ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo '?')"
 summary "python $(python3 -c 'import sys; print(sys.version.split()[0])'), $(g++ --version | head -1)"
 summary "torch $(python3 -c 'import torch; print(torch.__version__, torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")' 2>&1 | tail -1)"
+pyinc="$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
+if [ -f "$pyinc/Python.h" ]; then
+  summary "Python.h: $pyinc"
+else
+  summary "FAIL Python.h is missing from $pyinc (Ubuntu: python3.12-dev): no extension module can be built from source here"
+fi
 export QTC_PY_DEPS="$CARRY/deps"
 PIPI="-m pip install -q --disable-pip-version-check --no-index --find-links $CARRY/wheels"
 
