@@ -14,7 +14,8 @@
 #        module builds the scalar path, bit-identical to the vectorized one.
 #
 #   Here:    scripts/gpu_python.sh --stage [DIR]     fills DIR (default .carry/py; < 40 MiB; numpy only with
-#                                                     QTC_STAGE_NUMPY=1, the image's torch brings its own)
+#                                                     QTC_STAGE_NUMPY=1, the image's torch brings its own;
+#                                                     QTC_STAGE_PY=3.11 stages for another Python)
 #   There:   scripts/gpu_python.sh [DIR]             logs to $OUT (default ./gpu-python-out): probe.log,
 #                                                     source_install.log, pytest_source.log, wheel.log,
 #                                                     pytest_wheel.log, summary.txt
@@ -27,8 +28,8 @@ if [ "${1:-}" = "--stage" ]; then
   rm -rf "$DEST" && mkdir -p "$DEST/wheels" "$DEST/deps/include"
   extra=""
   [ "${QTC_STAGE_NUMPY:-0}" = "1" ] && extra="numpy"
-  python3 -m pip download -q --disable-pip-version-check --only-binary=:all: --python-version 3.12 \
-    --implementation cp --abi cp312 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+  python3 -m pip download -q --disable-pip-version-check --only-binary=:all: --python-version "${QTC_STAGE_PY:-3.12}" \
+    --implementation cp --abi "cp$(echo "${QTC_STAGE_PY:-3.12}" | tr -d .)" --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 --platform any -d "$DEST/wheels" $PKGS $extra || exit 1
   # ml_dtypes depends on numpy: the image's numpy satisfies it; without QTC_STAGE_NUMPY the downloaded one goes.
   [ "${QTC_STAGE_NUMPY:-0}" = "1" ] || rm -f "$DEST"/wheels/numpy-*.whl
@@ -84,7 +85,11 @@ fi
 probe() {  # probe NAME CODE
   (cd "$WORK" && timeout 120 "$WORK/venv-src/bin/python" -c "$2") > "$WORK/probe.out" 2>&1
   local rc=$?
-  echo "== $1: exit $rc ($( [ $rc -eq 139 ] || [ $rc -eq 245 ] && echo SIGSEGV || echo ok ))" >> "$OUT/probe.log"
+  local what="ok"
+  [ $rc -ne 0 ] && what="FAILED"
+  [ $rc -eq 139 ] && what="SIGSEGV"
+  [ $rc -eq 134 ] && what="SIGABRT"
+  echo "== $1: exit $rc ($what)" >> "$OUT/probe.log"
   tail -3 "$WORK/probe.out" >> "$OUT/probe.log"
   [ $rc -eq 0 ]
 }
@@ -110,7 +115,11 @@ probe "every bundled vector" "import glob, qtc
 for f in sorted(glob.glob('$ROOT/conformance/vectors/**/*.safetensors', recursive=True)):
     r = qtc.verify(f)
 print('verified', f)" || bad=$((bad+1))
-probe "torch imported first, then an error" "import torch, numpy as np, qtc
+probe "torch imported first, then an error" "try:
+    import torch
+except ImportError:
+    raise SystemExit(print('torch is not importable here: probe not run'))
+import numpy as np, qtc
 try:
     qtc.quantize(torch.ones(30, 64), 'nvfp4')
 except ValueError as e:
