@@ -1,29 +1,50 @@
 # \file qtc_install.cmake
-# \brief `cmake --install build --prefix P`: the public headers, the static libraries and the CMake package
-#        (P/lib/cmake/qtc/qtcConfig.cmake, qtcConfigVersion.cmake, qtcTargets.cmake) that
-#        `find_package(qtc 0.2 CONFIG REQUIRED)` reads. Exported targets:
-#          qtc::reference  the CPU reference (quantizers, layouts, GEMMs, safetensors I/O); qtc::formats its headers
-#          qtc::verify     what `qtc verify` / `qtc identify` compare and print
-#          qtc::testing    GoogleTest assertions (qtc/testing.hpp)
-#          qtc::cuda       the CUDA kernels, only when this build compiled them
+# \brief `cmake --install build --prefix P`: the public headers, the static libraries, the `qtc` command (P/bin/qtc)
+#        and the CMake package (P/lib/cmake/qtc/qtcConfig.cmake, qtcConfigVersion.cmake and one targets file per
+#        export set) that `find_package(qtc 0.2 CONFIG REQUIRED [COMPONENTS ...])` reads. Components and targets:
+#          reference     qtc::reference, the CPU reference (quantizers, layouts, GEMMs, safetensors I/O);
+#                        qtc::formats its headers (always loaded)
+#          verify        qtc::verify, what `qtc verify` / `qtc identify` compare and print (always loaded)
+#          testing       qtc::testing, GoogleTest assertions (qtc/testing.hpp, qtc/testing_gmock.hpp): needs GTest
+#          cuda          qtc::cuda, the CUDA kernels: only when this build compiled them; needs the CUDA toolkit
+#          testing_cuda  qtc::testing_cuda, conforms() on device memory (qtc/testing_device.hpp): testing + cuda
+#        A CPU-only consumer needs neither GTest nor the CUDA toolkit: without COMPONENTS, the optional parts are
+#        loaded when their dependencies are found; a component named in COMPONENTS whose dependency is missing makes
+#        find_package fail, saying which.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(QTC_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/qtc)
-set(QTC_INSTALL_TARGETS qtc_formats qtc_ref qtc_verify qtc_testing)
-if(QTC_CUDA)
-  list(APPEND QTC_INSTALL_TARGETS qtc_cuda)
-endif()
-install(TARGETS ${QTC_INSTALL_TARGETS} EXPORT qtcTargets
+# One export set per component group, so that the core targets load without GTest or CUDA.
+install(TARGETS qtc_formats qtc_ref qtc_verify EXPORT qtcTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS qtc_testing EXPORT qtcTestingTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+if(QTC_CUDA)
+  install(TARGETS qtc_cuda EXPORT qtcCudaTargets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(TARGETS qtc_testing_cuda EXPORT qtcTestingCudaTargets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(EXPORT qtcCudaTargets NAMESPACE qtc:: DESTINATION ${QTC_INSTALL_CMAKEDIR})
+  install(EXPORT qtcTestingCudaTargets NAMESPACE qtc:: DESTINATION ${QTC_INSTALL_CMAKEDIR})
+endif()
+install(EXPORT qtcTestingTargets NAMESPACE qtc:: DESTINATION ${QTC_INSTALL_CMAKEDIR})
+# The command: `qtc verify`, `qtc identify`, `qtc --version`, ... (`qtc conform` reads the bundled vectors from
+# the source tree it was built from, or from --vectors).
+install(TARGETS qtc RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 set(QTC_PUBLIC_INCLUDE_DIRS ${PROJECT_SOURCE_DIR}/reference/include/ ${PROJECT_SOURCE_DIR}/conformance/include/
     ${PROJECT_SOURCE_DIR}/testing/include/)
 if(QTC_CUDA)
   list(APPEND QTC_PUBLIC_INCLUDE_DIRS ${PROJECT_SOURCE_DIR}/kernels/include/)
 endif()
-install(DIRECTORY ${QTC_PUBLIC_INCLUDE_DIRS} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp")
+# Public headers only: test_support.hpp is the verdict library of qtc's own tests (internal, not installed).
+install(DIRECTORY ${QTC_PUBLIC_INCLUDE_DIRS} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp"
+        PATTERN "test_support.hpp" EXCLUDE)
 install(EXPORT qtcTargets NAMESPACE qtc:: DESTINATION ${QTC_INSTALL_CMAKEDIR})
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/qtcConfig.cmake.in ${PROJECT_BINARY_DIR}/qtcConfig.cmake

@@ -41,6 +41,20 @@ std::string md_escape(std::string s) {
   return out;
 }
 
+/// A divergence-table cell: the first mismatch without its block dump ("; block x[...] = {...}", up to 32 values;
+/// report.json keeps it whole), at most 160 characters.
+std::string short_cell(std::string s) {
+  for (auto at = s.find("; block "); at != std::string::npos; at = s.find("; block ", at)) {
+    auto end = s.find("}", at);
+    s.erase(at, end == std::string::npos ? std::string::npos : end + 1 - at);
+  }
+  if (s.size() > 160) s = s.substr(0, 157) + "...";
+  return s;
+}
+
+/// Dumps of other implementations (`--foreign`): their verdicts are kept apart from qtc's own checks.
+bool is_foreign(const ConformRecord& rec) { return rec.suite == "foreign"; }
+
 void write_text(const std::filesystem::path& p, const std::string& text) {
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
   QTC_CHECK(static_cast<bool>(out), p.string(), ": cannot open for writing");
@@ -57,6 +71,8 @@ void write_conform_report(const std::filesystem::path& dir, const ConformRun& ru
   std::map<std::tuple<std::string, std::string, std::string>, Counts> matrix;
   std::map<std::pair<std::string, std::string>, Counts> by_suite;
   Counts total;
+  std::map<std::tuple<std::string, std::string, std::string>, Counts> foreign_matrix;
+  Counts foreign_total;
   for (const auto& rec : records) {
     const FileResult& r = rec.result;
     // Group by recipe variant, whatever planes a vector happened to check ("_rowonly" of FP8 tensor vectors).
@@ -65,6 +81,11 @@ void write_conform_report(const std::filesystem::path& dir, const ConformRun& ru
       if (recipe.size() > std::strlen(suffix) && recipe.ends_with(suffix)) recipe.resize(recipe.size() - std::strlen(suffix));
     const std::string backend = r.backend.empty() ? "-" : r.backend;
     const std::string profile = r.profile.empty() ? "-" : r.profile;
+    if (is_foreign(rec)) {  // a separate verdict: another implementation's dump, not one of qtc's checks
+      foreign_matrix[{recipe, backend, profile}].add(r.verdict);
+      foreign_total.add(r.verdict);
+      continue;
+    }
     matrix[{recipe, backend, profile}].add(r.verdict);
     by_suite[{rec.suite, rec.check}].add(r.verdict);
     total.add(r.verdict);
@@ -95,7 +116,16 @@ void write_conform_report(const std::filesystem::path& dir, const ConformRun& ru
     e["profile"] = std::get<2>(k);
     j["matrix"].push_back(e);
   }
+  // "results": qtc's own checks (the verdict matrix above); "foreign": the --foreign dumps, apart.
   j["results"] = json::array();
+  j["foreign"] = {{"summary", counts_json(foreign_total)}, {"matrix", json::array()}, {"results", json::array()}};
+  for (const auto& [k, c] : foreign_matrix) {
+    json e = counts_json(c);
+    e["recipe"] = std::get<0>(k);
+    e["backend"] = std::get<1>(k);
+    e["profile"] = std::get<2>(k);
+    j["foreign"]["matrix"].push_back(e);
+  }
   for (const auto& rec : records) {
     const FileResult& r = rec.result;
     json e{{"suite", rec.suite}, {"check", rec.check}, {"path", r.path}, {"backend", r.backend}, {"recipe", r.recipe},
@@ -103,7 +133,7 @@ void write_conform_report(const std::filesystem::path& dir, const ConformRun& ru
     if (!r.message.empty()) e["message"] = r.message;
     if (!r.details.empty()) e["details"] = r.details;
     if (!r.checked.empty()) e["checked"] = r.checked;
-    j["results"].push_back(e);
+    (is_foreign(rec) ? j["foreign"]["results"] : j["results"]).push_back(e);
   }
   // The divergence table: vectors grouped by (suite, source, recipe, claimed profile, verdict, profiles that
   // reproduce them); the per-file attribution under "identities".
@@ -120,9 +150,9 @@ void write_conform_report(const std::filesystem::path& dir, const ConformRun& ru
     DivGroup& g = div[{suite, id.source.empty() ? "-" : id.source, id.recipe.empty() ? "-" : id.recipe, id.claimed, tag, matches}];
     if (g.count++ == 0) {
       g.example = std::filesystem::path(id.path).filename().string();
-      if (id.verdict == IdentityVerdict::kOther) g.mismatch = "as " + id.claimed + ": " + id.claimed_mismatch;
+      if (id.verdict == IdentityVerdict::kOther) g.mismatch = "as " + id.claimed + ": " + short_cell(id.claimed_mismatch);
       if (id.verdict == IdentityVerdict::kNone)
-        g.mismatch = "closest " + id.closest + ": " + id.closest_mismatch + "; " + rule_explanation(id);
+        g.mismatch = "closest " + id.closest + ": " + short_cell(id.closest_mismatch) + "; " + rule_explanation(id);
       if (id.verdict == IdentityVerdict::kError) g.mismatch = id.error;
     }
     json e{{"suite", suite}, {"path", id.path}, {"source", id.source}, {"recipe", id.recipe}, {"claims", id.claimed},
@@ -152,6 +182,25 @@ void write_conform_report(const std::filesystem::path& dir, const ConformRun& ru
   md += ::fmt::format("qtc {}, started {} UTC, {:.1f} s, seed {}; backends: {}.\n\n", run.version, run.started, run.seconds,
                       run.seed, ::fmt::format("{}", ::fmt::join(run.backends, ", ")));
   md += qtc::report::conform_summary_markdown(j);
+  if (!run.foreign_dirs.empty()) {
+    // The --foreign dumps: their own verdict, after qtc's (a producer that diverges is not a failure of qtc).
+    md += ::fmt::format("## Foreign dumps (`--foreign`): {} passed, {} failed, {} skipped, {} errors\n\n", foreign_total.pass,
+                        foreign_total.fail, foreign_total.skipped, foreign_total.error);
+    md += "Dumps of other implementations, each checked against the profile it claims; not counted in qtc's verdict "
+          "above. The divergence table below says which profile reproduces each one.\n\n";
+    if (!foreign_matrix.empty()) {
+      md += "| recipe | backend | profile | pass | fail | error | skipped |\n|---|---|---|---:|---:|---:|---:|\n";
+      for (const auto& [k, c] : foreign_matrix)
+        md += ::fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", std::get<0>(k), std::get<1>(k), std::get<2>(k), c.pass,
+                            c.fail, c.error, c.skipped);
+      md += "\n";
+    }
+    for (const auto& rec : records)
+      if (is_foreign(rec) && (rec.result.verdict == Verdict::kFail || rec.result.verdict == Verdict::kError))
+        md += ::fmt::format("* **{}** `{}` [{}]: {}\n", verdict_name(rec.result.verdict), rec.result.path,
+                            rec.result.backend.empty() ? "-" : rec.result.backend, md_escape(short_cell(rec.result.message)));
+    md += "\n";
+  }
   md += "## Divergences: which profile reproduces each vector\n\n"
         "Every bundled and foreign vector is re-run on the CPU reference under each profile qtc models (te, te_pyref, "
         "ocp, torchao; MXFP8 also under both scale rules). OK: the profile it claims reproduces it; OTHER: only other "

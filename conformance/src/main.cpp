@@ -6,6 +6,7 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"qtc: conformance harness for low-precision tensor formats (NVFP4, MXFP8, FP8 block, FP8 tensor)"};
+  app.set_version_flag("--version", "qtc " QTC_VERSION, "Print the version (qtc X.Y.Z) and exit");
   app.require_subcommand(1);
   qtc::conformance::register_verify(app);
   qtc::conformance::register_conform(app);

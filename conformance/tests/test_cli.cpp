@@ -157,12 +157,22 @@ TEST(QtcConformCli, ForeignVectorsFillTheDivergenceTable) {
   const std::string md((std::istreambuf_iterator<char>(md_in)), std::istreambuf_iterator<char>());
   EXPECT_NE(md.find("## Divergences"), std::string::npos);
   EXPECT_NE(md.find("planted: claims the floor rule"), std::string::npos) << md;
-  // report.md opens with the verdict (matrix, failures with their message), then divergences, then details.
+  // report.md opens with qtc's own verdict, then the foreign dumps' verdict apart (matrix, failures), then
+  // divergences, then details. The dumps are not counted in qtc's verdict.
   EXPECT_EQ(md.find("## "), md.find("## Verdict\n\n**")) << md;
-  EXPECT_LT(md.find("## Verdict"), md.find("## Divergences"));
+  const size_t foreign_block = md.find("## Foreign dumps (`--foreign`): 1 passed, 2 failed, 0 skipped, 0 errors");
+  ASSERT_NE(foreign_block, std::string::npos) << md;
+  EXPECT_LT(md.find("## Verdict"), foreign_block);
+  EXPECT_LT(foreign_block, md.find("## Divergences"));
   EXPECT_LT(md.find("## Divergences"), md.find("## Details"));
-  EXPECT_LT(md.find("Failures and errors, first 2 of 2"), md.find("## Divergences")) << md;
-  EXPECT_NE(md.find("| recipe | te / cpu |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("Failures and errors, first 2 of 2"), std::string::npos) << md;
+  EXPECT_LT(md.find("* **fail** `" + (foreign / "one_byte_off.safetensors").string() + "` [cpu]: "), md.find("## Divergences"))
+      << md;
+  EXPECT_NE(json.find("\"foreign\": {"), std::string::npos) << json;
+  // Divergence cells stay short: the first mismatch without the block's input dump (report.json keeps it).
+  const std::string div = md.substr(md.find("## Divergences"), md.find("## Details") - md.find("## Divergences"));
+  EXPECT_EQ(div.find("; block x["), std::string::npos) << div;
+  EXPECT_NE(json.find("; block x["), std::string::npos);
   // The project report carries the same table.
   std::ifstream rep_in(out / "qtc_report.md");
   const std::string rep((std::istreambuf_iterator<char>(rep_in)), std::istreambuf_iterator<char>());

@@ -1,9 +1,12 @@
 """qtc: bit-exact CPU reference quantizers for NVFP4, MXFP8, FP8 block and FP8 per-tensor scaling, and the
 conformance checks of ``qtc verify``, callable from Python.
 
-Arrays may be NumPy arrays (ml_dtypes bfloat16 / float8 included), CPU torch tensors, or anything with
-``__dlpack__`` or the buffer protocol; C-contiguous CPU arrays are passed to the reference without a copy.
+Arrays may be NumPy arrays (ml_dtypes bfloat16 / float8 included), CPU torch tensors (float8, bfloat16 and
+``float4_e2m1fn_x2`` included), or anything with ``__dlpack__`` or the buffer protocol; C-contiguous CPU arrays are
+passed to the reference without a copy. Tensors of more than two dimensions are flattened to
+``(prod(leading dims), last dim)``, as TransformerEngine flattens ``(..., K)`` inputs to ``M x K``.
 Tensor names and shapes are those of VECTORS.md. Bad arguments raise ``ValueError`` with the rule's message.
+TransformerEngine's and torchao's quantized tensor objects are taken as they are (``qtc.frameworks``).
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from typing import Any, Dict, List, Mapping, Tuple
 import numpy as np
 
 from . import _qtc
+from . import frameworks
 
 __all__ = ["quantize", "dequantize", "verify", "identify", "load_vector", "save_vector", "VerifyResult", "Identity",
            "check_checkpoint", "check_stochastic_rounding"]
@@ -32,6 +36,26 @@ _NUMPY_DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16", "uint8"
 _RAW_VIEW = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
+class BF16Bits(np.ndarray):
+    """The bits of a BF16 tensor as uint16, when ml_dtypes is not installed: ``load_vector`` and ``quantize`` return
+    BF16 tensors as this uint16 subclass, and every function here takes it back as BF16 (a plain uint16 array is
+    U16). ``.astype(np.float32)`` gives integers: use ``to_float32()`` for the values."""
+
+    def to_float32(self) -> np.ndarray:
+        return (np.asarray(self, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def _flat2d(a: Any) -> Any:
+    """(..., K) -> (prod(...), K) for tensors of more than two dimensions (TE's flattening); others as they are."""
+    shape = tuple(a.shape)
+    if len(shape) <= 2:
+        return a
+    lead = 1
+    for d in shape[:-1]:
+        lead *= int(d)
+    return a.reshape(lead, shape[-1])
+
+
 def _torch_tensor(a: Any) -> bool:
     return type(a).__module__.startswith("torch") and hasattr(a, "device") and hasattr(a, "dtype")
 
@@ -41,24 +65,33 @@ def _as_arg(name: str, a: Any) -> Tuple[Any, str]:
     if _torch_tensor(a):
         import torch
 
-        if a.device.type != "cpu":
-            raise ValueError(f"tensor '{name}' is on {a.device}; qtc runs on the CPU (pass .cpu())")
+        if a.device.type == "cuda":
+            # This module runs the CPU reference: a CUDA tensor is copied to the host here (the comparison on the
+            # GPU without that copy, through the CUDA backend, is not part of this build).
+            a = a.detach().cpu()
+        elif a.device.type != "cpu":
+            raise ValueError(f"tensor '{name}' is on {a.device}; qtc takes CPU and CUDA tensors")
         names = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.uint8: "U8",
                  torch.int8: "I8", torch.int16: "I16", torch.int32: "I32", torch.int64: "I64", torch.float64: "F64",
                  torch.bool: "BOOL"}
-        for attr, st in (("float8_e4m3fn", "F8_E4M3"), ("float8_e5m2", "F8_E5M2"), ("float8_e8m0fnu", "F8_E8M0")):
+        raw8 = set()  # float8 / float4 dtypes: passed as their bytes
+        for attr, st in (("float8_e4m3fn", "F8_E4M3"), ("float8_e5m2", "F8_E5M2"), ("float8_e8m0fnu", "F8_E8M0"),
+                         ("float4_e2m1fn_x2", "U8")):  # FP4 pairs: the packed bytes VECTORS.md stores as U8
             if hasattr(torch, attr):
                 names[getattr(torch, attr)] = st
+                raw8.add(getattr(torch, attr))
         if a.dtype not in names:
             raise ValueError(f"tensor '{name}' has torch dtype {a.dtype}; qtc takes {sorted(set(names.values()))}")
         st = names[a.dtype]
         t = a.detach()
         if not t.is_contiguous():
             t = t.contiguous()
-        if st in ("BF16", "F8_E4M3", "F8_E5M2", "F8_E8M0"):  # same-size integer view: no copy, any DLPack version
+        if st == "BF16" or a.dtype in raw8:  # a same-size integer view: no copy, any DLPack version
             t = t.view(torch.int16 if st == "BF16" else torch.uint8)
-        return t, st
+        return _flat2d(t), st
     arr = a if isinstance(a, np.ndarray) else np.asarray(a)
+    if isinstance(arr, BF16Bits):
+        return _flat2d(np.ascontiguousarray(arr).view(np.uint16)), "BF16"
     st = _NUMPY_DTYPES.get(arr.dtype.name)
     if st is None:
         raise ValueError(f"tensor '{name}' has dtype {arr.dtype}; qtc takes {sorted(set(_NUMPY_DTYPES))}")
@@ -66,7 +99,7 @@ def _as_arg(name: str, a: Any) -> Tuple[Any, str]:
         arr = np.ascontiguousarray(arr)
     if arr.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu"):
         arr = arr.view(_RAW_VIEW[arr.dtype.itemsize])
-    return arr, st
+    return _flat2d(arr), st
 
 
 def _np_dtype(st: str):
@@ -81,7 +114,10 @@ def _np_dtype(st: str):
 
 def _from_out(out: Tuple[np.ndarray, str, List[int]]) -> np.ndarray:
     raw, st, shape = out
-    return raw.view(_np_dtype(st)).reshape(shape)
+    arr = raw.view(_np_dtype(st)).reshape(shape)
+    if st == "BF16" and _ml is None:
+        arr = arr.view(BF16Bits)  # keeps its BF16-ness for a round trip through verify / save_vector
+    return arr
 
 
 def _metadata(recipe: str | None, params: Mapping[str, Any]) -> Dict[str, str]:
@@ -172,6 +208,14 @@ class _Unreadable(Exception):
 
 def _tensors_and_md(tensors: Any, metadata: Mapping[str, Any]) -> Tuple[Dict[str, Tuple[Any, str]], Dict[str, str], str]:
     source = "<memory>"
+    if frameworks.is_framework_object(tensors):  # verify(obj, x=x, **overrides)
+        metadata = dict(metadata)
+        x = metadata.pop("x", None)
+        if x is None:
+            raise ValueError(f"{type(tensors).__name__}: pass the input as x=... (the tensor the object quantizes)")
+        obj_tensors, md = frameworks.framework_outputs(tensors, **metadata)
+        obj_tensors["x"] = x
+        return {k: _as_arg(k, v) for k, v in obj_tensors.items()}, md, type(tensors).__name__
     if isinstance(tensors, (str, os.PathLike)):
         source = os.fspath(tensors)
         try:
@@ -188,7 +232,8 @@ def _tensors_and_md(tensors: Any, metadata: Mapping[str, Any]) -> Tuple[Dict[str
 def verify(tensors: Any, source: str | None = None, strict_padding: bool = False, **metadata: Any) -> VerifyResult:
     """Checks a vector against the reference, as ``qtc verify`` does: ``tensors`` holds ``x`` and the outputs to
     check (VECTORS.md names), ``metadata`` the recipe keys (``recipe='nvfp4'``, ``layout='te'``, ``swizzled=1``,
-    ``profile=...``). ``tensors`` may also be the path of a vector file (its metadata, updated by ``metadata``).
+    ``profile=...``). ``tensors`` may also be the path of a vector file (its metadata, updated by ``metadata``), or a
+    TransformerEngine / torchao quantized tensor object with its input as ``x=...`` (``qtc.frameworks``).
     Padding of TE-layout buffers is not compared unless ``strict_padding`` (then it must be zero)."""
     try:
         args, md, src = _tensors_and_md(tensors, metadata)
@@ -209,6 +254,9 @@ class Identity:
     closest: str
     closest_mismatch: str
     error: str
+    explaining_profile: str = ""  #: NONE: the profile one of whose rules, changed, reproduces the vector
+    explaining_rule: str = ""     #: ... that rule (profile.hpp rule_toggles), e.g. "nvfp4.zero_and_tiny_block_scale"
+    explaining_change: str = ""   #: ... and the change, e.g. "flipped"
 
 
 def identify(tensors: Any, source: str | None = None, **metadata: Any) -> Identity:

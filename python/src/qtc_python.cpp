@@ -289,6 +289,9 @@ nb::dict identify(const std::map<std::string, TensorArg>& tensors, const Metadat
   d["closest"] = id.closest;
   d["closest_mismatch"] = id.closest_mismatch;
   d["error"] = rule(id.error);
+  d["explaining_profile"] = id.explaining_profile;
+  d["explaining_rule"] = id.explaining_rule;
+  d["explaining_change"] = id.explaining_change;
   return d;
 }
 

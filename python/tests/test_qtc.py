@@ -308,3 +308,27 @@ def test_mxfp4_shapes_and_the_torchao_vectors(tmp_path):
         assert r.passed, r.line
     ident = qtc.identify(str(vectors[0]))
     assert ident.verdict == "OK" and ident.claimed.startswith("torchao+"), ident
+def test_bf16_round_trip_without_ml_dtypes(monkeypatch, tmp_path):
+    monkeypatch.setattr(qtc, "_ml", None)  # as in a venv without ml_dtypes
+    bits = (make_x(16, 32, 64).view(np.uint32) >> 16).astype(np.uint16)
+    x = bits.view(qtc.BF16Bits)  # BF16 by its type, not a U16 array
+    q = qtc.quantize(x, "mxfp8")
+    path = tmp_path / "bf16.safetensors"
+    qtc.save_vector(path, {"x": x, **q}, {"recipe": "mxfp8"})
+    tensors, md = qtc.load_vector(path)
+    assert isinstance(tensors["x"], qtc.BF16Bits)
+    np.testing.assert_array_equal(np.asarray(tensors["x"]), bits)
+    assert qtc.verify(tensors, **md).passed
+    np.testing.assert_array_equal(tensors["x"].to_float32(), (bits.astype(np.uint32) << 16).view(np.float32))
+    r = qtc.verify({**tensors, "x": bits}, **md)  # a plain uint16 array stays U16: refused, not misread
+    assert r.verdict == "error" and "U16" in r.message
+
+
+def test_nd_inputs_are_flattened_as_te_does():
+    x3 = make_x(17, 4 * 32, 96).reshape(4, 32, 96)
+    a = qtc.quantize(x3, "nvfp4")
+    b = qtc.quantize(x3.reshape(128, 96), "nvfp4")
+    assert a["rowwise_data"].shape == (128, 48)
+    for k in b:
+        np.testing.assert_array_equal(a[k], b[k])
+    assert qtc.verify({"x": x3, **a}, recipe="nvfp4").passed

@@ -2,6 +2,7 @@
 import pathlib
 
 import numpy as np
+import pytest
 
 import qtc
 from qtc.testing import assert_conforms
@@ -20,6 +21,16 @@ def test_my_kernel_conforms():
     out = qtc.quantize(x, "mxfp8", layout="te", swizzled=True)  # stands in for your kernel's TE buffers
     assert_conforms(x, "mxfp8", {"rowwise_data": out["rowwise_data"], "rowwise_scale_inv": out["rowwise_scale_inv"]},
                     layout="te", swizzled=True)
+
+
+def test_a_te_tensor_on_the_gpu_conforms():
+    torch = pytest.importorskip("torch")
+    te = pytest.importorskip("transformer_engine.pytorch")  # skipped where TransformerEngine is not installed
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    x = torch.randn(4, 128, 512, device="cuda", dtype=torch.bfloat16)  # (..., K): checked as 512 x 512, as TE does
+    q = te.MXFP8Quantizer(te.DType.kFloat8E4M3)(x)  # TE's MXFP8Tensor, taken as it is
+    assert_conforms(x, q)  # recipe, layout and swizzle flag read from the object; raises ConformanceError
 
 
 def test_readme_quotes_these_examples_as_they_are():

@@ -232,6 +232,13 @@ const RuleCheck* first_broken(const Recipe& r) {
 
 }  // namespace
 
+bool Nvfp4Options::operator==(const Nvfp4Options&) const = default;
+bool Mxfp8Options::operator==(const Mxfp8Options&) const = default;
+bool Fp8BlockOptions::operator==(const Fp8BlockOptions&) const = default;
+bool Fp8TensorOptions::operator==(const Fp8TensorOptions&) const = default;
+bool Mxfp4Options::operator==(const Mxfp4Options&) const = default;
+bool Recipe::operator==(const Recipe&) const = default;
+
 std::span<const RecipeRule> recipe_rules() {
   static const std::vector<RecipeRule> v = [] {
     std::vector<RecipeRule> out;

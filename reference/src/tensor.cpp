@@ -72,6 +72,9 @@ const Plane& QuantizedTensor::plane(PlaneKind k) const {
   return *p;
 }
 
+bool ScaleMatrix::operator==(const ScaleMatrix&) const = default;
+bool Plane::operator==(const Plane&) const = default;
+
 float ScaleMatrix::f32(int64_t r, int64_t c) const {
   if (type == ScaleType::kE8M0) return decode_e8m0(byte(r, c));  // FP8 block scales stored as UE8M0 (scale_dtype)
   float v;

@@ -108,8 +108,9 @@ Section verdict_section(const Model& m) {
     return std::make_pair(!recipe_bad[a], a) < std::make_pair(!recipe_bad[b], b);
   });
   s.paragraphs.push_back(
-      "Each cell counts the checks of one recipe under one profile on one backend (bundled, foreign and generated "
-      "vectors verified bit for bit, the write/read round trip, the error bound): **pass N** all N passed, **FAIL "
+      "Each cell counts the checks of one recipe under one profile on one backend (bundled and generated vectors "
+      "verified bit for bit, the write/read round trip, the error bound; `--foreign` dumps have a verdict of their "
+      "own): **pass N** all N passed, **FAIL "
       "F/N** F of N failed or errored, **skip N** nothing ran (the reason is in the details), empty: not run.");
   Table t;
   t.id = "verdict-matrix";

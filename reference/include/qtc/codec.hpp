@@ -32,7 +32,7 @@ namespace qtc {
 /// Rounding::kStochastic: the value rounds up iff frac + rbits / 2^32 >= 1, computed exactly.
 /// NaN input gives the canonical positive NaN (E4M3/E5M2 0x7F; F16 0x7E00; BF16 0x7FC0); E2M1 has no NaN
 /// and gives +max (0x7), as CUDA's conversion does.
-template <fmt::QuantFormat F>
+template <typename F, fmt::IfQuantFormat<F> = 0>
 uint32_t round_pack(double x, Rounding rounding = Rounding::kNearestEven, Overflow overflow = Overflow::kSatFinite,
                     uint32_t rbits = 0) {
   using L = fmt::Limits<F>;
@@ -94,7 +94,7 @@ uint32_t round_pack(double x, Rounding rounding = Rounding::kNearestEven, Overfl
 }
 
 /// Generic decoder for any QuantFormat (E8M0 included).
-template <fmt::QuantFormat F>
+template <typename F, fmt::IfQuantFormat<F> = 0>
 double decode_generic(uint32_t code) {
   constexpr int kMan = F::kManBits;
   if constexpr (F::kEncoding == fmt::NanInfEncoding::kUnsignedNanOnly) {

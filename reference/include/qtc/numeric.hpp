@@ -69,21 +69,21 @@ QTC_HD uint32_t f32_bits(float f) {
 #if defined(__CUDA_ARCH__)
   return __float_as_uint(f);
 #else
-  return std::bit_cast<uint32_t>(f);
+  return __builtin_bit_cast(uint32_t, f);  // std::bit_cast is C++20: this header also compiles as C++17
 #endif
 }
 QTC_HD float bits_f32(uint32_t u) {
 #if defined(__CUDA_ARCH__)
   return __uint_as_float(u);
 #else
-  return std::bit_cast<float>(u);
+  return __builtin_bit_cast(float, u);
 #endif
 }
 QTC_HD int count_leading_zeros(uint32_t u) {
 #if defined(__CUDA_ARCH__)
   return __clz(static_cast<int>(u));
 #else
-  return std::countl_zero(u);
+  return u == 0 ? 32 : __builtin_clz(u);
 #endif
 }
 QTC_HD bool is_nan(float f) { return (f32_bits(f) & 0x7FFFFFFFu) > 0x7F800000u; }

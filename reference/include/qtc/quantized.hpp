@@ -29,7 +29,7 @@ struct ScaleMatrix {
   uint8_t byte(int64_t r, int64_t c) const { return bytes[static_cast<size_t>(r * cols + c)]; }
   float f32(int64_t r, int64_t c) const;
   void set_f32(int64_t r, int64_t c, float v);
-  bool operator==(const ScaleMatrix&) const = default;
+  bool operator==(const ScaleMatrix&) const;  // defaulted in the .cpp (C++20), declared alike in C++17
 };
 
 /// One plane: data bytes (FP4 packed two per byte, low nibble first; or FP8 bytes), scales, amax.
@@ -39,7 +39,7 @@ struct Plane {
   std::vector<uint8_t> data;
   ScaleMatrix scale;        ///< empty for FP8 tensor (its scale_inv is in amax/scale_inv below)
   std::vector<float> amax;  ///< NVFP4: [1], or [M]/[K] when row-scaled; FP8 tensor: [1]; else empty
-  bool operator==(const Plane&) const = default;
+  bool operator==(const Plane&) const;  // defaulted in the .cpp (C++20), declared alike in C++17
 };
 
 struct QuantizedTensor {

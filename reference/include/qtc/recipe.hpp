@@ -54,13 +54,13 @@ struct Nvfp4Options {
   uint64_t seed = 0;
   uint16_t rht_sign_mask = 0xD7E8;
   bool per_tensor_scale = true;
-  bool operator==(const Nvfp4Options&) const = default;
+  bool operator==(const Nvfp4Options&) const;  // defaulted in the .cpp (C++20), declared alike in C++17
 };
 struct Mxfp8Options {
   Fp8Type fp8 = Fp8Type::kE4M3;
   MxScaleRule scale_rule = MxScaleRule::kRceil;
   bool tile_2d = false;  ///< 32x32 blocks (else 1x32 / 32x1)
-  bool operator==(const Mxfp8Options&) const = default;
+  bool operator==(const Mxfp8Options&) const;  // defaulted in the .cpp (C++20), declared alike in C++17
 };
 struct Fp8BlockOptions {
   Fp8Type fp8 = Fp8Type::kE4M3;
@@ -70,20 +70,20 @@ struct Fp8BlockOptions {
   bool ue8m0_scales = false;  ///< scale_dtype=ue8m0: scales stored as UE8M0 bytes (needs pow2_scales; else f32)
   int block_1d = 128;         ///< 1D block length: 128 (tile 1x128), or 32 (tile 1x32: DeepGEMM's per_token_cast_to_fp8
                               ///< with gran_k=32; rule fp8-block-1x32)
-  bool operator==(const Fp8BlockOptions&) const = default;
+  bool operator==(const Fp8BlockOptions&) const;  // defaulted in the .cpp (C++20), declared alike in C++17
 };
 struct Fp8TensorOptions {
   Fp8Type fp8 = Fp8Type::kE4M3;
   bool pow2_scales = false;
   float eps = 0.0f;
-  bool operator==(const Fp8TensorOptions&) const = default;
+  bool operator==(const Fp8TensorOptions&) const;  // defaulted in the .cpp (C++20), declared alike in C++17
 };
 /// MXFP4 (OCP MX v1.0 FP4): E2M1 elements, one E8M0 scale per 32 elements along the block axis, no per-tensor
 /// scale. The scale rules keep their MXFP8 names (VECTORS.md): ocp_floor 2^(floor(log2 amax) - 2), rceil (E8M0
 /// rounded up from amax / 6), torchao's ceil and even; rounding of the elements is RN-even.
 struct Mxfp4Options {
   MxScaleRule scale_rule = MxScaleRule::kOcpFloor;
-  bool operator==(const Mxfp4Options&) const = default;
+  bool operator==(const Mxfp4Options&) const;  // defaulted in the .cpp (C++20), declared alike in C++17
 };
 /// One alternative per recipe kind, in RecipeKind order.
 using RecipeOptions = std::variant<Nvfp4Options, Mxfp8Options, Fp8BlockOptions, Fp8TensorOptions, Mxfp4Options>;
@@ -96,7 +96,9 @@ struct RecipeRule {
 /// Every rule Recipe::validate checks, in the order it checks them. (Rule 'kind-options', "a recipe holds only
 /// its kind's options", is kept by the type: Recipe holds one RecipeOptions alternative, and its accessors of
 /// another kind's options throw, naming that rule.)
+#if __cplusplus >= 202002L
 std::span<const RecipeRule> recipe_rules();
+#endif
 
 /// A recipe value: its profile, the planes it produces and one alternative of RecipeOptions, which holds the
 /// options of its kind and only those (the kind follows from the alternative). Setting an option of another kind
@@ -174,7 +176,7 @@ struct Recipe {
   int block_rows() const;
 
   /// Same kind, options, profile and planes (eps compared by value).
-  bool operator==(const Recipe&) const = default;
+  bool operator==(const Recipe&) const;  // defaulted in the .cpp (C++20), declared alike in C++17
 
  private:
   RecipeOptions options_;

@@ -38,8 +38,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <span>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "qtc/quantized.hpp"
@@ -55,10 +56,10 @@ struct Buffer {
 
   Buffer() = default;
   Buffer(const void* d, size_t n) : data(d), size_bytes(n) {}
-  template <typename T, size_t E>
-  Buffer(std::span<T, E> s) : data(s.data()), size_bytes(s.size_bytes()) {}
-  template <typename T, typename A>
-  Buffer(const std::vector<T, A>& v) : data(v.data()), size_bytes(v.size() * sizeof(T)) {}
+  /// Any contiguous container with data() and size(): std::vector, std::array, std::span, ...
+  template <typename C, typename P = decltype(std::declval<const C&>().data()),
+            typename = decltype(std::declval<const C&>().size()), std::enable_if_t<std::is_pointer_v<P>, int> = 0>
+  Buffer(const C& c) : data(c.data()), size_bytes(c.size() * sizeof(*c.data())) {}
   bool empty() const { return data == nullptr; }
 };
 

@@ -5,8 +5,8 @@
 /// kBias, kSigned and the NaN/Inf encoding; the limits below are derived from those, and every header
 /// checks them with static_assert against the hand-written table of TE_FORMATS.md.
 #pragma once
-#include <concepts>
 #include <cstdint>
+#include <type_traits>
 
 namespace qtc::fmt {
 
@@ -17,14 +17,25 @@ enum class NanInfEncoding {
   kUnsignedNanOnly ///< unsigned exponent-only format whose 0xFF is NaN (E8M0)
 };
 
+/// Whether F is a format traits type: kExpBits, kManBits, kBias (int), kSigned (bool) and kEncoding. A C++17
+/// detection trait, so that the headers qtc/testing.hpp includes compile as C++17 (and under nvcc -std=c++17):
+/// the templates below are constrained with it through enable_if, the same declaration in every language mode.
+template <typename F, typename = void>
+inline constexpr bool kIsQuantFormat = false;
 template <typename F>
-concept QuantFormat = requires {
-  { F::kExpBits } -> std::convertible_to<int>;
-  { F::kManBits } -> std::convertible_to<int>;
-  { F::kBias } -> std::convertible_to<int>;
-  { F::kSigned } -> std::convertible_to<bool>;
-  { F::kEncoding } -> std::convertible_to<NanInfEncoding>;
-};
+inline constexpr bool kIsQuantFormat<F, std::void_t<decltype(F::kExpBits), decltype(F::kManBits), decltype(F::kBias),
+                                                    decltype(F::kSigned), decltype(F::kEncoding)>> =
+    std::is_convertible_v<decltype(F::kExpBits), int> && std::is_convertible_v<decltype(F::kManBits), int> &&
+    std::is_convertible_v<decltype(F::kBias), int> && std::is_convertible_v<decltype(F::kSigned), bool> &&
+    std::is_convertible_v<decltype(F::kEncoding), NanInfEncoding>;
+/// The constraint of every template over a format: `template <typename F, fmt::IfQuantFormat<F> = 0>`.
+template <typename F>
+using IfQuantFormat = std::enable_if_t<kIsQuantFormat<F>, int>;
+#if defined(__cpp_concepts) && __cpp_concepts >= 201907L
+/// The same as a C++20 concept, for code of its own (qtc's templates use IfQuantFormat, valid in both modes).
+template <typename F>
+concept QuantFormat = kIsQuantFormat<F>;
+#endif
 
 constexpr double pow2(int e) {
   double r = 1.0;
@@ -36,7 +47,7 @@ constexpr double pow2(int e) {
 }
 
 /// Limits derived from the bit layout alone.
-template <QuantFormat F>
+template <typename F, IfQuantFormat<F> = 0>
 struct Limits {
   static constexpr int kBits = (F::kSigned ? 1 : 0) + F::kExpBits + F::kManBits;
   static constexpr int kMaxBiasedExp = (1 << F::kExpBits) - 1 -

