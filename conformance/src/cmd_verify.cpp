@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "backends.hpp"
+#include "qtc/untrusted.hpp"
 #include "qtc/verify.hpp"
 
 namespace qtc::conformance {
@@ -41,9 +42,9 @@ int run_verify(const VerifyCommand& o) {
       if (r.verdict != Verdict::kPass) {
         std::printf("%s\n", result_line(r).c_str());
         if (o.verbose)
-          for (const auto& d : r.details) std::printf("    %s\n", d.c_str());
+          for (const auto& d : r.details) std::printf("    %s\n", printable_text(d).c_str());
       } else if (o.verbose) {
-        std::printf("%s\n", (::fmt::format("PASS {} [{}]", r.path, r.backend)).c_str());
+        std::printf("%s\n", printable_text(::fmt::format("PASS {} [{}]", r.path, r.backend)).c_str());
       }
     }
   }

@@ -547,9 +547,10 @@ std::string result_line(const FileResult& r) {
   std::string line = verdict + " " + r.path;
   if (!r.backend.empty()) line += " [" + r.backend + "]";
   if (!r.message.empty()) line += ": " + r.message;
-  // One line per file: messages from elsewhere must not break it.
+  // One line per file: messages from elsewhere must not break it, and nothing from a file (a name, a metadata
+  // key or value quoted in a message) reaches the terminal as a control character (escape sequences, CR, BEL).
   std::replace(line.begin(), line.end(), '\n', ' ');
-  return line;
+  return printable_text(line);
 }
 
 std::string element_text(ElementCode e, uint32_t v) {

@@ -7,6 +7,7 @@
 
 #include "qtc/error.hpp"
 #include "qtc/layouts.hpp"
+#include "qtc/untrusted.hpp"
 
 namespace qtc::ref {
 
@@ -41,9 +42,10 @@ LayoutOptions layout_from_metadata(const std::map<std::string, std::string>& md)
     else QTC_FAIL("metadata key 'layout': unknown value '", it->second, "' (expected one of: compact, te; VECTORS.md, Native layouts)");
   }
   if (auto it = md.find("swizzled"); it != md.end()) {
-    if (it->second == "1" || it->second == "true") o.swizzled = true;
-    else if (it->second == "0" || it->second == "false") o.swizzled = false;
-    else QTC_FAIL("metadata key 'swizzled': expected 0 or 1, got '", it->second, "'");
+    // Exactly the documented values (VECTORS.md): "1" or "0"; "true", "yes", "01" are refused, not guessed.
+    if (it->second == "1") o.swizzled = true;
+    else if (it->second == "0") o.swizzled = false;
+    else QTC_FAIL("metadata key 'swizzled': expected 0 or 1, got ", printable_name(it->second));
   }
   if (o.swizzled && o.layout != TensorLayout::kTE)
     QTC_FAIL("metadata key 'swizzled': swizzled=1 needs layout=te (the cuBLAS 128x4 swizzle tiles TE's padded scale buffers; "
