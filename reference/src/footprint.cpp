@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 
 #include "qtc/error.hpp"
@@ -71,6 +72,12 @@ Footprint quantize_footprint(const Recipe& r, DType input, int64_t M, int64_t K,
 
 uint64_t memory_limit_bytes() {
   uint64_t lim = physical_memory_bytes();
+  // QTC_MEMORY_LIMIT_BYTES (decimal) lowers the bound: a shared machine, a container, the fuzz targets.
+  if (const char* e = std::getenv("QTC_MEMORY_LIMIT_BYTES"); e != nullptr && *e != '\0') {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(e, &end, 10);
+    if (end != nullptr && *end == '\0' && v > 0) lim = lim == 0 ? v : std::min<uint64_t>(lim, v);
+  }
   for (int res : {RLIMIT_AS, RLIMIT_DATA}) {
     struct rlimit rl{};
     if (::getrlimit(res, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {

@@ -296,28 +296,10 @@ void read_history(Model& m) {
   for (const auto& p : files) {
     auto j = read_json(p, m.warnings);
     if (!j) continue;
-    if (!j->is_object()) {
-      m.warnings.push_back(fmt::format("history record {} is a JSON {}, not an object; left out", p.string(), j->type_name()));
-      continue;
-    }
     // A record with a mistyped field is left out with a warning: it never stops this report or a later one.
-    try {
-      HistoryRun h;
-      h.file = p.filename().string();
-      h.date = str_field(*j, "date", "");
-      h.commit = str_field(*j, "commit", "");
-      h.machine_kind = str_field(*j, "machine_kind", "");
-      if (const auto it = j->find("seconds"); it != j->end() && !it->is_null()) {
-        if (!it->is_object()) throw FieldError("field 'seconds' is a " + std::string(it->type_name()) + ", expected an object");
-        for (const auto& [k, v] : it->items()) {
-          if (!v.is_number()) throw FieldError(fmt::format("field 'seconds' entry '{}' is a {}, expected a number", k, v.type_name()));
-          const auto colon = k.find(':');
-          h.seconds[colon == std::string::npos ? k : history_key(k.substr(0, colon), k.substr(colon + 1))] = v.get<double>();
-        }
-      }
-      m.history.push_back(h);
-    } catch (const FieldError& e) {
-      m.warnings.push_back(fmt::format("history record {}: {}; the record is left out", p.string(), e.what()));
+    if (auto h = parse_history_record(*j, p.string(), m.warnings)) {
+      h->file = p.filename().string();
+      m.history.push_back(std::move(*h));
     }
   }
   std::sort(m.history.begin(), m.history.end(), [](const HistoryRun& a, const HistoryRun& b) {
@@ -326,6 +308,32 @@ void read_history(Model& m) {
 }
 
 }  // namespace
+
+std::optional<HistoryRun> parse_history_record(const json& j, const std::string& file, std::vector<std::string>& warnings) {
+  if (!j.is_object()) {
+    warnings.push_back(fmt::format("history record {} is a JSON {}, not an object; left out", file, j.type_name()));
+    return std::nullopt;
+  }
+  try {
+    HistoryRun h;
+    h.file = file;
+    h.date = str_field(j, "date", "");
+    h.commit = str_field(j, "commit", "");
+    h.machine_kind = str_field(j, "machine_kind", "");
+    if (const auto it = j.find("seconds"); it != j.end() && !it->is_null()) {
+      if (!it->is_object()) throw FieldError("field 'seconds' is a " + std::string(it->type_name()) + ", expected an object");
+      for (const auto& [k, v] : it->items()) {
+        if (!v.is_number()) throw FieldError(fmt::format("field 'seconds' entry '{}' is a {}, expected a number", k, v.type_name()));
+        const auto colon = k.find(':');
+        h.seconds[colon == std::string::npos ? k : history_key(k.substr(0, colon), k.substr(colon + 1))] = v.get<double>();
+      }
+    }
+    return h;
+  } catch (const FieldError& e) {
+    warnings.push_back(fmt::format("history record {}: {}; the record is left out", file, e.what()));
+    return std::nullopt;
+  }
+}
 
 BenchFile parse_bench(const json& j, const std::string& path, std::vector<std::string>* warnings) {
   BenchFile f;

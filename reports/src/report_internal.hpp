@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -110,6 +111,14 @@ Model build_model(const Inputs& in);
 BenchFile parse_bench(const json& j, const std::string& path, std::vector<std::string>* warnings = nullptr);
 /// Parses a `qtc conform` report.json into verdict counts and the divergence table.
 void parse_conform(const json& j, const std::string& source, Conformance& out, std::vector<std::string>* warnings = nullptr);
+/// One history record (reports/history/*.json); nullopt, with a warning naming `file` and the field, when it is
+/// not an object or a field has another type.
+std::optional<HistoryRun> parse_history_record(const json& j, const std::string& file, std::vector<std::string>& warnings);
+/// Text from an input as a gnuplot string literal of the script: single-quoted (no backquote, macro or escape
+/// expansion), quotes doubled, control characters as spaces.
+std::string gnuplot_quote(const std::string& s);
+/// Text from an input as a double-quoted string column of a gnuplot data file (no '"' or control character inside).
+std::string gnuplot_data_quote(const std::string& s);
 /// This run as a history record.
 json history_record(const Model& m);
 

@@ -230,6 +230,9 @@ Plot history_plot(const Model& m, const fs::path& dir) {
 
 }  // namespace
 
+std::string gnuplot_quote(const std::string& s) { return gp_quote(s); }
+std::string gnuplot_data_quote(const std::string& s) { return gp_data_quote(s); }
+
 std::vector<Plot> render_plots(const Model& m, const fs::path& dir) {
   std::vector<Plot> out;
   if (!m.bandwidth.empty()) out.push_back(bandwidth_plot(m, dir));

@@ -27,8 +27,8 @@ struct Footprint {
 /// int64. `M`, `K` >= 0 (else rule 'input-shape').
 Footprint quantize_footprint(const Recipe& r, DType input, int64_t M, int64_t K, bool with_dequantized);
 
-/// Bytes this process may hold: the smaller of the machine's physical memory and RLIMIT_AS / RLIMIT_DATA
-/// (0 when none is known).
+/// Bytes this process may hold: the smallest of the machine's physical memory, RLIMIT_AS / RLIMIT_DATA and the
+/// environment variable QTC_MEMORY_LIMIT_BYTES (0 when none is known).
 uint64_t memory_limit_bytes();
 
 /// Throws qtc::Error "rule 'memory'" (a resource limit, not a wrong answer) when `copies` times `bytes` that `what`
