@@ -1,5 +1,6 @@
 """The Python module against the C++ reference: round trips in every layout, failures with qtc verify's line,
 the bundled and TE-layout vectors, file I/O, dtypes and zero-copy paths, errors as ValueError, the GIL."""
+import os
 import subprocess
 import threading
 import time
