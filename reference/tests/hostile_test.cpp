@@ -419,18 +419,37 @@ std::vector<uint8_t> many_tensor_file(int n) {
   return b;
 }
 
+// The sanitizer stage (ASan at -O0) parses about 25x slower: it checks 20k tensors, the release build 100k.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define QTC_HOSTILE_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define QTC_HOSTILE_ASAN 1
+#endif
+#ifdef QTC_HOSTILE_ASAN
+constexpr int kManyTensors = 20000;
+#else
+constexpr int kManyTensors = 100000;
+#endif
+
 // Before: the parser callback made nlohmann scan the parent object at the end of every entry: 20k tensors took
-// 3.3 s, 40k about a minute, 100k did not finish in 10 minutes.
+// 3.3 s, 40k about a minute, 100k did not finish in 10 minutes (release). Now: 100k in 0.8 s (release), 20k in
+// about 4 s under ASan.
 TEST(LinearHeader, HundredThousandTensorsParseInAboutASecond) {
-  const auto bytes = many_tensor_file(100000);
+  const int n = kManyTensors;
+  const auto bytes = many_tensor_file(n);
   const auto t0 = std::chrono::steady_clock::now();
   const io::File f = io::parse(bytes, "many.safetensors");
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  ASSERT_EQ(f.tensors.size(), 100000u);
-  EXPECT_EQ(f.tensors[99999].name, "t099999");
-  EXPECT_EQ(f.tensors[99999].bytes.at(0), static_cast<uint8_t>(99999 & 0xFF));
-  std::printf("100000 tensors (%zu header bytes) parsed in %.3f s\n", bytes.size(), s);
-  EXPECT_LT(s, 30.0) << "the header parser is not linear (release: under a second; the sanitizer build is slower)";
+  ASSERT_EQ(f.tensors.size(), static_cast<size_t>(n));
+  char last[16];
+  std::snprintf(last, sizeof last, "t%06d", n - 1);
+  EXPECT_EQ(f.tensors.back().name, last);
+  EXPECT_EQ(f.tensors.back().bytes.at(0), static_cast<uint8_t>((n - 1) & 0xFF));
+  std::printf("%d tensors (%zu header bytes) parsed in %.3f s\n", n, bytes.size(), s);
+  EXPECT_LT(s, 15.0) << "the header parser is not linear (release: 100k tensors in under a second)";
 }
 
 TEST(LinearHeader, DuplicatesAndDepthStillRefused) {
