@@ -525,11 +525,15 @@ TEST(ReportHostile, NamesNeverReachAShell) {
                        {"quantize/" + tick, {800, 810, 790}},
                        {"q/x'); system('touch " + pwned2.string() + "'); print('", {800, 810, 790}},
                        {"q/nl\nsystem(\"touch " + pwned3.string() + "\")\n#", {800, 810, 790}}},
-                      "abc" + tick);
+                      "abc1234");
   std::ofstream(dir / "evil.json") << run.dump();
+  // Plain commits and dates here: with a backquote in the 7 characters of a commit, the old script broke on an
+  // unterminated backquote before it reached the plot titles (which ran `touch`).
   std::ofstream(dir / "history" / "old.json")
-      << json{{"date", "2026-11-01T10:00:00Z" + tick}, {"commit", tick}, {"machine_kind", "k"},
+      << json{{"date", "2026-11-01T10:00:00Z"}, {"commit", "0000001"}, {"machine_kind", "k"},
               {"seconds", {{"crafted:quantize/" + tick, 0.9}}}}.dump();
+  run["context"]["qtc_commit"] = "`touch " + (dir / "PWNED4").string() + "`";
+  std::ofstream(dir / "evil_commit.json") << run.dump();
   json diff = json::array({{{"name", "quantize/" + tick}, {"time_unit", "ms"}, {"run_type", "iteration"},
                             {"measurements", json::array({{{"real_time", 1.0}, {"real_time_other", 2.0}}})},
                             {"utest", {{"time_pvalue", 0.001}, {"nr_of_repetitions", 9}, {"nr_of_repetitions_other", 9}}}}});
@@ -539,6 +543,9 @@ TEST(ReportHostile, NamesNeverReachAShell) {
   in.compare_json = {dir / "diff.json"};
   in.history_dir = dir / "history";
   const auto out = qtc::report::write_report(in, dir / "out");
+  in.bench_json = {dir / "evil_commit.json"};
+  (void)qtc::report::write_report(in, dir / "out_commit");
+  EXPECT_FALSE(fs::exists(dir / "PWNED4")) << "a backquoted commit ran a shell command";
   EXPECT_FALSE(fs::exists(pwned)) << "a backquoted name ran a shell command";
   EXPECT_FALSE(fs::exists(pwned2)) << "a quote in a name ended the gnuplot string";
   EXPECT_FALSE(fs::exists(pwned3)) << "a newline in a name started a gnuplot command";
@@ -610,7 +617,7 @@ TEST(ReportHostile, MistypedFieldsAreWarningsNotFailures) {
   ASSERT_NO_THROW(out = qtc::report::write_report(in, dir / "out"));
   std::string all;
   for (const auto& w : out.warnings) all += w + "\n";
-  for (const std::string want : {(dir / "b.json").string() + ": benchmark entry 10 (dequantize/x): field 'real_time' is a string, expected a number",
+  for (const std::string& want : std::vector<std::string>{(dir / "b.json").string() + ": benchmark entry 10 (dequantize/x): field 'real_time' is a string, expected a number",
                                  (dir / "diff.json").string() + ": entry 0: field 'name' is a number, expected a string",
                                  "entry 2 (quantize/other): field 'real_time' is a string, expected a number",
                                  "history record " + (dir / "history" / "bad.json").string() + ": field 'date' is a number",
