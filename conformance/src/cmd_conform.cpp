@@ -19,6 +19,7 @@
 #include "qtc/error.hpp"
 #include "qtc/report.hpp"
 #include "backends.hpp"
+#include "qtc/untrusted.hpp"
 #include "qtc/verify.hpp"
 
 namespace qtc::conformance {
@@ -255,7 +256,7 @@ int run_conform(ConformOptions o) {
   // report.json; a problem there is a warning, never a verdict.
   try {
     const auto made = qtc::report::write_report_for_conform(out);
-    for (const auto& w : made.warnings) std::fprintf(stderr, "qtc conform: report generator: %s\n", w.c_str());
+    for (const auto& w : made.warnings) std::fprintf(stderr, "qtc conform: report generator: %s\n", printable_text(w).c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "qtc conform: warning: the qtc report generator failed: %s\n", e.what());
   }

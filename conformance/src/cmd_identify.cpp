@@ -15,6 +15,7 @@
 #include "qtc/backend.hpp"
 #include "qtc/error.hpp"
 #include "qtc/identify.hpp"
+#include "qtc/untrusted.hpp"
 #include "qtc/verify.hpp"
 
 namespace qtc::conformance {
@@ -32,7 +33,12 @@ int run_identify(std::vector<std::string> paths) {
   auto cpu = make_cpu_backend();
   int identified = 0, unmatched = 0, errors = static_cast<int>(problems.size());
   for (const auto& path : files) {
-    const VectorIdentity id = identify_vector(path, *cpu);
+    VectorIdentity id = identify_vector(path, *cpu);
+    // Every field may quote the file (its path, claimed profile, a metadata key in a message): no raw control
+    // characters reach the terminal.
+    for (std::string* s : {&id.path, &id.claimed, &id.error, &id.closest, &id.closest_mismatch, &id.claimed_mismatch})
+      *s = printable_text(*s);
+    for (std::string& m : id.matches) m = printable_text(m);
     switch (id.verdict) {
       case IdentityVerdict::kError:
         ++errors;
@@ -76,7 +82,7 @@ void register_identify(CLI::App& app) {
     try {
       exit_code() = run_identify(*paths);
     } catch (const qtc::Error& e) {
-      std::fprintf(stderr, "qtc identify: %s\n", e.what());
+      std::fprintf(stderr, "qtc identify: %s\n", printable_text(e.what()).c_str());
       exit_code() = 2;
     }
   });

@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "qtc/report.hpp"
+#include "qtc/untrusted.hpp"
 
 namespace qtc::conformance {
 
@@ -44,7 +45,7 @@ int run_report(const ReportOptions& o) {
     std::fprintf(stderr, "qtc report: %s\n", e.what());
     return 2;
   }
-  for (const auto& w : out.warnings) std::fprintf(stderr, "qtc report: warning: %s\n", w.c_str());
+  for (const auto& w : out.warnings) std::fprintf(stderr, "qtc report: warning: %s\n", printable_text(w).c_str());
   std::printf("%s\n", ::fmt::format("markdown: {}\nhtml: {}\nsummary: {}", out.markdown.string(), out.html.string(), out.json.string()).c_str());
   if (!out.history_record.empty()) std::printf("history record: %s\n", out.history_record.string().c_str());
   std::printf("%d regression%s against the baseline, %d conformance failure%s\n", out.regressions, out.regressions == 1 ? "" : "s",

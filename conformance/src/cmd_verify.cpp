@@ -12,6 +12,7 @@
 #include "backends.hpp"
 #include "cmd_checkpoint.hpp"
 #include "qtc/stochastic_rounding.hpp"
+#include "qtc/untrusted.hpp"
 #include "qtc/verify.hpp"
 
 namespace qtc::conformance {
@@ -69,9 +70,9 @@ int run_verify(VerifyCommand o) {
       if (r.verdict != Verdict::kPass) {
         std::printf("%s\n", result_line(r).c_str());
         if (o.verbose)
-          for (const auto& d : r.details) std::printf("    %s\n", d.c_str());
+          for (const auto& d : r.details) std::printf("    %s\n", printable_text(d).c_str());
       } else if (o.verbose) {
-        std::printf("%s\n", (::fmt::format("PASS {} [{}]", r.path, r.backend)).c_str());
+        std::printf("%s\n", printable_text(::fmt::format("PASS {} [{}]", r.path, r.backend)).c_str());
       }
     }
   }

@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -20,7 +22,10 @@
 #include "qtc/recipe_policy.hpp"
 #include "commands.hpp"
 #include "qtc/error.hpp"
+#include "qtc/footprint.hpp"
 #include "qtc/native_layout.hpp"
+#include "qtc/output_file.hpp"
+#include "qtc/untrusted.hpp"
 #include "qtc/verify.hpp"
 
 namespace qtc::conformance {
@@ -91,12 +96,43 @@ HostMatrix read_input(const QuantizeArgs& a) {
   return io::to_matrix(*t);
 }
 
+/// --shape MxK: two decimal integers >= 1 that fit int64, nothing else (no sign, no space, no suffix).
+std::pair<int64_t, int64_t> parse_shape(const std::string& s) {
+  const auto x = s.find('x');
+  auto number = [&](std::string_view t, int64_t& v) {
+    if (t.empty() || t.size() > 19 || !std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
+    const auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    return ec == std::errc() && p == t.data() + t.size() && v > 0;
+  };
+  int64_t m = 0, k = 0;
+  QTC_CHECK(x != std::string::npos && number(std::string_view(s).substr(0, x), m) && number(std::string_view(s).substr(x + 1), k),
+            "--shape '", s, "': expected MxK with M and K decimal integers from 1 to 2^63-1, e.g. 128x4096");
+  return {m, k};
+}
+
+/// The output is checked before any work: a path that is not absent or a regular file is refused (write_file
+/// checks it again right before it renames its temporary into place).
+void check_output_path(const std::string& out) {
+  if (const std::string why = io::output_path_problem(out); !why.empty())
+    QTC_FAIL(out, ": refusing to write the output: the path ", why,
+             " (rule 'output-regular-file': an output path must be absent or a regular file; it is never followed or replaced)");
+}
+
 int run_quantize(const QuantizeArgs& a) {
+  check_output_path(a.out);
   std::map<std::string, std::string> md{{"recipe", a.recipe}};
   for (const std::string& p : a.params) {
     const auto eq = p.find('=');
     QTC_CHECK(eq != std::string::npos && eq > 0, "--param '", p, "': expected KEY=VALUE (a VECTORS.md metadata key)");
-    md[p.substr(0, eq)] = p.substr(eq + 1);
+    const std::string key = p.substr(0, eq), value = p.substr(eq + 1);
+    // The options that have their own flag are set there, once: a --param naming them would be ignored or would
+    // silently override the flag.
+    QTC_CHECK(key != "recipe" || value == a.recipe, "--param '", p, "' conflicts with --recipe ", a.recipe,
+              " (rule 'one-source': name the recipe with --recipe only)");
+    QTC_CHECK(key != "layout" && key != "swizzled", "--param '", p, "': '", key, "' is not a recipe parameter; use --",
+              key == "layout" ? "layout compact|te" : "swizzled", " (rule 'one-source')");
+    QTC_CHECK(md.find(key) == md.end() || key == "recipe" || md[key] == value, "--param '", p, "': '", key, "' given twice with different values");
+    md[key] = value;
   }
   const Recipe r = Recipe::from_metadata(md);
   const ref::LayoutOptions lo = a.layout.options();
@@ -110,17 +146,18 @@ int run_quantize(const QuantizeArgs& a) {
     x = read_input(a);
   } else {
     QTC_CHECK(!a.shape.empty(), "give the input: --input FILE or --shape MxK");
-    long long m = 0, k = 0;
-    char extra = 0;
-    QTC_CHECK(std::sscanf(a.shape.c_str(), "%lldx%lld%c", &m, &k, &extra) == 2 && m > 0 && k > 0, "--shape '", a.shape,
-              "': expected MxK with positive M and K, e.g. 128x4096");
+    const auto [m, k] = parse_shape(a.shape);
     bool found = false;
     for (InputClass ic : all_input_classes())
       if (input_class_name(ic) == a.input_kind) c.input = ic, found = true;
     QTC_CHECK(found, "--input-kind '", a.input_kind, "': unknown family");
     const DType d = a.dtype == "bf16" ? DType::kBF16 : a.dtype == "f16" ? DType::kF16 : DType::kF32;
+    // Sizes and memory before x is made: the input and the outputs, held up to four times over (the quantized
+    // tensor, the vector's tensors, the layout conversion, the serialized file).
+    check_quantize_resources(r, d, m, k, !a.no_dequantized, 4);
     x = make_input(c.input, d, m, k, a.seed);
   }
+  if (!a.input.empty()) check_quantize_resources(r, x.dtype, x.rows, x.cols, !a.no_dequantized, 4);
   c.dtype = x.dtype;
   c.rows = x.rows;
   c.cols = x.cols;
@@ -160,15 +197,36 @@ struct ConvertArgs {
 int run_convert(const ConvertArgs& a) {
   const ref::LayoutOptions to = a.layout.options();
   std::vector<FileResult> problems;
-  const auto files = collect_vector_files(a.paths, problems);
-  for (const auto& p : problems) std::fprintf(stderr, "qtc convert: %s: %s\n", p.path.c_str(), p.message.c_str());
+  // Each input with the name it gets under OUT: a file named on the command line keeps its base name, a file
+  // found in a folder its path relative to that folder.
+  std::vector<std::pair<fs::path, fs::path>> files;
+  for (const std::string& root : a.paths) {
+    const bool dir = fs::is_directory(root);
+    for (const fs::path& f : collect_vector_files({root}, problems)) {
+      std::error_code ec;
+      fs::path rel = dir ? fs::relative(f, root, ec) : f.filename();
+      if (ec || rel.empty() || *rel.begin() == "..") rel = f.filename();
+      files.emplace_back(f, rel);
+    }
+  }
+  for (const auto& p : problems) std::fprintf(stderr, "qtc convert: %s: %s\n", printable_text(p.path).c_str(), printable_text(p.message).c_str());
   if (!problems.empty()) return 2;
-  // One input file may go to a file; anything else goes into a folder (created), under the same names.
+  // One input file may go to a file; anything else goes into a folder (created).
   const bool to_dir = files.size() != 1 || fs::is_directory(a.out) || a.paths.size() != 1 || fs::is_directory(a.paths[0]);
   if (to_dir) fs::create_directories(a.out);
+  else check_output_path(a.out);
+  // Two inputs never collapse onto one output: the second and later inputs that would take a name already taken
+  // are errors (rename one, or convert them into separate folders), and the count below is what was written.
+  std::map<fs::path, fs::path> taken;  // output -> the input that writes it
   int written = 0, errors = 0;
-  for (const auto& f : files) {
+  for (const auto& [f, rel] : files) {
     try {
+      const fs::path dst = to_dir ? fs::path(a.out) / rel : fs::path(a.out);
+      const fs::path key = fs::weakly_canonical(dst);
+      if (const auto it = taken.find(key); it != taken.end())
+        QTC_FAIL("its output ", dst.string(), " is also the output of ", it->second.string(),
+                 " (rule 'distinct-outputs': two inputs with the same name; rename one or convert them separately)");
+      taken.emplace(key, f);
       const io::File in = io::read_file(f);
       ref::LayoutOptions want = to;
       const Recipe r = Recipe::from_metadata(in.metadata);
@@ -178,13 +236,13 @@ int run_convert(const ConvertArgs& a) {
                      std::string(recipe_kind_name(r.kind())).c_str());
       }
       const io::File out = ref::convert_vector_layout(in, want, static_cast<uint8_t>(a.layout.pad_byte));
-      const fs::path dst = to_dir ? fs::path(a.out) / f.filename() : fs::path(a.out);
+      if (to_dir && dst.has_parent_path()) fs::create_directories(dst.parent_path());
       io::write_file(dst, out);
       ++written;
     } catch (const std::exception& e) {
       std::string m = e.what();
       if (const auto at = m.rfind(" [check `"); at != std::string::npos && m.back() == ']') m.erase(at);
-      std::printf("ERROR %s: %s\n", f.string().c_str(), m.c_str());
+      std::printf("ERROR %s: %s\n", printable_text(f.string()).c_str(), printable_text(m).c_str());
       ++errors;
     }
   }
@@ -196,10 +254,13 @@ template <typename F>
 void run_guarded(const char* cmd, F f) {
   try {
     exit_code() = f();
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "qtc %s: out of memory (rule 'memory': a resource limit, not a wrong answer)\n", cmd);
+    exit_code() = 2;
   } catch (const std::exception& e) {
     std::string m = e.what();
     if (const auto at = m.rfind(" [check `"); at != std::string::npos && m.back() == ']') m.erase(at);
-    std::fprintf(stderr, "qtc %s: %s\n", cmd, m.c_str());
+    std::fprintf(stderr, "qtc %s: %s\n", cmd, printable_text(m).c_str());
     exit_code() = 2;
   }
 }

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "qtc/error.hpp"
+#include "qtc/output_file.hpp"
 #include "qtc/report.hpp"
 
 namespace qtc::conformance {
@@ -55,13 +56,9 @@ std::string short_cell(std::string s) {
 /// Dumps of other implementations (`--foreign`): their verdicts are kept apart from qtc's own checks.
 bool is_foreign(const ConformRecord& rec) { return rec.suite == "foreign"; }
 
-void write_text(const std::filesystem::path& p, const std::string& text) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  QTC_CHECK(static_cast<bool>(out), p.string(), ": cannot open for writing");
-  out << text;
-  out.close();
-  QTC_CHECK(static_cast<bool>(out), p.string(), ": write failed");
-}
+/// Whole or not at all (a temporary renamed into place: a full disk leaves no truncated report), never through a
+/// link or onto a device node (output_file.hpp).
+void write_text(const std::filesystem::path& p, const std::string& text) { io::write_output_file(p, text); }
 
 }  // namespace
 
@@ -174,7 +171,9 @@ void write_conform_report(const std::filesystem::path& dir, const ConformRun& ru
                                     {"first mismatch", g.mismatch.empty() ? "-" : g.mismatch}});
   j["divergence_columns"] = {"suite", "source", "recipe", "claims", "result", "reproduced by", "vectors", "example", "first mismatch"};
   j["foreign_dirs"] = run.foreign_dirs;
-  write_text(dir / "report.json", j.dump(1) + "\n");
+  // Messages and paths may hold bytes that are not UTF-8 (a file's name, a parser's quote of a malformed header):
+  // written with U+FFFD in their place, so that one such file never costs the report of all the others.
+  write_text(dir / "report.json", j.dump(1, ' ', false, json::error_handler_t::replace) + "\n");
 
   // report.md: the verdict first (matrix, failures with their messages), then the divergence table, then details.
   std::string md;

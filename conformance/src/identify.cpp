@@ -9,6 +9,7 @@
 
 #include "qtc/error.hpp"
 #include "qtc/profile.hpp"
+#include "qtc/untrusted.hpp"
 #include "qtc/safetensors.hpp"
 #include "qtc/verify.hpp"
 
@@ -122,6 +123,22 @@ VectorIdentity identify_vector(const io::File& f, const std::string& source, Qua
   id.recipe = get("recipe", "");
   const bool mx = id.recipe == "mxfp8" || id.recipe == "mxfp4";  // the scale rule is named with the profile
   id.claimed = get("profile", "te") + (mx ? "+" + get("scale_rule", id.recipe == "mxfp4" ? "ocp_floor" : "rceil") : "");
+  // A claim that names no profile (or MX scale rule) qtc knows is an error with the reason, not an OTHER with an
+  // empty one: there is no claimed rule set to compare with.
+  {
+    std::string known;
+    bool found = false;
+    for (const Candidate& c : candidates_for(id.recipe)) {
+      found = found || c.label() == id.claimed;
+      known += (known.empty() ? "" : ", ") + c.label();
+    }
+    if (!found) {
+      id.error = "metadata claims " + std::string(mx ? "profile+scale_rule " : "profile ") + printable_name(id.claimed) +
+                 ", which is not one qtc knows (rule 'known-profile'; known: " + known + ")";
+      id.verdict = IdentityVerdict::kError;
+      return id;
+    }
+  }
   int64_t best = INT64_MAX;
   std::vector<std::pair<int64_t, Candidate>> failed;  // mismatching elements, candidate
   int applicable = 0;

@@ -15,6 +15,7 @@
 
 #include "qtc/codec.hpp"
 #include "qtc/error.hpp"
+#include "qtc/footprint.hpp"
 #include "qtc/native_layout.hpp"
 #include "qtc/recipe.hpp"
 #include "qtc/recipe_policy.hpp"
@@ -251,19 +252,13 @@ FileResult verify_vector(const io::File& file, const std::string& source, Quanti
       return error(e.what());
     }
     // Resources: what the backend will hold for this input (every output of the planes asked for), computed
-    // without wrapping. An impossible or too large shape is an error (exit 2), never an allocation failure.
+    // without wrapping by the one footprint every command uses (footprint.hpp: `qtc quantize` checks the same
+    // sizes before it writes a vector, so what it writes is read here). An impossible or too large shape is an
+    // error (exit 2), never an allocation failure.
     try {
-      int64_t need = 0;
-      for (const std::string& n : expected_tensor_names()) {
-        std::string why;
-        const auto sp = spec_for(n, r, M, K, why);
-        if (!sp || (sp->plane == PlaneKind::kRowwise ? !need_row : !need_col)) continue;
-        if (sp->role == Role::kDequant && file.find(n) == nullptr) continue;  // dequantized only when asked for
-        int64_t bytes = sp->elem == Elem::kF32 ? 4 : 1;
-        for (int64_t d : sp->shape) bytes = checked_size({bytes, d}, "recipe " + r.name() + " for x of shape " + shape_text({M, K}) + ": " + n);
-        need = checked_add(need, bytes, "recipe " + r.name() + " for x of shape " + shape_text({M, K}));
-      }
-      check_fits_in_memory(static_cast<uint64_t>(need), "recipe " + r.name() + " for x of shape " + shape_text({M, K}) + ": its outputs");
+      bool want_dequant = false;
+      for (const auto& [s, t] : expected) want_dequant = want_dequant || s.role == Role::kDequant;
+      check_quantize_resources(r, xd, M, K, want_dequant);
     } catch (const Error& e) {
       return error(e.what());
     }
@@ -591,9 +586,10 @@ std::string result_line(const FileResult& r) {
   std::string line = verdict + " " + r.path;
   if (!r.backend.empty()) line += " [" + r.backend + "]";
   if (!r.message.empty()) line += ": " + r.message;
-  // One line per file: messages from elsewhere must not break it.
+  // One line per file: messages from elsewhere must not break it, and nothing from a file (a name, a metadata
+  // key or value quoted in a message) reaches the terminal as a control character (escape sequences, CR, BEL).
   std::replace(line.begin(), line.end(), '\n', ' ');
-  return line;
+  return printable_text(line);
 }
 
 std::string element_text(ElementCode e, uint32_t v) {

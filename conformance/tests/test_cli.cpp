@@ -2,7 +2,13 @@
 /// \brief The `qtc` binary end to end: verify's output lines and exit codes (0 pass, 1 fail, 2 error), and a
 ///        small `qtc conform` run whose last stdout line is the report folder.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <vector>
 
 #include <array>
 #include <cstdio>
@@ -245,6 +251,176 @@ TEST(QtcProfilesCli, PrintsEveryProfileWithItsRules) {
   for (const char* rule : {"nvfp4.zero_and_tiny_block_scale", "mxfp8.order", "fp8.inf_amax_scale", "nan_amax"})
     EXPECT_NE(r.out.find(rule), std::string::npos) << rule;
   EXPECT_NE(r.out.find("mxfp8.scale_rules                  rceil, ocp_floor, ceil, even"), std::string::npos) << r.out;
+}
+
+// ---- Hostile inputs (issue 21): each test failed before its fix ----------------------------------
+
+/// stdout and stderr together.
+CmdResult qtc_all(const std::string& args, const std::string& prefix = "") {
+  const std::string cmd = prefix + "'" + QTC_BINARY + "' " + args + " 2>&1";
+  CmdResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = ::pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::vector<std::string> dir_names(const fs::path& d) {
+  std::vector<std::string> n;
+  for (const auto& e : fs::directory_iterator(d)) n.push_back(e.path().filename().string());
+  std::sort(n.begin(), n.end());
+  return n;
+}
+
+/// The metadata of a bundled vector replaced (the tensors kept).
+void write_with_metadata(const fs::path& to, const std::map<std::string, std::string>& md) {
+  auto f = qtc::io::read_file(kVec);
+  for (const auto& [k, v] : md) f.metadata[k] = v;
+  qtc::io::write_file(to, f);
+}
+
+// Before: M * K wrapped and quantize crashed with SIGSEGV (or filled 16 GiB).
+TEST(QtcHostileCli, HugeShapesEndWithTheRule) {
+  TempDir d;
+  for (const char* shape : {"4294967296x4294967296", "4294967296x4294967297", "9223372036854775807x2"}) {
+    const CmdResult r = qtc_all("quantize --recipe nvfp4 --shape " + std::string(shape) + " -o '" + (d.path / "o.st").string() + "'");
+    EXPECT_EQ(r.code, 2) << shape << ": " << r.out;
+    EXPECT_NE(r.out.find("rule 'size-overflow'"), std::string::npos) << r.out;
+  }
+  const CmdResult big = qtc_all("quantize --recipe mxfp8 --shape 1048576x1048576 -o '" + (d.path / "o.st").string() + "'");
+  EXPECT_EQ(big.code, 2) << big.out;
+  EXPECT_NE(big.out.find("rule 'memory'"), std::string::npos) << big.out;
+  for (const char* shape : {"-5x3", "64x64x", "64 x64", "0x64", "+64x64", "99999999999999999999x1"}) {
+    const CmdResult r = qtc_all("quantize --recipe mxfp8 --shape '" + std::string(shape) + "' -o '" + (d.path / "o.st").string() + "'");
+    EXPECT_EQ(r.code, 2) << shape << ": " << r.out;
+    EXPECT_NE(r.out.find("expected MxK"), std::string::npos) << r.out;
+  }
+  EXPECT_EQ(dir_names(d.path), std::vector<std::string>{}) << "nothing is written";
+}
+
+// Before: verify refused the [2^62, 0] vector that quantize wrote.
+TEST(QtcHostileCli, QuantizeAndVerifyAgreeOnEmptyHugeShapes) {
+  TempDir d;
+  qtc::io::File in;
+  qtc::io::Tensor x;
+  x.name = "x";
+  x.dtype = "F32";
+  x.shape = {int64_t{1} << 62, 0};
+  in.tensors.push_back(x);
+  qtc::io::write_file(d.path / "x.st", in);
+  for (const char* recipe : {"mxfp8", "nvfp4", "fp8_block", "fp8_tensor"}) {
+    const fs::path out = d.path / (std::string(recipe) + ".st");
+    const CmdResult q = qtc_all("quantize --recipe " + std::string(recipe) + " --input '" + (d.path / "x.st").string() + "' -o '" + out.string() + "'");
+    ASSERT_EQ(q.code, 0) << q.out;
+    const CmdResult v = qtc_all("verify '" + out.string() + "'");
+    EXPECT_EQ(v.code, 0) << recipe << ": " << v.out;
+  }
+}
+
+// Before: the output was renamed over a FIFO or a symlink (exit 0), and a failed write left OUT.tmp.
+TEST(QtcHostileCli, OutputsAreRegularFilesOnly) {
+  TempDir d;
+  const fs::path fifo = d.path / "fifo", link = d.path / "link", target = d.path / "target";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  fs::create_symlink(target, link);
+  for (const fs::path& out : {fifo, link}) {
+    const CmdResult q = qtc_all("quantize --recipe mxfp8 --shape 64x64 -o '" + out.string() + "'");
+    EXPECT_EQ(q.code, 2) << q.out;
+    EXPECT_NE(q.out.find("rule 'output-regular-file'"), std::string::npos) << q.out;
+    const CmdResult c = qtc_all("convert '" + kVec + "' --layout te -o '" + out.string() + "'");
+    EXPECT_EQ(c.code, 2) << c.out;
+  }
+  EXPECT_TRUE(fs::is_fifo(fs::symlink_status(fifo)));
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(link)));
+  EXPECT_FALSE(fs::exists(target));
+  // A write that fails (the file size limit, as a full disk would) leaves nothing behind.
+  const CmdResult f = qtc_all("quantize --recipe mxfp8 --shape 512x512 -o '" + (d.path / "big.st").string() + "'",
+                              "trap '' XFSZ; ulimit -f 8; ");
+  EXPECT_EQ(f.code, 2) << f.out;
+  EXPECT_EQ(dir_names(d.path), (std::vector<std::string>{"fifo", "link"})) << f.out;
+}
+
+// Before: two inputs named v.safetensors reported "2 converted" and wrote one file.
+TEST(QtcHostileCli, ConvertKeepsInputsApart) {
+  TempDir d;
+  fs::create_directories(d.path / "a");
+  fs::create_directories(d.path / "b");
+  fs::copy_file(kVec, d.path / "a" / "v.safetensors");
+  fs::copy_file(kVec, d.path / "b" / "v.safetensors");
+  const CmdResult r = qtc_all("convert '" + (d.path / "a" / "v.safetensors").string() + "' '" + (d.path / "b" / "v.safetensors").string() +
+                              "' --layout te -o '" + (d.path / "out").string() + "'");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("1 converted to layout te, 1 errors"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rule 'distinct-outputs'"), std::string::npos) << r.out;
+  EXPECT_EQ(dir_names(d.path / "out"), std::vector<std::string>{"v.safetensors"});
+  // Folders keep their files' relative paths.
+  fs::create_directories(d.path / "tree" / "x");
+  fs::copy_file(kVec, d.path / "tree" / "x" / "v.safetensors");
+  fs::copy_file(kVec, d.path / "tree" / "v.safetensors");
+  const CmdResult t = qtc_all("convert '" + (d.path / "tree").string() + "' --layout te -o '" + (d.path / "out2").string() + "'");
+  EXPECT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("2 converted"), std::string::npos) << t.out;
+  EXPECT_TRUE(fs::exists(d.path / "out2" / "x" / "v.safetensors"));
+  EXPECT_TRUE(fs::exists(d.path / "out2" / "v.safetensors"));
+}
+
+// Before: identify printed an empty reason and exited 0; swizzled=true was taken for 1; metadata was printed raw.
+TEST(QtcHostileCli, SmallerOnes) {
+  TempDir d;
+  write_with_metadata(d.path / "unknown.st", {{"profile", "nosuch"}});
+  const CmdResult id = qtc_all("identify '" + (d.path / "unknown.st").string() + "'");
+  EXPECT_EQ(id.code, 2) << id.out;
+  EXPECT_NE(id.out.find("rule 'known-profile'"), std::string::npos) << id.out;
+  for (const char* v : {"true", "01", "yes"}) {
+    write_with_metadata(d.path / "swz.st", {{"layout", "te"}, {"swizzled", v}});
+    const CmdResult r = qtc_all("verify '" + (d.path / "swz.st").string() + "'");
+    EXPECT_EQ(r.code, 2) << v << ": " << r.out;
+    EXPECT_NE(r.out.find("metadata key 'swizzled': expected 0 or 1"), std::string::npos) << r.out;
+  }
+  write_with_metadata(d.path / "ctl.st", {{"x\x1b[31mkey\a", "v"}, {"profile", "p\r\n\x1b]0;t\a"}});
+  for (const char* cmd : {"verify -v", "identify"}) {
+    const CmdResult r = qtc_all(std::string(cmd) + " '" + (d.path / "ctl.st").string() + "'");
+    EXPECT_EQ(r.code, 2) << r.out;
+    for (char c : {'\x1b', '\a', '\r'}) EXPECT_EQ(r.out.find(c), std::string::npos) << cmd << ": raw control character in " << r.out;
+  }
+  const std::string o = " --shape 64x64 -o '" + (d.path / "p.st").string() + "'";
+  const CmdResult conflict = qtc_all("quantize --recipe mxfp8 --param recipe=nvfp4" + o);
+  EXPECT_EQ(conflict.code, 2) << conflict.out;
+  EXPECT_NE(conflict.out.find("conflicts with --recipe"), std::string::npos) << conflict.out;
+  const CmdResult layout = qtc_all("quantize --recipe mxfp8 --param layout=te" + o);
+  EXPECT_EQ(layout.code, 2) << layout.out;
+  EXPECT_NE(layout.out.find("use --layout"), std::string::npos) << layout.out;
+  EXPECT_EQ(qtc_all("quantize --recipe mxfp8 --param recipe=mxfp8" + o).code, 0) << "the same recipe twice is no conflict";
+}
+
+// Before: one file whose header is not UTF-8 made `conform --foreign` exit without a report for any vector.
+TEST(QtcHostileCli, ConformForeignReportsEveryFile) {
+  TempDir d;
+  const fs::path foreign = d.path / "foreign";
+  fs::create_directories(foreign);
+  fs::copy_file(kVec, foreign / "good.safetensors");
+  {
+    const std::string h = "{\"x\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},\"__metadata__\":{\"recipe\":\"\xff\xfe\"}}   ";
+    std::string b(8, '\0');
+    const uint64_t n = h.size();
+    std::memcpy(b.data(), &n, 8);
+    std::ofstream(foreign / "bad\xff.safetensors", std::ios::binary) << b << h;
+  }
+  const fs::path out = d.path / "report";
+  const CmdResult r = qtc_all("conform --backend cpu --no-generated --no-bundled --foreign '" + foreign.string() + "' --out '" + out.string() + "'");
+  EXPECT_EQ(r.code, 2) << r.out;
+  ASSERT_TRUE(fs::exists(out / "report.json")) << r.out;
+  std::ifstream in(out / "report.json");
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(text.find("good.safetensors"), std::string::npos);
+  EXPECT_NE(text.find("\"pass\""), std::string::npos);
+  EXPECT_NE(text.find("bad"), std::string::npos);
+  EXPECT_NE(text.find("\"error\""), std::string::npos);
+  EXPECT_TRUE(fs::exists(out / "qtc_report.html"));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@ TransformerEngine's and torchao's quantized tensor objects are taken as they are
 """
 from __future__ import annotations
 
+import operator
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Tuple
@@ -120,6 +121,26 @@ def _from_out(out: Tuple[np.ndarray, str, List[int]]) -> np.ndarray:
     return arr
 
 
+def _path(path: Any) -> str:
+    """A file path for the C++ side: str or os.PathLike, without a NUL (which would end the name early)."""
+    p = os.fspath(path)
+    if isinstance(p, bytes):
+        p = os.fsdecode(p)
+    if "\0" in p:
+        raise ValueError(f"path {p!r} holds a NUL byte (rule 'path-nul': a file name cannot hold one)")
+    return p
+
+
+def _dim(name: str, v: Any) -> int:
+    """An extent of a shape: an integer (int, NumPy integer), not a float that would be truncated or a bool."""
+    if isinstance(v, bool):
+        raise ValueError(f"{name} must be an integer, got {v!r}")
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer, got {v!r} ({type(v).__name__})") from None
+
+
 def _metadata(recipe: str | None, params: Mapping[str, Any]) -> Dict[str, str]:
     md: Dict[str, str] = {}
     if recipe is not None:
@@ -168,8 +189,9 @@ def dequantize(tensors: Mapping[str, Any], recipe: str, shape: Tuple[int, int], 
         raise ValueError(f"out must be float32, bfloat16 or float16, got {out!r}")
     if len(shape) != 2:
         raise ValueError(f"shape must be [M, K], got {shape!r}")
+    rows, cols = _dim("shape[0]", shape[0]), _dim("shape[1]", shape[1])
     args = {k: _as_arg(k, v) for k, v in tensors.items() if k != "x"}
-    return _from_out(_qtc.dequantize(args, md, int(shape[0]), int(shape[1]), plane, names[out]))
+    return _from_out(_qtc.dequantize(args, md, rows, cols, plane, names[out]))
 
 
 @dataclass
@@ -216,8 +238,8 @@ def _tensors_and_md(tensors: Any, metadata: Mapping[str, Any]) -> Tuple[Dict[str
         obj_tensors, md = frameworks.framework_outputs(tensors, **metadata)
         obj_tensors["x"] = x
         return {k: _as_arg(k, v) for k, v in obj_tensors.items()}, md, type(tensors).__name__
-    if isinstance(tensors, (str, os.PathLike)):
-        source = os.fspath(tensors)
+    if isinstance(tensors, (str, bytes, os.PathLike)):
+        source = _path(tensors)
         try:
             tensors, file_md = load_vector(source)
         except ValueError as e:
@@ -235,9 +257,18 @@ def verify(tensors: Any, source: str | None = None, strict_padding: bool = False
     ``profile=...``). ``tensors`` may also be the path of a vector file (its metadata, updated by ``metadata``), or a
     TransformerEngine / torchao quantized tensor object with its input as ``x=...`` (``qtc.frameworks``).
     Padding of TE-layout buffers is not compared unless ``strict_padding`` (then it must be zero)."""
+    if isinstance(tensors, (str, bytes, os.PathLike)):
+        # The file is read and checked by the C++ side exactly as `qtc verify PATH` does (shapes NumPy cannot hold,
+        # e.g. [2^62, 0], included).
+        path = _path(tensors)
+        try:
+            return VerifyResult(**_qtc.verify_path(path, _metadata(None, metadata), source or path, bool(strict_padding)))
+        except ValueError as e:  # as `qtc verify`: an unreadable file is an error verdict, not an exception
+            u = _Unreadable(path, str(e))
+            return VerifyResult(verdict="error", message=u.message, line=f"ERROR {u.path}: {u.message}")
     try:
         args, md, src = _tensors_and_md(tensors, metadata)
-    except _Unreadable as e:  # as `qtc verify`: an unreadable file is an error verdict, not an exception
+    except _Unreadable as e:
         return VerifyResult(verdict="error", message=e.message, line=f"ERROR {e.path}: {e.message}")
     return VerifyResult(**_qtc.verify(args, md, source or src, bool(strict_padding)))
 
@@ -292,13 +323,13 @@ def check_stochastic_rounding(tensors: Any, alpha: float = 1e-6, random_bits: in
 def load_vector(path: str | os.PathLike) -> Tuple[Dict[str, np.ndarray], Dict[str, str]]:
     """Reads a safetensors vector: (tensors as NumPy arrays, metadata). BF16 tensors come as ml_dtypes.bfloat16
     when ml_dtypes is installed (else as uint16 bits); FP8 tensors as uint8 bytes."""
-    tensors, md = _qtc.load_vector(os.fspath(path))
+    tensors, md = _qtc.load_vector(_path(path))
     return {k: _from_out(v) for k, v in tensors.items()}, dict(md)
 
 
 def save_vector(path: str | os.PathLike, tensors: Mapping[str, Any], metadata: Mapping[str, Any]) -> None:
     """Writes tensors and metadata (values converted to strings) as a safetensors vector file."""
-    _qtc.save_vector(os.fspath(path), {k: _as_arg(k, v) for k, v in tensors.items()}, _metadata(None, metadata))
+    _qtc.save_vector(_path(path), {k: _as_arg(k, v) for k, v in tensors.items()}, _metadata(None, metadata))
 
 
 from . import testing  # noqa: E402  (qtc.testing.assert_conforms)

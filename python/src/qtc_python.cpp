@@ -21,11 +21,13 @@
 #include "qtc/checkpoint_conventions.hpp"
 #include "qtc/stochastic_rounding.hpp"
 #include "qtc/error.hpp"
+#include "qtc/footprint.hpp"
 #include "qtc/identify.hpp"
 #include "qtc/native_layout.hpp"
 #include "qtc/quantize.hpp"
 #include "qtc/recipe_policy.hpp"
 #include "qtc/safetensors.hpp"
+#include "qtc/untrusted.hpp"
 #include "qtc/verify.hpp"
 
 namespace nb = nanobind;
@@ -102,8 +104,8 @@ qtc::MatrixView view_2d(const TensorArg& x) {
 
 /// The recipe and the output layout a metadata map names.
 std::pair<qtc::Recipe, qtc::ref::LayoutOptions> recipe_and_layout(const Metadata& md) {
+  // qtc.schema stays: Recipe::from_metadata refuses a schema other than 1, as `qtc verify` does.
   Metadata rmd = md;
-  rmd.erase("qtc.schema");
   rmd.erase("source");
   const qtc::Recipe r = qtc::Recipe::from_metadata(rmd);
   const qtc::ref::LayoutOptions lo = qtc::ref::layout_from_metadata(md);
@@ -124,6 +126,10 @@ qtc::io::Tensor in_layout(qtc::io::Tensor&& t, const qtc::Recipe& r, int64_t M, 
 std::map<std::string, TensorOut> quantize(const TensorArg& x_arg, const Metadata& md) {
   const qtc::MatrixView x = view_2d(x_arg);
   auto [r, layout] = recipe_and_layout(md);
+  r.validate_input(x.dtype, x.rows, x.cols);
+  // The sizes and the memory precheck of every command (footprint.hpp): the outputs, and their copies in the
+  // requested layout, before anything is allocated.
+  qtc::check_quantize_resources(r, x.dtype, x.rows, x.cols, false, 2);
   std::vector<qtc::io::Tensor> outs;
   {
     nb::gil_scoped_release release;
@@ -245,6 +251,14 @@ std::pair<std::string, int64_t> mismatch_count(const std::string& line) {
   return {name, n};
 }
 
+/// A path handed to the C++ side: a NUL byte would end it early (the file opened would be another one).
+void check_path(const std::string& path) {
+  QTC_CHECK(path.find('\0') == std::string::npos, "path ", qtc::printable_name(path, 200),
+            " holds a NUL byte (rule 'path-nul': a file name cannot hold one)");
+}
+
+nb::dict verdict_dict(const qtc::conformance::FileResult& res);
+
 nb::dict verify(const std::map<std::string, TensorArg>& tensors, const Metadata& md, const std::string& source, bool strict_padding) {
   const qtc::io::File f = make_file(tensors, md);
   qtc::conformance::FileResult res;
@@ -255,6 +269,28 @@ nb::dict verify(const std::map<std::string, TensorArg>& tensors, const Metadata&
     opts.strict_padding = strict_padding;
     res = qtc::conformance::verify_vector(f, source, *cpu, opts);  // never throws: every problem is a verdict
   }
+  return verdict_dict(res);
+}
+
+/// verify(path): the file read and checked here exactly as `qtc verify PATH` does (no round trip through NumPy
+/// arrays, which cannot hold every shape a file may declare), its metadata updated by `md`. An unreadable file
+/// throws (ValueError), which the Python side turns into an error verdict.
+nb::dict verify_path(const std::string& path, const Metadata& md, const std::string& source, bool strict_padding) {
+  check_path(path);
+  qtc::conformance::FileResult res;
+  {
+    nb::gil_scoped_release release;
+    qtc::io::File f = qtc::io::read_file(path);
+    for (const auto& [k, v] : md) f.metadata[k] = v;
+    auto cpu = qtc::make_cpu_backend();
+    qtc::conformance::VerifyOptions opts;
+    opts.strict_padding = strict_padding;
+    res = qtc::conformance::verify_vector(f, source, *cpu, opts);
+  }
+  return verdict_dict(res);
+}
+
+nb::dict verdict_dict(const qtc::conformance::FileResult& res) {
   nb::dict d;
   d["verdict"] = std::string(qtc::conformance::verdict_name(res.verdict));
   d["message"] = res.message;
@@ -351,6 +387,7 @@ nb::dict check_stochastic_rounding(const std::map<std::string, TensorArg>& tenso
 }
 
 std::pair<std::map<std::string, TensorOut>, Metadata> load_vector(const std::string& path) {
+  check_path(path);
   qtc::io::File f;
   {
     nb::gil_scoped_release release;
@@ -365,6 +402,7 @@ std::pair<std::map<std::string, TensorOut>, Metadata> load_vector(const std::str
 }
 
 void save_vector(const std::string& path, const std::map<std::string, TensorArg>& tensors, const Metadata& md) {
+  check_path(path);
   const qtc::io::File f = make_file(tensors, md);
   nb::gil_scoped_release release;
   qtc::io::write_file(path, f);
@@ -384,6 +422,7 @@ NB_MODULE(_qtc, m) {
   m.def("quantize", &quantize, "x"_a, "metadata"_a);
   m.def("dequantize", &dequantize, "tensors"_a, "metadata"_a, "rows"_a, "cols"_a, "plane"_a, "out"_a);
   m.def("verify", &verify, "tensors"_a, "metadata"_a, "source"_a, "strict_padding"_a);
+  m.def("verify_path", &verify_path, "path"_a, "metadata"_a, "source"_a, "strict_padding"_a);
   m.def("identify", &identify, "tensors"_a, "metadata"_a, "source"_a);
   m.def("load_vector", &load_vector, "path"_a);
   m.def("check_checkpoint", &check_checkpoint, "path"_a, "reference"_a, "profile"_a);

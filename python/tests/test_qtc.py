@@ -1,5 +1,6 @@
 """The Python module against the C++ reference: round trips in every layout, failures with qtc verify's line,
 the bundled and TE-layout vectors, file I/O, dtypes and zero-copy paths, errors as ValueError, the GIL."""
+import os
 import subprocess
 import threading
 import time
@@ -308,6 +309,8 @@ def test_mxfp4_shapes_and_the_torchao_vectors(tmp_path):
         assert r.passed, r.line
     ident = qtc.identify(str(vectors[0]))
     assert ident.verdict == "OK" and ident.claimed.startswith("torchao+"), ident
+
+
 def test_bf16_round_trip_without_ml_dtypes(monkeypatch, tmp_path):
     monkeypatch.setattr(qtc, "_ml", None)  # as in a venv without ml_dtypes
     bits = (make_x(16, 32, 64).view(np.uint32) >> 16).astype(np.uint16)
@@ -332,3 +335,69 @@ def test_nd_inputs_are_flattened_as_te_does():
     for k in b:
         np.testing.assert_array_equal(a[k], b[k])
     assert qtc.verify({"x": x3, **a}, recipe="nvfp4").passed
+# ---- Hostile inputs (issue 21) ----------------------------------------------------------------------
+
+def _raw_vector(path, tensors, metadata):
+    """A safetensors file written by hand: zero-size tensors of any declared shape (NumPy cannot hold them all)."""
+    import json
+    import struct
+
+    header = {name: {"dtype": dtype, "shape": shape, "data_offsets": [0, 0]} for name, (dtype, shape) in tensors.items()}
+    header["__metadata__"] = metadata
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(struct.pack("<Q", len(text)) + text)
+
+
+@pytest.mark.parametrize("m,k", [(2**62, 0), (0, 2**62), (2**63 - 1, 0), (0, 2**63 - 1), (2**40, 0)])
+def test_verify_path_agrees_with_the_cli_on_huge_empty_shapes(tmp_path, qtc_binary, m, k):
+    import subprocess
+
+    path = tmp_path / "v.safetensors"
+    _raw_vector(path, {"x": ("F32", [m, k]), "rowwise_data": ("U8", [m, k]), "rowwise_scale_inv": ("U8", [m, (k + 31) // 32])},
+                {"recipe": "mxfp8", "columnwise": "0"})
+    cli = subprocess.run([qtc_binary, "verify", str(path)], capture_output=True, text=True)
+    r = qtc.verify(path)
+    assert {0: "pass", 1: "fail", 2: "error"}[cli.returncode] == r.verdict, (cli.stdout, r.line)
+    if r.verdict != "pass":
+        assert r.line in cli.stdout
+
+
+def test_nul_in_a_path_is_an_error(tmp_path):
+    bad = str(tmp_path / "a.safetensors") + "\0.txt"
+    with pytest.raises(ValueError, match="NUL"):
+        qtc.load_vector(bad)
+    with pytest.raises(ValueError, match="NUL"):
+        qtc.save_vector(bad, {"x": make_x(0)}, {"recipe": "mxfp8"})
+    with pytest.raises(ValueError, match="NUL"):
+        qtc.verify(bad)
+    assert not (tmp_path / "a.safetensors").exists()
+
+
+def test_schema_other_than_1_is_refused_as_the_cli_does():
+    x = make_x(1)
+    with pytest.raises(ValueError, match="qtc.schema"):
+        qtc.quantize(x, "mxfp8", **{"qtc.schema": "2"})
+    q = qtc.quantize(x, "mxfp8")
+    with pytest.raises(ValueError, match="qtc.schema"):
+        qtc.dequantize(q, "mxfp8", x.shape, **{"qtc.schema": "2"})
+    assert qtc.verify({"x": x, **q}, recipe="mxfp8", **{"qtc.schema": "2"}).verdict == "error"
+
+
+def test_non_integer_shape_is_refused():
+    x = make_x(2)
+    q = qtc.quantize(x, "mxfp8")
+    for shape in [(x.shape[0] + 0.5, x.shape[1]), (x.shape[0], float(x.shape[1])), (True, x.shape[1]), ("64", 64)]:
+        with pytest.raises(ValueError, match="must be an integer"):
+            qtc.dequantize(q, "mxfp8", shape)
+    assert qtc.dequantize(q, "mxfp8", (np.int64(x.shape[0]), x.shape[1])).shape == x.shape
+
+
+def test_outputs_are_regular_files_only(tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "link").symlink_to(tmp_path / "target")
+    for name in ("fifo", "link"):
+        with pytest.raises(ValueError, match="output-regular-file"):
+            qtc.save_vector(tmp_path / name, {"x": make_x(3)}, {"recipe": "mxfp8"})
+    assert not (tmp_path / "target").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "link"]

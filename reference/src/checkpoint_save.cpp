@@ -63,8 +63,17 @@ std::pair<uint64_t, uint64_t> write_atomic(const std::string& dir, const std::st
   // Unique per process and call: concurrent writers never share a temporary file.
   static std::atomic<uint64_t> counter{0};
   const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
-  const int fd = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+  const int fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
   sys_check(fd >= 0, "create", tmp);
+  // A write that fails (ENOSPC, EFBIG, EIO, a hook that throws) removes its temporary: a retry finds the space
+  // and the directory as they were.
+  struct RemoveUnlessRenamed {
+    const std::string& path;
+    bool renamed = false;
+    ~RemoveUnlessRenamed() {
+      if (!renamed) ::unlink(path.c_str());
+    }
+  } cleanup{tmp};
   step("created " + tmp);
   XXH3_state_t* st = XXH3_createState();
   XXH3_64bits_reset(st);
@@ -97,6 +106,7 @@ std::pair<uint64_t, uint64_t> write_atomic(const std::string& dir, const std::st
   }
   sys_check(::close(fd) == 0, "close", tmp);
   sys_check(::rename(tmp.c_str(), path.c_str()) == 0, "rename to " + path + " of", tmp);
+  cleanup.renamed = true;
   step("renamed " + tmp + " -> " + path);
   if (opt.fsync) {
     fsync_dir(dir);
@@ -114,8 +124,15 @@ constexpr const char* kClaimPrefix = "claim-g";
 class DirLock {
  public:
   explicit DirLock(const std::string& dir) : path_((fs::path(dir) / kLockName).string()) {
-    fd_ = ::open(path_.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-    sys_check(fd_ >= 0, "open lock file", path_);
+    // O_NOFOLLOW: a symbolic link at the lock's name is refused (ELOOP), never followed to create or lock a file
+    // outside the checkpoint directory.
+    fd_ = ::open(path_.c_str(), O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0644);
+    sys_check(fd_ >= 0, "open lock file (a regular file, not a link)", path_);
+    struct stat st{};
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd_);
+      QTC_FAIL("checkpoint: the lock file ", path_, " is not a regular file (rule 'lock-regular-file')");
+    }
     while (::flock(fd_, LOCK_EX) != 0) {
       if (errno == EINTR) continue;
       const int e = errno;
@@ -133,11 +150,57 @@ class DirLock {
   int fd_ = -1;
 };
 
-/// The generation a file name belongs to: shard-g<N>-..., claim-g<N> (and their temporaries); nullopt otherwise.
-std::optional<uint64_t> generation_of(const std::string& n) {
-  unsigned long long v = 0;
-  if (std::sscanf(n.c_str(), "shard-g%llu-", &v) == 1 || std::sscanf(n.c_str(), "claim-g%llu", &v) == 1) return v;
-  return std::nullopt;
+/// Generations above this are not qtc's (a name claiming one is someone else's file): g + 1 never overflows.
+constexpr uint64_t kMaxGeneration = uint64_t{1} << 62;
+
+/// A decimal number of qtc's names: digits only, no sign, no leading zero, at most `max`.
+std::optional<uint64_t> name_number(std::string_view s, uint64_t max) {
+  if (s.empty() || s.size() > 19 || (s.size() > 1 && s[0] == '0')) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return v <= max ? std::optional<uint64_t>(v) : std::nullopt;
+}
+
+/// `n` without a temporary's suffix ".tmp.<pid>.<counter>" (write_atomic), or nullopt when it has none.
+std::optional<std::string_view> strip_tmp_suffix(std::string_view n) {
+  const size_t t = n.find(".tmp.");
+  if (t == std::string_view::npos) return std::nullopt;
+  const std::string_view rest = n.substr(t + 5);
+  const size_t dot = rest.find('.');
+  if (dot == std::string_view::npos || !name_number(rest.substr(0, dot), UINT64_MAX) ||
+      !name_number(rest.substr(dot + 1), UINT64_MAX))
+    return std::nullopt;
+  return n.substr(0, t);
+}
+
+/// The generation of a name that is exactly one of qtc's: shard-g<N>-r<R>-of-<W>.qtc (as shard_file_name writes it),
+/// claim-g<N>, or a temporary of a shard file (<shard>.tmp.<pid>.<counter>); nullopt for any other name, so that
+/// a user's file that merely looks like one (shard-g1-r0-of-1.qtc.bak, claim-g1-README, shard-g-1-x,
+/// claim-g99999999999999999999) is neither taken for a generation nor removed.
+std::optional<uint64_t> generation_of(const std::string& name) {
+  std::string_view n = name;
+  const auto base = strip_tmp_suffix(n);
+  if (base) n = *base;
+  if (!base && n.starts_with(kClaimPrefix)) return name_number(n.substr(std::string_view(kClaimPrefix).size()), kMaxGeneration);
+  if (!n.starts_with("shard-g") || !n.ends_with(".qtc")) return std::nullopt;
+  const std::string_view body = n.substr(7, n.size() - 7 - 4);  // <N>-r<R>-of-<W>
+  const size_t r = body.find("-r"), of = body.find("-of-");
+  if (r == std::string_view::npos || of == std::string_view::npos || of < r) return std::nullopt;
+  const auto g = name_number(body.substr(0, r), kMaxGeneration);
+  const auto rank = name_number(body.substr(r + 2, of - r - 2), INT32_MAX);
+  const auto world = name_number(body.substr(of + 4), INT32_MAX);
+  if (!g || !rank || !world || *rank >= *world) return std::nullopt;
+  if (shard_file_name(*g, static_cast<int>(*rank), static_cast<int>(*world)) != n) return std::nullopt;
+  return g;
+}
+
+/// Whether `n` is a temporary of the index (write_atomic of index.json), exactly.
+bool is_index_temporary(const std::string& n) {
+  const auto base = strip_tmp_suffix(n);
+  return base && *base == kIndexName;
 }
 
 /// The committed generation (0 when there is no readable index).
@@ -218,7 +281,7 @@ void commit_locked(const std::string& dir, uint64_t generation, int world, std::
     const std::string n = de.path().filename().string();
     if (keep.count(n)) continue;
     const auto g = generation_of(n);
-    if ((g && *g <= generation) || n.rfind(std::string(kIndexName) + ".tmp.", 0) == 0) doomed.push_back(de.path());
+    if ((g && *g <= generation) || is_index_temporary(n)) doomed.push_back(de.path());
   }
   remove_all_of(doomed, sc);
 }
@@ -345,8 +408,22 @@ void save_checkpoint(const std::string& dir, std::span<const std::vector<TensorS
   StepCounter sc{opt, &step};
   const uint64_t gen = claim_generation_locked(dir, &sc);
   std::vector<ShardFileInfo> infos;
-  for (int r = 0; r < world; ++r) infos.push_back(write_shard_file(dir, gen, r, world, per_rank[static_cast<size_t>(r)], opt, &step));
-  commit_locked(dir, gen, world, infos, sc);
+  try {
+    for (int r = 0; r < world; ++r) infos.push_back(write_shard_file(dir, gen, r, world, per_rank[static_cast<size_t>(r)], opt, &step));
+    commit_locked(dir, gen, world, infos, sc);
+  } catch (...) {
+    // A save that fails before its commit (ENOSPC, EFBIG, EIO, a refused tensor) removes what it wrote: its
+    // shard files, their temporaries and its claim, so that a retry finds the directory as it was. A failure
+    // after the index was renamed into place leaves the (committed) generation as it is.
+    if (committed_generation(dir) < gen) {
+      std::error_code ec;
+      std::vector<fs::path> own;
+      for (const auto& de : fs::directory_iterator(dir, ec))
+        if (generation_of(de.path().filename().string()) == gen) own.push_back(de.path());
+      for (const fs::path& p : own) fs::remove(p, ec);
+    }
+    throw;
+  }
 }
 
 std::future<void> save_checkpoint_async(const std::string& dir, std::span<const std::vector<TensorShard>> per_rank, SaveOptions opt) {

@@ -6,7 +6,9 @@
 #include <cstring>
 
 #include "qtc/error.hpp"
+#include "qtc/footprint.hpp"
 #include "qtc/layouts.hpp"
+#include "qtc/untrusted.hpp"
 
 namespace qtc::ref {
 
@@ -50,9 +52,10 @@ LayoutOptions layout_from_metadata(const std::map<std::string, std::string>& md)
                   "' (expected one of: compact, te, deepgemm_packed_ue8m0; VECTORS.md, Native layouts; conformance/README.md)");
   }
   if (auto it = md.find("swizzled"); it != md.end()) {
-    if (it->second == "1" || it->second == "true") o.swizzled = true;
-    else if (it->second == "0" || it->second == "false") o.swizzled = false;
-    else QTC_FAIL("metadata key 'swizzled': expected 0 or 1, got '", it->second, "'");
+    // Exactly the documented values (VECTORS.md): "1" or "0"; "true", "yes", "01" are refused, not guessed.
+    if (it->second == "1") o.swizzled = true;
+    else if (it->second == "0") o.swizzled = false;
+    else QTC_FAIL("metadata key 'swizzled': expected 0 or 1, got ", printable_name(it->second));
   }
   if (o.swizzled && o.layout != TensorLayout::kTE)
     QTC_FAIL("metadata key 'swizzled': swizzled=1 needs layout=te (the cuBLAS 128x4 swizzle tiles TE's padded scale buffers; "
@@ -238,6 +241,22 @@ io::File convert_vector_layout(const io::File& f, const LayoutOptions& to, uint8
   const io::Tensor& x = f.at("x");
   QTC_CHECK(x.shape.size() == 2, "tensor 'x' has shape ", shape_text(x.shape), "; VECTORS.md needs 2-D [M, K]");
   const int64_t M = x.shape[0], K = x.shape[1];
+  // The sizes of the rewritten tensors (TE's padded shapes may be larger than the compact ones), checked without
+  // wrapping and against the memory precheck of every command (footprint.hpp) before any is made.
+  {
+    const std::string what = "layout conversion of recipe " + r.name() + " for x of shape " + shape_text(x.shape);
+    int64_t need = 0;
+    for (const io::Tensor& t : f.tensors) {
+      const auto dst = t.name == "x" ? std::nullopt : OutputLayout::find(t.name, r, M, K, to);
+      if (!dst) continue;  // x is kept as it is; a tensor that is no output is reported below
+      const std::vector<int64_t> shape = dst->shape();
+      if (std::find(shape.begin(), shape.end(), int64_t{0}) != shape.end()) continue;
+      int64_t bytes = static_cast<int64_t>(io::dtype_size(t.dtype).value_or(4));
+      for (int64_t d : shape) bytes = checked_size({bytes, d}, what + ": tensor " + printable_name(t.name));
+      need = checked_add(need, bytes, what);
+    }
+    check_memory(need, 2, what);
+  }
   io::File out;
   out.metadata = f.metadata;
   layout_to_metadata(to, out.metadata);

@@ -11,9 +11,11 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
+#include <unordered_set>
 #include <sstream>
 
 #include "qtc/error.hpp"
+#include "qtc/output_file.hpp"
 #include "qtc/untrusted.hpp"
 
 namespace qtc::io {
@@ -55,38 +57,50 @@ int64_t as_index(const json& v, const std::string& source, const std::string& wh
   fail(source, what + " is not a number (" + std::string(v.type_name()) + ")");
 }
 
-/// Duplicate-key and depth checks while parsing (nlohmann keeps the last of duplicate keys silently).
-struct HeaderParser {
+/// Duplicate-key and depth checks, in one pass over the header text before it is parsed into a json value
+/// (nlohmann keeps the last of duplicate keys silently). A SAX handler that builds nothing: linear in the
+/// header's size. (The parser callback used before made nlohmann search the parent object for a discarded
+/// value at the end of every child object: quadratic in the number of tensors.)
+struct HeaderChecker : nlohmann::json_sax<json> {
   const std::string& source;
-  std::vector<std::set<std::string>> keys;  // one set per open object
-  std::vector<bool> is_object;              // per open container
+  std::vector<std::unordered_set<std::string>> keys;  // one set per open object
+  std::vector<bool> is_object;                        // per open container
+  std::string error;                                  // the JSON parser's message on a syntax error
 
-  bool operator()(int depth, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        if (depth >= kMaxJsonDepth) fail(source, "header JSON is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-        is_object.push_back(event == json::parse_event_t::object_start);
-        if (is_object.back()) keys.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end:
-        if (!is_object.empty()) {
-          if (is_object.back()) keys.pop_back();
-          is_object.pop_back();
-        }
-        break;
-      case json::parse_event_t::key:
-        if (!keys.empty()) {
-          const auto& k = parsed.get_ref<const std::string&>();
-          if (!keys.back().insert(k).second)
-            fail(source, "duplicate key " + quote_name(k) + (keys.size() == 1 ? " (tensor names must be unique)" : ""));
-        }
-        break;
-      case json::parse_event_t::value:
-        break;
+  explicit HeaderChecker(const std::string& s) : source(s) {}
+  bool open(bool object) {
+    if (is_object.size() >= static_cast<size_t>(kMaxJsonDepth))
+      fail(source, "header JSON is nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    is_object.push_back(object);
+    if (object) keys.emplace_back();
+    return true;
+  }
+  bool close() {
+    if (!is_object.empty()) {
+      if (is_object.back()) keys.pop_back();
+      is_object.pop_back();
     }
     return true;
+  }
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return open(true); }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(false); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    if (!keys.empty() && !keys.back().insert(k).second)
+      fail(source, "duplicate key " + quote_name(k) + (keys.size() == 1 ? " (tensor names must be unique)" : ""));
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    error = e.what();
+    return false;
   }
 };
 
@@ -247,9 +261,13 @@ Header parse_header(std::span<const uint8_t> text, uint64_t data_size_u, const s
                      " (only spaces may pad the header)");
   }
   json header;
+  {
+    HeaderChecker check(source);
+    if (!json::sax_parse(hb, hb + end, &check, nlohmann::detail::input_format_t::json, /*strict=*/true, /*ignore_comments=*/false))
+      fail(source, "header is not valid JSON: " + check.error);
+  }
   try {
-    HeaderParser hp{source, {}, {}};
-    header = json::parse(hb, hb + end, std::ref(hp), /*allow_exceptions=*/true, /*ignore_comments=*/false);
+    header = json::parse(hb, hb + end, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/false);
   } catch (const json::exception& e) {
     fail(source, std::string("header is not valid JSON: ") + e.what());
   }
@@ -414,19 +432,9 @@ std::vector<uint8_t> serialize(const File& file) {
 }
 
 void write_file(const std::filesystem::path& path, const File& file) {
-  const std::vector<uint8_t> bytes = serialize(file);
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    QTC_CHECK(static_cast<bool>(out), path.string(), ": cannot open for writing");
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    QTC_CHECK(static_cast<bool>(out), path.string(), ": write failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  QTC_CHECK(!ec, path.string(), ": cannot rename the temporary file into place: ", ec.message());
+  // Refuses a path that is not absent or a regular file, writes through a temporary in the same directory that
+  // is removed when the write fails (output_file.hpp).
+  write_output_file(path, serialize(file));
 }
 
 // ---------------------------------------------------------------------------------------------------

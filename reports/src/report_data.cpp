@@ -10,6 +10,7 @@
 #include <regex>
 #include <set>
 
+#include "qtc/error.hpp"
 #include "report_internal.hpp"
 
 namespace qtc::report {
@@ -24,62 +25,142 @@ std::string_view verdict_name(Comparison::Verdict v) {
   return "?";
 }
 
-std::vector<Comparison> read_comparison(const nlohmann::json& dump, double alpha, double min_change, bool cpu_time) {
+std::vector<Comparison> read_comparison(const nlohmann::json& dump, double alpha, double min_change, bool cpu_time,
+                                        std::vector<std::string>* problems) {
+  using detail::FieldError;
+  using detail::int_field;
+  using detail::num_field;
+  using detail::str_field;
   const char* const kOld = cpu_time ? "cpu_time" : "real_time";
   const char* const kNew = cpu_time ? "cpu_time_other" : "real_time_other";
   const char* const kP = cpu_time ? "cpu_pvalue" : "time_pvalue";
+  auto problem = [&](size_t i, const nlohmann::json& e, const FieldError& err) {
+    std::string name;
+    if (e.is_object() && e.contains("name") && e["name"].is_string()) name = " (" + e["name"].get<std::string>() + ")";
+    const std::string line = fmt::format("entry {}{}: {}; the entry is left out", i, name, err.what());
+    if (problems == nullptr) throw Error(line);
+    problems->push_back(line);
+  };
   // compare.py -d writes a list of {name, run_type, aggregate_name, measurements[], time_unit, utest{}}:
   // per-repetition entries ("iteration") carry the U test over all repetitions; the "_median"/"_mean"
   // aggregates carry the central values. We take the U test's p-value for real time and the median's change.
   std::vector<Comparison> out;
   if (!dump.is_array()) return out;
   std::map<std::string, const nlohmann::json*> median, mean;
-  for (const auto& e : dump) {
-    if (!e.is_object() || e.value("run_type", "") != "aggregate") continue;
-    const std::string agg = e.value("aggregate_name", "");
-    const std::string name = e.value("name", "");
-    const std::string base = name.size() > agg.size() + 1 ? name.substr(0, name.size() - agg.size() - 1) : name;
-    if (agg == "median") median[base] = &e;
-    if (agg == "mean") mean[base] = &e;
+  for (size_t i = 0; i < dump.size(); ++i) {
+    const auto& e = dump[i];
+    try {
+      if (!e.is_object() || str_field(e, "run_type", "") != "aggregate") continue;
+      const std::string agg = str_field(e, "aggregate_name", "");
+      const std::string name = str_field(e, "name", "");
+      const std::string base = name.size() > agg.size() + 1 ? name.substr(0, name.size() - agg.size() - 1) : name;
+      if (agg == "median") median[base] = &e;
+      if (agg == "mean") mean[base] = &e;
+    } catch (const FieldError& err) {
+      problem(i, e, err);
+    }
   }
-  for (const auto& e : dump) {
-    if (!e.is_object() || e.value("run_type", "") == "aggregate") continue;
-    const std::string name = e.value("name", "");
-    if (name.empty() || name == "OVERALL_GEOMEAN") continue;
-    Comparison c;
-    c.name = name;
-    c.metric = cpu_time ? "CPU time" : "real time";
-    c.time_unit = e.value("time_unit", "");
-    const auto& ms = e.value("measurements", nlohmann::json::array());
-    c.reps_old = c.reps_new = static_cast<int>(ms.size());
-    const nlohmann::json* central = median.count(name) ? median[name] : (mean.count(name) ? mean[name] : nullptr);
-    if (central != nullptr && !(*central)["measurements"].empty()) {
-      const auto& m0 = (*central)["measurements"][0];
-      c.old_time = m0.value(kOld, 0.0);
-      c.new_time = m0.value(kNew, 0.0);
-    } else if (!ms.empty()) {  // no aggregates (one repetition): the plain means of the measurements
-      for (const auto& m : ms) {
-        c.old_time += m.value(kOld, 0.0) / static_cast<double>(ms.size());
-        c.new_time += m.value(kNew, 0.0) / static_cast<double>(ms.size());
+  // The central values of an aggregate entry; FieldError when a measurement is not an object of numbers.
+  auto first_measurement = [&](const nlohmann::json& agg) -> const nlohmann::json* {
+    if (!agg.contains("measurements") || agg["measurements"].is_null()) return nullptr;
+    const auto& ms = agg["measurements"];
+    if (!ms.is_array()) throw FieldError("field 'measurements' is a " + std::string(ms.type_name()) + ", expected a list");
+    if (ms.empty()) return nullptr;
+    if (!ms[0].is_object()) throw FieldError("field 'measurements[0]' is a " + std::string(ms[0].type_name()) + ", expected an object");
+    return &ms[0];
+  };
+  for (size_t i = 0; i < dump.size(); ++i) {
+    const auto& e = dump[i];
+    try {
+      if (!e.is_object() || str_field(e, "run_type", "") == "aggregate") continue;
+      const std::string name = str_field(e, "name", "");
+      if (name.empty() || name == "OVERALL_GEOMEAN") continue;
+      Comparison c;
+      c.name = name;
+      c.metric = cpu_time ? "CPU time" : "real time";
+      c.time_unit = str_field(e, "time_unit", "");
+      static const nlohmann::json kNoList = nlohmann::json::array();
+      const auto& ms = e.contains("measurements") && !e["measurements"].is_null() ? e["measurements"] : kNoList;
+      if (!ms.is_array()) throw FieldError("field 'measurements' is a " + std::string(ms.type_name()) + ", expected a list");
+      for (size_t k = 0; k < ms.size(); ++k)
+        if (!ms[k].is_object())
+          throw FieldError(fmt::format("field 'measurements[{}]' is a {}, expected an object", k, ms[k].type_name()));
+      c.reps_old = c.reps_new = static_cast<int>(ms.size());
+      const nlohmann::json* central = median.count(name) ? median[name] : (mean.count(name) ? mean[name] : nullptr);
+      const nlohmann::json* m0 = central != nullptr ? first_measurement(*central) : nullptr;
+      if (m0 != nullptr) {
+        c.old_time = num_field(*m0, kOld, 0.0);
+        c.new_time = num_field(*m0, kNew, 0.0);
+      } else if (!ms.empty()) {  // no aggregates (one repetition): the plain means of the measurements
+        for (const auto& m : ms) {
+          c.old_time += num_field(m, kOld, 0.0) / static_cast<double>(ms.size());
+          c.new_time += num_field(m, kNew, 0.0) / static_cast<double>(ms.size());
+        }
       }
+      c.change = c.old_time != 0 ? (c.new_time - c.old_time) / std::fabs(c.old_time) : 0.0;
+      if (e.contains("utest") && !e["utest"].is_null() && !e["utest"].is_object())
+        throw FieldError("field 'utest' is a " + std::string(e["utest"].type_name()) + ", expected an object");
+      const auto& ut = e.contains("utest") && e["utest"].is_object() ? e["utest"] : nlohmann::json::object();
+      if (ut.is_object() && ut.contains(kP) && ut[kP].is_number()) {
+        c.pvalue = ut[kP].get<double>();
+        c.reps_old = static_cast<int>(int_field(ut, "nr_of_repetitions", c.reps_old));
+        c.reps_new = static_cast<int>(int_field(ut, "nr_of_repetitions_other", c.reps_new));
+        const bool significant = *c.pvalue < alpha;
+        if (significant && c.change > min_change) c.verdict = Comparison::Verdict::kRegression;
+        else if (significant && c.change < -min_change) c.verdict = Comparison::Verdict::kImprovement;
+        else c.verdict = Comparison::Verdict::kSame;
+      }
+      out.push_back(c);
+    } catch (const FieldError& err) {
+      problem(i, e, err);
     }
-    c.change = c.old_time != 0 ? (c.new_time - c.old_time) / std::fabs(c.old_time) : 0.0;
-    const auto& ut = e.value("utest", nlohmann::json::object());
-    if (ut.is_object() && ut.contains(kP) && ut[kP].is_number()) {
-      c.pvalue = ut[kP].get<double>();
-      c.reps_old = ut.value("nr_of_repetitions", c.reps_old);
-      c.reps_new = ut.value("nr_of_repetitions_other", c.reps_new);
-      const bool significant = *c.pvalue < alpha;
-      if (significant && c.change > min_change) c.verdict = Comparison::Verdict::kRegression;
-      else if (significant && c.change < -min_change) c.verdict = Comparison::Verdict::kImprovement;
-      else c.verdict = Comparison::Verdict::kSame;
-    }
-    out.push_back(c);
   }
   return out;
 }
 
 namespace detail {
+
+namespace {
+std::string type_text(const json& v) { return v.is_number() ? "number" : std::string(v.type_name()); }
+const json* field_or_null(const json& o, const char* key) {
+  if (!o.is_object()) return nullptr;
+  const auto it = o.find(key);
+  return it == o.end() || it->is_null() ? nullptr : &*it;
+}
+}  // namespace
+
+std::string str_field(const json& o, const char* key, const std::string& dflt) {
+  const json* v = field_or_null(o, key);
+  if (v == nullptr) return dflt;
+  if (!v->is_string()) throw FieldError(fmt::format("field '{}' is a {}, expected a string", key, type_text(*v)));
+  return v->get<std::string>();
+}
+
+double num_field(const json& o, const char* key, double dflt) {
+  const json* v = field_or_null(o, key);
+  if (v == nullptr) return dflt;
+  if (!v->is_number()) throw FieldError(fmt::format("field '{}' is a {}, expected a number", key, type_text(*v)));
+  return v->get<double>();
+}
+
+int64_t int_field(const json& o, const char* key, int64_t dflt) {
+  const json* v = field_or_null(o, key);
+  if (v == nullptr) return dflt;
+  if (v->is_number_integer() && !(v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)))
+    return v->get<int64_t>();
+  if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) return static_cast<int64_t>(d);
+  }
+  throw FieldError(fmt::format("field '{}' is {}, expected an integer", key, v->is_number() ? v->dump() : "a " + type_text(*v)));
+}
+
+bool bool_field(const json& o, const char* key, bool dflt) {
+  const json* v = field_or_null(o, key);
+  if (v == nullptr) return dflt;
+  if (!v->is_boolean()) throw FieldError(fmt::format("field '{}' is a {}, expected true or false", key, type_text(*v)));
+  return v->get<bool>();
+}
 
 double BenchPoint::bandwidth_gbs() const {
   for (const char* k : {"GB/s", "GBps", "GBs"})
@@ -214,19 +295,12 @@ void read_history(Model& m) {
     if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path());
   for (const auto& p : files) {
     auto j = read_json(p, m.warnings);
-    if (!j || !j->is_object()) continue;
-    HistoryRun h;
-    h.file = p.filename().string();
-    h.date = j->value("date", "");
-    h.commit = j->value("commit", "");
-    h.machine_kind = j->value("machine_kind", "");
-    const json secs = j->value("seconds", json::object());  // a named copy: items() must not outlive it
-    for (const auto& [k, v] : secs.items())
-      if (v.is_number()) {
-        const auto colon = k.find(':');
-        h.seconds[colon == std::string::npos ? k : history_key(k.substr(0, colon), k.substr(colon + 1))] = v.get<double>();
-      }
-    m.history.push_back(h);
+    if (!j) continue;
+    // A record with a mistyped field is left out with a warning: it never stops this report or a later one.
+    if (auto h = parse_history_record(*j, p.string(), m.warnings)) {
+      h->file = p.filename().string();
+      m.history.push_back(std::move(*h));
+    }
   }
   std::sort(m.history.begin(), m.history.end(), [](const HistoryRun& a, const HistoryRun& b) {
     return a.date != b.date ? a.date < b.date : a.file < b.file;
@@ -235,7 +309,33 @@ void read_history(Model& m) {
 
 }  // namespace
 
-BenchFile parse_bench(const json& j, const std::string& path) {
+std::optional<HistoryRun> parse_history_record(const json& j, const std::string& file, std::vector<std::string>& warnings) {
+  if (!j.is_object()) {
+    warnings.push_back(fmt::format("history record {} is a JSON {}, not an object; left out", file, j.type_name()));
+    return std::nullopt;
+  }
+  try {
+    HistoryRun h;
+    h.file = file;
+    h.date = str_field(j, "date", "");
+    h.commit = str_field(j, "commit", "");
+    h.machine_kind = str_field(j, "machine_kind", "");
+    if (const auto it = j.find("seconds"); it != j.end() && !it->is_null()) {
+      if (!it->is_object()) throw FieldError("field 'seconds' is a " + std::string(it->type_name()) + ", expected an object");
+      for (const auto& [k, v] : it->items()) {
+        if (!v.is_number()) throw FieldError(fmt::format("field 'seconds' entry '{}' is a {}, expected a number", k, v.type_name()));
+        const auto colon = k.find(':');
+        h.seconds[colon == std::string::npos ? k : history_key(k.substr(0, colon), k.substr(colon + 1))] = v.get<double>();
+      }
+    }
+    return h;
+  } catch (const FieldError& e) {
+    warnings.push_back(fmt::format("history record {}: {}; the record is left out", file, e.what()));
+    return std::nullopt;
+  }
+}
+
+BenchFile parse_bench(const json& j, const std::string& path, std::vector<std::string>* warnings) {
   BenchFile f;
   f.path = path;
   if (j.contains("context") && j["context"].is_object())
@@ -261,21 +361,38 @@ BenchFile parse_bench(const json& j, const std::string& path) {
   std::map<std::string, Group> groups;
   static const json kNone = json::array();
   const json& list = j.is_object() && j.contains("benchmarks") && j["benchmarks"].is_array() ? j["benchmarks"] : kNone;
-  for (const auto& b : list) {  // Group keeps pointers into `list`: iterate the document itself, not a copy
-    if (!b.is_object() || b.value("error_occurred", false)) continue;
-    const std::string run = b.value("run_name", b.value("name", ""));
-    if (run.empty()) continue;
-    if (!groups.count(run)) order.push_back(run);
-    Group& g = groups[run];
-    if (g.family < 0 && b.contains("family_index") && b["family_index"].is_number_integer()) g.family = b["family_index"].get<int64_t>();
-    const std::string type = b.value("run_type", "iteration");
-    if (type == "aggregate") {
-      const std::string agg = b.value("aggregate_name", "");
-      if (agg == "median") g.median = &b;
-      if (agg == "mean") g.mean = &b;
-    } else {
-      if (g.first == nullptr) g.first = &b;
-      ++g.reps;
+  // An entry with a mistyped field is left out, named in a warning with its file and field.
+  auto problem = [&](size_t i, const json& b, const std::string& what) {
+    std::string name;
+    if (b.is_object() && b.contains("name") && b["name"].is_string()) name = " (" + b["name"].get<std::string>() + ")";
+    const std::string line = fmt::format("{}: benchmark entry {}{}: {}; the entry is left out", path, i, name, what);
+    if (warnings == nullptr) throw FieldError(line);
+    warnings->push_back(line);
+  };
+  for (size_t i = 0; i < list.size(); ++i) {  // Group keeps pointers into `list`: iterate the document itself, not a copy
+    const json& b = list[i];
+    try {
+      if (!b.is_object() || bool_field(b, "error_occurred", false)) continue;
+      const std::string run = str_field(b, "run_name", str_field(b, "name", ""));
+      if (run.empty()) continue;
+      const int64_t family = int_field(b, "family_index", -1);
+      const std::string type = str_field(b, "run_type", "iteration");
+      const std::string agg = type == "aggregate" ? str_field(b, "aggregate_name", "") : "";
+      // The fields the report reads from the entry it keeps for the run (checked here, on every entry).
+      (void)str_field(b, "time_unit", "ns");
+      (void)num_field(b, "real_time", 0.0);
+      if (!groups.count(run)) order.push_back(run);
+      Group& g = groups[run];
+      if (g.family < 0 && family >= 0) g.family = family;
+      if (type == "aggregate") {
+        if (agg == "median") g.median = &b;
+        if (agg == "mean") g.mean = &b;
+      } else {
+        if (g.first == nullptr) g.first = &b;
+        ++g.reps;
+      }
+    } catch (const FieldError& e) {
+      problem(i, b, e.what());
     }
   }
   std::stable_sort(order.begin(), order.end(), [&](const std::string& a, const std::string& b) { return groups[a].family < groups[b].family; });
@@ -286,8 +403,8 @@ BenchFile parse_bench(const json& j, const std::string& path) {
     BenchPoint p;
     p.suite = f.suite;
     p.name = run;
-    p.time_unit = e->value("time_unit", "ns");
-    p.real_time = e->value("real_time", 0.0);
+    p.time_unit = str_field(*e, "time_unit", "ns");  // checked on every entry above
+    p.real_time = num_field(*e, "real_time", 0.0);
     p.seconds = p.real_time * unit_seconds(p.time_unit);
     p.repetitions = std::max(1, g.reps);
     for (const auto& [k, v] : e->items())
@@ -297,7 +414,7 @@ BenchFile parse_bench(const json& j, const std::string& path) {
   return f;
 }
 
-void parse_conform(const json& j, const std::string& source, Conformance& out) {
+void parse_conform(const json& j, const std::string& source, Conformance& out, std::vector<std::string>* warnings) {
   out.sources.push_back(source);
   if (!j.is_object()) return;
   // Run facts: top-level scalars, lists of scalars, and one level of objects ("summary.pass", "generated.cases").
@@ -323,16 +440,30 @@ void parse_conform(const json& j, const std::string& source, Conformance& out) {
   // take its counts, and only the failure messages from "results".
   const bool have_matrix = j.contains("matrix") && j["matrix"].is_array();
   if (have_matrix) {
+    size_t i = 0;
     for (const auto& e : j["matrix"]) {
+      ++i;
       if (!e.is_object()) continue;
       ConformCell cell;
       cell.recipe = str_of(e, {"recipe"}, "?");
       cell.backend = str_of(e, {"backend"}, "-");
       cell.profile = str_of(e, {"profile"}, "-");
-      cell.passed = e.value("pass", 0);
-      cell.failed = e.value("fail", 0);
-      cell.errors = e.value("error", 0);
-      cell.skipped = e.value("skipped", 0);
+      try {
+        auto count = [&](const char* k) {
+          const int64_t v = int_field(e, k, 0);
+          if (v < 0 || v > INT32_MAX) throw FieldError(fmt::format("field '{}' is {}, expected a count", k, v));
+          return static_cast<int>(v);
+        };
+        cell.passed = count("pass");
+        cell.failed = count("fail");
+        cell.errors = count("error");
+        cell.skipped = count("skipped");
+      } catch (const FieldError& err) {
+        const std::string line = fmt::format("{}: matrix entry {}: {}; the entry is left out", source, i - 1, err.what());
+        if (warnings == nullptr) throw FieldError(line);
+        warnings->push_back(line);
+        continue;
+      }
       index[std::make_tuple(cell.recipe, cell.backend, cell.profile)] = out.cells.size();
       out.cells.push_back(cell);
     }
@@ -457,26 +588,21 @@ Model build_model(const Inputs& in) {
   m.in = in;
   m.generated_utc = utc_now();
   for (const auto& p : in.bench_json)
-    if (auto j = read_json(p, m.warnings)) m.benches.push_back(parse_bench(*j, p.string()));
-  for (const auto& p : in.compare_json)
-    if (auto j = read_json(p, m.warnings)) {
-      if (!j->is_array()) {
-        m.warnings.push_back(fmt::format("{} is not a compare.py dump (expected a JSON list)", p.string()));
-        continue;
+    if (auto j = read_json(p, m.warnings)) m.benches.push_back(parse_bench(*j, p.string(), &m.warnings));
+  for (const bool cpu : {false, true})
+    for (const auto& p : cpu ? in.compare_cpu_json : in.compare_json)
+      if (auto j = read_json(p, m.warnings)) {
+        if (!j->is_array()) {
+          m.warnings.push_back(fmt::format("{} is not a compare.py dump (expected a JSON list)", p.string()));
+          continue;
+        }
+        std::vector<std::string> problems;
+        for (auto& c : read_comparison(*j, in.alpha, in.min_change, cpu, &problems)) m.comparison.push_back(std::move(c));
+        for (const auto& line : problems) m.warnings.push_back(p.string() + ": " + line);
       }
-      for (auto& c : read_comparison(*j, in.alpha, in.min_change)) m.comparison.push_back(std::move(c));
-    }
-  for (const auto& p : in.compare_cpu_json)
-    if (auto j = read_json(p, m.warnings)) {
-      if (!j->is_array()) {
-        m.warnings.push_back(fmt::format("{} is not a compare.py dump (expected a JSON list)", p.string()));
-        continue;
-      }
-      for (auto& c : read_comparison(*j, in.alpha, in.min_change, true)) m.comparison.push_back(std::move(c));
-    }
   for (const auto& p : in.conform_json)
-    if (auto j = read_json(p, m.warnings)) parse_conform(*j, p.string(), m.conform);
-  if (in.conform) parse_conform(*in.conform, "qtc conform", m.conform);
+    if (auto j = read_json(p, m.warnings)) parse_conform(*j, p.string(), m.conform, &m.warnings);
+  if (in.conform) parse_conform(*in.conform, "qtc conform", m.conform, &m.warnings);
   derive_tables(m);
   read_history(m);
   if (!m.benches.empty()) {  // this run is the newest point of the history plot
@@ -497,7 +623,11 @@ std::string html_escape(const std::string& s) {
       case '<': o += "&lt;"; break;
       case '>': o += "&gt;"; break;
       case '"': o += "&quot;"; break;
-      default: o += c;
+      case '\'': o += "&#39;"; break;
+      default: {
+        const auto u = static_cast<unsigned char>(c);
+        o += (u < 0x20 && c != '\n' && c != '\t') || u == 0x7F ? ' ' : c;  // no raw control characters in the page
+      }
     }
   }
   return o;
@@ -505,9 +635,14 @@ std::string html_escape(const std::string& s) {
 
 std::string md_escape(const std::string& s) {
   std::string o;
+  // Markdown renderers pass HTML through: '<' and '&' from an input never start a tag or an entity there.
   for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
     if (c == '|') o += "\\|";
-    else if (c == '\n') o += ' ';
+    else if (c == '<') o += "&lt;";
+    else if (c == '>') o += "&gt;";
+    else if (c == '&') o += "&amp;";
+    else if (u < 0x20 || u == 0x7F) o += ' ';
     else o += c;
   }
   return o;

@@ -1,7 +1,10 @@
 /// \file report_internal.hpp
 /// \brief The report's model (what the inputs say) and its renderers, shared by report_*.cpp.
 #pragma once
+#include <cstdint>
 #include <map>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -89,12 +92,33 @@ struct Model {
   std::string generated_utc;
 };
 
+/// A field of an input's JSON object whose value has another type than the report reads (a string where a
+/// number belongs, ...): the entry it belongs to is left out and the report names the file and the field.
+struct FieldError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+/// o[key] as a string / number / integer / bool, `dflt` when absent or null; FieldError naming the key otherwise.
+std::string str_field(const json& o, const char* key, const std::string& dflt);
+double num_field(const json& o, const char* key, double dflt);
+int64_t int_field(const json& o, const char* key, int64_t dflt);
+bool bool_field(const json& o, const char* key, bool dflt);
+
 /// Reads every input named in `in` into a model (unreadable inputs -> warnings).
 Model build_model(const Inputs& in);
 /// Parses one Google Benchmark JSON document.
-BenchFile parse_bench(const json& j, const std::string& path);
+/// An entry with a mistyped field is left out, with a warning naming the file, the entry and the field in `warnings`
+/// (or a FieldError when `warnings` is null).
+BenchFile parse_bench(const json& j, const std::string& path, std::vector<std::string>* warnings = nullptr);
 /// Parses a `qtc conform` report.json into verdict counts and the divergence table.
-void parse_conform(const json& j, const std::string& source, Conformance& out);
+void parse_conform(const json& j, const std::string& source, Conformance& out, std::vector<std::string>* warnings = nullptr);
+/// One history record (reports/history/*.json); nullopt, with a warning naming `file` and the field, when it is
+/// not an object or a field has another type.
+std::optional<HistoryRun> parse_history_record(const json& j, const std::string& file, std::vector<std::string>& warnings);
+/// Text from an input as a gnuplot string literal of the script: single-quoted (no backquote, macro or escape
+/// expansion), quotes doubled, control characters as spaces.
+std::string gnuplot_quote(const std::string& s);
+/// Text from an input as a double-quoted string column of a gnuplot data file (no '"' or control character inside).
+std::string gnuplot_data_quote(const std::string& s);
 /// This run as a history record.
 json history_record(const Model& m);
 

@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <tuple>
 
 #include "qtc/error.hpp"
+#include "qtc/output_file.hpp"
 #include "report_internal.hpp"
 
 namespace qtc::report {
@@ -525,24 +527,32 @@ Outputs write_report(const Inputs& in, const fs::path& out_dir) {
   o.markdown = o.dir / "qtc_report.md";
   o.html = o.dir / "qtc_report.html";
   o.json = o.dir / "qtc_report.json";
-  auto write = [](const fs::path& p, const std::string& text) {
-    std::ofstream f(p, std::ios::binary);
-    f << text;
-    QTC_CHECK(f.good(), "report: cannot write ", p.string());
-  };
+  // Each file is written whole or not at all (a temporary renamed into place), never through a link or onto a
+  // device node; text that is not UTF-8 (a file name, a field) is written with U+FFFD in its place.
+  auto write = [](const fs::path& p, const std::string& text) { io::write_output_file(p, text); };
+  auto dump = [](const json& j) { return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n"; };
   const json summary = render_summary(m);
   write(o.markdown, render_markdown(m, plots));
   write(o.html, render_html(m, plots));
-  write(o.json, summary.dump(2) + "\n");
+  write(o.json, dump(summary));
   if (in.record_history && !in.history_dir.empty() && !m.benches.empty()) {
     fs::create_directories(in.history_dir);
-    const std::string commit = summary.value("commit", "");
+    // The machine kind and the commit come from the benchmark JSON: only [A-Za-z0-9._-] of them reach the file
+    // name (no '/', no "..": the record stays in the history folder).
+    auto name_part = [](std::string v, size_t max, const char* dflt) {
+      std::string o;
+      for (char c : v.substr(0, std::min(v.size(), max)))
+        o += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ? c : '-';
+      while (!o.empty() && o.front() == '.') o.erase(0, 1);
+      return o.empty() ? std::string(dflt) : o;
+    };
     std::string stamp = m.generated_utc;
     for (char& c : stamp)
       if (c == ':') c = '-';
-    o.history_record = in.history_dir / fmt::format("{}_{}_{}.json", stamp, summary.value("machine_kind", "unknown"),
-                                                    commit.substr(0, std::min<size_t>(commit.size(), 7)));
-    write(o.history_record, history_record(m).dump(2) + "\n");
+    o.history_record = in.history_dir / fmt::format("{}_{}_{}.json", name_part(stamp, 40, "undated"),
+                                                    name_part(summary.value("machine_kind", ""), 64, "unknown"),
+                                                    name_part(summary.value("commit", ""), 7, "nocommit"));
+    write(o.history_record, dump(history_record(m)));
   }
   o.regressions = summary["regressions"].get<int>();
   o.conform_failed = summary["conform_failed"].get<int>();

@@ -113,4 +113,23 @@ inline std::string printable_name(std::string_view s, size_t max_chars = 80) {
   return out + "'";
 }
 
+/// Text for a terminal or a log line that may hold bytes from a file (a message quoting a name, a metadata value,
+/// a path): control bytes (C0, DEL) escaped as \xNN, so no escape sequence, carriage return, bell or line break
+/// from a file reaches the output; everything else (UTF-8 included) as it is.
+inline std::string printable_text(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7F) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace qtc

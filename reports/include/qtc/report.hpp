@@ -76,7 +76,10 @@ struct Comparison {
 
 /// Reads a compare.py dump: a regression is a slowdown with p < alpha and change > min_change, on real time
 /// (or on cpu_time when cpu_time is set).
-std::vector<Comparison> read_comparison(const nlohmann::json& dump, double alpha, double min_change, bool cpu_time = false);
+/// An entry with a field of the wrong type (a string where a number belongs, ...) is left out, with a line naming
+/// the entry and the field in `problems`; with `problems` null, it throws qtc::Error with that line.
+std::vector<Comparison> read_comparison(const nlohmann::json& dump, double alpha, double min_change, bool cpu_time = false,
+                                        std::vector<std::string>* problems = nullptr);
 std::string_view verdict_name(Comparison::Verdict v);
 
 }  // namespace qtc::report
