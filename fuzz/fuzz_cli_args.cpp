@@ -68,13 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   CLI::App app{"qtc"};
   app.require_subcommand(1);
-  qtc::conformance::register_verify(app);
-  qtc::conformance::register_conform(app);
-  qtc::conformance::register_report(app);
-  qtc::conformance::register_gating(app);
-  qtc::conformance::register_identify(app);
-  qtc::conformance::register_profiles(app);
-  qtc::conformance::register_write(app);
+  qtc::conformance::register_all(app);
   // `conform` is parsed, then stopped before its run: its final callback (which owns its options) stays in place.
   struct ConformNotRun {};
   app.get_subcommand("conform")->parse_complete_callback([] { throw ConformNotRun{}; });

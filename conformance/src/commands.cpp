@@ -4,6 +4,16 @@
 
 namespace qtc::conformance {
 
+void register_all(CLI::App& app) {
+  register_verify(app);
+  register_conform(app);
+  register_report(app);
+  register_gating(app);
+  register_identify(app);
+  register_profiles(app);
+  register_write(app);
+}
+
 int& exit_code() {
   static int code = 0;
   return code;

@@ -21,6 +21,8 @@ void register_identify(CLI::App& app);
 void register_profiles(CLI::App& app);
 /// `qtc quantize ...` and `qtc convert ...`: write vectors in the compact or TE layout (cmd_write.cpp).
 void register_write(CLI::App& app);
+/// Every subcommand above, in the order `qtc --help` lists them (main.cpp and the CLI fuzz target).
+void register_all(CLI::App& app);
 
 /// The exit code a subcommand's callback asks for (set by the callback, returned by main).
 int& exit_code();

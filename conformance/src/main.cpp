@@ -9,16 +9,10 @@
 #include "qtc/untrusted.hpp"
 
 int main(int argc, char** argv) {
-  CLI::App app{"qtc: conformance harness for low-precision tensor formats (NVFP4, MXFP8, FP8 block, FP8 tensor)"};
+  CLI::App app{"qtc: conformance harness for low-precision tensor formats (NVFP4, MXFP8, MXFP4, FP8 block, FP8 tensor)"};
   app.set_version_flag("--version", "qtc " QTC_VERSION, "Print the version (qtc X.Y.Z) and exit");
   app.require_subcommand(1);
-  qtc::conformance::register_verify(app);
-  qtc::conformance::register_conform(app);
-  qtc::conformance::register_report(app);
-  qtc::conformance::register_gating(app);
-  qtc::conformance::register_identify(app);
-  qtc::conformance::register_profiles(app);
-  qtc::conformance::register_write(app);
+  qtc::conformance::register_all(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
