@@ -49,3 +49,19 @@ add_test(NAME qtc_identify_torchao COMMAND qtc identify ${CMAKE_CURRENT_LIST_DIR
 set_tests_properties(qtc_identify_torchao PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "\n78 identified, 0 unmatched\n$"
                      FAIL_REGULAR_EXPRESSION "(^|\n)(NONE|OTHER|ERROR) ")
 qtc_add_test(test_identify SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_identify.cpp LIBS qtc_conformance LABELS cpu)
+
+# Vectors dumped from nvidia-modelopt 0.47.0, JAX (XLA CPU) and vLLM 0.33.0 (conformance/peers/{modelopt,jax,vllm}_dump.py):
+# each implementation's sample is reproduced bit for bit by its profile, and identify's per-implementation verdict
+# (the IMPL line) names that profile for all of its files.
+set(QTC_N_MODELOPT 30)
+set(QTC_N_VLLM 15)
+foreach(impl_count IN ITEMS "modelopt;QTC_N_MODELOPT" "vllm;QTC_N_VLLM")
+  list(GET impl_count 0 impl)
+  list(GET impl_count 1 nvar)
+  add_test(NAME qtc_verify_${impl} COMMAND qtc verify ${CMAKE_CURRENT_LIST_DIR}/../vectors/${impl})
+  set_tests_properties(qtc_verify_${impl} PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "^${${nvar}} passed, 0 failed\n$")
+  add_test(NAME qtc_identify_${impl} COMMAND qtc identify ${CMAKE_CURRENT_LIST_DIR}/../vectors/${impl})
+  set_tests_properties(qtc_identify_${impl} PROPERTIES LABELS "vectors;cpu"
+                       PASS_REGULAR_EXPRESSION "\nIMPL  [^\n]*: ${${nvar}} files; ${impl} reproduces ${${nvar}} of ${${nvar}}[^\n]*\n${${nvar}} identified, 0 unmatched\n$"
+                       FAIL_REGULAR_EXPRESSION "(^|\n)(NONE|OTHER|ERROR) ")
+endforeach()

@@ -79,7 +79,7 @@ std::vector<Recipe> recipes() {
 std::vector<std::pair<int64_t, int64_t>> shapes(const Recipe& r) {
   if (r.kind() == RecipeKind::kNVFP4) {
     std::vector<std::pair<int64_t, int64_t>> s = {{16, 16}, {32, 48}, {144, 272}, {0, 32}, {16, 0}, {128, 64}};
-    if (profile_rules(r.profile).nvfp4_order == Nvfp4Order::kTorchAO && !r.columnwise) {
+    if (profile_rules(r.profile).nvfp4_order != Nvfp4Order::kTE && !r.columnwise) {
       s.push_back({17, 32});
       s.push_back({1, 16});
     }

@@ -22,6 +22,9 @@ enum class Profile : uint8_t {
   kOCP,      ///< OCP MX v1.0 (MXFP8 only): floor scale rule, NaN/Inf block -> NaN scale
   kTorchAO,  ///< torchao 0.18.0 `nvfp4_quantize` (1x16, with or without per-tensor scale) and `to_mx`
              ///< (rceil, ocp_floor = FLOOR, ceil, even); every rule in profile.hpp
+  kModelOpt,  ///< nvidia-modelopt 0.47.0 NVFP4QTensor.quantize / MXFP8QTensor.quantize (profile.hpp)
+  kJax,       ///< JAX scaled_matmul_stablehlo.quantize (jax.nn.scaled_dot_general) on XLA CPU (profile.hpp)
+  kVllm,      ///< vLLM 0.33.0 ref_nvfp4_quant (NVFP4 emulation) (profile.hpp)
 };
 
 enum class Fp8Type : uint8_t { kE4M3, kE5M2 };
