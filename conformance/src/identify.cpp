@@ -209,72 +209,77 @@ ImplementationVerdict implementation_verdict(const std::string& implementation, 
   for (const auto& c : counts)
     if (c.second > 0) v.reproduced_by.push_back(c);
   std::stable_sort(v.reproduced_by.begin(), v.reproduced_by.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-  // The files the best profile does not reproduce; without a best one, the profile most files are closest to.
-  std::vector<size_t> differ;
-  std::string base = v.best;
-  if (base.empty()) {
+  // The files the best profile does not reproduce; without a best one, every profile is tried as the base, those
+  // most files are closest to first, and the first whose one changed rule reproduces all of them is named.
+  std::vector<std::string> bases;
+  if (!v.best.empty()) {
+    bases.push_back(v.best);
+  } else {
     std::vector<std::pair<std::string, int>> closest;
-    for (const VectorIdentity& id : ids) {
-      if (id.verdict != IdentityVerdict::kNone || id.closest.empty()) continue;
-      const std::string p = profile_of(id.closest);
-      auto it = std::find_if(closest.begin(), closest.end(), [&](const auto& c) { return c.first == p; });
-      if (it == closest.end()) closest.emplace_back(p, 1);
-      else ++it->second;
-    }
-    for (const auto& c : closest)
-      if (base.empty() || c.second > std::find_if(closest.begin(), closest.end(), [&](const auto& d) { return d.first == base; })->second)
-        base = c.first;
+    for (const ProfileRules& p : all_profiles()) closest.emplace_back(p.name, 0);
+    for (const VectorIdentity& id : ids)
+      for (auto& c : closest) c.second += (id.verdict == IdentityVerdict::kNone && profile_of(id.closest) == c.first) ? 1 : 0;
+    std::stable_sort(closest.begin(), closest.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    for (const auto& c : closest) bases.push_back(c.first);
   }
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i].verdict == IdentityVerdict::kError) continue;
-    bool hit = false;
-    for (const std::string& m : ids[i].matches) hit = hit || profile_of(m) == base;
-    if (!hit) differ.push_back(i);
-  }
-  v.differing = static_cast<int>(differ.size());
-  v.base = base;
-  if (differ.empty() || base.empty()) return v;
-  // One rule of `base`, changed, must reproduce every differing file (MXFP8: under some scale rule the variant
-  // defines); the first such rule in rule_toggles' order is named.
-  const ProfileRules& pr = profile_rules(profile_from_name(base));
-  for (const RuleToggle& t : rule_toggles()) {
-    ProfileRules var = pr;
-    if (!t.apply(var)) continue;
-    var.name = pr.name + "~" + t.rule;
-    var.follows = pr.follows + " with " + t.rule + " " + t.alternative;
-    register_profile_variant(var);
-    bool all = true;
-    for (size_t i : differ) {
-      io::File f;
-      try {
-        f = io::read_file(paths[i]);
-      } catch (const Error&) {
-        all = false;
-        break;
-      }
-      bool ok = false;
-      const bool mx = f.metadata.count("recipe") != 0 && f.metadata.at("recipe") == "mxfp8";
-      std::vector<std::string> rules;
-      if (mx)
-        for (MxScaleRule r : var.mx_scale_rules) rules.emplace_back(mx_scale_rule_name(r));
-      else
-        rules.emplace_back();
-      for (const std::string& sr : rules) {
-        io::File g = f;
-        g.metadata["profile"] = var.name;
-        if (!sr.empty()) g.metadata["scale_rule"] = sr;
-        ok = ok || verify_vector(g, paths[i].string() + " as " + var.name, cpu).verdict == Verdict::kPass;
-        if (ok) break;
-      }
-      if (!ok) {
-        all = false;
-        break;
-      }
+  for (size_t bi = 0; bi < bases.size(); ++bi) {
+    const std::string& base = bases[bi];
+    std::vector<size_t> differ;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i].verdict == IdentityVerdict::kError) continue;
+      bool hit = false;
+      for (const std::string& m : ids[i].matches) hit = hit || profile_of(m) == base;
+      if (!hit) differ.push_back(i);
     }
-    if (all) {
-      v.rule = t.rule;
-      v.change = t.alternative;
-      return v;
+    if (bi == 0) {
+      v.differing = static_cast<int>(differ.size());
+      v.base = base;
+    }
+    if (differ.empty()) return v;
+    // One rule of `base`, changed, must reproduce every differing file (MXFP8: under some scale rule the variant
+    // defines); the first such rule in rule_toggles' order is named.
+    const ProfileRules& pr = profile_rules(profile_from_name(base));
+    for (const RuleToggle& t : rule_toggles()) {
+      ProfileRules var = pr;
+      if (!t.apply(var)) continue;
+      var.name = pr.name + "~" + t.rule;
+      var.follows = pr.follows + " with " + t.rule + " " + t.alternative;
+      register_profile_variant(var);
+      bool all = true;
+      for (size_t i : differ) {
+        io::File f;
+        try {
+          f = io::read_file(paths[i]);
+        } catch (const Error&) {
+          all = false;
+          break;
+        }
+        bool ok = false;
+        const bool mx = f.metadata.count("recipe") != 0 && f.metadata.at("recipe") == "mxfp8";
+        std::vector<std::string> rules;
+        if (mx)
+          for (MxScaleRule r : var.mx_scale_rules) rules.emplace_back(mx_scale_rule_name(r));
+        else
+          rules.emplace_back();
+        for (const std::string& sr : rules) {
+          io::File g = f;
+          g.metadata["profile"] = var.name;
+          if (!sr.empty()) g.metadata["scale_rule"] = sr;
+          ok = verify_vector(g, paths[i].string() + " as " + var.name, cpu).verdict == Verdict::kPass;
+          if (ok) break;
+        }
+        if (!ok) {
+          all = false;
+          break;
+        }
+      }
+      if (all) {
+        v.differing = static_cast<int>(differ.size());
+        v.base = base;
+        v.rule = t.rule;
+        v.change = t.alternative;
+        return v;
+      }
     }
   }
   return v;
@@ -295,11 +300,11 @@ std::string implementation_line(const ImplementationVerdict& v) {
   }
   if (v.differing == 0) return s;
   const std::string n = std::to_string(v.differing);
-  const std::string which = v.best.empty() ? "the " + n + " files (closest profile " + v.base + ")" : "the other " + n;
+  const std::string which = v.best.empty() ? "the " + n + " files (nearest profile " + v.base + ")" : "the other " + n;
   if (!v.rule.empty())
     return s + "; " + which + ": rule " + v.rule + " of " + v.base + " explains all " + n + " (" + v.base + " with " + v.rule + " " +
            v.change + " reproduces every one)";
-  return s + "; " + which + ": no single rule of " + (v.base.empty() ? std::string("any profile") : v.base) + " explains all " + n;
+  return s + "; " + which + ": no single rule of " + (v.best.empty() ? std::string("any profile") : v.base) + " explains all " + n;
 }
 
 }  // namespace qtc::conformance

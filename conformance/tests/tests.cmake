@@ -54,8 +54,9 @@ qtc_add_test(test_identify SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_identify.cpp L
 # each implementation's sample is reproduced bit for bit by its profile, and identify's per-implementation verdict
 # (the IMPL line) names that profile for all of its files.
 set(QTC_N_MODELOPT 30)
+set(QTC_N_JAX 32)
 set(QTC_N_VLLM 15)
-foreach(impl_count IN ITEMS "modelopt;QTC_N_MODELOPT" "vllm;QTC_N_VLLM")
+foreach(impl_count IN ITEMS "modelopt;QTC_N_MODELOPT" "jax;QTC_N_JAX" "vllm;QTC_N_VLLM")
   list(GET impl_count 0 impl)
   list(GET impl_count 1 nvar)
   add_test(NAME qtc_verify_${impl} COMMAND qtc verify ${CMAKE_CURRENT_LIST_DIR}/../vectors/${impl})

@@ -346,6 +346,9 @@ std::vector<RuleCase> rule_cases() {
   v.push_back({"mxfp8-profile-scale-rule", ocp_rceil, "profile 'ocp' defines scale_rule ocp_floor, not rceil"});
   v.push_back({"mxfp8-profile-scale-rule", mxfp8(Fp8Type::kE5M2, MxScaleRule::kCeil, false),
                "profile 'te' defines scale_rule rceil, ocp_floor, not ceil"});
+  Recipe mo_e5m2 = mxfp8(Fp8Type::kE5M2, MxScaleRule::kRceil, false);
+  mo_e5m2.profile = Profile::kModelOpt;
+  v.push_back({"mxfp8-profile-order-e4m3", mo_e5m2, "profile 'modelopt'"});
   Recipe neg_eps = fp8_tensor(Fp8Type::kE4M3);
   neg_eps.set_eps(-1.0f);
   v.push_back({"fp8-eps", neg_eps, ""});

@@ -71,7 +71,8 @@ struct ImplementationVerdict {
                        ///< profile) does not reproduce
   std::string rule;    ///< the rule of that profile whose change reproduces ALL differing files (empty: none does)
   std::string change;  ///< ... and the change
-  std::string base;    ///< the profile the rule belongs to
+  std::string base;    ///< the profile the rule belongs to (best, or when none reproduces a file, the first profile
+                       ///< one of whose rules explains all files; else the one most files are closest to)
 };
 
 /// The verdict of one implementation from its files' identities (`ids[i]` of `paths[i]`): which profile reproduces

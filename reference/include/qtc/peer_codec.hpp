@@ -94,11 +94,12 @@ inline float ftz(float v) { return fabsf(v) < 0x1p-126f ? copysignf(0.0f, v) : v
 inline float div(float a, float b) { return ftz(torchao::div(ftz(a), ftz(b))); }
 inline float mul(float a, float b) { return ftz(torchao::mul(ftz(a), ftz(b))); }
 // XLA's algebraic simplifier rewrites A / broadcast(B) as A * broadcast(1 / B): every division of quantize by a
-// scalar or a per-block value is a multiplication by the reciprocal, rounded to the operands' dtype.
-/// float32 -> dtype `t` -> float32 (RN-even; XLA's conversion makes a NaN of BF16 the positive 0x7FC0).
+// scalar or per-block value that is not a constant is a multiplication by its reciprocal (computed in the operands'
+// dtype); a division by a constant (elem_max, 6) stays a division.
+/// float32 -> dtype `t` -> float32 (RN-even; a NaN keeps its sign).
 inline float round_to(float v, DType t) {
   if (t == DType::kBF16) return bf16_to_f32(f32_to_bf16(v));
-  if (t == DType::kF16) return f16_to_f32(f32_to_f16(v));
+  if (t == DType::kF16) return v != v ? v : f16_to_f32(f32_to_f16(v));
   return v;
 }
 /// A block or tensor amax of dtype `t` as XLA's reduction gives it: a BF16/F32 maximum of subnormals is 0.
@@ -118,7 +119,9 @@ inline uint8_t e8m0_round_up(float v) {
 /// MXFP8 scale byte of a block of dtype-`t` values with amax `bamax`: round-up E8M0 of T(bamax / elem_max).
 inline uint8_t mx_scale(float bamax, DType t, Fp8Type f) {
   const float max = f == Fp8Type::kE4M3 ? 448.0f : 57344.0f;
-  return e8m0_round_up(round_to(mul(amax(bamax, t), round_to(div(1.0f, max), t)), t));
+  // F32/BF16: a true division by the constant; F16: multiplied by the constant's reciprocal rounded to F16
+  if (t == DType::kF16) return e8m0_round_up(round_to(mul(bamax, round_to(div(1.0f, max), t)), t));
+  return e8m0_round_up(round_to(div(amax(bamax, t), max), t));
 }
 
 /// MXFP8 code of element x: XLA's convert of clip(T(x / T(scale)), +-elem_max), scale = 2^(e-127) (e = 0:
@@ -128,12 +131,12 @@ inline uint8_t mx_code(float x, uint8_t e, DType t, Fp8Type f) {
   float s = bits_f32(static_cast<uint32_t>(e) << 23);
   if (s == 0.0f) s = t == DType::kF16 ? 0x1p-15f : 0x1p-127f;
   s = round_to(s, t);
-  float v = round_to(mul(x, round_to(div(1.0f, s), t)), t);
+  float v = round_to(mul(x, round_to(div(1.0f, s), t)), t);  // x * broadcast(1 / s), 1 / s in T
   v = torchao::clamp(v, -max, max);
-  if (v != v) {  // XLA's NaN conversions keep the sign; to E5M2: 0x7E from F32, 0x7F from BF16 (sign dropped) and F16
+  if (v != v) {  // XLA's NaN conversions keep the sign; to E5M2: 0x7E | sign from F32, 0x7F from BF16 and F16
     const uint8_t sign = static_cast<uint8_t>((f32_bits(v) >> 24) & 0x80u);
     if (f == Fp8Type::kE4M3) return static_cast<uint8_t>(0x7Fu | sign);
-    return static_cast<uint8_t>(t == DType::kF32 ? (0x7Eu | sign) : t == DType::kBF16 ? 0x7Fu : (0x7Fu | sign));
+    return static_cast<uint8_t>(t == DType::kF32 ? (0x7Eu | sign) : 0x7Fu);
   }
   return f == Fp8Type::kE4M3 ? encode_e4m3(v) : encode_e5m2(v);
 }
@@ -141,9 +144,9 @@ inline uint8_t mx_code(float x, uint8_t e, DType t, Fp8Type f) {
 /// NVFP4: the global scale float32(amax) / 2688 (JAX's tests) and the multiplier of `x /= global_scale`, 1 / S.
 inline float nvfp4_global(float amax) { return div(amax, 2688.0f); }
 inline float nvfp4_global_rcp(float s) { return div(1.0f, s); }
-/// NVFP4 block scale byte of the scaled block amax: e4m3(clip(bamax * RN(1/6), 0, 448)), NaN keeps its sign.
+/// NVFP4 block scale byte of the scaled block amax: e4m3(clip(bamax / 6, 0, 448)), NaN keeps its sign.
 inline uint8_t nvfp4_scale(float scaled_bamax) {
-  return torchao::cast_fp8(torchao::clamp(mul(ftz(scaled_bamax), div(1.0f, 6.0f)), 0.0f, 448.0f), Fp8Type::kE4M3);
+  return torchao::cast_fp8(torchao::clamp(div(ftz(scaled_bamax), 6.0f), 0.0f, 448.0f), Fp8Type::kE4M3);
 }
 /// NVFP4 code of a scaled element: XLA's E2M1 convert of clip(xs * (1 / float(sf)), -6, 6): RN-even, sign kept,
 /// NaN 0x8.
