@@ -143,10 +143,10 @@ std::string_view nvfp4_order_text(Nvfp4Order o) {
       return "modelopt: f32; S = amax / 2688; sf = e4m3(clamp(bamax / (6 * S), 2^-9, 448)); data x / (sf * S), "
              "E2M1 by searchsorted (-0.0 -> 0x0, NaN -> 0x7)";
     case Nvfp4Order::kJax:
-      return "jax: XLA CPU f32 with denormals flushed; xs = x / (amax / 2688); sf = e4m3(clip(max|xs| / 6, 0, 448)); "
-             "data XLA E2M1 of clip(xs / sf, -6, 6) (NaN -> 0x8; a zero block is 0 / 0)";
+      return "jax: XLA CPU f32 with denormals flushed; xs = x * RN(1 / (amax / 2688)); sf = e4m3(clip(max|xs| / 6, 0, 448)); "
+             "data XLA E2M1 of clip(xs * RN(1 / sf), -6, 6) (NaN -> 0x8; a zero block is 0 * Inf)";
     case Nvfp4Order::kVllm:
-      return "vllm: gs = 2688 / amax in the input dtype; sf = e4m3(clamp(gs * (bamax * RN(1/6)), +-448)); data "
+      return "vllm: gs = T(T(1 / amax) * 2688) in the input dtype T; sf = e4m3(clamp(gs * (bamax * RN(1/6)), +-448)); data "
              "x * rcp(sf * rcp(gs)), rcp(0) = 1e-8; clamp +-6; value buckets (-0.0 -> 0x0, NaN -> 0x8)";
   }
   return "?";
@@ -172,8 +172,8 @@ std::string_view mx_order_text(MxOrder o) {
     case MxOrder::kModelOpt:
       return "modelopt: e = ceil(log2f(bamax / 448)) if > 0 else -127, clamp [-127, 127]; data clamp(x * 2^(127-e), +-448)";
     case MxOrder::kJax:
-      return "jax: in the input dtype T, E8M0 rounded up from T(bamax / elem_max) (NaN -> 0x00); data T(x / T(2^(e-127))) "
-             "(e = 0: 2^-127, F16 2^-15), clip +-elem_max; XLA CPU flushes denormals";
+      return "jax: in the input dtype T, E8M0 rounded up from T(bamax / elem_max) (F16: T(bamax * T(1 / elem_max))), a NaN "
+             "-> 0x00; data T(x * T(1 / T(2^(e-127)))) (e = 0: 2^-127, F16 2^-15), clip +-elem_max; XLA CPU flushes denormals";
   }
   return "?";
 }
@@ -229,7 +229,7 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
     d.emplace_back("nvfp4.zero_and_tiny_block_scale",
                    nvfp4_order == Nvfp4Order::kModelOpt
                        ? "zero -> 1.0 (0x38), tiny clamped up to 2^-9 (0x01); all-zero tensor: NaN (0xFF)"
-                   : nvfp4_order == Nvfp4Order::kJax ? "0x00, data 0 / 0 (code 0x8)"
+                   : nvfp4_order == Nvfp4Order::kJax ? "0x00, data 0 * (1 / 0) (NaN, code 0x8)"
                    : nvfp4_order == Nvfp4Order::kVllm ? "0x00, data multiplier 1 / (1e8 * ...)"
                        : (nvfp4_tiny_block_floor ? "clamped up to 2^-6 (0x08)" : "0x00 below E4M3's range"));
     d.emplace_back("nvfp4.nan_scale", nvfp4_nan_scale ? "0x7F" : "fminf drops it (NaN amax -> S_enc = FLT_MAX)");
@@ -248,12 +248,12 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
                        : mx_order == MxOrder::kModelOpt
                              ? "NaN -> 0x00, data of the other elements x * 2^127 clamped to +-448; Inf -> 0xFE"
                        : mx_order == MxOrder::kJax
-                             ? "NaN -> 0x00 (data x / 2^-127: +-elem_max, 0 / 0 NaN); Inf -> 0xFF (data x / Inf)"
+                             ? "NaN -> 0x00 (data x * (1 / 2^-127) = x * Inf: +-elem_max, 0 * Inf NaN); Inf -> 0xFF (data x * 0)"
                              : (mx_nonfinite == MxNonFinite::kNaN ? "NaN propagates; NaN or Inf -> 0xFF, NaN data"
                                                                   : "NaN ignored (maxNum), Inf -> 0xFE (satfinite)"));
     d.emplace_back("mxfp8.zero_block_scale", mx_order == MxOrder::kTorchAO ? "0x00 (data divided by 2^-126; rceil: by 1)"
                                              : mx_order == MxOrder::kModelOpt ? "0x00 (data multiplied by 2^127)"
-                                             : mx_order == MxOrder::kJax ? "0x00 (data 0 / 2^-127: NaN under XLA CPU's denormal flush; F16 0)"
+                                             : mx_order == MxOrder::kJax ? "0x00 (data 0 * (1 / 2^-127): NaN under XLA CPU's denormal flush; F16 0)"
                                                                              : "0x00");
   }
   if (fp8_block || fp8_tensor) {

@@ -25,10 +25,10 @@ enum class Nvfp4Order : uint8_t {
              ///< x * ((1 / (amax / 2688)) / sf) clamped to +-6; torchao's bit-twiddling E2M1 cast
   kModelOpt,  ///< nvidia-modelopt 0.47.0, float32: S = amax / 2688; sf = e4m3(clamp(bamax / (6 * S) (0 -> 1.0), 2^-9,
               ///< 448)); codes of x / (sf * S) by searchsorted (RN-even, saturating, -0.0 and NaN -> +; NaN -> 6)
-  kJax,       ///< JAX quantize on XLA CPU (denormals flushed in and out of every float32 operation): xs = x / S,
-              ///< S = amax / 2688; sf = e4m3(clip(max|xs| / 6, 0, 448)); codes of clip(xs / sf, -6, 6), XLA's
-              ///< E2M1 convert (NaN -> 0x8); zero blocks: 0 / 0
-  kVllm,      ///< vLLM ref_nvfp4_quant: gs = 2688 / amax in the input's dtype; sf = e4m3(clamp(gs * (bamax * RN(1/6)),
+  kJax,       ///< JAX quantize on XLA CPU (denormals flushed in and out of every float32 operation): xs = x * RN(1/S),
+              ///< S = amax / 2688; sf = e4m3(clip(max|xs| / 6, 0, 448)); codes of clip(xs * RN(1/sf), -6, 6), XLA's
+              ///< E2M1 convert (NaN -> 0x8); zero blocks: 0 * Inf
+  kVllm,      ///< vLLM ref_nvfp4_quant: gs = T(T(1 / amax) * 2688) in the input's dtype T; sf = e4m3(clamp(gs * (bamax * RN(1/6)),
               ///< +-448)); data x * (1 / (sf * (1 / gs))) (a zero divisor replaced by 1e8), clamp +-6, value buckets
 };
 
@@ -41,9 +41,9 @@ enum class MxOrder : uint8_t {
              ///< clamp to +-elem_max, then the cast (NaN keeps its sign)
   kModelOpt,  ///< nvidia-modelopt 0.47.0 MXFP8QTensor: e = ceil(log2f(bamax / 448)) where > 0 else -127 (zero and NaN
               ///< blocks -> 0x00), clamp [-127, 127]; data clamp(x * 2^(127 - e), +-448) (2^127 for e = 0), PyTorch cast
-  kJax,       ///< JAX quantize on XLA CPU, in the input's dtype T: e = round-up E8M0 of T(bamax / elem_max) (a NaN
-              ///< amax -> 0x00); data T(x / T(2^(e-127))) (e = 0: 2^-127, F16: 2^-15), clip +-elem_max; denormals
-              ///< flushed in float32 arithmetic (a 2^-127 divisor is 0)
+  kJax,       ///< JAX quantize on XLA CPU, in the input's dtype T: e = round-up E8M0 of T(bamax / elem_max) (F16:
+              ///< T(bamax * T(1 / elem_max)); a NaN amax -> 0x00); data T(x * T(1 / T(2^(e-127)))) (e = 0: 2^-127,
+              ///< F16: 2^-15), clip +-elem_max; denormals flushed in float32 arithmetic (1 / 2^-127 is Inf)
 };
 
 /// What a NaN or Inf block does to an MXFP8 scale under the kTE order.
