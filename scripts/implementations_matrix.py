@@ -25,7 +25,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROFILES = ["te", "te_pyref", "ocp", "torchao"]
+PROFILES = ["te", "te_pyref", "ocp", "torchao", "modelopt", "jax", "vllm"]
 
 IMPLEMENTATIONS = [
     ("TransformerEngine PyTorch references", "conformance/vectors/te", r"^TransformerEngine (tests/pytorch|transformer_engine/pytorch)",
@@ -42,6 +42,12 @@ IMPLEMENTATIONS = [
      "current scaling written with numpy astype(ml_dtypes.float8_e4m3fn / float8_e5m2)"),
     ("TransformerEngine CUDA kernels", "conformance/vectors/peers/te_cuda", r"^TransformerEngine",
      "TE's own CUDA quantize kernels (dumped on a GPU machine)"),
+    ("nvidia-modelopt 0.47.0", "conformance/vectors/modelopt", r"^nvidia-modelopt",
+     "NVFP4QTensor.quantize with get_weights_scaling_factor_2, MXFP8QTensor.quantize (conformance/peers/modelopt_dump.py)"),
+    ("JAX (XLA CPU)", "conformance/vectors/jax", r"^jax ",
+     "scaled_matmul_stablehlo.quantize, MXFP8 (E4M3, E5M2) and NVFP4 configs (conformance/peers/jax_dump.py)"),
+    ("vLLM 0.33.0", "conformance/vectors/vllm", r"^vLLM",
+     "ref_nvfp4_quant, run from the wheel's text (conformance/peers/vllm_dump.py)"),
 ]
 
 
@@ -66,12 +72,18 @@ def vectors(folder, source_re):
 
 
 LINE = re.compile(r"^(OK|OTHER|NONE|ERROR)\s+(\S+)(?: \(claims ([^)]*)\))?: (.*)$")
+IMPL = re.compile(r"^IMPL  (.*)$")
 
 
 def identify(qtc, files):
     res = subprocess.run([qtc, "identify", *files], capture_output=True, text=True)
     rows = []
+    verdicts = []
     for line in res.stdout.splitlines():
+        im = IMPL.match(line)
+        if im:
+            verdicts.append(im.group(1))
+            continue
         m = LINE.match(line)
         if not m:
             continue
@@ -94,7 +106,7 @@ def identify(qtc, files):
         else:
             row["detail"] = rest
         rows.append(row)
-    return rows
+    return rows, verdicts
 
 
 def summarize(rows):
@@ -128,8 +140,9 @@ def main():
               "implementations": []}
     for name, folder, source_re, what in IMPLEMENTATIONS:
         files = vectors(folder, source_re)
-        rows = identify(args.qtc, files) if files else []
-        entry = {"implementation": name, "what": what, "folder": folder, **summarize(rows), "files": rows}
+        rows, verdicts = identify(args.qtc, files) if files else ([], [])
+        entry = {"implementation": name, "what": what, "folder": folder, **summarize(rows), "verdicts": verdicts,
+                 "files": rows}
         result["implementations"].append(entry)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "implementations.json"), "w") as f:
@@ -140,7 +153,9 @@ def main():
           "over the sample vectors of each implementation. A profile column counts the vectors that profile "
           "reproduces bit for bit (several profiles can reproduce one vector; MXFP8 under any scale rule the "
           "profile defines). Where no profile does, the last column names the rule of the nearest profile whose "
-          "change reproduces the vector (`qtc identify`), with the number of vectors.", "",
+          "change reproduces the vector (`qtc identify`), with the number of vectors. Below the table, `qtc identify`'s "
+          "verdict per implementation: the profile that reproduces most of its files, and for the rest the one rule "
+          "whose change reproduces every one of them (never a rule that explains only some).", "",
           "| implementation | vectors | reproduced | " + " | ".join(f"`{p}`" for p in PROFILES) + " | first rule where none does |",
           "|---|---|---|" + "---|" * len(PROFILES) + "---|"]
     for e in result["implementations"]:
@@ -154,6 +169,8 @@ def main():
     md += ["", "## What each row is", ""]
     for e in result["implementations"]:
         md.append(f"* **{e['implementation']}** (`{e['folder']}`): {e['what']}.")
+        for v in e["verdicts"]:
+            md.append(f"  Verdict (`qtc identify`, per implementation named by `source`): {v}.")
         if e["labels"]:
             md.append("  Reproduced as: " + ", ".join(f"`{k}` {v}" for k, v in sorted(e["labels"].items())) + ".")
         for r in e["files"]:

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,10 @@ int run_identify(std::vector<std::string> paths) {
   for (const auto& p : problems) std::printf("%s\n", result_line(p).c_str());
   auto cpu = make_cpu_backend();
   int identified = 0, unmatched = 0, errors = static_cast<int>(problems.size());
+  // Files grouped by the implementation their `source` names, in order of first appearance.
+  std::vector<std::string> impls;
+  std::vector<std::vector<std::filesystem::path>> impl_paths;
+  std::vector<std::vector<VectorIdentity>> impl_ids;
   for (const auto& path : files) {
     VectorIdentity id = identify_vector(path, *cpu);
     // Every field may quote the file (its path, claimed profile, a metadata key in a message): no raw control
@@ -39,6 +44,16 @@ int run_identify(std::vector<std::string> paths) {
     for (std::string* s : {&id.path, &id.claimed, &id.error, &id.closest, &id.closest_mismatch, &id.claimed_mismatch})
       *s = printable_text(*s);
     for (std::string& m : id.matches) m = printable_text(m);
+    const std::string impl = implementation_of(id.source);
+    size_t k = 0;
+    while (k < impls.size() && impls[k] != impl) ++k;
+    if (k == impls.size()) {
+      impls.push_back(impl);
+      impl_paths.emplace_back();
+      impl_ids.emplace_back();
+    }
+    impl_paths[k].push_back(path);
+    impl_ids[k].push_back(id);
     switch (id.verdict) {
       case IdentityVerdict::kError:
         ++errors;
@@ -61,6 +76,10 @@ int run_identify(std::vector<std::string> paths) {
         break;
     }
   }
+  // One verdict per implementation: which profile reproduces how many of its files, and the one rule (if any) whose
+  // change reproduces all the others.
+  for (size_t k = 0; k < impls.size(); ++k)
+    std::printf("%s\n", implementation_line(implementation_verdict(impls[k], impl_paths[k], impl_ids[k], *cpu)).c_str());
   std::printf("%d identified, %d unmatched", identified, unmatched);
   if (errors != 0) std::printf(", %d errors", errors);
   std::printf("\n");
@@ -72,12 +91,15 @@ int run_identify(std::vector<std::string> paths) {
 void register_identify(CLI::App& app) {
   auto paths = std::make_shared<std::vector<std::string>>();
   CLI::App* sub = app.add_subcommand(
-      "identify", "Tell which profile (te, te_pyref, ocp, torchao; MXFP8 also the scale rule) reproduces each vector");
+      "identify", "Tell which profile (te, te_pyref, ocp, torchao, modelopt, jax, vllm; MXFP8 also the scale rule) reproduces "
+                  "each vector, and give one verdict per implementation (files grouped by `source`)");
   sub->add_option("paths", *paths, "Vector files or folders (searched recursively for *.safetensors)")->required();
   sub->footer(
       "One line per file: OK (the profile it claims matches), OTHER (only other profiles match), NONE (no profile\n"
-      "reproduces it; the closest candidate and its first mismatch are shown) or ERROR. Exit 0 when every file\n"
-      "matches some profile, 1 when one matches none, 2 on an unreadable file.");
+      "reproduces it; the closest candidate and its first mismatch are shown) or ERROR. Then one IMPL line per\n"
+      "implementation (the first two words of `source`): the profile that reproduces most of its files, and for the\n"
+      "others the one rule whose change reproduces every one of them (none is named when no rule explains all).\n"
+      "Exit 0 when every file matches some profile, 1 when one matches none, 2 on an unreadable file.");
   sub->callback([paths] {
     try {
       exit_code() = run_identify(*paths);

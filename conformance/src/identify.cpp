@@ -187,4 +187,142 @@ VectorIdentity identify_vector(const io::File& f, const std::string& source, Qua
   return id;
 }
 
+std::string implementation_of(const std::string& source) {
+  std::string words[2];
+  size_t at = 0;
+  for (std::string& w : words) {
+    while (at < source.size() && std::isspace(static_cast<unsigned char>(source[at]))) ++at;
+    while (at < source.size() && !std::isspace(static_cast<unsigned char>(source[at]))) w += source[at++];
+    while (!w.empty() && (w.back() == ':' || w.back() == ',' || w.back() == ';')) w.pop_back();
+  }
+  if (words[0].empty()) return "(no source)";
+  return words[1].empty() ? words[0] : words[0] + " " + words[1];
+}
+
+ImplementationVerdict implementation_verdict(const std::string& implementation, const std::vector<std::filesystem::path>& paths,
+                                             const std::vector<VectorIdentity>& ids, QuantizeBackend& cpu) {
+  QTC_CHECK(paths.size() == ids.size(), "implementation_verdict: ", paths.size(), " paths for ", ids.size(), " identities");
+  ImplementationVerdict v;
+  v.implementation = implementation;
+  v.files = static_cast<int>(ids.size());
+  std::vector<std::pair<std::string, int>> counts;  // profile -> files, in profile.hpp's order
+  for (const ProfileRules& p : all_profiles()) counts.emplace_back(p.name, 0);
+  auto profile_of = [](const std::string& label) { return label.substr(0, label.find('+')); };
+  for (const VectorIdentity& id : ids) {
+    if (id.verdict == IdentityVerdict::kError) {
+      ++v.errors;
+      continue;
+    }
+    for (auto& [name, n] : counts) {
+      bool hit = false;
+      for (const std::string& m : id.matches) hit = hit || profile_of(m) == name;
+      n += hit ? 1 : 0;
+    }
+  }
+  for (const auto& c : counts)
+    if (c.second > v.best_count) {
+      v.best = c.first;
+      v.best_count = c.second;
+    }
+  for (const auto& c : counts)
+    if (c.second > 0) v.reproduced_by.push_back(c);
+  std::stable_sort(v.reproduced_by.begin(), v.reproduced_by.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  // The files the best profile does not reproduce; without a best one, every profile is tried as the base, those
+  // most files are closest to first, and the first whose one changed rule reproduces all of them is named.
+  std::vector<std::string> bases;
+  if (!v.best.empty()) {
+    bases.push_back(v.best);
+  } else {
+    std::vector<std::pair<std::string, int>> closest;
+    for (const ProfileRules& p : all_profiles()) closest.emplace_back(p.name, 0);
+    for (const VectorIdentity& id : ids)
+      for (auto& c : closest) c.second += (id.verdict == IdentityVerdict::kNone && profile_of(id.closest) == c.first) ? 1 : 0;
+    std::stable_sort(closest.begin(), closest.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    for (const auto& c : closest) bases.push_back(c.first);
+  }
+  for (size_t bi = 0; bi < bases.size(); ++bi) {
+    const std::string& base = bases[bi];
+    std::vector<size_t> differ;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i].verdict == IdentityVerdict::kError) continue;
+      bool hit = false;
+      for (const std::string& m : ids[i].matches) hit = hit || profile_of(m) == base;
+      if (!hit) differ.push_back(i);
+    }
+    if (bi == 0) {
+      v.differing = static_cast<int>(differ.size());
+      v.base = base;
+    }
+    if (differ.empty()) return v;
+    // One rule of `base`, changed, must reproduce every differing file (MXFP8: under some scale rule the variant
+    // defines); the first such rule in rule_toggles' order is named.
+    const ProfileRules& pr = profile_rules(profile_from_name(base));
+    for (const RuleToggle& t : rule_toggles()) {
+      ProfileRules var = pr;
+      if (!t.apply(var)) continue;
+      var.name = pr.name + "~" + t.rule;
+      var.follows = pr.follows + " with " + t.rule + " " + t.alternative;
+      register_profile_variant(var);
+      bool all = true;
+      for (size_t i : differ) {
+        io::File f;
+        try {
+          f = io::read_file(paths[i]);
+        } catch (const Error&) {
+          all = false;
+          break;
+        }
+        bool ok = false;
+        const bool mx = f.metadata.count("recipe") != 0 && f.metadata.at("recipe") == "mxfp8";
+        std::vector<std::string> rules;
+        if (mx)
+          for (MxScaleRule r : var.mx_scale_rules) rules.emplace_back(mx_scale_rule_name(r));
+        else
+          rules.emplace_back();
+        for (const std::string& sr : rules) {
+          io::File g = f;
+          g.metadata["profile"] = var.name;
+          if (!sr.empty()) g.metadata["scale_rule"] = sr;
+          ok = verify_vector(g, paths[i].string() + " as " + var.name, cpu).verdict == Verdict::kPass;
+          if (ok) break;
+        }
+        if (!ok) {
+          all = false;
+          break;
+        }
+      }
+      if (all) {
+        v.differing = static_cast<int>(differ.size());
+        v.base = base;
+        v.rule = t.rule;
+        v.change = t.alternative;
+        return v;
+      }
+    }
+  }
+  return v;
+}
+
+std::string implementation_line(const ImplementationVerdict& v) {
+  const int identified = v.files - v.errors;
+  std::string s = "IMPL  " + v.implementation + ": " + std::to_string(v.files) + " files";
+  if (v.errors != 0) s += " (" + std::to_string(v.errors) + " errors)";
+  if (v.best.empty()) {
+    s += "; no profile reproduces any of them";
+  } else {
+    s += "; " + v.best + " reproduces " + std::to_string(v.best_count) + " of " + std::to_string(identified);
+    std::string others;
+    for (const auto& [p, n] : v.reproduced_by)
+      if (p != v.best) others += (others.empty() ? "" : ", ") + p + " " + std::to_string(n);
+    if (!others.empty()) s += " (also " + others + ")";
+  }
+  if (v.differing == 0) return s;
+  const std::string n = std::to_string(v.differing);
+  const std::string which = v.best.empty() ? "the " + n + " files (nearest profile " + v.base + ")" : "the other " + n;
+  if (!v.rule.empty())
+    return s + "; " + which + ": rule " + v.rule + " of " + v.base + " explains all " + n + " (" + v.base + " with " + v.rule + " " +
+           v.change + " reproduces every one)";
+  return s + "; " + which + ": no single rule of " + (v.best.empty() ? std::string("any profile") : v.base) + " explains all " + n;
+}
+
 }  // namespace qtc::conformance

@@ -53,10 +53,7 @@ set_tests_properties(qtc_identify_torchao PROPERTIES LABELS "vectors;cpu" PASS_R
 # FP8 block / tensor vectors dumped from the model toolkits and inference engines (conformance/peers/<impl>_fp8_dump.py:
 # nvidia-modelopt 0.47.0, compressed-tensors 0.20.0, vLLM 0.33.0's native lines, DeepGEMM's utils/math.py), each
 # reproduced bit for bit by the profile of the same name on the CPU.
-foreach(impl modelopt compressed_tensors vllm deepgemm)
-  add_test(NAME qtc_verify_fp8_${impl} COMMAND qtc verify ${CMAKE_CURRENT_LIST_DIR}/../vectors/${impl})
-  set_tests_properties(qtc_verify_fp8_${impl} PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "^[0-9]+ passed, 0 failed\n$")
-endforeach()
+# (Checked with the NVFP4 / MXFP8 dumps of the same implementations below: one folder and one profile each.)
 qtc_add_test(test_identify SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_identify.cpp LIBS qtc_conformance LABELS cpu)
 
 # Model checkpoints (issue 26): the fixtures exported by ModelOpt / compressed-tensors and in DeepSeek-V3's layout
@@ -96,3 +93,22 @@ set_tests_properties(qtc_verify_ocp_mxfp4 PROPERTIES LABELS "vectors;cpu" PASS_R
 add_test(NAME qtc_identify_ocp_mxfp4 COMMAND qtc identify ${CMAKE_CURRENT_LIST_DIR}/../vectors/ocp)
 set_tests_properties(qtc_identify_ocp_mxfp4 PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "\n8 identified, 0 unmatched\n$"
                      FAIL_REGULAR_EXPRESSION "(^|\n)(NONE|OTHER|ERROR) ")
+# Vectors dumped from nvidia-modelopt 0.47.0, JAX (XLA CPU) and vLLM 0.33.0 (conformance/peers/{modelopt,jax,vllm}_dump.py):
+# each implementation's sample is reproduced bit for bit by its profile, and identify's per-implementation verdict
+# (the IMPL line) names that profile for all of its files.
+set(QTC_N_MODELOPT 66)  # 30 NVFP4/MXFP8 + 36 FP8 (modelopt_fp8_dump.py)
+set(QTC_N_JAX 32)
+set(QTC_N_VLLM 51)  # 15 NVFP4 + 36 FP8 (vllm_fp8_dump.py)
+set(QTC_N_COMPRESSED_TENSORS 36)  # FP8 (compressed_tensors_fp8_dump.py)
+set(QTC_N_DEEPGEMM 36)  # FP8 (deepgemm_fp8_dump.py)
+foreach(impl_count IN ITEMS "modelopt;QTC_N_MODELOPT" "jax;QTC_N_JAX" "vllm;QTC_N_VLLM"
+                           "compressed_tensors;QTC_N_COMPRESSED_TENSORS" "deepgemm;QTC_N_DEEPGEMM")
+  list(GET impl_count 0 impl)
+  list(GET impl_count 1 nvar)
+  add_test(NAME qtc_verify_${impl} COMMAND qtc verify ${CMAKE_CURRENT_LIST_DIR}/../vectors/${impl})
+  set_tests_properties(qtc_verify_${impl} PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "^${${nvar}} passed, 0 failed\n$")
+  add_test(NAME qtc_identify_${impl} COMMAND qtc identify ${CMAKE_CURRENT_LIST_DIR}/../vectors/${impl})
+  set_tests_properties(qtc_identify_${impl} PROPERTIES LABELS "vectors;cpu"
+                       PASS_REGULAR_EXPRESSION "\nIMPL  [^\n]*: ${${nvar}} files; ${impl} reproduces ${${nvar}} of ${${nvar}}[^\n]*\n${${nvar}} identified, 0 unmatched\n$"
+                       FAIL_REGULAR_EXPRESSION "(^|\n)(NONE|OTHER|ERROR) ")
+endforeach()

@@ -98,6 +98,15 @@ DevicePlane make_plane(const PlaneSpec& spec, ScaleLayout layout, cudaStream_t s
   return p;
 }
 
+/// The operation orders the kernels implement (profile.hpp): te's, and torchao's for NVFP4 and MXFP8.
+constexpr ImplementedOrders kKernelOrders{.nvfp4_torchao = true, .mx_torchao = true};
+
+/// Throws qtc::Error naming the profile rule the kernels do not implement (no silent run of another rule).
+void check_orders(const Recipe& r, const char* what) {
+  const std::string rule = unimplemented_order(r, kKernelOrders);
+  QTC_CHECK(rule.empty(), what, ": the CUDA kernels do not implement ", rule, "; recipe ", r.name(), " runs on the CPU reference");
+}
+
 void check_input(const DeviceMatrixView& x, const DeviceQuantized& out) {
   QTC_CHECK(x.dtype == out.input_dtype && x.rows == out.rows && x.cols == out.cols, "quantize_into: input [", x.rows,
             ", ", x.cols, "] ", dtype_name(x.dtype), " does not match the allocated output [", out.rows, ", ", out.cols,
@@ -112,6 +121,7 @@ void copy_f32(float* dst, const float* src, cudaStream_t s) {
 void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float* host_amax, cudaStream_t s) {
   check_input(x, out);
   const Recipe& r = out.recipe;
+  check_orders(r, "quantize");
   const int64_t M = x.rows, K = x.cols;
   DevicePlane* rp = out.rowwise ? &*out.rowwise : nullptr;
   DevicePlane* cp = out.columnwise ? &*out.columnwise : nullptr;
@@ -280,6 +290,8 @@ std::string unsupported_reason(const Recipe& r, DType input, int64_t rows, int64
   } catch (const Error& e) {
     return e.what();
   }
+  if (const std::string rule = unimplemented_order(r, kKernelOrders); !rule.empty())
+    return "the CUDA kernels do not implement " + rule + " (it runs on the CPU reference)";
   if (r.kind() == RecipeKind::kNVFP4 && rows % 16 != 0)
     return "the CUDA NVFP4 kernels need M % 16 == 0 (torchao's rowwise-only plane of a ragged M runs on the CPU reference)";
   if (r.is(RecipeKind::kFP8Block) || r.is(RecipeKind::kFP8Tensor)) {
@@ -433,6 +445,7 @@ void dequantize(const DeviceQuantized& q, PlaneKind pk, DType out, void* y, cuda
   const bool col = pk == PlaneKind::kColumnwise;
   const std::optional<DevicePlane>& pl = col ? q.columnwise : q.rowwise;
   QTC_CHECK(pl.has_value(), r.name(), ": the ", col ? "columnwise" : "rowwise", " plane was not produced");
+  check_orders(r, "dequantize");
   detail::DequantParams p;
   switch (r.kind()) {
     case RecipeKind::kNVFP4: p.kind = 0; break;

@@ -4,6 +4,7 @@
 ///        ocp_floor (OCP MX v1.0), and torchao's to_mx (rceil, floor, ceil, even) under profile torchao. Partial blocks reduce over their valid elements only.
 #include "internal.hpp"
 #include "qtc/profile.hpp"
+#include "qtc/peer_codec.hpp"
 #include "qtc/torchao_codec.hpp"
 
 namespace qtc::ref::detail {
@@ -12,6 +13,7 @@ namespace {
 
 struct MxRule {
   const Recipe& r;
+  DType input = DType::kF32;  ///< jax: the dtype its scale and data scaling are computed in
   const ProfileRules& pr = profile_rules(r.profile);
   const Mxfp8Options& o = r.mxfp8();
   /// NaN propagates into the block amax where a NaN block gets a NaN scale (OCP, torchao); TE ignores it.
@@ -20,6 +22,8 @@ struct MxRule {
   /// The E8M0 scale byte of a block with absolute maximum `bamax`.
   uint8_t scale(float bamax) const {
     if (pr.mx_order == MxOrder::kTorchAO) return torchao::mx_scale(bamax, o.scale_rule, o.fp8);
+    if (pr.mx_order == MxOrder::kModelOpt) return peer::modelopt::mx_scale(bamax);
+    if (pr.mx_order == MxOrder::kJax) return peer::jax::mx_scale(bamax, input, o.fp8);
     QTC_CHECK(o.scale_rule == MxScaleRule::kRceil || o.scale_rule == MxScaleRule::kOcpFloor, "MXFP8 scale_rule ",
               mx_scale_rule_name(o.scale_rule), " is defined by torchao's to_mx only (profile torchao)");
     // TE rceil: float_to_e8m0(bamax * RN(1/max)); OCP floor: 2^(floor(log2(amax)) - emax_elem), exact from the
@@ -30,6 +34,8 @@ struct MxRule {
   }
   uint8_t code(float x, uint8_t e) const {
     if (pr.mx_order == MxOrder::kTorchAO) return torchao::mx_code(x, e, o.scale_rule, o.fp8);
+    if (pr.mx_order == MxOrder::kModelOpt) return peer::modelopt::mx_code(x, e);
+    if (pr.mx_order == MxOrder::kJax) return peer::jax::mx_code(x, e, input, o.fp8);
     return encode_fp8(x * e8m0_reciprocal(e), o.fp8);
   }
 };
@@ -41,7 +47,7 @@ QuantizedTensor quantize_mxfp8(const MatrixView& x, const Recipe& r) {
   const int64_t kbs = ceil_div(K, 32);
   QuantizedTensor q;
   start_output(q, r, x.dtype, M, K);  // planes as describe_plane says
-  const MxRule rule{r};
+  const MxRule rule{r, x.dtype};
   const bool tile_2d = rule.o.tile_2d;
   const bool prop = rule.propagate();
   for_each_row_strip(x, 32, [&](int64_t g, int64_t i0, int64_t n, const float* s) {

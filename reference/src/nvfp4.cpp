@@ -5,6 +5,7 @@
 
 #include "internal.hpp"
 #include "qtc/profile.hpp"
+#include "qtc/peer_codec.hpp"
 #include "qtc/torchao_codec.hpp"
 #include "qtc/rng.hpp"
 
@@ -38,6 +39,7 @@ struct Nvfp4Block {
   const ProfileRules& pr = profile_rules(r.profile);
   const Nvfp4Options& o = r.nvfp4();
   DType input = DType::kF32;  ///< the input's dtype (torchao: which NaN a per-tensor amax of a NaN tensor carries)
+  int64_t plane_blocks = 0;   ///< blocks of 16 in a plane, M * K / 16 (modelopt: which NaN a block amax carries)
   NegZero neg_zero() const { return pr.nvfp4_neg_zero_positive ? NegZero::kPositiveZero : NegZero::kKeepSign; }
 
   /// §1.4: sf = e4m3(fminf(bamax * (S_enc * RN(1/6)), FLT_MAX)).
@@ -99,6 +101,33 @@ void quantize_rows_1d(const Nvfp4Block& nb, const float* src, int64_t n, int64_t
         sf = torchao::nvfp4_scale(bamax, two, pts, nb.pr.nvfp4_tiny_block_floor);
         const float mul = torchao::nvfp4_multiplier(sf, two, pts);
         for (int k = 0; k < 16; ++k) codes[k] = torchao::nvfp4_code(x[k], mul);
+      } else if (nb.pr.nvfp4_order == Nvfp4Order::kModelOpt) {
+        // ModelOpt NVFP4QTensor.quantize, float32: S = amax / 2688; sf = e4m3(clamp(bamax / (6 * S) (0 -> 1),
+        // 2^-9, 448)); codes: searchsorted of x / (float(sf) * S).
+        const float s_global = peer::modelopt::nvfp4_global(g.amax);
+        const int64_t blk = static_cast<int64_t>(idx(i, b)) / 16;  // the block's index in the plane's block order
+        const float bam = bamax != bamax ? peer::modelopt::block_amax_nan(blk, nb.plane_blocks, nb.input) : bamax;
+        sf = peer::modelopt::nvfp4_scale(bam, s_global);
+        const float div = peer::modelopt::nvfp4_divisor(sf, s_global);
+        for (int k = 0; k < 16; ++k) codes[k] = peer::modelopt::nvfp4_code(x[k], div);
+      } else if (nb.pr.nvfp4_order == Nvfp4Order::kJax) {
+        // JAX quantize on XLA CPU: xs = x / S (S = amax / 2688), sf = e4m3(clip(max|xs| / 6, 0, 448)), codes of
+        // clip(xs / sf, -6, 6); denormals flushed in every float32 operation.
+        const float rcp = peer::jax::nvfp4_global_rcp(peer::jax::nvfp4_global(peer::jax::amax(g.amax, nb.input)));
+        float xs[16], sam = 0.0f;
+        for (int k = 0; k < 16; ++k) {
+          xs[k] = peer::jax::mul(x[k], rcp);
+          sam = amax_step(sam, xs[k], true);
+        }
+        sf = peer::jax::nvfp4_scale(sam);
+        for (int k = 0; k < 16; ++k) codes[k] = peer::jax::nvfp4_code(xs[k], sf);
+      } else if (nb.pr.nvfp4_order == Nvfp4Order::kVllm) {
+        // vLLM ref_nvfp4_quant: gs = 2688 / amax (input dtype), sf = e4m3(clamp(gs * (bamax * RN(1/6)), +-448)),
+        // codes of clamp(x * rcp(sf * rcp(gs)), +-6) by value buckets.
+        const float gs = peer::vllm::nvfp4_global(g.amax, nb.input);
+        sf = peer::vllm::nvfp4_scale(bamax, gs);
+        const float mul = peer::vllm::nvfp4_multiplier(sf, gs);
+        for (int k = 0; k < 16; ++k) codes[k] = peer::vllm::nvfp4_code(x[k], mul);
       } else if (nb.o.fourover6) {
         Nvfp4Block::Candidate c6{};
         const Nvfp4Block::Candidate c4 = nb.candidates(bamax, g, c6);
@@ -231,6 +260,7 @@ QuantizedTensor quantize_nvfp4(const MatrixView& x, const Recipe& r, const float
   QuantizedTensor q;
   Nvfp4Block nb{r};
   nb.input = x.dtype;
+  nb.plane_blocks = M * K / 16;
   const Nvfp4Options& o = nb.o;
   const bool propagate = nb.pr.nan_amax;
 

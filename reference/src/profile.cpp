@@ -83,6 +83,18 @@ std::vector<ProfileRules> make_builtin() {
   mo.fp8_satfinite = false;
   mo.fp8_zero_scale = Fp8ZeroScale::kKeep;
   mo.fp8_block_amax_nan_lanes = true;
+  // ... and its NVFP4 and MXFP8 quantizers (NVFP4QTensor.quantize with get_weights_scaling_factor_2,
+  // MXFP8QTensor.quantize): one record per implementation.
+  mo.follows = "nvidia-modelopt 0.47.0 (NVFP4QTensor.quantize with get_weights_scaling_factor_2, MXFP8QTensor.quantize, "
+               "FP8QTensor.quantize per tensor and with block_sizes {-1: 128} / {-1: 128, -2: 128})";
+  mo.nvfp4 = mo.mxfp8 = true;
+  mo.nvfp4_order = Nvfp4Order::kModelOpt;
+  mo.nvfp4_nan_scale = true;
+  mo.nvfp4_neg_zero_positive = true;
+  mo.nvfp4_stochastic = false;
+  mo.mx_order = MxOrder::kModelOpt;
+  mo.mx_nonfinite = MxNonFinite::kNaN;  // NaN reaches the block amax (then the scale 0x00 of the order)
+  mo.mx_scale_rules = {MxScaleRule::kRceil};
   v.push_back(mo);
 
   ProfileRules ct = fp8_peer;
@@ -108,6 +120,14 @@ std::vector<ProfileRules> make_builtin() {
   vl.fp8_satfinite = true;         // clamp to +-448 before the cast
   vl.fp8_pow2 = Fp8Pow2::kCeilLog2;
   vl.fp8_scale_min = static_cast<float>(1.0 / (448.0 * 512.0));
+  // ... and its NVFP4 emulation reference.
+  vl.follows = "vLLM 0.33.0 ref_nvfp4_quant (global_scale = 2688 / amax in the input's dtype, as vLLM's tests), "
+               "QuantFP8.forward_native (per tensor) and _quantize_group_native (groups of 128)";
+  vl.nvfp4 = true;
+  vl.nvfp4_order = Nvfp4Order::kVllm;
+  vl.nvfp4_nan_scale = true;
+  vl.nvfp4_neg_zero_positive = true;
+  vl.nvfp4_stochastic = false;
   v.push_back(vl);
 
   ProfileRules dg = fp8_peer;
@@ -147,6 +167,23 @@ std::vector<ProfileRules> make_builtin() {
   sc.fp8_form = sc.fp8_tensor_form = Fp8Form::kInvDiv;  // y / y_s, clamp
   sc.fp8_pow2 = Fp8Pow2::kCeilLog2;
   v.push_back(sc);
+
+  // JAX's block-scale quantizer (jax.nn.scaled_dot_general) on XLA CPU.
+  ProfileRules jx;
+  jx.id = Profile::kJax;
+  jx.name = "jax";
+  jx.follows = "JAX 0.10.2 / 0.11.0 jax._src.cudnn.scaled_matmul_stablehlo.quantize (mxfp8, nvfp4 with global_scale "
+               "amax / 2688) on XLA CPU";
+  jx.fp8_block = jx.fp8_tensor = jx.mxfp4 = false;
+  jx.mxfp4_scale_rules.clear();
+  jx.nan_amax = true;
+  jx.nvfp4_order = Nvfp4Order::kJax;
+  jx.nvfp4_nan_scale = true;
+  jx.nvfp4_stochastic = false;
+  jx.mx_order = MxOrder::kJax;
+  jx.mx_nonfinite = MxNonFinite::kNaN;
+  jx.mx_scale_rules = {MxScaleRule::kRceil};
+  v.push_back(jx);
   return v;
 }
 
@@ -186,6 +223,50 @@ std::string_view fp8_form_name(Fp8Form f) {
 }
 
 std::span<const ProfileRules> all_profiles() { return builtin(); }
+
+std::string_view nvfp4_order_text(Nvfp4Order o) {
+  switch (o) {
+    case Nvfp4Order::kTE: return "te: sf = e4m3(bamax * (S_enc * RN(1/6))), data x * (1 / (sf * S_dec))";
+    case Nvfp4Order::kTorchAO:
+      return "torchao: f32; sf = e4m3(clamp((bamax / 6) / (amax / 2688), 2^-6, 448)), data clamp(x * ((1 / (amax / 2688)) / sf), -6, 6)";
+    case Nvfp4Order::kModelOpt:
+      return "modelopt: f32; S = amax / 2688; sf = e4m3(clamp(bamax / (6 * S), 2^-9, 448)); data x / (sf * S), "
+             "E2M1 by searchsorted (-0.0 -> 0x0, NaN -> 0x7)";
+    case Nvfp4Order::kJax:
+      return "jax: XLA CPU f32 with denormals flushed; xs = x * RN(1 / (amax / 2688)); sf = e4m3(clip(max|xs| / 6, 0, 448)); "
+             "data XLA E2M1 of clip(xs * RN(1 / sf), -6, 6) (NaN -> 0x8; a zero block is 0 * Inf)";
+    case Nvfp4Order::kVllm:
+      return "vllm: gs = T(T(1 / amax) * 2688) in the input dtype T; sf = e4m3(clamp(gs * (bamax * RN(1/6)), +-448)); data "
+             "x * rcp(sf * rcp(gs)), rcp(0) = 1e-8; clamp +-6; value buckets (-0.0 -> 0x0, NaN -> 0x8)";
+  }
+  return "?";
+}
+
+std::string unimplemented_order(const Recipe& r, const ImplementedOrders& impl) {
+  const ProfileRules& pr = profile_rules(r.profile);
+  auto name = [](std::string_view text) { return std::string(text.substr(0, text.find(':'))); };
+  if (r.is(RecipeKind::kNVFP4) && pr.nvfp4_order != Nvfp4Order::kTE &&
+      !(pr.nvfp4_order == Nvfp4Order::kTorchAO && impl.nvfp4_torchao))
+    return "rule nvfp4.order " + name(nvfp4_order_text(pr.nvfp4_order)) + " (profile '" + pr.name + "')";
+  if (r.is(RecipeKind::kMXFP8) && pr.mx_order != MxOrder::kTE && !(pr.mx_order == MxOrder::kTorchAO && impl.mx_torchao))
+    return "rule mxfp8.order " + name(mx_order_text(pr.mx_order)) + " (profile '" + pr.name + "')";
+  return {};
+}
+
+std::string_view mx_order_text(MxOrder o) {
+  switch (o) {
+    case MxOrder::kTE: return "te: E8M0 from bamax * RN(1/elem_max); data x * 2^(127-e), satfinite";
+    case MxOrder::kTorchAO:
+      return "torchao to_mx: rceil ceil(log2f(bamax / elem_max)), data x * 2^(127-e) (1.0 for e=0); floor/ceil/even from "
+             "bamax's bits, data x / max(2^(e-127), 2^-126); clamp +-elem_max";
+    case MxOrder::kModelOpt:
+      return "modelopt: e = ceil(log2f(bamax / 448)) if > 0 else -127, clamp [-127, 127]; data clamp(x * 2^(127-e), +-448)";
+    case MxOrder::kJax:
+      return "jax: in the input dtype T, E8M0 rounded up from T(bamax / elem_max) (F16: T(bamax * T(1 / elem_max))), a NaN "
+             "-> 0x00; data T(x * T(1 / T(2^(e-127)))) (e = 0: 2^-127, F16 2^-15), clip +-elem_max; XLA CPU flushes denormals";
+  }
+  return "?";
+}
 
 const ProfileRules& profile_rules(Profile p) {
   const auto i = static_cast<size_t>(p);
@@ -235,11 +316,13 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
   if (nvfp4 || fp8_block || fp8_tensor)
     d.emplace_back("nan_amax", nan_amax ? "propagate (a NaN makes the NVFP4/FP8 block and tensor amax NaN)" : "ignore (maxNum)");
   if (nvfp4) {
-    d.emplace_back("nvfp4.order", nvfp4_order == Nvfp4Order::kTE
-                                      ? "te: sf = e4m3(bamax * (S_enc * RN(1/6))), data x * (1 / (sf * S_dec))"
-                                      : "torchao: f32; sf = e4m3(clamp((bamax / 6) / (amax / 2688), 2^-6, 448)), "
-                                        "data clamp(x * ((1 / (amax / 2688)) / sf), -6, 6)");
-    d.emplace_back("nvfp4.zero_and_tiny_block_scale", nvfp4_tiny_block_floor ? "clamped up to 2^-6 (0x08)" : "0x00 below E4M3's range");
+    d.emplace_back("nvfp4.order", std::string(nvfp4_order_text(nvfp4_order)));
+    d.emplace_back("nvfp4.zero_and_tiny_block_scale",
+                   nvfp4_order == Nvfp4Order::kModelOpt
+                       ? "zero -> 1.0 (0x38), tiny clamped up to 2^-9 (0x01); all-zero tensor: NaN (0xFF)"
+                   : nvfp4_order == Nvfp4Order::kJax ? "0x00, data 0 * (1 / 0) (NaN, code 0x8)"
+                   : nvfp4_order == Nvfp4Order::kVllm ? "0x00, data multiplier 1 / (1e8 * ...)"
+                       : (nvfp4_tiny_block_floor ? "clamped up to 2^-6 (0x08)" : "0x00 below E4M3's range"));
     d.emplace_back("nvfp4.nan_scale", nvfp4_nan_scale ? "0x7F" : "fminf drops it (NaN amax -> S_enc = FLT_MAX)");
     d.emplace_back("nvfp4.neg_zero", nvfp4_neg_zero_positive ? "-0.0 -> 0x0, NaN data -> 0x0" : "-0.0 -> 0x8");
     d.emplace_back("nvfp4.single_level", yes(nvfp4_single_level));
@@ -249,16 +332,20 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
     std::string rules;
     for (MxScaleRule r : mx_scale_rules) rules += (rules.empty() ? "" : ", ") + std::string(mx_scale_rule_name(r));
     d.emplace_back("mxfp8.scale_rules", rules);
-    d.emplace_back("mxfp8.order", mx_order == MxOrder::kTE
-                                      ? "te: E8M0 from bamax * RN(1/elem_max); data x * 2^(127-e), satfinite"
-                                      : "torchao to_mx: rceil ceil(log2f(bamax / elem_max)), data x * 2^(127-e) "
-                                        "(1.0 for e=0); floor/ceil/even from bamax's bits, data x / max(2^(e-127), 2^-126); "
-                                        "clamp +-elem_max");
-    d.emplace_back("mxfp8.nonfinite_block", mx_order == MxOrder::kTorchAO
-                                                ? "NaN -> 0xFF and NaN data; Inf -> finite scale (rceil 0xFE), Inf -> +-elem_max"
-                                                : (mx_nonfinite == MxNonFinite::kNaN ? "NaN propagates; NaN or Inf -> 0xFF, NaN data"
-                                                                                     : "NaN ignored (maxNum), Inf -> 0xFE (satfinite)"));
-    d.emplace_back("mxfp8.zero_block_scale", mx_order == MxOrder::kTorchAO ? "0x00 (data divided by 2^-126; rceil: by 1)" : "0x00");
+    d.emplace_back("mxfp8.order", std::string(mx_order_text(mx_order)));
+    d.emplace_back("mxfp8.nonfinite_block",
+                   mx_order == MxOrder::kTorchAO
+                       ? "NaN -> 0xFF and NaN data; Inf -> finite scale (rceil 0xFE), Inf -> +-elem_max"
+                       : mx_order == MxOrder::kModelOpt
+                             ? "NaN -> 0x00, data of the other elements x * 2^127 clamped to +-448; Inf -> 0xFE"
+                       : mx_order == MxOrder::kJax
+                             ? "NaN -> 0x00 (data x * (1 / 2^-127) = x * Inf: +-elem_max, 0 * Inf NaN); Inf -> 0xFF (data x * 0)"
+                             : (mx_nonfinite == MxNonFinite::kNaN ? "NaN propagates; NaN or Inf -> 0xFF, NaN data"
+                                                                  : "NaN ignored (maxNum), Inf -> 0xFE (satfinite)"));
+    d.emplace_back("mxfp8.zero_block_scale", mx_order == MxOrder::kTorchAO ? "0x00 (data divided by 2^-126; rceil: by 1)"
+                                             : mx_order == MxOrder::kModelOpt ? "0x00 (data multiplied by 2^127)"
+                                             : mx_order == MxOrder::kJax ? "0x00 (data 0 * (1 / 2^-127): NaN under XLA CPU's denormal flush; F16 0)"
+                                                                             : "0x00");
   }
   if (fp8_block || fp8_tensor) {
     d.emplace_back("fp8.inf_amax_scale", fp8_inf_amax_scale_zero ? "0" : "1");

@@ -164,7 +164,7 @@ QuantizedTensor quantize_with_amax(const MatrixView& x, const Recipe& recipe, fl
 }
 
 Nvfp4BlockDequant::Nvfp4BlockDequant(const Recipe& r)
-    : torchao_(profile_rules(r.profile).nvfp4_order == Nvfp4Order::kTorchAO),
+    : torchao_(profile_rules(r.profile).nvfp4_order != Nvfp4Order::kTE),  // torchao, modelopt: (amax / 2688) * sf
       two_level_(r.nvfp4().per_tensor_scale),
       factor_(1.0f / (6.0f * static_cast<float>(r.nvfp4().e4m3_max))) {}
 

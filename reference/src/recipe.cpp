@@ -168,7 +168,7 @@ const RuleCheck kRules[] = {
                                   "RHT, 4over6 or stochastic rounding)"},
      [](const Recipe& r, const ProfileRules& pr) {
        const Nvfp4Options* o = nv(r);
-       return o && pr.nvfp4_order == Nvfp4Order::kTorchAO && (o->tile_2d || o->row_scaled || o->rht || o->fourover6 || o->stochastic);
+       return o && pr.nvfp4_order != Nvfp4Order::kTE && (o->tile_2d || o->row_scaled || o->rht || o->fourover6 || o->stochastic);
      },
      [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "'"; }},
     {{"nvfp4-single-level", "per_tensor_scale=0 (block scales only) needs a profile that defines single-level NVFP4 "
@@ -216,6 +216,12 @@ const RuleCheck kRules[] = {
        return fp8 && r.pow2_scales() && f != Fp8Form::kTE && pr.fp8_pow2 == Fp8Pow2::kNone;
      },
      [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "' does not"; }},
+    {{"mxfp8-profile-order-e4m3", "the profile's MXFP8 operation order defines E4M3 elements only (mxfp8.order modelopt)"},
+     [](const Recipe& r, const ProfileRules& pr) {
+       const Mxfp8Options* o = r.mxfp8_or_null();
+       return o && pr.mx_order == MxOrder::kModelOpt && o->fp8 != Fp8Type::kE4M3;
+     },
+     [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "'"; }},
     {{"fp8-eps", "FP8 block/tensor eps must be a finite value >= 0"},
      [](const Recipe& r, const ProfileRules&) {
        const bool has_eps = r.is(RecipeKind::kFP8Block) || r.is(RecipeKind::kFP8Tensor);
@@ -295,7 +301,7 @@ void Recipe::validate_input(DType input, int64_t rows, int64_t cols) const {
     QTC_CHECK(cols % 16 == 0, "recipe ", name(), ": rule 'nvfp4-input-k16': NVFP4 needs K % 16 == 0, got K = ", cols,
               " (TE_FORMATS.md §1.1)");
     // torchao's nvfp4_quantize blocks along K only: its rowwise plane takes any M (columnwise blocks run along M).
-    const bool any_m = profile_rules(profile).nvfp4_order == Nvfp4Order::kTorchAO && !columnwise;
+    const bool any_m = profile_rules(profile).nvfp4_order != Nvfp4Order::kTE && !columnwise;
     QTC_CHECK(any_m || rows % 16 == 0, "recipe ", name(), ": rule 'nvfp4-input-m16': NVFP4 needs M % 16 == 0, got M = ", rows,
               " (TE_FORMATS.md §1.1; torchao's rowwise-only plane takes any M)");
     QTC_CHECK(!nv->rht || input == DType::kBF16, "recipe ", name(),

@@ -79,7 +79,7 @@ std::vector<Recipe> recipes() {
 std::vector<std::pair<int64_t, int64_t>> shapes(const Recipe& r) {
   if (r.kind() == RecipeKind::kNVFP4) {
     std::vector<std::pair<int64_t, int64_t>> s = {{16, 16}, {32, 48}, {144, 272}, {0, 32}, {16, 0}, {128, 64}};
-    if (profile_rules(r.profile).nvfp4_order == Nvfp4Order::kTorchAO && !r.columnwise) {
+    if (profile_rules(r.profile).nvfp4_order != Nvfp4Order::kTE && !r.columnwise) {
       s.push_back({17, 32});
       s.push_back({1, 16});
     }
@@ -349,6 +349,9 @@ std::vector<RuleCase> rule_cases() {
   v.push_back({"mxfp4-profile-scale-rule", Recipe::of(Mxfp4Options{.scale_rule = MxScaleRule::kRceil}, Profile::kOCP),
                "profile 'ocp' defines scale_rule ocp_floor, not rceil"});
   v.push_back({"profile-defines-kind", Recipe::of(Mxfp4Options{}, Profile::kTEPyRef), "profile 'te_pyref' does not define mxfp4"});
+  Recipe mo_e5m2 = mxfp8(Fp8Type::kE5M2, MxScaleRule::kRceil, false);
+  mo_e5m2.profile = Profile::kModelOpt;
+  v.push_back({"mxfp8-profile-order-e4m3", mo_e5m2, "profile 'modelopt'"});
   Recipe neg_eps = fp8_tensor(Fp8Type::kE4M3);
   neg_eps.set_eps(-1.0f);
   v.push_back({"fp8-eps", neg_eps, ""});

@@ -179,7 +179,8 @@ TEST(TorchAONvfp4, E2m1CastIsTorchaosBitTwiddling) {
 
 TEST(Profiles, OneRecordEach) {
   const auto all = all_profiles();
-  ASSERT_EQ(all.size(), 4u);
+  ASSERT_GE(all.size(), 7u);  // te, te_pyref, ocp, torchao, modelopt, jax, vllm (others may follow)
+  for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(static_cast<size_t>(all[i].id), i) << all[i].name;
   for (const auto& p : all) {
     EXPECT_EQ(profile_rules(p.id).name, p.name);
     EXPECT_EQ(profile_from_name(p.name), p.id);
@@ -204,6 +205,30 @@ TEST(Profiles, OneRecordEach) {
   const auto floor_off = ref::quantize(MatrixView{t.data(), DType::kF32, 16, 16}, r);
   EXPECT_EQ(floor_on.rowwise->scale.bytes[1], 0x08);
   EXPECT_EQ(floor_off.rowwise->scale.bytes[1], 0x00);
+}
+
+TEST(Profiles, UnimplementedOrderIsNamedByRule) {
+  // The one check every path that takes a recipe makes (the vectorized CPU path, the CUDA backend): the rule of the
+  // profile the path does not implement, by name.
+  const ImplementedOrders kernels{.nvfp4_torchao = true, .mx_torchao = true};
+  Recipe nv = Recipe::of(Nvfp4Options{});
+  EXPECT_EQ(unimplemented_order(nv, kernels), "");
+  nv.profile = Profile::kTorchAO;
+  EXPECT_EQ(unimplemented_order(nv, kernels), "");
+  EXPECT_EQ(unimplemented_order(nv, ImplementedOrders{}), "rule nvfp4.order torchao (profile 'torchao')");
+  for (Profile p : {Profile::kModelOpt, Profile::kJax, Profile::kVllm}) {
+    nv.profile = p;
+    const std::string name = profile_rules(p).name;
+    EXPECT_EQ(unimplemented_order(nv, kernels), "rule nvfp4.order " + name + " (profile '" + name + "')");
+  }
+  Recipe mx = Recipe::of(Mxfp8Options{});
+  mx.profile = Profile::kModelOpt;
+  EXPECT_EQ(unimplemented_order(mx, kernels), "rule mxfp8.order modelopt (profile 'modelopt')");
+  mx.profile = Profile::kJax;
+  EXPECT_EQ(unimplemented_order(mx, kernels), "rule mxfp8.order jax (profile 'jax')");
+  mx.profile = Profile::kOCP;
+  mx.mxfp8().scale_rule = MxScaleRule::kOcpFloor;
+  EXPECT_EQ(unimplemented_order(mx, ImplementedOrders{}), "");
 }
 
 }  // namespace

@@ -55,6 +55,34 @@ VectorIdentity identify_vector(const io::File& file, const std::string& source, 
 /// of any profile explains it".
 std::string rule_explanation(const VectorIdentity& id);
 
+/// The implementation a vector's `source` names: its first two words (package and version, e.g. "nvidia-modelopt
+/// 0.47.0", "torchao 0.18.0"), without a trailing ':' or ','; "(no source)" when it is empty.
+std::string implementation_of(const std::string& source);
+
+/// One verdict per implementation (the files of one `source` implementation, identified one by one).
+struct ImplementationVerdict {
+  std::string implementation;
+  int files = 0;       ///< files read (errors included)
+  int errors = 0;      ///< files that could not be identified
+  std::vector<std::pair<std::string, int>> reproduced_by;  ///< profile -> files it reproduces (any scale rule), most first
+  std::string best;    ///< the profile that reproduces most files ("" when none reproduces any)
+  int best_count = 0;
+  int differing = 0;   ///< files (not errors) that `best` (or, when none reproduces any, the commonest closest
+                       ///< profile) does not reproduce
+  std::string rule;    ///< the rule of that profile whose change reproduces ALL differing files (empty: none does)
+  std::string change;  ///< ... and the change
+  std::string base;    ///< the profile the rule belongs to (best, or when none reproduces a file, the first profile
+                       ///< one of whose rules explains all files; else the one most files are closest to)
+};
+
+/// The verdict of one implementation from its files' identities (`ids[i]` of `paths[i]`): which profile reproduces
+/// how many files, and, for the files the best one does not reproduce, the one rule whose change reproduces every
+/// one of them (re-verified on `cpu`; a rule that explains only some of them is never named).
+ImplementationVerdict implementation_verdict(const std::string& implementation, const std::vector<std::filesystem::path>& paths,
+                                             const std::vector<VectorIdentity>& ids, QuantizeBackend& cpu);
+/// "IMPL  <implementation>: <files> files; <best> reproduces N; ..." (one line, what `qtc identify` prints).
+std::string implementation_line(const ImplementationVerdict& v);
+
 /// "te, te_pyref" (or "-" when empty).
 std::string join_labels(const std::vector<std::string>& v);
 

@@ -23,6 +23,13 @@ enum class Nvfp4Order : uint8_t {
   kTE,       ///< sf = e4m3(min(bamax * (S_enc * RN(1/6)), FLT_MAX)); x * min(1 / (sf * S_dec), FLT_MAX)
   kTorchAO,  ///< float32 throughout: sf = e4m3(clamp((bamax / 6) / (amax / 2688), 2^-6, 448));
              ///< x * ((1 / (amax / 2688)) / sf) clamped to +-6; torchao's bit-twiddling E2M1 cast
+  kModelOpt,  ///< nvidia-modelopt 0.47.0, float32: S = amax / 2688; sf = e4m3(clamp(bamax / (6 * S) (0 -> 1.0), 2^-9,
+              ///< 448)); codes of x / (sf * S) by searchsorted (RN-even, saturating, -0.0 and NaN -> +; NaN -> 6)
+  kJax,       ///< JAX quantize on XLA CPU (denormals flushed in and out of every float32 operation): xs = x * RN(1/S),
+              ///< S = amax / 2688; sf = e4m3(clip(max|xs| / 6, 0, 448)); codes of clip(xs * RN(1/sf), -6, 6), XLA's
+              ///< E2M1 convert (NaN -> 0x8); zero blocks: 0 * Inf
+  kVllm,      ///< vLLM ref_nvfp4_quant: gs = T(T(1 / amax) * 2688) in the input's dtype T; sf = e4m3(clamp(gs * (bamax * RN(1/6)),
+              ///< +-448)); data x * (1 / (sf * (1 / gs))) (a zero divisor replaced by 1e8), clamp +-6, value buckets
 };
 
 /// MXFP8 block-scale and data-scaling implementation.
@@ -32,6 +39,11 @@ enum class MxOrder : uint8_t {
   kTorchAO,  ///< torchao `to_mx`: rceil from ceil(log2f(bamax / elem_max)); floor/ceil/even from the bits
              ///< of bamax; data x / max(2^(e-127), 2^-126) (x * 2^(127-e), 1.0 for e = 0, under rceil);
              ///< clamp to +-elem_max, then the cast (NaN keeps its sign)
+  kModelOpt,  ///< nvidia-modelopt 0.47.0 MXFP8QTensor: e = ceil(log2f(bamax / 448)) where > 0 else -127 (zero and NaN
+              ///< blocks -> 0x00), clamp [-127, 127]; data clamp(x * 2^(127 - e), +-448) (2^127 for e = 0), PyTorch cast
+  kJax,       ///< JAX quantize on XLA CPU, in the input's dtype T: e = round-up E8M0 of T(bamax / elem_max) (F16:
+              ///< T(bamax * T(1 / elem_max)); a NaN amax -> 0x00); data T(x * T(1 / T(2^(e-127)))) (e = 0: 2^-127,
+              ///< F16: 2^-15), clip +-elem_max; denormals flushed in float32 arithmetic (1 / 2^-127 is Inf)
 };
 
 /// What a NaN or Inf block does to an MXFP8 scale under the kTE order.
@@ -152,5 +164,17 @@ Profile register_profile_variant(const ProfileRules& rules);
 std::string_view mx_scale_rule_name(MxScaleRule r);
 /// The rule text of an FP8 form (what `qtc profiles` prints for fp8.form).
 std::string_view fp8_form_name(Fp8Form f);
+/// The operation orders a code path (the vectorized CPU path, the CUDA kernels) implements besides te's.
+struct ImplementedOrders {
+  bool nvfp4_torchao = false;  ///< Nvfp4Order::kTorchAO
+  bool mx_torchao = false;     ///< MxOrder::kTorchAO
+};
+/// The rule of r's profile (name and value, e.g. "nvfp4.order modelopt") that a path implementing `impl` does not
+/// implement, or an empty string. One check for every path that takes a recipe: a path never runs a rule it lacks.
+std::string unimplemented_order(const Recipe& r, const ImplementedOrders& impl);
+
+/// What each operation order computes (the value `qtc profiles` prints for nvfp4.order / mxfp8.order).
+std::string_view nvfp4_order_text(Nvfp4Order o);
+std::string_view mx_order_text(MxOrder o);
 
 }  // namespace qtc

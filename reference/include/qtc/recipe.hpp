@@ -22,17 +22,18 @@ enum class Profile : uint8_t {
   kOCP,      ///< OCP MX v1.0 (MXFP8 only): floor scale rule, NaN/Inf block -> NaN scale
   kTorchAO,  ///< torchao 0.18.0 `nvfp4_quantize` (1x16, with or without per-tensor scale) and `to_mx`
              ///< (rceil, ocp_floor = FLOOR, ceil, even); every rule in profile.hpp
-  kModelOpt,           ///< nvidia-modelopt 0.47.0 `FP8QTensor.quantize` (FP8 tensor and block): s = amax / 448 and
-                       ///< x / s in the input dtype, non-saturating cast, zero block -> NaN data
+  kModelOpt,           ///< nvidia-modelopt 0.47.0: NVFP4QTensor / MXFP8QTensor.quantize, and `FP8QTensor.quantize`
+                       ///< (FP8 tensor and block: s = amax / 448 and x / s in the input dtype, non-saturating cast)
   kCompressedTensors,  ///< compressed-tensors 0.20.0 FP8 / FP8_BLOCK presets: as ModelOpt, s = 0 -> finfo(dtype).eps,
                        ///< data clamped to +-448 before the cast
-  kVllm,               ///< vLLM 0.33.0 `QuantFP8` native paths: float32, s >= 1/(448*512); per tensor x * (1/s),
-                       ///< group x / s; UE8M0 exp2(ceil(log2 s))
+  kVllm,               ///< vLLM 0.33.0: ref_nvfp4_quant (NVFP4 emulation) and the `QuantFP8` native paths (float32,
+                       ///< s >= 1/(448*512); per tensor x * (1/s), group x / s; UE8M0 exp2(ceil(log2 s)))
   kDeepGemm,           ///< DeepGEMM deep_gemm/utils/math.py casts: float32, amax >= 1e-4 (eps), x * (1/s),
                        ///< non-saturating cast, UE8M0 `ceil_to_ue8m0`
   kVllmTriton,         ///< vLLM 0.33.0 Triton `_per_token_group_quant_fp8` as read (GPU only; unverified on a GPU)
   kSglangTriton,       ///< SGLang 0.5.23 Triton `_per_token_group_quant_8bit` (row-major scales) as read (GPU only)
   kSglangTritonColMajor,  ///< SGLang 0.5.23 Triton `_per_token_group_quant_8bit_colmajor` (fp32 / UE8M0) as read (GPU only)
+  kJax,  ///< JAX scaled_matmul_stablehlo.quantize (jax.nn.scaled_dot_general) on XLA CPU (profile.hpp)
 };
 
 enum class Fp8Type : uint8_t { kE4M3, kE5M2 };

@@ -49,6 +49,10 @@ namespace {
 /// is outside, or nullptr.
 const char* rule_outside_simd(const Recipe& r) {
   const ProfileRules& pr = profile_rules(r.profile);
+  // The operation orders (profile.hpp): te only; the same check the CUDA backend makes (unimplemented_order).
+  if (!unimplemented_order(r, ImplementedOrders{}).empty())
+    return r.is(RecipeKind::kNVFP4) ? "NVFP4: the vectorized path implements nvfp4.order te only"
+                                    : "MXFP8: the vectorized path implements mxfp8.order te only";
   switch (r.kind()) {
     case RecipeKind::kNVFP4:
       if (pr.nvfp4_order != Nvfp4Order::kTE) return "NVFP4: the vectorized path implements nvfp4.order te only";
