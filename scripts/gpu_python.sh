@@ -65,7 +65,14 @@ export QTC_PY_DEPS="$CARRY/deps"
 PIPI="-m pip install -q --disable-pip-version-check --no-index --find-links $CARRY/wheels"
 
 make_venv() {  # make_venv DIR: fresh venv that sees the image's torch and numpy, with the staged build tools
-  python3 -m venv --system-site-packages "$1" && "$1/bin/python" $PIPI $PKGS
+  python3 -m venv --system-site-packages "$1" || return 1
+  # The image's python3 is itself a venv (/opt/torch/.venv): --system-site-packages reaches the base interpreter's
+  # packages, not the ones beside torch (cmake, ninja, nanobind, ...). A .pth file adds python3's own site-packages.
+  local parent child
+  parent="$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  child="$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  [ "$parent" != "$child" ] && echo "$parent" > "$child/_qtc_parent_site.pth"
+  "$1/bin/python" $PIPI $PKGS
 }
 
 run_tests() {  # run_tests VENV LOG: the suite, GPU required, the TE-free tests included

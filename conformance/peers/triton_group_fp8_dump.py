@@ -23,8 +23,10 @@ have not been run against these kernels: this script is what checks them.
 """
 import argparse
 import ast
+import importlib.util
 import os
 import sys
+import tempfile
 
 import torch
 import triton
@@ -44,9 +46,15 @@ def load_kernel(path, name):
     for node in ast.parse(text).body:
         if isinstance(node, ast.FunctionDef) and node.name == name:
             src = ast.get_source_segment(text, node)
-            ns = {"triton": triton, "tl": tl}
-            exec(compile("@triton.jit\n" + src, f"{path}:{name}", "exec"), ns)
-            return ns[name]
+            # Triton reads a kernel's source from its file (inspect): the function goes into a module file of its own.
+            d = tempfile.mkdtemp(prefix="qtc_triton_")
+            f = os.path.join(d, f"{name}.py")
+            with open(f, "w") as out:
+                out.write(f"# {name}, cut out of {path}\nimport triton\nimport triton.language as tl\n\n\n@triton.jit\n{src}\n")
+            spec = importlib.util.spec_from_file_location(name, f)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            return getattr(mod, name)
     sys.exit(f"{path}: no function {name}")
 
 

@@ -34,6 +34,17 @@ __device__ __forceinline__ uint8_t code(float x, uint8_t e, const KParams& p) {
 
 /// One plane: plane row a (x's row a, or x's column a when `transposed`), block b: elements [32b, 32b + 32) of
 /// the plane row, clipped to its length.
+/// An input element as float32, exactly as the reference's MatrixView::at reads it: F16 NaNs keep their payload
+/// (f16_to_f32 of codec.hpp; cvt.f32.f16 makes every NaN canonical, and torchao's E2M1 cast turns the payload into
+/// codes). Every other value converts exactly either way.
+__device__ __forceinline__ float load_f32(float v) { return v; }
+__device__ __forceinline__ float load_f32(__nv_bfloat16 v) { return InputTraits<__nv_bfloat16>::to_f32(v); }
+__device__ __forceinline__ float load_f32(__half v) {
+  const uint32_t h = __half_as_ushort(v);
+  if ((h & 0x7C00u) != 0x7C00u || (h & 0x3FFu) == 0u) return __half2float(v);
+  return bits_f32(((h & 0x8000u) << 16) | 0x7F800000u | ((h & 0x3FFu) << 13));
+}
+
 template <typename In, bool kTransposed>
 __global__ void mxfp4_kernel(KParams p) {
   const In* x = static_cast<const In*>(p.x);
@@ -49,7 +60,7 @@ __global__ void mxfp4_kernel(KParams p) {
     float amax = 0.0f;
     for (int t = 0; t < 32; ++t) {
       const int64_t e = e0 + t;
-      v[t] = t < cnt ? InputTraits<In>::to_f32(kTransposed ? x[e * p.K + a] : x[a * p.K + e]) : 0.0f;
+      v[t] = t < cnt ? load_f32(kTransposed ? x[e * p.K + a] : x[a * p.K + e]) : 0.0f;
       if (t < cnt) {  // the reference's amax_step: maxNum, or NaN-propagating (0x7FC00000)
         const float m = fabsf(v[t]);
         amax = p.propagate ? ((amax != amax || m != m) ? bits_f32(0x7FC00000u) : (m > amax ? m : amax)) : (m > amax ? m : amax);
