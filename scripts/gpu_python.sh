@@ -140,8 +140,8 @@ summary "$( [ $? -eq 0 ] && echo PASS || echo FAIL ) pytest, source install: $(t
 if PATH="$WORK/venv-src/bin:$PATH" "$ROOT/scripts/build_wheel.sh" "$WORK/dist" "$WORK/venv-src/bin/python" > "$OUT/wheel.log" 2>&1; then
   whl="$(ls "$WORK"/dist/qtc_conformance-*.whl | head -1)"
   summary "PASS wheel $(basename "$whl")"
-  python3 -m venv --system-site-packages "$WORK/venv-whl" >> "$OUT/wheel.log" 2>&1
-  "$WORK/venv-whl/bin/python" $PIPI pytest safetensors ml_dtypes "$whl" >> "$OUT/wheel.log" 2>&1
+  make_venv "$WORK/venv-whl" >> "$OUT/wheel.log" 2>&1
+  "$WORK/venv-whl/bin/python" $PIPI "$whl" >> "$OUT/wheel.log" 2>&1
   summary "qtc console script: $("$WORK/venv-whl/bin/qtc" --version 2>&1)"
   run_tests "$WORK/venv-whl" "$OUT/pytest_wheel.log"
   summary "$( [ $? -eq 0 ] && echo PASS || echo FAIL ) pytest, wheel install: $(tail -1 "$OUT/pytest_wheel.log")"
