@@ -26,6 +26,7 @@ std::vector<Feature> gemm_features(const Recipe& r) {
     case RecipeKind::kFP8Tensor: return {Feature::kGemmFp8Tensor, Feature::kGemmGroupedFp8Tensor};
     case RecipeKind::kFP8Block: return {Feature::kGemmFp8Block, Feature::kGemmGroupedFp8Block};
     case RecipeKind::kMXFP8: return {Feature::kGemmMxfp8, Feature::kGemmGroupedMxfp8};
+    case RecipeKind::kMXFP4: return {Feature::kGemmMxfp4, Feature::kGemmMxfp4Emulated};
     case RecipeKind::kNVFP4:
       if (r.nvfp4_row_scaled()) return {Feature::kGemmNvfp4RowScaled, Feature::kGemmGroupedNvfp4RowScaled};
       return {Feature::kGemmNvfp4, Feature::kGemmNvfp4Emulated, Feature::kGemmGroupedNvfp4};

@@ -15,6 +15,7 @@ inline std::vector<gating::Feature> quantize_features(const Recipe& r) {
     case RecipeKind::kFP8Tensor: return {Feature::kQuantizeFp8Tensor};
     case RecipeKind::kFP8Block: return {Feature::kQuantizeFp8Block};
     case RecipeKind::kMXFP8: return {Feature::kQuantizeMxfp8};
+    case RecipeKind::kMXFP4: return {Feature::kQuantizeMxfp4};
     case RecipeKind::kNVFP4: {
       std::vector<Feature> f{Feature::kQuantizeNvfp4};
       if (r.nvfp4_row_scaled()) f.push_back(Feature::kQuantizeNvfp4RowScaled);

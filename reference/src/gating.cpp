@@ -59,6 +59,8 @@ constexpr std::array<Rule, static_cast<size_t>(Feature::kCount)> kRules{{
     {{Feature::kQuantizeGroupedRht, "quantize.grouped_rht", "SM 10.0-11.0", "§1.13, §7.7"},
      {{{100, 110}}}, 0, 0, {}, 0, 0, 0, "SM 10.0-11.0"},
 
+    {{Feature::kQuantizeMxfp4, "quantize.mxfp4", "SM >= 9.0 (qtc: software E2M1 and E8M0 on Hopper)", "VECTORS.md mxfp4; qtc"},
+     {{{90, kNoUpper}}}, 0, 0, {}, 0, 0, 0, "SM >= 9.0"},
     {{Feature::kGemmFp8Tensor, "gemm.fp8_tensor", "SM >= 8.9; on SM 8.9 cuBLAS >= 12.1.3", "§7.2, §7.7"},
      {{{89, kNoUpper}}}, 0, 0, {}, 0, 0, 0, "SM >= 8.9"},
     {{Feature::kGemmFp8TensorNonTn, "gemm.fp8_tensor_non_tn", "SM 10.0-11.9 or >= 13.0 (TN only below 10.0 and on 12.x)",
@@ -103,8 +105,6 @@ constexpr std::array<Rule, static_cast<size_t>(Feature::kCount)> kRules{{
       "SM 10.0-11.0, cuBLAS >= 13.4 (cuBLASLt grouped NVFP4 GEMM, per-group alpha), built against cuBLASLt headers >= 13.4",
       "§7.6 (check_grouped_gemm_requirements, NVFP4 grouped)"},
      {{{100, 110}}}, 0, 0, {}, 130400, 130400, 0, "SM 10.0-11.0 (per-group alpha)"},
-    {{Feature::kQuantizeMxfp4, "quantize.mxfp4", "SM >= 9.0 (qtc: software E2M1 and E8M0 on Hopper)", "VECTORS.md mxfp4; qtc"},
-     {{{90, kNoUpper}}}, 0, 0, {}, 0, 0, 0, "SM >= 9.0"},
     {{Feature::kGemmMxfp4, "gemm.mxfp4", "SM 10.x-11.x, cuBLAS >= 12.8 (block-scaled FP4: E2M1 with VEC32_UE8M0 scales)",
       "§7.4, §7.7 (cuBLASLt block-scaled FP4, as MXFP8's VEC32_UE8M0); qtc's call of it has not run on a card"},
      {{{100, 119}}}, 0, 0, {}, 120800, 120800, 0, "SM 10.x-11.x (block-scaled FP4 GEMM)"},

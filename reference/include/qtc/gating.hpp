@@ -50,6 +50,7 @@ enum class Feature : uint8_t {
   kQuantizeNvfp42dSwizzleFusion,///< TE's in-kernel swizzle on the NVFP4 2D path (SM 100-110)
   kQuantizeGrouped,             ///< qtc's grouped quantize (device group sizes, graph-capturable)
   kQuantizeGroupedRht,          ///< TE's grouped RHT (SM 100-110)
+  kQuantizeMxfp4,               ///< qtc's MXFP4 quantize / dequantize (software E2M1/E8M0 on Hopper)
   // GEMMs
   kGemmFp8Tensor,               ///< cuBLASLt FP8, per-tensor scales (TN)
   kGemmFp8TensorNonTn,          ///< FP8 per-tensor in NN/NT layouts without transposed copies
@@ -67,8 +68,6 @@ enum class Feature : uint8_t {
   kGemmGroupedNvfp4RowScaled,   ///< qtc's grouped row-scaled NVFP4 GEMM (per-tensor GEMMs + post-scale)
   kGemmGroupedRowScaledSm90,    ///< qtc's device-driven grouped row-scaled NVFP4 GEMM: CUTLASS sm_90a (Hopper)
   kGemmGroupedRowScaledCublasLt,///< the same through cuBLASLt's grouped NVFP4 GEMM (Blackwell, cuBLAS >= 13.4)
-  // MXFP4 (added after the others, so the rows above keep their order)
-  kQuantizeMxfp4,               ///< qtc's MXFP4 quantize / dequantize (software E2M1/E8M0 on Hopper)
   kGemmMxfp4,                   ///< cuBLASLt block-scaled FP4: CUDA_R_4F_E2M1 with VEC32_UE8M0 scales
   kGemmMxfp4Emulated,           ///< qtc: MXFP4 as exact dequantize-to-BF16 + BF16 GEMM (Hopper)
   kCount
