@@ -2,8 +2,8 @@
 /// \brief Fuzz target: the `qtc` command line — the input is split at NUL bytes into arguments and parsed by the
 ///        same CLI11 app as main.cpp, and the command runs: its own checks (shapes, --param, layouts, outputs)
 ///        must end in an exit status and a message, never a crash, a leak, a hang or a huge allocation.
-///        Sandboxed: the process works in a scratch folder emptied after every input; an argument holding '/'
-///        is not run (no file outside the scratch folder is read or written); `conform` (minutes of work by
+///        Sandboxed: the process works in a scratch folder emptied after every input; an argument holding '/' or
+///        ".." is not run (no file outside the scratch folder is read or written); `conform` (minutes of work by
 ///        design) is parsed but not run; the memory precheck is bounded to 16 MiB (QTC_MEMORY_LIMIT_BYTES) so
 ///        that every accepted shape is small.
 #include <CLI/CLI.hpp>
@@ -62,7 +62,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!cur.empty()) args.push_back(cur);
   if (args.size() > 64) return 0;
   for (const auto& a : args)
-    if (a.find('/') != std::string::npos) return 0;  // stays in the scratch folder
+    // Stays in the scratch folder: no '/' and no "..": `identify ..` read the build tree for minutes (a CI timeout),
+    // and `-o..` or `--out=..` would write beside it.
+    if (a.find('/') != std::string::npos || a.find("..") != std::string::npos) return 0;
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
 
