@@ -13,7 +13,6 @@ an observer passes them) and the data from `quantize(..., dtype=torch.float8_e4m
 
 Needs: torch, compressed-tensors (0.20.0), safetensors, numpy.
 """
-import argparse
 import os
 import sys
 from importlib.metadata import version
@@ -21,7 +20,7 @@ from importlib.metadata import version
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fp8_peer_common import FAMILIES, family, to_input, u8, write  # noqa: E402
+from fp8_peer_common import dump_cases, fp8_outputs, u8  # noqa: E402
 from compressed_tensors.quantization import quant_scheme  # noqa: E402
 from compressed_tensors.quantization.lifecycle.forward import quantize  # noqa: E402
 from compressed_tensors.quantization.utils.helpers import calculate_qparams, compute_dynamic_scales_and_zp  # noqa: E402
@@ -49,42 +48,14 @@ def dump(x, mode):
     else:
         scale, zp = compute_dynamic_scales_and_zp(x, args, module=None)
     q = quantize(x, scale, zp, args, dtype=torch.float8_e4m3fn)
-    s = scale.float()
-    if mode == "tensor":
-        return {"rowwise_data": u8(q), "scale_inv": s.reshape(1)}
-    return {"rowwise_data": u8(q), "rowwise_scale_inv": s.reshape(s.shape[-2], s.shape[-1])}
+    return fp8_outputs(u8(q), scale, mode)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("out")
-    ap.add_argument("--shapes", default="16x128,33x256,130x260", help="MxK,... (1x128 groups skip K % 128 != 0)")
-    ap.add_argument("--families", default=",".join(FAMILIES), help="input families (fp8_peer_common.py)")
-    ap.add_argument("--dtypes", default="f32,bf16,f16")
-    args = ap.parse_args()
-    families, dtypes = args.families.split(","), args.dtypes.split(",")
-    os.makedirs(args.out, exist_ok=True)
-    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
-    n, seed = 0, 2600
-    for mode in MODES:
-        for dtype in dtypes:
-            for fam in families:
-                for m, k in shapes:
-                    seed += 1
-                    if mode == "1x128" and k % 128 != 0:
-                        continue
-                    x = to_input(family(fam, m, k, seed), dtype)
-                    tensors = {"x": x, **dump(x, mode)}
-                    md = {"recipe": "fp8_tensor" if mode == "tensor" else "fp8_block", "profile": "compressed_tensors",
-                          "columnwise": "0", "fp8_dtype": "e4m3", "source": f"{SOURCE}, preset {MODES[mode][0]} {MODES[mode][1]}",
-                          "case.family": fam, "case.dtype": dtype}
-                    if mode != "tensor":
-                        md["tile"] = mode
-                    write(args.out, f"ct_{mode}_{dtype}_{fam}_{m}x{k}", tensors, md)
-                    n += 1
-    print(f"{n} vectors written to {args.out}")
-    return 0
-
+    # 1x128 groups need K % 128 == 0 (compressed-tensors' group quantization)
+    return dump_cases(__doc__, "ct", "compressed_tensors", MODES, dump,
+                      lambda mode: f"{SOURCE}, preset {MODES[mode][0]} {MODES[mode][1]}", "16x128,33x256,130x260", 2600,
+                      skip=lambda mode, k: mode == "1x128" and k % 128 != 0)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -6,6 +6,7 @@ fp8.zero_scale, fp8.pow2, fp8.nan, fp8.cast_overflow): zero blocks, tiny blocks 
 NaN, +-Inf, -0.0, block amaxes at and one ulp around 448 * 2^k, values that overflow 448 after the scaling,
 blocks far apart in magnitude, and ragged shapes (M and K not multiples of 128). Deterministic (fixed seeds).
 """
+import argparse
 import os
 
 import numpy as np
@@ -82,3 +83,46 @@ def u8(t):
 def write(out_dir, name, tensors, metadata):
     md = {"qtc.schema": "1", **{k: str(v) for k, v in metadata.items()}}
     save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(out_dir, name + ".safetensors"), metadata=md)
+
+
+def fp8_outputs(data, scale, mode):
+    """The rowwise tensors of one FP8 dump: the codes, and the F32 scales as `scale_inv` [1] (mode "tensor") or as
+    `rowwise_scale_inv` [blocks of M, blocks of K] (block modes)."""
+    s = scale.float()
+    if mode == "tensor":
+        return {"rowwise_data": data, "scale_inv": s.reshape(1)}
+    return {"rowwise_data": data, "rowwise_scale_inv": s.reshape(s.shape[-2], s.shape[-1])}
+
+
+def dump_cases(doc, prefix, profile, modes, dump, source_of, default_shapes, first_seed, skip=lambda mode, k: False):
+    """The command line and the case loop of a per-tensor / block FP8 dump script: for every mode ("tensor" or a
+    tile), dtype, family and shape, `dump(x, mode)` gives the tensors and `source_of(mode)` the `source` text; files
+    are named PREFIX_MODE_DTYPE_FAMILY_MxK and carry profile PROFILE. Returns the exit code."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out")
+    ap.add_argument("--shapes", default=default_shapes, help="MxK,...")
+    ap.add_argument("--families", default=",".join(FAMILIES), help="input families (fp8_peer_common.py)")
+    ap.add_argument("--dtypes", default="f32,bf16,f16")
+    args = ap.parse_args()
+    families, dtypes = args.families.split(","), args.dtypes.split(",")
+    os.makedirs(args.out, exist_ok=True)
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    n, seed = 0, first_seed
+    for mode in modes:
+        for dtype in dtypes:
+            for fam in families:
+                for m, k in shapes:
+                    seed += 1
+                    if skip(mode, k):
+                        continue
+                    x = to_input(family(fam, m, k, seed), dtype)
+                    md = {"recipe": "fp8_tensor" if mode == "tensor" else "fp8_block", "profile": profile,
+                          "columnwise": "0", "fp8_dtype": "e4m3", "source": source_of(mode),
+                          "case.family": fam, "case.dtype": dtype}
+                    if mode != "tensor":
+                        md["tile"] = mode
+                    write(args.out, f"{prefix}_{mode}_{dtype}_{fam}_{m}x{k}", {"x": x, **dump(x, mode)}, md)
+                    n += 1
+    print(f"{n} vectors written to {args.out}")
+    return 0
+

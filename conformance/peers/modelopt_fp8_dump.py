@@ -13,7 +13,6 @@ input dtype) with metadata profile=modelopt. qtc's reference must reproduce ever
 Needs: torch, nvidia-modelopt (0.47.0), safetensors, numpy (`requests`, which modelopt imports for its dataset
 helpers, is stubbed when missing).
 """
-import argparse
 import os
 import sys
 from importlib.metadata import version
@@ -21,7 +20,7 @@ from importlib.metadata import version
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fp8_peer_common import FAMILIES, family, to_input, u8, write  # noqa: E402
+from fp8_peer_common import dump_cases, fp8_outputs, u8  # noqa: E402
 
 try:  # modelopt.torch.utils imports `requests` for its dataset helpers only; the quantizer does not use it
     import requests  # noqa: F401
@@ -36,41 +35,12 @@ MODES = {"tensor": None, "1x128": {-1: 128}, "128x128": {-1: 128, -2: 128}}
 
 def dump(x, mode):
     q, scales = FP8QTensor.quantize(x, block_sizes=MODES[mode])
-    data = u8(q._quantized_data)
-    s = scales.float()
-    if mode == "tensor":
-        return {"rowwise_data": data, "scale_inv": s.reshape(1)}
-    return {"rowwise_data": data, "rowwise_scale_inv": s.reshape(s.shape[-2], s.shape[-1])}
+    return fp8_outputs(u8(q._quantized_data), scales, mode)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("out")
-    ap.add_argument("--shapes", default="16x64,33x200,130x260", help="MxK,... (ragged ones included)")
-    ap.add_argument("--families", default=",".join(FAMILIES), help="input families (fp8_peer_common.py)")
-    ap.add_argument("--dtypes", default="f32,bf16,f16")
-    args = ap.parse_args()
-    families, dtypes = args.families.split(","), args.dtypes.split(",")
-    os.makedirs(args.out, exist_ok=True)
-    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
-    n, seed = 0, 2500
-    for mode in MODES:
-        for dtype in dtypes:
-            for fam in families:
-                for m, k in shapes:
-                    seed += 1
-                    x = to_input(family(fam, m, k, seed), dtype)
-                    tensors = {"x": x, **dump(x, mode)}
-                    md = {"recipe": "fp8_tensor" if mode == "tensor" else "fp8_block", "profile": "modelopt",
-                          "columnwise": "0", "fp8_dtype": "e4m3", "source": f"{SOURCE}, block_sizes={MODES[mode]}",
-                          "case.family": fam, "case.dtype": dtype}
-                    if mode != "tensor":
-                        md["tile"] = mode
-                    write(args.out, f"modelopt_{mode}_{dtype}_{fam}_{m}x{k}", tensors, md)
-                    n += 1
-    print(f"{n} vectors written to {args.out}")
-    return 0
-
+    return dump_cases(__doc__, "modelopt", "modelopt", MODES, dump, lambda mode: f"{SOURCE}, block_sizes={MODES[mode]}",
+                      "16x64,33x200,130x260", 2500)
 
 if __name__ == "__main__":
     sys.exit(main())

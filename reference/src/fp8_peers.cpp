@@ -146,30 +146,24 @@ QuantizedTensor quantize_fp8_block_peer(const MatrixView& x, const Recipe& r) {
       }
     return q;
   }
-  // 1D blocks of b = 128 (1x128) or 32 (1x32) elements along the row (rowwise) or the column (columnwise)
-  const int64_t b = r.fp8_block().block_1d, kbb = ceil_div(K, b), mbb = ceil_div(M, b);
-  if (r.rowwise)
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t kb = 0; kb < kbb; ++kb) {
-        const int64_t j1 = std::min(K, kb * b + b);
-        float a = 0.0f;
-        for (int64_t j = kb * b; j < j1; ++j) a = amax_step(a, at(i, j), prop);
-        const float s = p.scale(p.block_amax(a, i * kbb + kb, M * kbb), p.form);
+  // 1D blocks of b = 128 (1x128) or 32 (1x32) elements along the row (rowwise) or the column (columnwise): one loop
+  // over the plane's rows (x's rows, or x^T's: x's columns), `elem(row, e)` reading element e of that row.
+  const int64_t b = r.fp8_block().block_1d;
+  auto plane_1d = [&](Plane& pl, int64_t rows, int64_t len, auto elem) {
+    const int64_t nb = ceil_div(len, b);
+    for (int64_t a = 0; a < rows; ++a)
+      for (int64_t kb = 0; kb < nb; ++kb) {
+        const int64_t e1 = std::min(len, kb * b + b);
+        float am = 0.0f;
+        for (int64_t e = kb * b; e < e1; ++e) am = amax_step(am, elem(a, e), prop);
+        const float s = p.scale(p.block_amax(am, a * nb + kb, rows * nb), p.form);
         const float rcp = p.div(1.0f, s);
-        q.rowwise->scale.set_f32(i, kb, s);
-        for (int64_t j = kb * b; j < j1; ++j) q.rowwise->data[static_cast<size_t>(i * K + j)] = p.code(at(i, j), s, rcp, p.form, true);
+        pl.scale.set_f32(a, kb, s);
+        for (int64_t e = kb * b; e < e1; ++e) pl.data[static_cast<size_t>(a * len + e)] = p.code(elem(a, e), s, rcp, p.form, true);
       }
-  if (r.columnwise)
-    for (int64_t j = 0; j < K; ++j)
-      for (int64_t mb = 0; mb < mbb; ++mb) {
-        const int64_t i1 = std::min(M, mb * b + b);
-        float a = 0.0f;
-        for (int64_t i = mb * b; i < i1; ++i) a = amax_step(a, at(i, j), prop);
-        const float s = p.scale(p.block_amax(a, j * mbb + mb, K * mbb), p.form);
-        const float rcp = p.div(1.0f, s);
-        q.columnwise->scale.set_f32(j, mb, s);
-        for (int64_t i = mb * b; i < i1; ++i) q.columnwise->data[static_cast<size_t>(j * M + i)] = p.code(at(i, j), s, rcp, p.form, true);
-      }
+  };
+  if (r.rowwise) plane_1d(*q.rowwise, M, K, [&](int64_t i, int64_t j) { return at(i, j); });
+  if (r.columnwise) plane_1d(*q.columnwise, K, M, [&](int64_t j, int64_t i) { return at(i, j); });
   return q;
 }
 
