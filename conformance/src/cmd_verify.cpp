@@ -70,7 +70,7 @@ int run_verify(VerifyCommand o) {
       if (r.verdict != Verdict::kPass) {
         std::printf("%s\n", result_line(r).c_str());
         if (o.verbose)
-          for (const auto& d : r.details) std::printf("    %s\n", printable_text(d).c_str());
+          for (const auto& d : detail_lines(r)) std::printf("    %s\n", printable_text(d).c_str());
       } else if (o.verbose) {
         std::printf("%s\n", printable_text(::fmt::format("PASS {} [{}]", r.path, r.backend)).c_str());
       }

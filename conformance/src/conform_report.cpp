@@ -128,7 +128,18 @@ void write_conform_report(const std::filesystem::path& dir, const ConformRun& ru
     json e{{"suite", rec.suite}, {"check", rec.check}, {"path", r.path}, {"backend", r.backend}, {"recipe", r.recipe},
            {"profile", r.profile}, {"verdict", std::string(verdict_name(r.verdict))}};
     if (!r.message.empty()) e["message"] = r.message;
-    if (!r.details.empty()) e["details"] = r.details;
+    if (const auto lines = detail_lines(r); !lines.empty()) e["details"] = lines;
+    for (const TensorMismatch& m : r.mismatches) {  // the records behind the lines, for tools that read the report
+      json mj{{"tensor", m.tensor}};
+      if (!m.compared()) {
+        mj["problem"] = m.problem;
+      } else {
+        mj.update({{"count", m.count}, {"total", m.total}, {"index", m.at}, {"expected", element_text(m.elem, m.want)},
+                   {"got", element_text(m.elem, m.got)}});
+        if (!m.file_at.empty()) mj["buffer_index"] = m.file_at;
+      }
+      e["mismatches"].push_back(std::move(mj));
+    }
     if (!r.checked.empty()) e["checked"] = r.checked;
     (is_foreign(rec) ? j["foreign"]["results"] : j["results"]).push_back(e);
   }
@@ -237,7 +248,7 @@ void write_conform_report(const std::filesystem::path& dir, const ConformRun& ru
     ++shown;
     md += ::fmt::format("* **{}** `{}` [{}] ({} {}): {}\n", verdict_name(r.verdict), r.path, r.backend.empty() ? "-" : r.backend,
                         rec.suite, rec.check, md_escape(r.message));
-    for (const auto& d : r.details) md += "  * " + md_escape(d) + "\n";
+    for (const auto& d : detail_lines(r)) md += "  * " + md_escape(d) + "\n";
   }
   if (shown == 0) md += "None.\n";
   md += "\n### Skipped\n\n";

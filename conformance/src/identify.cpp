@@ -37,18 +37,12 @@ std::vector<Candidate> candidates_for(const std::string& recipe) {
   return out;
 }
 
-std::string first_mismatch(const FileResult& r) { return r.details.empty() ? r.message : r.details.front(); }
+std::string first_mismatch(const FileResult& r) { return r.mismatches.empty() ? r.message : mismatch_text(r.mismatches.front()); }
 
-/// Mismatching elements of a failed verification: the "N of M elements differ" counts of its detail lines
-/// (a detail without a count, e.g. a wrong shape, counts as one).
+/// Mismatching elements of a failed verification, from its records (a tensor that could not be compared, e.g. of a
+/// wrong shape, counts as one; a failure without records as one).
 int64_t mismatch_count(const FileResult& r) {
-  int64_t n = 0;
-  for (const std::string& d : r.details) {
-    const size_t at = d.find(" of ");
-    size_t b = at;
-    while (b > 0 && std::isdigit(static_cast<unsigned char>(d[b - 1]))) --b;
-    n += (at != std::string::npos && b < at) ? std::stoll(d.substr(b, at - b)) : 1;
-  }
+  const int64_t n = r.mismatching_elements();
   return n == 0 ? 1 : n;
 }
 

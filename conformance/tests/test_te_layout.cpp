@@ -47,7 +47,7 @@ FileResult run(const qtc::io::File& f, bool strict = false) {
 
 std::string all_text(const FileResult& r) {
   std::string s = qtc::conformance::result_line(r);
-  for (const auto& d : r.details) s += "\n    " + d;
+  for (const auto& d : detail_lines(r)) s += "\n    " + d;
   return s;
 }
 

@@ -31,7 +31,7 @@ TEST_P(BundledVector, PassesOnCpu) {
   const auto r = qtc::conformance::verify_file(GetParam(), *cpu);
   EXPECT_EQ(r.verdict, qtc::conformance::Verdict::kPass) << qtc::conformance::result_line(r) << [&] {
     std::string d;
-    for (const auto& s : r.details) d += "\n    " + s;
+    for (const auto& s : detail_lines(r)) d += "\n    " + s;
     return d;
   }();
 }

@@ -33,6 +33,9 @@ namespace {
 namespace fs = std::filesystem;
 using qtc::conformance::FileResult;
 using qtc::conformance::Verdict;
+using qtc::conformance::ElementCode;
+using qtc::conformance::TensorMismatch;
+using qtc::conformance::detail_lines;
 
 const std::string kDir = QTC_BUNDLED_VECTORS_DIR;
 
@@ -92,12 +95,29 @@ TEST(VerifyPlanted, Nvfp4E4m3ScaleAndAmax) {
   tensor(f, "amax_rowwise").bytes[0] ^= 0x01;
   const FileResult r = run(f);
   ASSERT_EQ(r.verdict, Verdict::kFail);
-  ASSERT_EQ(r.details.size(), 2u);
-  expect_contains(r.details[0], "rowwise_scale_inv: 1 of 48 elements differ; first at [2, 1]");
-  expect_contains(r.details[0], "(e4m3 ");
-  expect_contains(r.details[0], "block x[2, 16:32]");
-  expect_contains(r.details[1], "amax_rowwise: 1 of 1 elements differ; first at [0]: expected 0x");
+  ASSERT_EQ(r.mismatches.size(), 2u);
+  const std::vector<std::string> lines = detail_lines(r);
+  ASSERT_EQ(lines.size(), 2u);
+  expect_contains(lines[0], "rowwise_scale_inv: 1 of 48 elements differ; first at [2, 1]");
+  expect_contains(lines[0], "(e4m3 ");
+  expect_contains(lines[0], "block x[2, 16:32]");
+  expect_contains(lines[1], "amax_rowwise: 1 of 1 elements differ; first at [0]: expected 0x");
   expect_contains(r.message, "(also differ: amax_rowwise)");
+  // The verdict is data: the records hold what the lines say.
+  const TensorMismatch& s = r.mismatches[0];
+  EXPECT_EQ(s.tensor, "rowwise_scale_inv");
+  EXPECT_TRUE(s.compared());
+  EXPECT_EQ(s.count, 1);
+  EXPECT_EQ(s.total, 48);
+  EXPECT_EQ(s.first, 2 * 3 + 1);
+  EXPECT_EQ(s.at, (std::vector<int64_t>{2, 1}));
+  EXPECT_TRUE(s.file_at.empty());
+  EXPECT_EQ(s.want ^ s.got, 0x01u);
+  EXPECT_EQ(s.elem, ElementCode::kE4M3);
+  expect_contains(s.block_inputs, "x[2, 16:32] = {");
+  EXPECT_EQ(r.mismatches[1].tensor, "amax_rowwise");
+  EXPECT_EQ(r.mismatches[1].elem, ElementCode::kF32);
+  EXPECT_EQ(r.mismatching_elements(), 2);
 }
 
 TEST(VerifyPlanted, Fp8BlockF32ScaleAndData) {

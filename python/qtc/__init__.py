@@ -198,7 +198,9 @@ def dequantize(tensors: Mapping[str, Any], recipe: str, shape: Tuple[int, int], 
 class VerifyResult:
     """The verdict of ``qtc verify`` on one vector: ``passed``, the first-mismatch text ``message`` (the same text
     ``qtc verify`` prints), one line per mismatching tensor in ``details``, and ``mismatches``: for every checked
-    tensor the number of differing elements (-1 when the tensor could not be compared at all)."""
+    tensor the number of differing elements (-1 when the tensor could not be compared at all); ``records``: one dict
+    per mismatching tensor with its fields (tensor, problem, count, total, index, buffer_index, expected, got,
+    expected_bits, got_bits, block, line), read from the C++ verdict, not from its text."""
 
     verdict: str
     message: str
@@ -206,6 +208,7 @@ class VerifyResult:
     details: List[str] = field(default_factory=list)
     checked: List[str] = field(default_factory=list)
     mismatches: Dict[str, int] = field(default_factory=dict)
+    records: List[Dict[str, Any]] = field(default_factory=list)
     recipe: str = ""
     profile: str = ""
 

@@ -46,7 +46,8 @@ class Mismatch:
 
 
 def parse_mismatch(line: str) -> Optional[Mismatch]:
-    """The fields of one per-tensor line of ``VerifyResult.details``; None for another kind of line."""
+    """The fields of one per-tensor line of ``VerifyResult.details`` (for text from elsewhere, e.g. a log of
+    ``qtc verify``; a result's fields are in ``VerifyResult.records``); None for another kind of line."""
     m = _LINE.match(line.strip())
     if m is None:
         return None
@@ -55,6 +56,16 @@ def parse_mismatch(line: str) -> Optional[Mismatch]:
                     index=_index(compact or m.group("coord")) or (),
                     buffer_index=_index(m.group("coord")) if compact else None, expected=m.group("expected"),
                     got=m.group("got"), block=m.group("block") or "")
+
+
+def _from_record(r: Mapping[str, Any]) -> Optional[Mismatch]:
+    """A mismatch record of ``VerifyResult.records`` (the C++ verdict's fields); None for a tensor that could not be
+    compared element by element (its ``problem`` says why)."""
+    if r.get("problem"):
+        return None
+    buf = tuple(r.get("buffer_index") or ())
+    return Mismatch(tensor=r["tensor"], count=int(r["count"]), total=int(r["total"]), index=tuple(r["index"]),
+                    buffer_index=buf or None, expected=r["expected"], got=r["got"], block=r.get("block", ""))
 
 
 class ConformanceError(AssertionError):
@@ -145,7 +156,7 @@ def assert_conforms(x: Any, recipe: Any, outputs: Optional[Mapping[str, Any]] = 
     result = qtc.verify(tensors, source=source, strict_padding=strict_padding, **md)
     if result.passed and not extra:
         return result
-    mismatches = [m for m in (parse_mismatch(d) for d in result.details) if m is not None]
+    mismatches = [m for m in (_from_record(r) for r in result.records) if m is not None]
     lines = [] if result.passed else [result.line] + ["  " + d for d in result.details[1:]]
     lines += extra
     rule = _explaining_rule(tensors, md, source) if explain and result.verdict == "fail" else None

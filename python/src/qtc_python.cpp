@@ -238,17 +238,22 @@ qtc::io::File make_file(const std::map<std::string, TensorArg>& tensors, const M
   return f;
 }
 
-/// Parses "name: N of T elements differ" (the first words of verify's per-tensor line); -1 when the line is another
-/// kind of failure (a missing plane, a backend error).
-std::pair<std::string, int64_t> mismatch_count(const std::string& line) {
-  const auto colon = line.find(": ");
-  if (colon == std::string::npos) return {line, -1};
-  const std::string name = line.substr(0, colon);
-  const char* p = line.c_str() + colon + 2;
-  char* end = nullptr;
-  const long long n = std::strtoll(p, &end, 10);
-  if (end == p || std::strncmp(end, " of ", 4) != 0) return {name, -1};
-  return {name, n};
+/// One mismatch record (verify.hpp's TensorMismatch) as the Python side reads it: fields, not text.
+nb::dict mismatch_dict(const qtc::conformance::TensorMismatch& m) {
+  nb::dict d;
+  d["tensor"] = m.tensor;
+  d["problem"] = m.problem;
+  d["count"] = m.compared() ? m.count : int64_t{-1};
+  d["total"] = m.total;
+  d["index"] = m.at;
+  d["buffer_index"] = m.file_at;
+  d["expected"] = m.compared() ? qtc::conformance::element_text(m.elem, m.want) : std::string();
+  d["got"] = m.compared() ? qtc::conformance::element_text(m.elem, m.got) : std::string();
+  d["expected_bits"] = m.want;
+  d["got_bits"] = m.got;
+  d["block"] = m.block_inputs;
+  d["line"] = qtc::conformance::mismatch_text(m);
+  return d;
 }
 
 /// A path handed to the C++ side: a NUL byte would end it early (the file opened would be another one).
@@ -295,17 +300,19 @@ nb::dict verdict_dict(const qtc::conformance::FileResult& res) {
   d["verdict"] = std::string(qtc::conformance::verdict_name(res.verdict));
   d["message"] = res.message;
   d["line"] = qtc::conformance::result_line(res);
-  d["details"] = res.details;
+  d["details"] = qtc::conformance::detail_lines(res);
   d["checked"] = res.checked;
   d["recipe"] = res.recipe;
   d["profile"] = res.profile;
   std::map<std::string, int64_t> counts;
   for (const std::string& c : res.checked) counts[c] = 0;
-  for (const std::string& line : res.details) {
-    auto [name, n] = mismatch_count(line);
-    counts[name] = n;
+  nb::list records;
+  for (const auto& m : res.mismatches) {
+    counts[m.tensor] = m.compared() ? m.count : -1;
+    records.append(mismatch_dict(m));
   }
   d["mismatches"] = counts;
+  d["records"] = records;
   return d;
 }
 

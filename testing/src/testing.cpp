@@ -128,7 +128,8 @@ Recipe recipe(const std::map<std::string, std::string>& metadata) { return Recip
     if (res.verdict == conformance::Verdict::kEquivalent && out.accept_equal_values) return ::testing::AssertionSuccess();
     ::testing::AssertionResult fail = ::testing::AssertionFailure();
     fail << conformance::result_line(res);
-    for (size_t i = 1; i < res.details.size(); ++i) fail << "\n  " << res.details[i];
+    const std::vector<std::string> lines = conformance::detail_lines(res);
+    for (size_t i = 1; i < lines.size(); ++i) fail << "\n  " << lines[i];
     return fail;
   } catch (const std::exception& e) {
     return ::testing::AssertionFailure() << "ERROR " << source << ": " << rule(e.what());

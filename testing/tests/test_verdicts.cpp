@@ -107,13 +107,14 @@ TEST(FirstMismatch, QuantizedEqualPrintsTheLineOfQtcVerify) {
   be.answer = got;
   const conformance::FileResult v = conformance::verify_vector(vector_of(x, want), "v", be);
   ASSERT_EQ(v.verdict, conformance::Verdict::kFail);
-  ASSERT_FALSE(v.details.empty());
-  EXPECT_EQ(message(lib), v.details.front());
+  ASSERT_FALSE(v.mismatches.empty());
+  const std::string line = conformance::mismatch_text(v.mismatches.front());
+  EXPECT_EQ(message(lib), line);
   EXPECT_NE(message(lib).find("rowwise_data: 1 of 1536 elements differ; first at [5, 15]: expected 0x"), std::string::npos) << message(lib);
   EXPECT_NE(message(lib).find("; block x[5, 0:16] = {"), std::string::npos) << message(lib);
   // Without x: the same line without the block.
   const std::string no_x = message(qtc::testing::quantized_equal(want, got));
-  EXPECT_EQ(no_x, v.details.front().substr(0, v.details.front().find("; block")));
+  EXPECT_EQ(no_x, line.substr(0, line.find("; block")));
 }
 
 TEST(FirstMismatch, EveryMismatchingTensorOnItsOwnLine) {

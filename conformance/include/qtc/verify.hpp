@@ -18,17 +18,55 @@ namespace qtc::conformance {
 enum class Verdict { kPass, kFail, kError, kSkipped, kEquivalent };
 std::string_view verdict_name(Verdict v);
 
+/// How the elements of a compared buffer are encoded.
+enum class ElementCode { kE2M1, kE4M3, kE5M2, kE8M0, kF32, kBF16, kF16, kU8 };
+
+/// One expected tensor that the backend did not reproduce: a record, formatted only where it is shown (the CLI's
+/// line, GoogleTest's message, Python's exception fields); identify and the Python module read its fields.
+struct TensorMismatch {
+  std::string tensor;             ///< the VECTORS.md name, e.g. "rowwise_scale_inv"
+  /// Set when the tensor could not be compared element by element (the backend produced no such plane, a buffer
+  /// of another shape, non-zero padding under --strict-padding): what is wrong, without the tensor's name. The
+  /// element fields below are then unset (count 1, total 0).
+  std::string problem;
+  ElementCode elem = ElementCode::kU8;
+  int64_t count = 1;              ///< differing elements
+  int64_t total = 0;              ///< elements compared
+  int64_t first = -1;             ///< flat index of the first differing element, in the compact order
+  std::vector<int64_t> at;        ///< its compact coordinates ([i] or [i, j])
+  std::vector<int64_t> file_at;   ///< where the file's buffer holds it, when the file's layout is not compact
+  uint32_t want = 0, got = 0;     ///< the first differing element's bits: the file's, the backend's
+  std::string block_inputs;       ///< the inputs of its quantization block: "x[0, 0:16] = {...}" (may be empty)
+
+  bool compared() const { return problem.empty(); }
+  /// count / total (1 when nothing could be compared).
+  double fraction() const { return total > 0 ? static_cast<double>(count) / static_cast<double>(total) : 1.0; }
+};
+
+/// `qtc verify`'s line for a mismatch: "<tensor>: N of T elements differ; first at <coord>: expected <want>, got
+/// <got>; block <inputs>", or "<tensor>: <problem>".
+std::string mismatch_text(const TensorMismatch& m);
+
 /// The verdict of one file (or one generated case) on one backend.
 struct FileResult {
   std::string path;     ///< the file (or case id)
   std::string backend;  ///< "cpu", "cuda"; empty when the file could not be read
   Verdict verdict = Verdict::kError;
   std::string message;               ///< one line; empty on pass
-  std::vector<std::string> details;  ///< one line per mismatching tensor (fail)
+  std::vector<std::string> details;  ///< further lines that are not per-tensor mismatches (SR checks, notes)
   std::string recipe;                ///< Recipe::name(), when the metadata parsed
   std::string profile;               ///< profile name, when the metadata parsed
   std::vector<std::string> checked;  ///< the tensors compared
+  std::vector<TensorMismatch> mismatches;  ///< one per expected tensor that differs (fail, equivalent), in check order
+
+  /// Differing elements over every mismatching tensor (a tensor that could not be compared counts one).
+  int64_t mismatching_elements() const;
 };
+
+/// An error result for `path` (no backend): what a file that cannot be read or found gives.
+FileResult error_result(std::string path, std::string message);
+/// The lines to show under a result: one per mismatching tensor (mismatch_text), then `details`.
+std::vector<std::string> detail_lines(const FileResult& r);
 
 /// The expected-output tensor names of VECTORS.md, in the order they are checked.
 const std::vector<std::string>& expected_tensor_names();
@@ -71,8 +109,6 @@ std::string result_line(const FileResult& r);
 // The first-mismatch message of `qtc verify`, shared with the test library (qtc/test_support.hpp) so that a
 // failing test prints exactly the line `qtc verify` prints for the same buffers.
 
-/// How the elements of a compared buffer are encoded.
-enum class ElementCode { kE2M1, kE4M3, kE5M2, kE8M0, kF32, kBF16, kF16, kU8 };
 /// One element as `qtc verify` shows it: "0x3c (e4m3 1.5)", "0x3fc00000 (1.5)"; kU8 (a byte of unknown format): "0x3c".
 std::string element_text(ElementCode e, uint32_t bits);
 /// Element i of a buffer (E2M1: nibble i, low nibble first; F32: 4 bytes; BF16/F16: 2 bytes; else 1 byte).
