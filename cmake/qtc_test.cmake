@@ -9,6 +9,8 @@ function(qtc_add_test name)
   endif()
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main Threads::Threads)
+  # qtc/test_fixtures.hpp: the fixtures of qtc's own tests (temporary directories, ...).
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/testing/fixtures)
   # QTC_TEST_COMPILE_OPTIONS (top-level CMakeLists.txt): the default preset's -O1 for the test code (C++ only).
   target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${QTC_TEST_COMPILE_OPTIONS}>)
   add_test(NAME ${name} COMMAND ${name} ${T_ARGS})

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "qtc/safetensors.hpp"
+#include "qtc/test_fixtures.hpp"
 
 namespace {
 
@@ -40,16 +41,7 @@ CmdResult qtc(const std::string& args) {
   return r;
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("qtc_cli_test_" + std::to_string(::getpid()) + "_" +
-                                        testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using qtc::test::TempDir;  // qtc/test_fixtures.hpp
 
 const std::string kDir = QTC_BUNDLED_VECTORS_DIR;
 const std::string kVec = kDir + "/nvfp4_1x16_normal_16x48.safetensors";

@@ -27,6 +27,7 @@
 #include "backends.hpp"
 #include "qtc/verify.hpp"
 #include "qtc/cuda/backend.hpp"
+#include "qtc/test_fixtures.hpp"
 
 namespace {
 
@@ -287,16 +288,7 @@ INSTANTIATE_TEST_SUITE_P(Table, VerifyMalformed, testing::ValuesIn(malformed_cas
 // ---------------------------------------------------------------------------------------------------
 // Files, backends, summary
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("qtc_verify_test_" + std::to_string(::getpid()) + "_" +
-                                        testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using qtc::test::TempDir;  // qtc/test_fixtures.hpp
 
 TEST(VerifyFiles, UnreadableAndTruncatedFilesAreErrors) {
   TempDir d;

@@ -22,6 +22,7 @@
 
 #include "qtc/safetensors.hpp"
 #include "qtc/verify.hpp"
+#include "qtc/test_fixtures.hpp"
 
 namespace {
 
@@ -42,22 +43,7 @@ qtc::io::Tensor empty_tensor(const std::string& name, const std::string& dtype, 
   return t;
 }
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() / ("qtc-verify-hostile-" + tag + "-" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
-    for (auto it = fs::recursive_directory_iterator(path, fs::directory_options::skip_permission_denied, ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-      if (it->is_directory(ec)) fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path, ec);
-  }
-};
+using qtc::test::TempDir;  // qtc/test_fixtures.hpp
 
 // ---- Defect 3: huge empty shapes -----------------------------------------------------------------------
 

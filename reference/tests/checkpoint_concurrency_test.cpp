@@ -20,6 +20,7 @@
 #include "qtc/checkpoint.hpp"
 #include "qtc/quantize.hpp"
 #include "qtc/sharding.hpp"
+#include "qtc/test_fixtures.hpp"
 
 namespace qtc {
 namespace {
@@ -28,16 +29,7 @@ namespace fs = std::filesystem;
 using ref::TensorShard;
 using State = std::map<std::string, QuantizedTensor>;
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() / ("qtc-ckpt-conc-" + tag + "-" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string str() const { return path.string(); }
-};
+using qtc::test::TempDir;  // qtc/test_fixtures.hpp
 
 /// A small state dict whose values depend on `seed` (three recipe families).
 State make_state(uint32_t seed) {

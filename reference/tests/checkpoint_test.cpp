@@ -24,6 +24,7 @@
 #include "qtc/layouts.hpp"
 #include "qtc/quantize.hpp"
 #include "qtc/sharding.hpp"
+#include "qtc/test_fixtures.hpp"
 #include "sharding_fixtures.hpp"
 
 namespace qtc {
@@ -33,16 +34,7 @@ namespace fs = std::filesystem;
 using ref::TensorShard;
 
 /// A fresh directory under the build's temp area, removed at the end.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() / ("qtc-ckpt-" + tag + "-" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string str() const { return path.string(); }
-};
+using qtc::test::TempDir;  // qtc/test_fixtures.hpp
 
 /// The state dict of the tests: one tensor of each recipe family, both planes where the recipe has them,
 /// scales in different layouts.

@@ -48,6 +48,7 @@
 #include "qtc/sharding.hpp"
 #include "qtc/test_support.hpp"
 #include "qtc/untrusted.hpp"
+#include "qtc/test_fixtures.hpp"
 
 namespace qtc {
 namespace {
@@ -55,16 +56,7 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() / ("qtc-hostile-" + tag + "-" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string str() const { return path.string(); }
-};
+using qtc::test::TempDir;  // qtc/test_fixtures.hpp
 
 std::string hex64(uint64_t v) {
   char b[17];
