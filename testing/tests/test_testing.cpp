@@ -20,6 +20,7 @@
 #include "qtc/quantize.hpp"
 #include "qtc/safetensors.hpp"
 #include "qtc/testing.hpp"
+#include "qtc/testing_gemm.hpp"
 #include "qtc/verify.hpp"
 
 namespace {
@@ -254,6 +255,41 @@ TEST(Conforms, WrongBufferSizeNamesTheExpectedShape) {
   swz_compact.swizzled = true;
   swz_compact.rowwise_data = p.rd;
   EXPECT_NE(std::string(qtc::testing::conforms(x.view(), r, swz_compact).message()).find("needs layout kTE"), std::string::npos);
+}
+
+// gemm_within_error_bound: the exact product and the FP64 Eigen GEMM rounded once pass under every accumulation
+// model; an output off by a relative 2^-10 in one element, a doubled output and a wrong shape fail, naming what.
+TEST(GemmErrorBound, PassesTheReferenceGemmsAndFailsAPerturbedOutput) {
+  const qtc::HostMatrix w = make_x(32, 96, 21), xin = make_x(48, 96, 22);  // A = W [N, K], B = X [M, K] (fprop)
+  for (const char* kind : {"nvfp4", "mxfp8", "fp8_tensor"}) {
+    const qtc::Recipe r = qtc::testing::recipe({{"recipe", kind}});
+    const qtc::QuantizedTensor a = qtc::ref::quantize(w.view(), r), b = qtc::ref::quantize(xin.view(), r);
+    for (DType out : {DType::kF32, DType::kBF16}) {
+      const qtc::ref::GemmArgs args = qtc::ref::GemmArgs::of(qtc::ref::GemmKind::kFprop, out);
+      const qtc::HostMatrix exact = qtc::ref::gemm_exact(a, b, args), eigen = qtc::ref::gemm_eigen(a, b, args);
+      ASSERT_EQ(exact.rows, 48);
+      ASSERT_EQ(exact.cols, 32);
+      for (auto acc : {qtc::testing::GemmAccumulation::fp64(), qtc::testing::GemmAccumulation::fp32(),
+                       qtc::testing::GemmAccumulation::fp8_hopper()}) {
+        EXPECT_TRUE(qtc::testing::gemm_within_error_bound(a, b, args, exact.view(), acc)) << kind;
+        EXPECT_TRUE(qtc::testing::gemm_within_error_bound(a, b, args, eigen.view(), acc)) << kind;
+      }
+      if (out != DType::kF32) continue;
+      qtc::HostMatrix bad = exact;
+      bad.as<float>()[5 * 32 + 7] *= 1.0f + 0x1p-10f;
+      const auto res = qtc::testing::gemm_within_error_bound(a, b, args, bad.view());
+      ASSERT_FALSE(res) << kind;
+      EXPECT_NE(std::string(res.message()).find("1 of 1536 elements outside the error bound; first at [5, 7]"), std::string::npos)
+          << res.message();
+      qtc::HostMatrix twice = exact;
+      for (int64_t i = 0; i < twice.numel(); ++i) twice.as<float>()[i] *= 2.0f;
+      EXPECT_FALSE(qtc::testing::gemm_within_error_bound(a, b, args, twice.view())) << kind;
+      const qtc::HostMatrix wrong = make_x(32, 48, 23);  // transposed shape
+      const auto shape = qtc::testing::gemm_within_error_bound(a, b, args, wrong.view());
+      EXPECT_NE(std::string(shape.message()).find("the output has shape [32, 48], the GEMM's is [48, 32]"), std::string::npos)
+          << shape.message();
+    }
+  }
 }
 
 TEST(ErrorBound, ReferenceDequantizationIsWithinTheBound) {
