@@ -111,6 +111,8 @@ Model build_model(const Inputs& in);
 BenchFile parse_bench(const json& j, const std::string& path, std::vector<std::string>* warnings = nullptr);
 /// Parses a `qtc conform` report.json into verdict counts and the divergence table.
 void parse_conform(const json& j, const std::string& source, Conformance& out, std::vector<std::string>* warnings = nullptr);
+/// A JSON scalar (or a list of scalars) as table text.
+std::string scalar_text(const json& v);
 /// One history record (reports/history/*.json); nullopt, with a warning naming `file` and the field, when it is
 /// not an object or a field has another type.
 std::optional<HistoryRun> parse_history_record(const json& j, const std::string& file, std::vector<std::string>& warnings);
