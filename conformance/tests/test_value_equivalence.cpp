@@ -14,8 +14,9 @@
 ///  * FP8 block / tensor with power-of-two scales: scale = 2^floor(log2(elem_max / amax)) puts amax * scale in (elem_max / 2,
 ///    elem_max], the same rule as rceil: the bytes change iff c <= elem_max / 2.
 /// The dequantized values are exact in F32 and BF16 (E4M3 / E5M2 times a power of two within range), so both dtypes give the
-/// same prediction. NVFP4's two-level scale (amax changes to 6 * 448 * ... of the decoded block) and non-power-of-two FP8 scales
-/// (amax' = 448 * (1 / (448 / amax)) is one rounding away from amax) are not characterized here.
+/// same prediction. NVFP4's two-level scale and MXFP4 (every profile and scale rule, F32 / BF16 / F16) are characterized in
+/// property_tests/prop_roundtrip.cpp; non-power-of-two FP8 scales (amax' = 448 * (1 / (448 / amax)) is one rounding away
+/// from amax) are not.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -184,6 +185,44 @@ TEST(ValueEquivalence, VerifyVerdictAndExitCode) {
   EXPECT_EQ(r.verdict, Verdict::kFail) << r.message;
   sum.add(r.verdict);
   EXPECT_EQ(sum.exit_code(), 1);
+}
+
+TEST(ValueEquivalence, Mxfp4HalfRangeBlockAndNvfp4UnderflowedScale) {
+  // MXFP4 rceil: a block whose largest magnitude 3.2 rounds to code 3 (half of E2M1's 6) under scale 2^0; decoded and
+  // quantized again it takes 2^-1 with every code doubled (prop_roundtrip.cpp derives which blocks do this).
+  const Recipe mx = Recipe::from_metadata({{"recipe", "mxfp4"}, {"scale_rule", "rceil"}});
+  HostMatrix x(DType::kF32, 2, 64);
+  for (int64_t j = 0; j < 64; ++j) {
+    x.set(0, j, j == 4 ? 3.2f : (j % 3 == 0 ? 1.0f : -0.5f));
+    x.set(1, j, 5.5f * std::sin(static_cast<float>(j)));
+  }
+  const QuantizedTensor q = ref::quantize(x.view(), mx);
+  const QuantizedTensor q2 = ref::quantize(ref::dequantize(q, PlaneKind::kRowwise, DType::kF32).view(), mx);
+  Equivalence e = compare_values(q, q2, {PlaneKind::kRowwise});
+  EXPECT_TRUE(e.equal) << e.message;
+  EXPECT_NE(e.message.find("first at rowwise scale [0, 0]: 1 vs 0.5: the scales are 2^1 apart and the codes compensate: the block's "
+                           "largest code under the larger scale is 3, at most half the element maximum 6"),
+            std::string::npos) << e.message;
+  // A code changed in that block is no longer equivalent (MXFP4 nibbles are compared as E2M1 codes).
+  QuantizedTensor bad = q2;
+  bad.rowwise->data[0] ^= 0x01;
+  EXPECT_FALSE(compare_values(q, bad, {PlaneKind::kRowwise}).equal);
+  // NVFP4 te: a block 2^-30 below the tensor amax gets the E4M3 scale 0 and codes +-6; decoded it is zeros, which quantize
+  // to codes 0 under the same global amax.
+  const Recipe nv = Recipe::from_metadata({{"recipe", "nvfp4"}});
+  HostMatrix z(DType::kF32, 16, 32);
+  for (int64_t i = 0; i < 16; ++i)
+    for (int64_t j = 0; j < 32; ++j) z.set(i, j, j < 16 && i == 0 ? 0x1p-30f * (1.0f + static_cast<float>(j)) : 1.0f + static_cast<float>(j % 5));
+  Recipe row = nv;
+  row.columnwise = false;
+  const QuantizedTensor n1 = ref::quantize(z.view(), row);
+  ASSERT_EQ(n1.rowwise->scale.byte(0, 0), 0);
+  const float A = n1.rowwise->amax.at(0);
+  const QuantizedTensor n2 = ref::quantize_with_amax(ref::dequantize(n1, PlaneKind::kRowwise, DType::kF32).view(), row, A, A);
+  e = compare_values(n1, n2, {PlaneKind::kRowwise});
+  EXPECT_TRUE(e.equal) << e.message;
+  EXPECT_NE(e.message.find("16 elements differ; first at rowwise data [0, 0]: code 0x7 vs 0x0"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("an E4M3 block scale that underflowed: TE writes +-6 there"), std::string::npos) << e.message;
 }
 
 }  // namespace
