@@ -50,7 +50,7 @@ std::string CheckpointReport::text(bool verbose) const {
     if (verbose)
       for (const auto& n : t.notes) out += "    " + n + "\n";
   }
-  if (verbose && !detected_by.empty()) out += "taken for a model checkpoint: " + detected_by + "\n";
+  if (!detected_by.empty()) out += "taken for a model checkpoint: " + detected_by + "\n";
   out += ::fmt::format("checkpoint {}{}: {} quantized tensors, {} with problems{}\n", path,
                      quant_method.empty() ? "" : " (" + quant_method + ")", tensors.size(), failed(),
                      errors.empty() ? "" : ::fmt::format(", {} errors", errors.size()));

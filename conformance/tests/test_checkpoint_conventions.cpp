@@ -400,6 +400,22 @@ TEST(CheckpointPlanted, CompressedTensorsMxfp4NotTorchaoEven) {
   s.at(name + ".weight_scale").bytes[0] += 1;
   const std::string q = all_problems(s.check(o));
   EXPECT_NE(q.find("first scale block [0, 0]: stored 0x"), std::string::npos) << q;
+  // Hostile copies: an E8M0 NaN exponent, exponents stored as F32 numbers, nibbles the other way round.
+  Loaded n = l;
+  n.at(name + ".weight_scale").bytes[2] = 0xFF;
+  EXPECT_NE(all_problems(n.check()).find(name + ": 1 block exponents are 0xFF (E8M0 NaN); first at block [1, 0]"), std::string::npos)
+      << all_problems(n.check());
+  Loaded f = l;
+  io::Tensor& ws = f.at(name + ".weight_scale");
+  std::vector<float> v(ws.bytes.begin(), ws.bytes.end());
+  ws.dtype = "F32";
+  ws.bytes.resize(v.size() * 4);
+  std::memcpy(ws.bytes.data(), v.data(), ws.bytes.size());
+  EXPECT_NE(all_problems(f.check()).find("weight_scale is F32; compressed-tensors writes U8 E8M0 exponents"), std::string::npos)
+      << all_problems(f.check());
+  Loaded w = l;
+  for (auto& b : w.at(name + ".weight_packed").bytes) b = static_cast<uint8_t>((b >> 4) | (b << 4));
+  EXPECT_NE(all_problems(w.check()).find("holds element 2j in the high nibble"), std::string::npos) << all_problems(w.check());
 }
 
 TEST(CheckpointFixtures, DeepSeekV4ExpertsAreBitForBitMxfp4Rceil) {
