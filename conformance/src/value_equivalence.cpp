@@ -166,8 +166,12 @@ Equivalence compare_values(const QuantizedTensor& want, const QuantizedTensor& g
         // lower holds the same values with every code doubled (E2M1 0.5..3 -> 1..6 and FP8 codes are exact when doubled).
         const bool a_big = a > b;
         const float cbig = block_max_code(a_big ? want : got, a_big ? *pw : *pg, pk, r, c);
+        const float csmall = block_max_code(a_big ? got : want, a_big ? *pg : *pw, pk, r, c);
         const float emax = elem_max(want.recipe);
-        if (ma == mb && cbig >= 0.0f && cbig <= emax / 2 && cbig > 0.0f)
+        if (cbig == 0.0f && csmall == 0.0f)
+          why = "every code of the block is zero under both scales: an all-zero block has no canonical scale (TE writes 0, "
+                "torchao 2^-6, modelopt 1.0; a tiny block whose codes all round to zero decodes to such a block)";
+        else if (ma == mb && cbig >= 0.0f && cbig <= emax / 2 && cbig > 0.0f)
           why = ::fmt::format("the scales are 2^{} apart and the codes compensate: the block's largest code under the larger "
                               "scale is {}, at most half the element maximum {}, so the scale one binade lower holds the same "
                               "values with every code doubled ({})",

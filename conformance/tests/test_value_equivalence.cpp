@@ -225,6 +225,17 @@ TEST(ValueEquivalence, Mxfp4HalfRangeBlockAndNvfp4UnderflowedScale) {
   EXPECT_TRUE(e.equal) << e.message;
   EXPECT_NE(e.message.find("16 elements differ; first at rowwise data [0, 0]: code 0x7 vs 0x0"), std::string::npos) << e.message;
   EXPECT_NE(e.message.find("an E4M3 block scale that underflowed: TE writes +-6 there"), std::string::npos) << e.message;
+  // modelopt floors that block's scale at 2^-9 (codes all 0); decoded it is all zero, which modelopt scales by 1.0.
+  Recipe mo = Recipe::from_metadata({{"recipe", "nvfp4"}, {"profile", "modelopt"}});
+  mo.columnwise = false;
+  const QuantizedTensor m1 = ref::quantize(z.view(), mo);
+  ASSERT_EQ(m1.rowwise->scale.byte(0, 0), 0x01);
+  const float Am = m1.rowwise->amax.at(0);
+  const QuantizedTensor m2 = ref::quantize_with_amax(ref::dequantize(m1, PlaneKind::kRowwise, DType::kF32).view(), mo, Am, Am);
+  e = compare_values(m1, m2, {PlaneKind::kRowwise});
+  EXPECT_TRUE(e.equal) << e.message;
+  EXPECT_NE(e.message.find("first at rowwise scale [0, 0]: 0.001953125 vs 1: every code of the block is zero under both scales"),
+            std::string::npos) << e.message;
 }
 
 TEST(ValueEquivalence, Mxfp4VectorVerdicts) {
