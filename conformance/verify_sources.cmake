@@ -8,5 +8,7 @@ set(QTC_VERIFY_SOURCES
     ${QTC_CONFORMANCE_SRC}/vector_files.cpp
     ${QTC_CONFORMANCE_SRC}/identify.cpp
     ${QTC_CONFORMANCE_SRC}/checkpoint_conventions.cpp
+    ${QTC_CONFORMANCE_SRC}/checkpoint_formats.cpp
+    ${QTC_CONFORMANCE_SRC}/checkpoint_compare.cpp
     ${QTC_CONFORMANCE_SRC}/value_equivalence.cpp
     ${QTC_CONFORMANCE_SRC}/stochastic_rounding.cpp)

@@ -6,6 +6,7 @@
 /// |-----------------------|----------------------------------------------------|-------|
 /// | DequantizeErrorBound  | every recipe and profile (SR: one grid step)       | E2M1/FP8 ties, saturation, scale underflow, subnormal scales, amax at/around 2^k and elem_max*2^k, NaN (te) |
 /// | RequantizeIsIdentity  | NVFP4 te 1x16/16x16, MXFP8 rceil/ocp 1D/2D, FP8 block/tensor pow2 | block max code at max/2 (the boundary of the precondition), zero and -0 blocks, underflow blocks; where a block is at half range, the decoded values stay equal (issue 26) |
+/// | E2M1RoundTripBytesChangeExactlyWherePredicted (prop_roundtrip.cpp) | MXFP4 te/ocp/torchao x every scale rule, NVFP4 te/te_pyref/torchao/modelopt 1x16/16x16 (jax, vllm: F32), dequantized F32/BF16/F16 | MXFP4 c = 3 (c = 2 CEIL) blocks, E8M0 byte 0/1 (torchao's 1.0 / 2^-126 quirks), F16 under/overflow, past FLT_MAX; NVFP4 subnormal and zero E4M3 scales, the 2^-10 tie |
 /// | NegationFlipsSign     | every recipe and profile, SR, RHT, 4over6, row-scaled | NaN, Inf, ±0 (te vs te_pyref), OCP NaN/Inf blocks |
 #include <gtest/gtest.h>
 

@@ -1,7 +1,8 @@
 /// \file cmd_checkpoint.cpp
 /// \brief Model checkpoints in `qtc verify` and `qtc identify` (checkpoint_conventions.hpp): the paths that are
-///        checkpoints (a folder with config.json or an index, or a .safetensors file of quantized weights without
-///        VECTORS.md metadata) are taken out of the vector list and checked tensor by tensor.
+///        checkpoints (checkpoint_rule: a folder with an index, a quantization_config, hf_quant_config.json or
+///        quantized-weight tensor names; a .safetensors file of quantized weights without VECTORS.md metadata) are
+///        taken out of the vector list and checked tensor by tensor; the report names the rule that decided.
 #include "cmd_checkpoint.hpp"
 
 #include <cstdio>

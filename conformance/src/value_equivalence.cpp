@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 
 #include "qtc/codec.hpp"
@@ -30,9 +31,12 @@ float scale_value(const ScaleMatrix& s, size_t i) {
   return NAN;
 }
 
+/// E2M1 data (NVFP4, MXFP4): two 4-bit codes per byte, element 2j in the low nibble.
+bool e2m1_data(const Recipe& r) { return r.is(RecipeKind::kNVFP4) || r.is(RecipeKind::kMXFP4); }
+
 /// The value of data element i of a plane (E2M1 nibble or FP8 byte), without the scale.
 float code_value(const QuantizedTensor& q, const Plane& p, int64_t i) {
-  if (q.recipe.is(RecipeKind::kNVFP4)) {
+  if (e2m1_data(q.recipe)) {
     static constexpr float k[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
     const uint8_t nib = static_cast<uint8_t>(p.data[static_cast<size_t>(i / 2)] >> (4 * (i & 1))) & 0xFu;
     return (nib & 8u) ? -k[nib & 7u] : k[nib & 7u];
@@ -41,8 +45,33 @@ float code_value(const QuantizedTensor& q, const Plane& p, int64_t i) {
   return q.recipe.fp8_type() == Fp8Type::kE4M3 ? kE4M3Table[b] : kE5M2Table[b];
 }
 uint32_t code_bits(const QuantizedTensor& q, const Plane& p, int64_t i) {
-  if (q.recipe.is(RecipeKind::kNVFP4)) return (p.data[static_cast<size_t>(i / 2)] >> (4 * (i & 1))) & 0xFu;
+  if (e2m1_data(q.recipe)) return (p.data[static_cast<size_t>(i / 2)] >> (4 * (i & 1))) & 0xFu;
   return p.data[static_cast<size_t>(i)];
+}
+
+/// The largest |code value| of the 1-D block behind compact scale entry (r, c) of a plane whose data rows are the
+/// scale rows (NVFP4 1x16 and MXFP4 both planes, MXFP8 rowwise), or -1 where the block is not laid out that way.
+float block_max_code(const QuantizedTensor& q, const Plane& p, PlaneKind pk, int64_t r, int64_t c) {
+  const Recipe& rc = q.recipe;
+  int64_t bs = 0;
+  if (rc.is(RecipeKind::kMXFP4)) bs = 32;
+  else if (rc.is(RecipeKind::kNVFP4) && !rc.is_2d()) bs = 16;
+  else if (rc.is(RecipeKind::kMXFP8) && !rc.is_2d() && pk == PlaneKind::kRowwise) bs = 32;
+  if (bs == 0) return -1.0f;
+  const int64_t len = e2m1_data(rc) ? p.data_cols * 2 : p.data_cols;
+  const int64_t logical = pk == PlaneKind::kRowwise ? q.cols : q.rows;
+  float m = 0.0f;
+  for (int64_t j = c * bs; j < std::min({(c + 1) * bs, len, logical}); ++j) {
+    const float v = std::fabs(code_value(q, p, r * len + j));
+    if (!std::isnan(v)) m = std::max(m, v);
+  }
+  return m;
+}
+
+/// The element type's largest finite value (6 for E2M1).
+float elem_max(const Recipe& r) {
+  if (e2m1_data(r)) return 6.0f;
+  return r.fp8_type() == Fp8Type::kE4M3 ? 448.0f : 57344.0f;
 }
 
 /// Equal as values: any NaN equals any NaN, -0.0 equals +0.0 (what a consumer of the decoded tensor sees).
@@ -77,7 +106,7 @@ Equivalence compare_values(const QuantizedTensor& want, const QuantizedTensor& g
       e.message = ::fmt::format("{} plane: not comparable (shapes differ)", plane_text(pk));
       return e;
     }
-    const int64_t nelem = pw->data_rows * (want.recipe.is(RecipeKind::kNVFP4) ? pw->data_cols * 2 : pw->data_cols);
+    const int64_t nelem = pw->data_rows * (e2m1_data(want.recipe) ? pw->data_cols * 2 : pw->data_cols);
     int64_t first_code = -1, first_scale = -1, first_amax = -1;
     for (int64_t i = 0; i < nelem; ++i)
       if (code_bits(want, *pw, i) != code_bits(got, *pg, i)) {
@@ -126,11 +155,33 @@ Equivalence compare_values(const QuantizedTensor& want, const QuantizedTensor& g
       // Codes under this scale entry in the same plane: rowwise 1-D blocks along the row; otherwise the data differences
       // in general.
       if (a == 0.0f || b == 0.0f) {
-        why = "one scale is zero: the block decodes to zeros under both (an all-zero block has no canonical scale)";
+        why = want.recipe.is(RecipeKind::kNVFP4)
+                  ? "one E4M3 block scale is 0 (the block scale underflowed E4M3, or the block is all zero): every code under it "
+                    "decodes to 0, whatever it holds (TE writes +-6 there), so any codes equal the zeros of the other"
+                  : "one scale is zero: the block decodes to zeros under both (an all-zero block has no canonical scale)";
       } else if (std::isfinite(a) && std::isfinite(b)) {
         int ea = 0, eb = 0;
         const float ma = std::frexp(a, &ea), mb = std::frexp(b, &eb);
-        if (ma == mb)
+        // The block's largest code under the larger scale: at most half the element maximum means the scale one binade
+        // lower holds the same values with every code doubled (E2M1 0.5..3 -> 1..6 and FP8 codes are exact when doubled).
+        const bool a_big = a > b;
+        const float cbig = block_max_code(a_big ? want : got, a_big ? *pw : *pg, pk, r, c);
+        const float csmall = block_max_code(a_big ? got : want, a_big ? *pg : *pw, pk, r, c);
+        const float emax = elem_max(want.recipe);
+        if (cbig == 0.0f && csmall == 0.0f)
+          why = "every code of the block is zero under both scales: an all-zero block has no canonical scale (TE writes 0, "
+                "torchao 2^-6, modelopt 1.0; a tiny block whose codes all round to zero decodes to such a block)";
+        else if (ma == mb && cbig >= 0.0f && cbig <= emax / 2 && cbig > 0.0f)
+          why = ::fmt::format("the scales are 2^{} apart and the codes compensate: the block's largest code under the larger "
+                              "scale is {}, at most half the element maximum {}, so the scale one binade lower holds the same "
+                              "values with every code doubled ({})",
+                              ea - eb, cbig, emax,
+                              want.recipe.is(RecipeKind::kNVFP4)
+                                  ? "NVFP4: an E4M3 block scale and its half; quantize(dequantize(q)) derives the half where "
+                                    "the largest code is 3"
+                                  : "a block max that rounds onto elem_max/2 * 2^k: the rceil / CEIL rules derive the larger "
+                                    "scale from the input, the smaller one from its decoded values");
+        else if (ma == mb)
           why = ::fmt::format("the scales are 2^{} apart and the codes compensate: every value of the block lies on both "
                               "scales' grids (its largest magnitude rounds onto a power-of-two boundary, or the block is all "
                               "zero)",
@@ -144,10 +195,13 @@ Equivalence compare_values(const QuantizedTensor& want, const QuantizedTensor& g
     } else if (first_code >= 0) {
       const float a = code_value(want, *pw, first_code), b = code_value(got, *pg, first_code);
       const uint32_t ca = code_bits(want, *pw, first_code), cb = code_bits(got, *pg, first_code);
-      const int64_t cols = want.recipe.is(RecipeKind::kNVFP4) ? pw->data_cols * 2 : pw->data_cols;
+      const int64_t cols = e2m1_data(want.recipe) ? pw->data_cols * 2 : pw->data_cols;
       const bool rowwise_zero = pk == PlaneKind::kRowwise && !want.recipe.is(RecipeKind::kFP8Block) && first_code < dw.numel() &&
                                 dw.as<float>()[first_code] == 0.0f && (a != 0.0f || b != 0.0f);
-      const char* why = rowwise_zero ? "the block's scale is zero (an all-zero block): every code decodes to 0"
+      const char* why = rowwise_zero ? (want.recipe.is(RecipeKind::kNVFP4)
+                                            ? "the block's scale is zero (an all-zero block, or an E4M3 block scale that "
+                                              "underflowed: TE writes +-6 there): every code decodes to 0"
+                                            : "the block's scale is zero (an all-zero block): every code decodes to 0")
                         : (a == 0.0f && b == 0.0f) ? "-0.0 and +0.0 decode to the same zero"
                         : (std::isnan(a) && std::isnan(b)) ? "two NaN encodings"
                                                            : "the codes differ and the block scale makes them decode equal";

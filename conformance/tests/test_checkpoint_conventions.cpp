@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "qtc/checkpoint_conventions.hpp"
@@ -354,6 +355,110 @@ TEST(CheckpointDetection, VectorsAreNotCheckpoints) {
   EXPECT_FALSE(is_model_checkpoint(kDir / "reference_bf16" / "model.safetensors"));
   EXPECT_FALSE(is_model_checkpoint(kDir / "no_such"));
   EXPECT_FALSE(is_model_checkpoint(kDir / "make_fixtures.py"));
+}
+
+TEST(CheckpointFixtures, CompressedTensorsMxfp4IsBitForBitTorchaoEven) {
+  // compressed-tensors' MXFP4 scale (round_to_power_2 at E2M1's mantissa, minus 2) is torchao's EVEN rule: with
+  // --profile torchao the codes and E8M0 bytes are qtc's mxfp4 even, bit for bit; profile te defines no EVEN rule (a
+  // note, or a problem when the profile is required).
+  CheckpointOptions o;
+  o.reference = (kDir / "reference_bf16").string();
+  o.profile = "torchao";
+  o.profile_required = true;
+  CheckpointReport r = check_checkpoint(kDir / "ct_mxfp4", o);
+  EXPECT_EQ(r.exit_code(), 0) << r.text(true);
+  ASSERT_EQ(r.tensors.size(), 6u);
+  for (const auto& t : r.tensors)
+    EXPECT_TRUE(std::any_of(t.notes.begin(), t.notes.end(), [](const std::string& n) {
+      return n.find("codes and scales are bit for bit those of qtc mxfp4_even_torchao_rowonly profile torchao") != std::string::npos;
+    })) << t.name << "\n" << r.text(true);
+  o.profile = "te";
+  r = check_checkpoint(kDir / "ct_mxfp4", o);
+  EXPECT_EQ(r.exit_code(), 1);
+  EXPECT_NE(all_problems(r).find("compressed-tensors mxfp4 takes MXFP4 scale_rule even; profile te defines rceil, ocp_floor: bit "
+                                 "comparison not run"),
+            std::string::npos) << all_problems(r);
+  o.profile_required = false;
+  EXPECT_EQ(check_checkpoint(kDir / "ct_mxfp4", o).exit_code(), 0);
+}
+
+TEST(CheckpointPlanted, CompressedTensorsMxfp4NotTorchaoEven) {
+  // A scale one binade up with the codes halved where that is exact, and one changed code: both are found as bits that
+  // are not compressed-tensors' (torchao EVEN) quantization, with the first difference named.
+  Loaded l = load("ct_mxfp4");
+  CheckpointOptions o;
+  o.profile = "torchao";
+  o.profile_required = true;
+  const std::string name = "model.layers.0.mlp.up_proj";
+  EXPECT_EQ(l.check(o).exit_code(), 0) << all_problems(l.check(o));
+  Loaded m = l;
+  m.at(name + ".weight_packed").bytes[5] ^= 0x01;
+  const std::string p = all_problems(m.check(o));
+  EXPECT_NE(p.find(name + ": not bit for bit qtc mxfp4_even_torchao_rowonly profile torchao: 1 of "), std::string::npos) << p;
+  EXPECT_NE(p.find("first data byte 5: stored 0x"), std::string::npos) << p;
+  Loaded s = l;
+  s.at(name + ".weight_scale").bytes[0] += 1;
+  const std::string q = all_problems(s.check(o));
+  EXPECT_NE(q.find("first scale block [0, 0]: stored 0x"), std::string::npos) << q;
+  // Hostile copies: an E8M0 NaN exponent, exponents stored as F32 numbers, nibbles the other way round.
+  Loaded n = l;
+  n.at(name + ".weight_scale").bytes[2] = 0xFF;
+  EXPECT_NE(all_problems(n.check()).find(name + ": 1 block exponents are 0xFF (E8M0 NaN); first at block [1, 0]"), std::string::npos)
+      << all_problems(n.check());
+  Loaded f = l;
+  io::Tensor& ws = f.at(name + ".weight_scale");
+  std::vector<float> v(ws.bytes.begin(), ws.bytes.end());
+  ws.dtype = "F32";
+  ws.bytes.resize(v.size() * 4);
+  std::memcpy(ws.bytes.data(), v.data(), ws.bytes.size());
+  EXPECT_NE(all_problems(f.check()).find("weight_scale is F32; compressed-tensors writes U8 E8M0 exponents"), std::string::npos)
+      << all_problems(f.check());
+  Loaded w = l;
+  for (auto& b : w.at(name + ".weight_packed").bytes) b = static_cast<uint8_t>((b >> 4) | (b << 4));
+  EXPECT_NE(all_problems(w.check()).find("holds element 2j in the high nibble"), std::string::npos) << all_problems(w.check());
+}
+
+TEST(CheckpointFixtures, DeepSeekV4ExpertsAreBitForBitMxfp4Rceil) {
+  CheckpointOptions o;
+  o.reference = (kDir / "deepseek_v4_reference_bf16").string();
+  o.profile_required = true;
+  const CheckpointReport r = check_checkpoint(kDir / "deepseek_v4", o);
+  int bit_exact = 0;
+  for (const auto& t : r.tensors)
+    for (const auto& n : t.notes) bit_exact += n.find("bit for bit those of qtc mxfp4_rceil_rowonly profile te") != std::string::npos;
+  EXPECT_EQ(bit_exact, 6) << r.text(true);
+}
+
+TEST(CheckpointDetection, WhichRuleDecided) {
+  EXPECT_EQ(checkpoint_rule(kDir / "ct_nvfp4"), "config.json has a quantization_config (quant_method compressed-tensors)");
+  EXPECT_EQ(checkpoint_rule(kDir / "deepseek_v3_fp8"), "the folder has model.safetensors.index.json");
+  // A high-precision model (config.json without quantization_config) is not a checkpoint to check.
+  EXPECT_EQ(checkpoint_rule(kDir / "reference_bf16"), "");
+  EXPECT_FALSE(is_model_checkpoint(kDir / "reference_bf16"));
+  EXPECT_EQ(checkpoint_rule(kDir / "ct_nvfp4" / "model.safetensors"),
+            "the file holds quantized-weight tensors (model.layers.0.mlp.down_proj.weight_global_scale) and no VECTORS.md recipe");
+  const fs::path dir = fs::temp_directory_path() / ("qtc_detect_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // config.json without quantization_config, but quantized tensor names in model.safetensors: the names decide.
+  fs::copy_file(kDir / "ct_nvfp4" / "model.safetensors", dir / "model.safetensors");
+  std::ofstream(dir / "config.json") << R"({"architectures": ["LlamaForCausalLM"]})";
+  EXPECT_EQ(checkpoint_rule(dir), "model.safetensors holds quantized-weight tensors (model.layers.0.mlp.down_proj.weight_global_scale)");
+  // Only the header is read: a shard cut short after its header (as a multi-GB shard being copied) is still told
+  // apart by its names; reading it whole would fail.
+  {
+    std::ifstream in(kDir / "ct_nvfp4" / "model.safetensors", std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(bytes[static_cast<size_t>(i)]);
+    std::ofstream(dir / "cut.safetensors", std::ios::binary) << bytes.substr(0, static_cast<size_t>(8 + n + 10));
+    EXPECT_THROW(io::read_file(dir / "cut.safetensors"), std::exception);
+    EXPECT_TRUE(is_model_checkpoint(dir / "cut.safetensors"));
+    // A header length past the end of the file, or a header that is not JSON: not a checkpoint, no exception.
+    std::ofstream(dir / "bad.safetensors", std::ios::binary) << bytes.substr(0, 8) << "{";
+    EXPECT_FALSE(is_model_checkpoint(dir / "bad.safetensors"));
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -14,10 +14,13 @@
 ///  * FP8 block / tensor with power-of-two scales: scale = 2^floor(log2(elem_max / amax)) puts amax * scale in (elem_max / 2,
 ///    elem_max], the same rule as rceil: the bytes change iff c <= elem_max / 2.
 /// The dequantized values are exact in F32 and BF16 (E4M3 / E5M2 times a power of two within range), so both dtypes give the
-/// same prediction. NVFP4's two-level scale (amax changes to 6 * 448 * ... of the decoded block) and non-power-of-two FP8 scales
-/// (amax' = 448 * (1 / (448 / amax)) is one rounding away from amax) are not characterized here.
+/// same prediction. NVFP4's two-level scale and MXFP4 (every profile and scale rule, F32 / BF16 / F16) are characterized in
+/// property_tests/prop_roundtrip.cpp; non-power-of-two FP8 scales (amax' = 448 * (1 / (448 / amax)) is one rounding away
+/// from amax) are not.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -184,6 +187,118 @@ TEST(ValueEquivalence, VerifyVerdictAndExitCode) {
   EXPECT_EQ(r.verdict, Verdict::kFail) << r.message;
   sum.add(r.verdict);
   EXPECT_EQ(sum.exit_code(), 1);
+}
+
+TEST(ValueEquivalence, Mxfp4HalfRangeBlockAndNvfp4UnderflowedScale) {
+  // MXFP4 rceil: a block whose largest magnitude 3.2 rounds to code 3 (half of E2M1's 6) under scale 2^0; decoded and
+  // quantized again it takes 2^-1 with every code doubled (prop_roundtrip.cpp derives which blocks do this).
+  const Recipe mx = Recipe::from_metadata({{"recipe", "mxfp4"}, {"scale_rule", "rceil"}});
+  HostMatrix x(DType::kF32, 2, 64);
+  for (int64_t j = 0; j < 64; ++j) {
+    x.set(0, j, j == 4 ? 3.2f : (j % 3 == 0 ? 1.0f : -0.5f));
+    x.set(1, j, 5.5f * std::sin(static_cast<float>(j)));
+  }
+  const QuantizedTensor q = ref::quantize(x.view(), mx);
+  const QuantizedTensor q2 = ref::quantize(ref::dequantize(q, PlaneKind::kRowwise, DType::kF32).view(), mx);
+  Equivalence e = compare_values(q, q2, {PlaneKind::kRowwise});
+  EXPECT_TRUE(e.equal) << e.message;
+  EXPECT_NE(e.message.find("first at rowwise scale [0, 0]: 1 vs 0.5: the scales are 2^1 apart and the codes compensate: the block's "
+                           "largest code under the larger scale is 3, at most half the element maximum 6"),
+            std::string::npos) << e.message;
+  // A code changed in that block is no longer equivalent (MXFP4 nibbles are compared as E2M1 codes).
+  QuantizedTensor bad = q2;
+  bad.rowwise->data[0] ^= 0x01;
+  EXPECT_FALSE(compare_values(q, bad, {PlaneKind::kRowwise}).equal);
+  // NVFP4 te: a block 2^-30 below the tensor amax gets the E4M3 scale 0 and codes +-6; decoded it is zeros, which quantize
+  // to codes 0 under the same global amax.
+  const Recipe nv = Recipe::from_metadata({{"recipe", "nvfp4"}});
+  HostMatrix z(DType::kF32, 16, 32);
+  for (int64_t i = 0; i < 16; ++i)
+    for (int64_t j = 0; j < 32; ++j) z.set(i, j, j < 16 && i == 0 ? 0x1p-30f * (1.0f + static_cast<float>(j)) : 1.0f + static_cast<float>(j % 5));
+  Recipe row = nv;
+  row.columnwise = false;
+  const QuantizedTensor n1 = ref::quantize(z.view(), row);
+  ASSERT_EQ(n1.rowwise->scale.byte(0, 0), 0);
+  const float A = n1.rowwise->amax.at(0);
+  const QuantizedTensor n2 = ref::quantize_with_amax(ref::dequantize(n1, PlaneKind::kRowwise, DType::kF32).view(), row, A, A);
+  e = compare_values(n1, n2, {PlaneKind::kRowwise});
+  EXPECT_TRUE(e.equal) << e.message;
+  EXPECT_NE(e.message.find("16 elements differ; first at rowwise data [0, 0]: code 0x7 vs 0x0"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("an E4M3 block scale that underflowed: TE writes +-6 there"), std::string::npos) << e.message;
+  // modelopt floors that block's scale at 2^-9 (codes all 0); decoded it is all zero, which modelopt scales by 1.0.
+  Recipe mo = Recipe::from_metadata({{"recipe", "nvfp4"}, {"profile", "modelopt"}});
+  mo.columnwise = false;
+  const QuantizedTensor m1 = ref::quantize(z.view(), mo);
+  ASSERT_EQ(m1.rowwise->scale.byte(0, 0), 0x01);
+  const float Am = m1.rowwise->amax.at(0);
+  const QuantizedTensor m2 = ref::quantize_with_amax(ref::dequantize(m1, PlaneKind::kRowwise, DType::kF32).view(), mo, Am, Am);
+  e = compare_values(m1, m2, {PlaneKind::kRowwise});
+  EXPECT_TRUE(e.equal) << e.message;
+  EXPECT_NE(e.message.find("first at rowwise scale [0, 0]: 0.001953125 vs 1: every code of the block is zero under both scales"),
+            std::string::npos) << e.message;
+}
+
+TEST(ValueEquivalence, Mxfp4VectorVerdicts) {
+  // torchao's MXFP4 CEIL dump (conformance/vectors/torchao/mxfp4): a rowwise block whose largest |code| is at most 3
+  // re-encoded one binade lower (scale byte - 1, every code doubled), and one +0 code written as -0: `qtc verify` says
+  // EQUIVALENT with the count and the reasons; a changed code fails.
+  const std::string path = std::string(QTC_BUNDLED_VECTORS_DIR) + "/../torchao/mxfp4/mxfp4_ceil_bf16_normal_33x64.safetensors";
+  const io::File f = io::read_file(path);
+  auto cpu = make_cpu_backend();
+  ASSERT_EQ(verify_vector(f, "as dumped", *cpu).verdict, Verdict::kPass);
+  io::File h = f;
+  io::Tensor* data = nullptr;
+  io::Tensor* scale = nullptr;
+  for (auto& t : h.tensors) {
+    if (t.name == "rowwise_data") data = &t;
+    if (t.name == "rowwise_scale_inv") scale = &t;
+  }
+  ASSERT_TRUE(data != nullptr && scale != nullptr);
+  const int64_t K = 64, kb = 2, bytes_per_row = K / 2;
+  static const uint8_t kDouble[8] = {0, 2, 4, 5, 6, 7, 0xFF, 0xFF};  // E2M1 magnitude code of twice the value (<= 3 only)
+  int64_t planted_row = -1, planted_block = -1;
+  for (int64_t i = 0; i < 33 && planted_row < 0; ++i)
+    for (int64_t b = 0; b < kb && planted_row < 0; ++b) {
+      uint8_t maxmag = 0;
+      for (int64_t j = b * 32; j < b * 32 + 32; ++j)
+        maxmag = std::max<uint8_t>(maxmag, (data->bytes[static_cast<size_t>(i * bytes_per_row + j / 2)] >> (4 * (j & 1))) & 7u);
+      const uint8_t e = scale->bytes[static_cast<size_t>(i * kb + b)];
+      if (maxmag == 0 || maxmag > 5 || e < 2 || e == 0xFF) continue;  // magnitude code 5 is 3.0
+      for (int64_t j = b * 32; j < b * 32 + 32; ++j) {
+        uint8_t& byte = data->bytes[static_cast<size_t>(i * bytes_per_row + j / 2)];
+        const int sh = 4 * static_cast<int>(j & 1);
+        const uint8_t nib = (byte >> sh) & 0xFu;
+        const uint8_t twice = static_cast<uint8_t>((nib & 8u) | kDouble[nib & 7u]);
+        byte = static_cast<uint8_t>((byte & ~(0xF << sh)) | (twice << sh));
+      }
+      scale->bytes[static_cast<size_t>(i * kb + b)] = static_cast<uint8_t>(e - 1);
+      planted_row = i;
+      planted_block = b;
+    }
+  ASSERT_GE(planted_row, 0) << "the dump must hold a CEIL block whose largest code is at most 3";
+  FileResult r = verify_vector(h, "one binade lower", *cpu);
+  EXPECT_EQ(r.verdict, Verdict::kEquivalent) << r.message;
+  EXPECT_NE(r.message.find(::fmt::format("first at rowwise scale [{}, {}]", planted_row, planted_block)), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("at most half the element maximum 6"), std::string::npos) << r.message;
+  // -0 for +0 elsewhere: still equivalent; a changed nonzero code fails.
+  io::File z = f;
+  for (auto& t : z.tensors)
+    if (t.name == "rowwise_data") {
+      size_t i = 0;
+      while ((t.bytes[i] & 0x0F) != 0) ++i;
+      t.bytes[i] |= 0x08;
+    }
+  r = verify_vector(z, "negzero", *cpu);
+  EXPECT_EQ(r.verdict, Verdict::kEquivalent) << r.message;
+  EXPECT_NE(r.message.find("-0.0 and +0.0 decode to the same zero"), std::string::npos) << r.message;
+  io::File c = f;
+  for (auto& t : c.tensors)
+    if (t.name == "rowwise_data") {
+      size_t i = 0;
+      while ((t.bytes[i] & 0x07) == 0 || (t.bytes[i] & 0x07) == 0x07) ++i;
+      t.bytes[i] ^= 0x01;
+    }
+  EXPECT_EQ(verify_vector(c, "changed", *cpu).verdict, Verdict::kFail);
 }
 
 }  // namespace

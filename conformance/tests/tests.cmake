@@ -82,6 +82,11 @@ set_tests_properties(qtc_identify_checkpoint PROPERTIES LABELS cpu
 add_test(NAME qtc_verify_checkpoint_profile_required
          COMMAND qtc verify --profile te --reference ${QTC_CHECKPOINT_FIXTURES}/deepseek_v3_reference_bf16 ${QTC_CHECKPOINT_FIXTURES}/deepseek_v3_fp8)
 set_tests_properties(qtc_verify_checkpoint_profile_required PROPERTIES LABELS cpu WILL_FAIL TRUE)
+# compressed-tensors' MXFP4 export is torchao's EVEN rule bit for bit (issue 26): required profile torchao passes.
+add_test(NAME qtc_verify_checkpoint_ct_mxfp4_torchao
+         COMMAND qtc verify -v --profile torchao --reference ${QTC_CHECKPOINT_FIXTURES}/reference_bf16 ${QTC_CHECKPOINT_FIXTURES}/ct_mxfp4)
+set_tests_properties(qtc_verify_checkpoint_ct_mxfp4_torchao PROPERTIES LABELS cpu
+                     PASS_REGULAR_EXPRESSION "bit for bit those of qtc mxfp4_even_torchao_rowonly profile torchao\n(.*\n)*taken for a model checkpoint: config.json has a quantization_config \\(quant_method compressed-tensors\\)\n[^\n]*: 6 quantized tensors, 0 with problems\n$")
 # Admissible stochastic rounding from the CLI: qtc's own SR vector passes `verify --sr` (issue 26).
 add_test(NAME qtc_verify_sr_admissible
          COMMAND sh -c "$<TARGET_FILE:qtc> quantize --recipe nvfp4 --param stochastic_rounding=1 --param seed=7 --shape 128x256 -o ${CMAKE_CURRENT_BINARY_DIR}/sr_seed7.safetensors >/dev/null && $<TARGET_FILE:qtc> verify --sr -v ${CMAKE_CURRENT_BINARY_DIR}/sr_seed7.safetensors")

@@ -310,7 +310,8 @@ def check_checkpoint(path: str | os.PathLike, reference: str | os.PathLike | Non
     compressed-tensors NVFP4 / MXFP4 / FP8 / FP8-block, DeepSeek-V3 FP8), as ``qtc verify`` on a checkpoint does.
     ``reference``: the high-precision weights of the same model; ``profile``: the qtc profile whose bits they must
     be. Returns ``exit_code`` (0 consistent, 1 a tensor has a problem, 2 unreadable), ``errors``, ``tensors`` (name,
-    convention, format, shape, problems, notes) and ``text`` (the report). Never raises for a bad checkpoint."""
+    convention, format, shape, problems, notes), ``detected_by`` (the rule that took the path for a checkpoint, or "")
+    and ``text`` (the report). Never raises for a bad checkpoint."""
     return dict(_qtc.check_checkpoint(os.fspath(path), os.fspath(reference) if reference else "", profile or ""))
 
 

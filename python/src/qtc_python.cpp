@@ -354,6 +354,7 @@ nb::dict check_checkpoint(const std::string& path, const std::string& reference,
   nb::dict d;
   d["path"] = r.path;
   d["quant_method"] = r.quant_method;
+  d["detected_by"] = r.detected_by;
   d["errors"] = r.errors;
   d["exit_code"] = r.exit_code();
   d["text"] = r.text(true);

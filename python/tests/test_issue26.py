@@ -18,6 +18,15 @@ def test_checkpoint_fixture_is_consistent():
     assert len(r["tensors"]) == 7
 
 
+def test_ct_mxfp4_checkpoint_is_torchao_even_bit_for_bit():
+    r = qtc.check_checkpoint(os.path.join(CKPT, "ct_mxfp4"), reference=os.path.join(CKPT, "reference_bf16"),
+                             profile="torchao")
+    assert r["exit_code"] == 0, r["text"]
+    assert r["detected_by"] == "config.json has a quantization_config (quant_method compressed-tensors)", r["detected_by"]
+    for t in r["tensors"]:
+        assert any("bit for bit those of qtc mxfp4_even_torchao_rowonly profile torchao" in n for n in t["notes"]), r["text"]
+
+
 def test_checkpoint_hostile_is_an_error_not_an_exception(tmp_path):
     bad = tmp_path / "model.safetensors"
     bad.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")

@@ -15,13 +15,16 @@
 ///    `weight_global_scale` F32 [1] gs = 448 * 6 / amax (the reciprocal of ModelOpt's weight_scale_2); decoded
 ///    value = code * weight_scale / gs.
 ///  * compressed-tensors MXFP4 (mxfp4-pack-quantized): `weight_packed` U8 [N, K/2], `weight_scale` U8 [N, K/32]
-///    E8M0 exponents (2^(e - 127)), no global scale.
+///    E8M0 exponents (2^(e - 127)), no global scale; the exponent is round_to_power_2(block amax) - 2, the block amax
+///    rounded to a power of two at E2M1's one mantissa bit (generate_mx_scales): torchao's EVEN rule, so the bit
+///    comparison runs qtc mxfp4 scale_rule even (a profile that defines it: torchao).
 ///  * compressed-tensors FP8 (float-quantized): `weight` F8_E4M3 [N, K], `weight_scale` [1] (tensor), [N, 1]
 ///    (channel) or [ceil(N/128), ceil(K/128)] (FP8_BLOCK) = amax / 448.
 ///  * DeepSeek-V3 FP8 (inference/fp8_cast_bf16.py, kernel.py): `weight` F8_E4M3 [N, K], `weight_scale_inv` F32
 ///    [ceil(N/128), ceil(K/128)] = block amax / 448, decoded value = code * weight_scale_inv.
 ///  * DeepSeek-V4: attention `weight` F8_E4M3 with a `.scale` F8_E8M0 per 128x128 tile; routed experts
-///    `ffn.experts.E.w{1,2,3}.weight` E2M1 packed in I8 (low nibble first) with `.scale` F8_E8M0 per 32 elements.
+///    `ffn.experts.E.w{1,2,3}.weight` E2M1 packed in I8 (low nibble first) with `.scale` F8_E8M0 per 32 elements
+///    (2^ceil(log2(amax / 6)): the bit comparison runs qtc mxfp4 scale_rule rceil).
 /// A checkpoint is one .safetensors file or a folder with config.json and either model.safetensors or the shards
 /// that model.safetensors.index.json names.
 #pragma once
@@ -51,6 +54,7 @@ struct CheckpointReport {
   std::string quant_method;            ///< config.json quantization_config.quant_method ("" without config)
   std::vector<CheckpointTensor> tensors;
   std::vector<std::string> errors;     ///< unreadable file, malformed index, missing shard or index entry
+  std::string detected_by;             ///< the rule that took the path for a checkpoint (checkpoint_rule), "" when none
   int failed() const;
   /// 2 when any error, else 1 when any tensor has a problem, else 0 (as `qtc verify`).
   int exit_code() const;
@@ -69,9 +73,14 @@ struct CheckpointOptions {
   bool profile_required = false;
 };
 
-/// True for a folder with config.json or model.safetensors.index.json, or a .safetensors file that holds
-/// quantized-weight tensors (names ending in weight_scale, weight_scale_2, weight_scale_inv, weight_packed,
-/// weight_global_scale) and no VECTORS.md `recipe` metadata. Never throws.
+/// Why `path` is a model checkpoint, or "" when it is not (then `qtc verify` takes it for vectors). A folder is one
+/// when it has model.safetensors.index.json, a config.json with a quantization_config, ModelOpt's
+/// hf_quant_config.json, or a model.safetensors holding quantized-weight tensors (names ending in weight_scale,
+/// weight_scale_2, weight_scale_inv, weight_packed, weight_global_scale); a config.json alone (a high-precision
+/// model) is not. A .safetensors file is one when it holds such tensors and no VECTORS.md `recipe` metadata. Only
+/// the safetensors header is read (8-byte length and JSON), never the tensor data.
+std::string checkpoint_rule(const std::filesystem::path& path);
+/// !checkpoint_rule(path).empty(). Never throws.
 bool is_model_checkpoint(const std::filesystem::path& path);
 
 /// Reads and checks a checkpoint. Never throws: every problem is in the report.
