@@ -154,9 +154,14 @@ TEST(GroupProperty, MixedGroupIsolation) {
 // TransformerEngine #3483, TensorRT-LLM #18765); a zero-row group that shifts the others; a group that differs from
 // quantizing its rows alone.
 TEST(GroupProperty, GroupedRowsIgnorePoisonedPadding) {
-  check_property({"zero_row_group", "gap_rows", "size_not_multiple_of_128", "several_groups", "columnwise"}, [] {
-    const Recipe r = *gen_recipe(RecipeSpace{});
-    const int64_t K = *gen_dim(r.kind(), 96);
+  check_property({"zero_row_group", "gap_rows", "size_not_multiple_of_128", "several_groups", "columnwise", "mxfp4"}, [] {
+    // gen_recipe draws no MXFP4; one case in six is MXFP4 (OCP floor or RCEIL), even K (two codes a byte)
+    const bool mxfp4 = *pick(6) == 0;
+    Recipe r = mxfp4 ? Recipe::of(Mxfp4Options{}) : *gen_recipe(RecipeSpace{});
+    if (mxfp4 && *pick(2) == 0) r.mxfp4().scale_rule = MxScaleRule::kRceil;
+    int64_t K = *gen_dim(r.kind(), 96);
+    if (mxfp4) K += K % 2;
+    tag_if(mxfp4, "mxfp4");
     const int G = 1 + *pick(6);
     std::vector<int64_t> sizes, offs;
     int64_t at = 0;
@@ -186,8 +191,10 @@ TEST(GroupProperty, GroupedRowsIgnorePoisonedPadding) {
     tag_if(G >= 3, "several_groups");
     tag_if(r.columnwise, "columnwise");
 
-    const DataSpec d = *gen_data(r, kNegZero | kSubnormal);
-    const HostMatrix x = build(d, r, cap, K);
+    // the data generators know no MXFP4: its data drawn as for MXFP8 (the same 32-element blocks)
+    const Recipe data_r = mxfp4 ? Recipe::of(Mxfp8Options{}) : r;
+    const DataSpec d = *gen_data(data_r, kNegZero | kSubnormal | kNaN | kInf);  // specials in live rows too
+    const HostMatrix x = build(d, data_r, cap, K);
     HostMatrix xp = x;  // rows in no group: NaN, +Inf, -Inf, the largest finite value, random bits
     const size_t es = dtype_size(x.dtype);
     const float big = x.dtype == DType::kF32 ? std::numeric_limits<float>::max() : (x.dtype == DType::kBF16 ? 0x1.fep127f : 65504.0f);

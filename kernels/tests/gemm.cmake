@@ -9,3 +9,7 @@ qtc_add_test(test_gemm_cuda CUDA
                      ${CMAKE_CURRENT_LIST_DIR}/gemm_cuda_grouped_device_test.cpp
                      ${CMAKE_CURRENT_LIST_DIR}/gemm_cuda_grouped_poison_test.cpp
              LIBS qtc_cuda qtc_ref qtc_testing LABELS gpu)
+# One translation unit in the unity build (the split files cost no more compile time than the single file did).
+if(TARGET test_gemm_cuda)
+  qtc_unity_build(test_gemm_cuda)
+endif()
