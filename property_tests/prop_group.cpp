@@ -5,14 +5,17 @@
 /// | property            | groups                                                              | edges |
 /// |---------------------|---------------------------------------------------------------------|-------|
 /// | MixedGroupIsolation | 1-6 members mixing row-scaled and per-tensor NVFP4, MXFP8, FP8 block/tensor, RHT, 4over6, SR | empty members, members with very different amax, in-place outputs in compact and padded layouts |
+/// | GroupedRowsIgnorePoisonedPadding | quantize_grouped (MoE row partition), any recipe, 1-6 groups | rows in no group (gaps, tail) NaN / ±Inf / largest finite / random bits; zero-row groups; sizes and capacity not multiples of 128 |
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 
 #include "check.hpp"
 #include "gen.hpp"
 #include "harness.hpp"
 #include "qtc/group.hpp"
+#include "qtc/grouped.hpp"
 #include "qtc/layouts.hpp"
 #include "qtc/quantize.hpp"
 
@@ -142,6 +145,90 @@ TEST(GroupProperty, MixedGroupIsolation) {
       }
       RC_ASSERT(threw);
       for (int i = 0; i < n; ++i) RC_ASSERT(diff_quantized(outs3[static_cast<size_t>(i)], outs[static_cast<size_t>(i)]).empty());
+    }
+  });
+}
+
+// Guards against: a grouped quantizer that reads rows past a group's valid count (capacity rows, the gaps between
+// groups, the tail), so NaN / Inf / garbage there reaches a real group's amax, scale or codes (FlashInfer #3057,
+// TransformerEngine #3483, TensorRT-LLM #18765); a zero-row group that shifts the others; a group that differs from
+// quantizing its rows alone.
+TEST(GroupProperty, GroupedRowsIgnorePoisonedPadding) {
+  check_property({"zero_row_group", "gap_rows", "size_not_multiple_of_128", "several_groups", "columnwise", "mxfp4"}, [] {
+    // gen_recipe draws no MXFP4; one case in six is MXFP4 (OCP floor or RCEIL), even K (two codes a byte)
+    const bool mxfp4 = *pick(6) == 0;
+    Recipe r = mxfp4 ? Recipe::of(Mxfp4Options{}) : *gen_recipe(RecipeSpace{});
+    if (mxfp4 && *pick(2) == 0) r.mxfp4().scale_rule = MxScaleRule::kRceil;
+    int64_t K = *gen_dim(r.kind(), 96);
+    if (mxfp4) K += K % 2;
+    tag_if(mxfp4, "mxfp4");
+    const int G = 1 + *pick(6);
+    std::vector<int64_t> sizes, offs;
+    int64_t at = 0;
+    for (int g = 0; g < G; ++g) {
+      const int64_t n = *pick(4) == 0 ? 0 : *gen_dim(r.kind(), 144);
+      at += *pick(3) == 0 ? 0 : 1 + *pick(19);  // rows before the group that belong to none
+      offs.push_back(at);
+      sizes.push_back(n);
+      at += n;
+    }
+    const int64_t cap = at + *pick(21);  // a tail of capacity rows
+    ref::GroupedRows rows;
+    rows.first_dims = sizes;
+    for (int64_t o : offs) rows.tensor_offsets.push_back(o * K);
+    rows.last_dim = K;
+    rows.capacity = cap;
+    std::vector<uint8_t> live(static_cast<size_t>(cap), 0);
+    bool gap = false, not128 = false;
+    for (int g = 0; g < G; ++g) {
+      for (int64_t i = 0; i < sizes[static_cast<size_t>(g)]; ++i) live[static_cast<size_t>(offs[static_cast<size_t>(g)] + i)] = 1;
+      tag_if(sizes[static_cast<size_t>(g)] == 0, "zero_row_group");
+      not128 |= sizes[static_cast<size_t>(g)] % 128 != 0;
+    }
+    for (uint8_t l : live) gap |= l == 0;
+    tag_if(gap, "gap_rows");
+    tag_if(not128 && cap % 128 != 0, "size_not_multiple_of_128");
+    tag_if(G >= 3, "several_groups");
+    tag_if(r.columnwise, "columnwise");
+
+    // the data generators know no MXFP4: its data drawn as for MXFP8 (the same 32-element blocks)
+    const Recipe data_r = mxfp4 ? Recipe::of(Mxfp8Options{}) : r;
+    const DataSpec d = *gen_data(data_r, kNegZero | kSubnormal | kNaN | kInf);  // specials in live rows too
+    const HostMatrix x = build(d, data_r, cap, K);
+    HostMatrix xp = x;  // rows in no group: NaN, +Inf, -Inf, the largest finite value, random bits
+    const size_t es = dtype_size(x.dtype);
+    const float big = x.dtype == DType::kF32 ? std::numeric_limits<float>::max() : (x.dtype == DType::kBF16 ? 0x1.fep127f : 65504.0f);
+    for (int64_t i = 0; i < cap; ++i) {
+      if (live[static_cast<size_t>(i)]) continue;
+      for (int64_t j = 0; j < K; ++j) {
+        switch ((i + j) % 5) {
+          case 0: xp.set(i, j, std::numeric_limits<float>::quiet_NaN()); break;
+          case 1: xp.set(i, j, std::numeric_limits<float>::infinity()); break;
+          case 2: xp.set(i, j, -std::numeric_limits<float>::infinity()); break;
+          case 3: xp.set(i, j, big); break;
+          default: {
+            const uint64_t bits = hash64(d.seed, static_cast<uint64_t>(i * K + j));
+            std::memcpy(xp.bytes.data() + static_cast<size_t>(i * K + j) * es, &bits, es);
+          }
+        }
+      }
+    }
+    const std::vector<QuantizedTensor> clean = ref::quantize_grouped(x.view(), rows, r);
+    const std::vector<QuantizedTensor> poisoned = ref::quantize_grouped(xp.view(), rows, r);
+    RC_ASSERT(clean.size() == static_cast<size_t>(G) && poisoned.size() == static_cast<size_t>(G));
+    for (int g = 0; g < G; ++g) {
+      const std::string diff = diff_quantized(poisoned[static_cast<size_t>(g)], clean[static_cast<size_t>(g)]);
+      if (!diff.empty()) RC_FAIL("group " + std::to_string(g) + " (" + r.name() + "): poisoned rows outside it changed " + diff);
+      const int64_t n = sizes[static_cast<size_t>(g)];
+      if (n == 0) {
+        RC_ASSERT(!clean[static_cast<size_t>(g)].rowwise && !clean[static_cast<size_t>(g)].columnwise);
+        continue;
+      }
+      MatrixView part = x.view();
+      part.data = x.bytes.data() + static_cast<size_t>(offs[static_cast<size_t>(g)] * K) * es;
+      part.rows = n;
+      const std::string alone = diff_quantized(clean[static_cast<size_t>(g)], ref::quantize(part, r));
+      if (!alone.empty()) RC_FAIL("group " + std::to_string(g) + " differs from quantizing its rows alone: " + alone);
     }
   });
 }

@@ -23,6 +23,7 @@
 
 #include "gemm_internal.hpp"
 #include "grouped_gemm_sm90.hpp"
+#include "grouped_routing.hpp"
 #include "qtc/cuda/check.hpp"
 #include "qtc/cuda/gemm.hpp"
 
@@ -238,7 +239,22 @@ namespace {
 
 // Context scratch slots of this path (gemm_cublaslt.cpp uses 0-13).
 enum Slot : int { kX16 = 20, kW16 = 21, kRowFactor = 22, kVectors = 23, kEngine = 24, kF32Out = 25, kWAmax = 26,
-                  kDy16 = 27, kWgradVec = 28 };
+                  kDy16 = 27, kWgradVec = 28, kRouting = 29 };
+
+/// The routing every kernel of a device-driven call reads: the caller's sizes and offsets rewritten on the device
+/// by the rule of grouped_routing.hpp (hostile sizes read as empty groups, never as rows outside the buffers), in
+/// the context's scratch, stride 1. One launch per call, before any other kernel of it.
+GroupedRowsOnDevice sanitized(GemmContext& ctx, const GroupedRowsOnDevice& rows) {
+  GroupedRowsOnDevice s = rows;
+  if (rows.groups == 0) return s;
+  auto* out = static_cast<int64_t*>(ctx.scratch(kRouting, static_cast<size_t>(2 * rows.groups) * sizeof(int64_t)));
+  detail::launch_sanitize_routing(rows.first_dims, rows.row_offsets, rows.stride, rows.groups, rows.capacity, out,
+                                  ctx.stream());
+  s.first_dims = out;
+  s.row_offsets = out + rows.groups;
+  s.stride = 1;
+  return s;
+}
 
 int scale_layout_code(const DevicePlane& p) {
   return p.scale_layout == ScaleLayout::kSwizzled ? 2 : (p.scale_layout == ScaleLayout::kPadded ? 1 : 0);
@@ -276,7 +292,7 @@ void check_weights_list(const std::vector<const DeviceQuantized*>& w, int64_t K,
             "TMA rows of the BF16 operands), got N = ", N, ", K = ", K);
 }
 
-/// The whole fprop after the weights are BF16 ([G, N, K] at w16) with their amaxes at w_amax.
+/// The whole fprop after the weights are BF16 ([G, N, K] at w16) with their amaxes at w_amax; rows: the sanitised routing.
 void fprop_device_core(GemmContext& ctx, const void* w16, const float* w_amax, float w_e4m3_max, int64_t N,
                        const DeviceQuantized& x, const GroupedRowsOnDevice& rows, const DeviceGemmArgs& args, void* d) {
   const cudaStream_t st = ctx.stream();
@@ -393,19 +409,20 @@ void gemm_nvfp4_row_scaled_grouped_fprop_device(GemmContext& ctx, const GroupedW
   QTC_CHECK(w.n % 8 == 0 && w.k % 8 == 0, "grouped GEMM with device group sizes needs N and K multiples of 8 (16-byte "
             "TMA rows of the BF16 operands), got N = ", w.n, ", K = ", w.k);
   if (rows.groups == 0) return;
-  fprop_device_core(ctx, w.bf16.data(), w.amax.as<float>(), w.e4m3_max, w.n, x, rows, args, d);
+  fprop_device_core(ctx, w.bf16.data(), w.amax.as<float>(), w.e4m3_max, w.n, x, sanitized(ctx, rows), args, d);
 }
 
 void gemm_nvfp4_row_scaled_grouped_fprop_device(GemmContext& ctx, const std::vector<const DeviceQuantized*>& w,
-                                                const DeviceQuantized& x, const GroupedRowsOnDevice& rows,
+                                                const DeviceQuantized& x, const GroupedRowsOnDevice& rows_in,
                                                 const DeviceGemmArgs& args, void* d) {
-  check_fprop_device(ctx, x, rows, args);
-  QTC_CHECK(static_cast<int64_t>(w.size()) == rows.groups, "grouped GEMM: ", w.size(), " weights for ", rows.groups,
+  check_fprop_device(ctx, x, rows_in, args);
+  QTC_CHECK(static_cast<int64_t>(w.size()) == rows_in.groups, "grouped GEMM: ", w.size(), " weights for ", rows_in.groups,
             " groups");
   if (w.empty()) return;
   int64_t N = 0;
   check_weights_list(w, x.cols, &N);
-  const int64_t G = rows.groups, K = x.cols;
+  const int64_t G = rows_in.groups, K = x.cols;
+  const GroupedRowsOnDevice rows = sanitized(ctx, rows_in);
   void* w16 = ctx.scratch(kW16, static_cast<size_t>(std::max<int64_t>(G * N * K, 1)) * 2);
   auto* amax = static_cast<float*>(ctx.scratch(kWAmax, static_cast<size_t>(G) * 4));
   std::vector<const uint8_t*> data(w.size()), scale(w.size());
@@ -450,6 +467,7 @@ void gemm_nvfp4_row_scaled_grouped_wgrad_device(GemmContext& ctx, const DeviceGr
   }
   if (G == 0) return;
   const cudaStream_t st = ctx.stream();
+  const GroupedRowsOnDevice routed = sanitized(ctx, rows);  // what the kernels read (rows: checked as given)
   // Columnwise planes -> BF16 [K, capacity] and [N, capacity] (compact scales, blocks of 16 tokens).
   void* x16 = ctx.scratch(kX16, static_cast<size_t>(std::max<int64_t>(K * cap, 1)) * 2);
   void* dy16 = ctx.scratch(kDy16, static_cast<size_t>(std::max<int64_t>(N * cap, 1)) * 2);
@@ -474,13 +492,13 @@ void gemm_nvfp4_row_scaled_grouped_wgrad_device(GemmContext& ctx, const DeviceGr
     detail::launch_scale_product(c, K, 1, nullptr, 0, 0, G, K, row_mul, st);
   }
   detail::launch_fill_f32(add, std::max(N, K), -0.0f, st);
-  detail::launch_grouped_fill_skipped(rows.first_dims, rows.row_offsets, rows.stride, G, N * K, out, d, st);
+  detail::launch_grouped_fill_skipped(routed.first_dims, routed.row_offsets, routed.stride, G, N * K, out, d, st);
   detail::GroupedGemmProblem p;
   p.wgrad = true;
   p.groups = static_cast<int>(G);
-  p.sizes = rows.first_dims;
-  p.offsets = rows.row_offsets;
-  p.stride = rows.stride;
+  p.sizes = routed.first_dims;
+  p.offsets = routed.row_offsets;
+  p.stride = routed.stride;
   p.n = N;
   p.k = K;
   p.lda = cap;

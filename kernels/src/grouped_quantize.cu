@@ -18,6 +18,7 @@
 #include <sstream>
 #include <string>
 
+#include "grouped_routing.hpp"
 #include "nvfp4_common.cuh"
 #include "qtc/cuda/check.hpp"
 #include "qtc/cuda/grouped.hpp"
@@ -177,10 +178,14 @@ unsigned grid_x(int64_t work, int threads) {
 int64_t k_blocks(const Recipe& r, int64_t K) { return describe_plane(r, PlaneKind::kRowwise, 0, K).compact.cols; }
 
 template <typename T>
-void launch(const DeviceMatrixView& x, const Groups& gr, DeviceGroupedQuantized& o, cudaStream_t s) {
+void launch(const DeviceMatrixView& x, const Groups& caller, DeviceGroupedQuantized& o, cudaStream_t s) {
   const T* px = static_cast<const T*>(x.data);
   const Recipe& r = o.recipe;
   const int64_t K = o.cols, G = o.groups, cap = o.capacity;
+  // Every kernel below reads the sanitised routing (grouped_routing.hpp), never the caller's arrays.
+  auto* routing = o.routing.as<int64_t>();
+  detail::launch_sanitize_routing(caller.first_dims, caller.row_offsets, caller.stride, G, cap, routing, s);
+  const Groups gr{routing, routing + G, 1};
   const unsigned gy = static_cast<unsigned>(G);
   GScale sc;
   sc.p = o.scale.as<uint8_t>();
@@ -287,6 +292,7 @@ DeviceGroupedQuantized allocate_grouped(const Recipe& r, DType input, int64_t ca
   o.scale_layout = layout;
   o.input_dtype = input;
   o.value_for_inf = dtype_max(input);
+  o.routing = DeviceBuffer(static_cast<size_t>(2 * groups) * sizeof(int64_t), stream);
   // The rowwise plane of the whole buffer as the recipe policy describes it; the groups split its rows.
   const PlaneSpec spec = describe_plane(r, PlaneKind::kRowwise, capacity, cols);
   const int64_t nkb = spec.compact.cols;
@@ -316,6 +322,8 @@ void quantize_grouped_into(const DeviceMatrixView& x, const int64_t* d_first_dim
   QTC_CHECK(x.rows == out.capacity && x.cols == out.cols, "grouped quantize: input ", x.rows, "x", x.cols,
             ", outputs for ", out.capacity, "x", out.cols);
   QTC_CHECK(x.data != nullptr || x.rows == 0, "grouped quantize: input has no data");
+  QTC_CHECK(out.routing.bytes() >= static_cast<size_t>(2 * out.groups) * sizeof(int64_t),
+            "grouped quantize: the outputs have no routing buffer (allocate them with allocate_grouped)");
   QTC_CHECK(x.dtype == out.input_dtype, "grouped quantize: input is ", dtype_name(x.dtype), ", outputs were allocated for ",
             dtype_name(out.input_dtype));
   const Groups gr{d_first_dims, d_row_offsets, stride};
@@ -325,49 +333,6 @@ void quantize_grouped_into(const DeviceMatrixView& x, const int64_t* d_first_dim
     case DType::kF16: launch<__half>(x, gr, out, stream); break;
     default: QTC_FAIL("grouped quantize: input must be F32, BF16 or F16");
   }
-}
-
-// ---- NVFP4 entry points of the first version (compact scales), on the same kernels ----
-
-DeviceGroupedNvfp4 allocate_grouped_nvfp4(int64_t capacity, int64_t cols, int64_t groups, bool row_scaled,
-                                          cudaStream_t stream) {
-  QTC_CHECK(cols % 16 == 0, "grouped NVFP4: K must be a multiple of 16, got ", cols);
-  QTC_CHECK(groups > 0 && groups < 65536, "grouped NVFP4: 1..65535 groups, got ", groups);
-  DeviceGroupedNvfp4 o;
-  o.capacity = capacity;
-  o.cols = cols;
-  o.groups = groups;
-  o.row_scaled = row_scaled;
-  const PlaneSpec spec = describe_plane(Recipe::of(Nvfp4Options{.row_scaled = row_scaled}), PlaneKind::kRowwise, capacity, cols);
-  o.data = DeviceBuffer(static_cast<size_t>(spec.data_bytes()), stream);
-  o.scale = DeviceBuffer(static_cast<size_t>(spec.scale_bytes(ScaleLayout::kCompact)), stream);
-  o.amax = DeviceBuffer(static_cast<size_t>(spec.amax_per_line ? capacity : groups) * sizeof(float), stream);
-  return o;
-}
-
-void quantize_grouped_nvfp4_into(const DeviceMatrixView& x, const int64_t* d_first_dims, const int64_t* d_row_offsets,
-                                 DeviceGroupedNvfp4& out, cudaStream_t stream, int64_t stride) {
-  // Borrow the buffers into the general form (moved back afterwards; no copy, no allocation).
-  DeviceGroupedQuantized g;
-  g.recipe = Recipe::of(Nvfp4Options{.row_scaled = out.row_scaled}, Profile::kTE, true, false);
-  g.input_dtype = x.dtype;
-  g.capacity = out.capacity;
-  g.cols = out.cols;
-  g.groups = out.groups;
-  g.scale_cols = k_blocks(g.recipe, out.cols);
-  g.data = std::move(out.data);
-  g.scale = std::move(out.scale);
-  g.amax = std::move(out.amax);
-  struct Back {
-    DeviceGroupedQuantized& g;
-    DeviceGroupedNvfp4& o;
-    ~Back() {
-      o.data = std::move(g.data);
-      o.scale = std::move(g.scale);
-      o.amax = std::move(g.amax);
-    }
-  } back{g, out};
-  quantize_grouped_into(x, d_first_dims, d_row_offsets, g, stream, stride);
 }
 
 }  // namespace qtc::cuda

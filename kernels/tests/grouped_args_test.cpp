@@ -1,9 +1,14 @@
 /// \file grouped_args_test.cpp
 /// \brief group_args (kernels/src/grouped_gemm_sm90.hpp): what the fill kernel of the device-driven grouped GEMM
-///        writes for one group, checked on the CPU for fprop and wgrad, uneven, empty and misaligned groups.
+///        writes for one group, checked on the CPU for fprop and wgrad, uneven, empty and misaligned groups; and the
+///        routing rule every device-driven grouped call applies first (sanitize_routing, grouped_routing.hpp).
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <vector>
+
 #include "grouped_gemm_sm90.hpp"
+#include "grouped_routing.hpp"
 
 namespace qtc::cuda::detail {
 namespace {
@@ -85,6 +90,32 @@ TEST(GroupedArgs, WgradGroupOffTheTmaAlignmentIsSkipped) {
   EXPECT_TRUE(group_args(p, 48, 16, 1).live);
   // fprop has no such rule: a row of K BF16 values (K % 16) is always aligned
   EXPECT_TRUE(group_args(fprop(64, 64, false), 37, 45, 0).live);
+}
+
+TEST(GroupedRouting, ValidRoutingIsUnchanged) {
+  const std::vector<int64_t> sizes{37, 0, 128, 16, 201, 64}, offs{0, 45, 45, 173, 189, 400};
+  std::vector<int64_t> out(12, -1);
+  sanitize_routing(sizes.data(), offs.data(), 1, 6, 640, out.data());
+  EXPECT_EQ(std::vector<int64_t>(out.begin(), out.begin() + 6), sizes);
+  EXPECT_EQ(std::vector<int64_t>(out.begin() + 6, out.end()), offs);
+}
+
+TEST(GroupedRouting, HostileGroupsReadAsEmptyAndStayInsideTheCapacity) {
+  // interleaved [G, 2] (stride 2): size, offset
+  const int64_t big = int64_t{1} << 62;
+  const std::vector<int64_t> inter{32, 0,  -16, 40,  48, 16,  big, 100,  16, 120,  64, 290,  16, -32,  big, -big,  0, 300,  1, 300};
+  const int64_t G = 10, cap = 300;
+  std::vector<int64_t> out(static_cast<size_t>(2 * G), -1);
+  sanitize_routing(inter.data(), inter.data() + 1, 2, G, cap, out.data());
+  // kept: 0 (32 at 0), 4 (16 at 120), 8 (0 rows at 300: an empty group at the end is valid); dropped: a negative
+  // size, an overlap, 2^62 rows (no overflow), past the capacity, negative offsets, a row at the capacity
+  EXPECT_EQ(std::vector<int64_t>(out.begin(), out.begin() + G), (std::vector<int64_t>{32, 0, 0, 0, 16, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(std::vector<int64_t>(out.begin() + G, out.end()), (std::vector<int64_t>{0, 32, 32, 32, 120, 136, 136, 136, 300, 300}));
+  for (int64_t g = 0, end = 0; g < G; ++g) {  // kept groups in order, disjoint, inside [0, cap)
+    EXPECT_GE(out[static_cast<size_t>(G + g)], end);
+    end = out[static_cast<size_t>(G + g)] + out[static_cast<size_t>(g)];
+    EXPECT_LE(end, cap);
+  }
 }
 
 }  // namespace

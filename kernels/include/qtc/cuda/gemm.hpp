@@ -112,8 +112,11 @@ struct GroupedRowsDevice {
 /// Group sizes of a grouped [capacity, ...] buffer that live in device memory only: group g is rows
 /// [row_offsets[g·stride], + first_dims[g·stride]) (device int64; TE GroupedTensor first_dims / offsets in rows).
 /// Nothing reads them on the host, so a call taking them can be captured in a CUDA graph once and replayed with
-/// other sizes written into the same arrays. Caller contract (unchecked: checking would need a host sync):
-/// groups in order, not overlapping, inside [0, capacity).
+/// other sizes written into the same arrays. Caller contract: groups in order, not overlapping, inside
+/// [0, capacity). It cannot be checked on the host without a sync; on the device every call first rewrites the
+/// routing (kernels/src/grouped_routing.hpp): a group with a negative size, overlapping the previous kept group or
+/// passing the capacity is computed as empty (fprop: its rows untouched; wgrad: zeros), so hostile sizes never
+/// make a kernel read or write outside the buffers.
 struct GroupedRowsOnDevice {
   int64_t groups = 0;
   int64_t capacity = 0;

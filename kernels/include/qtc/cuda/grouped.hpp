@@ -24,17 +24,6 @@
 
 namespace qtc::cuda {
 
-/// Outputs of a grouped NVFP4 quantization (rowwise plane of every group, in the buffer's row order).
-struct DeviceGroupedNvfp4 {
-  int64_t capacity = 0;   ///< rows of the buffer
-  int64_t cols = 0;       ///< K
-  int64_t groups = 0;
-  bool row_scaled = false;
-  DeviceBuffer data;      ///< [capacity, K/2] packed E2M1 (row r of the buffer = row r here)
-  DeviceBuffer scale;     ///< [capacity, K/16] E4M3, compact
-  DeviceBuffer amax;      ///< [groups] per-tensor, or [capacity] row-scaled
-};
-
 /// Outputs of a grouped quantization, rowwise plane of every group.
 struct DeviceGroupedQuantized {
   Recipe recipe;
@@ -53,6 +42,10 @@ struct DeviceGroupedQuantized {
   DeviceBuffer scale_offsets;  ///< swizzled: [groups] int64, written on the device by every quantize
   DeviceBuffer amax;       ///< NVFP4: [groups] or [capacity] (row-scaled); FP8 per-tensor: [groups]
   DeviceBuffer scale_inv;  ///< FP8 per-tensor: [groups] F32
+  /// [2·groups] int64: the routing as the kernels read it, rewritten from the caller's sizes and offsets by every
+  /// quantize (a group that is negative, overlaps the previous kept group or passes the capacity reads as empty;
+  /// kernels/src/grouped_routing.hpp), so hostile device sizes cannot make a kernel leave the buffers.
+  DeviceBuffer routing;
 };
 
 /// Empty when grouped quantization supports (recipe, K, layout); otherwise the rules it breaks.
@@ -63,22 +56,15 @@ DeviceGroupedQuantized allocate_grouped(const Recipe& r, DType input, int64_t ca
                                         ScaleLayout layout, cudaStream_t stream);
 
 /// Caller contract (the sizes are on the device, so nothing can check it without a host sync): NVFP4 groups
-/// have a multiple of 16 rows (TE_FORMATS.md §1.1, M % 16), as TE's grouped NVFP4 quantization requires.
+/// have a multiple of 16 rows (TE_FORMATS.md §1.1, M % 16), as TE's grouped NVFP4 quantization requires; groups
+/// are ordered and disjoint inside [0, capacity). A group breaking the second rule (negative size, overlapping the
+/// previous kept group, past the capacity) is quantized as empty: nothing of it is written, no buffer is left.
 /// Quantizes every group of x ([capacity, K]) as out.recipe: group g is rows [row_offsets[g·stride],
-/// + first_dims[g·stride]) (device int64 arrays, strided views allowed). Each group equals quantizing it
+/// + first_dims[g·stride]) (device int64 arrays; `stride` (elements, >= 1) reads a strided view of them, e.g. one
+/// column of a [groups, 2] tensor, one of the cases TE's grouped work had to fix). Each group equals quantizing it
 /// alone (qtc::ref::quantize_grouped; swizzled: convert_layout of that result). Stream-ordered, no host
 /// synchronization, no allocation: capturable in a CUDA graph and replayable with other sizes.
 void quantize_grouped_into(const DeviceMatrixView& x, const int64_t* d_first_dims, const int64_t* d_row_offsets,
                            DeviceGroupedQuantized& out, cudaStream_t stream, int64_t stride = 1);
-
-DeviceGroupedNvfp4 allocate_grouped_nvfp4(int64_t capacity, int64_t cols, int64_t groups, bool row_scaled,
-                                          cudaStream_t stream);
-
-/// Quantizes every group of x ([capacity, K], F32/BF16/F16): group g is rows [row_offsets[g·stride],
-/// + first_dims[g·stride]), both device int64 arrays; `stride` (elements, >= 1) reads a strided view of them,
-/// e.g. one column of a [groups, 2] tensor (one of the cases TE's grouped work had to fix). Stream-ordered, no
-/// host synchronization, no allocation.
-void quantize_grouped_nvfp4_into(const DeviceMatrixView& x, const int64_t* d_first_dims, const int64_t* d_row_offsets,
-                                 DeviceGroupedNvfp4& out, cudaStream_t stream, int64_t stride = 1);
 
 }  // namespace qtc::cuda

@@ -1,0 +1,147 @@
+/// \file gemm_cuda_nvfp4_test.cpp
+/// \brief GPU NVFP4 (emulated on 9.x), MXFP4 and row-scaled NVFP4 GEMMs against the exact reference; gating refusals.
+///
+/// | path                    | exact-by-construction (bitwise)         | random inputs (bound, worst ULPs printed) |
+/// |-------------------------|-----------------------------------------|-------------------------------------------|
+/// | NVFP4 (emulated on 9.x) | fprop/dgrad/wgrad x F32/BF16            | fprop/dgrad/wgrad, K = 1024                |
+/// | MXFP4 (emulated on 9.x) | fprop/dgrad/wgrad                       | —                                          |
+/// | row-scaled NVFP4 (§7.5) | fprop F32/BF16 + bias, wgrad two-vector | —                                          |
+/// | MXFP8, NVFP4 native     | skipped with the gating reason on SM 9.0; refusal carries it             |
+/// Shared helpers, the exact-input rule and the GPU gate: gemm_cuda_test_util.hpp.
+#include "gemm_cuda_test_util.hpp"
+
+namespace qtc::cuda {
+namespace {
+
+using namespace gemm_test;
+
+// ------------------------------------------------------------------------------------------------
+// Bitwise on exact inputs
+
+/// amax_b for which the NVFP4 alpha with amax_a = 1 is a power of two, so BF16 output is one rounding.
+float pow2_alpha_amax() {
+  const float f = 1.0f / 7225344.0f;
+  for (int j = -4; j <= 4; ++j) {
+    float x = std::ldexp(1.0f, j) / f;
+    for (int t = 0; t < 8; ++t, x = std::nextafter(x, 0.0f)) {
+      const float al = ref::nvfp4_gemm_alpha(1.0f, 1.0f, x, 448, 448);
+      int e = 0;
+      if (std::frexp(al, &e) == 0.5f) return x;
+    }
+  }
+  return 0.0f;
+}
+
+TEST(GemmCudaExact, Nvfp4AllLayouts) {
+  QTC_GPU_GATE_FEATURE(device_reason(), nvfp4_gemm_support());
+  GemmContext ctx;
+  std::mt19937_64 g(seed() + 3);
+  const float pow2_amax = pow2_alpha_amax();
+  ASSERT_NE(pow2_amax, 0.0f);
+  for (ref::GemmKind k : kKinds)
+    for (DType out : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(std::string(kind_name(k)) + (out == DType::kF32 ? " F32" : " BF16"));
+      const Shapes s = shapes(k, kM, kN, kK);
+      // F32: arbitrary amaxes (alpha·S rounds once in FP32 on both sides); BF16: alpha a power of two.
+      const float aa = out == DType::kF32 ? 1234.5f : 1.0f, ab = out == DType::kF32 ? 77.25f : pow2_amax;
+      const QuantizedTensor a = exact_nvfp4(s.a_rows, s.a_cols, g, aa, aa), b = exact_nvfp4(s.b_rows, s.b_cols, g, ab, ab);
+      const ref::GemmArgs args = ref::GemmArgs::of(k, out);
+      EXPECT_TRUE(bitwise_equal(run_gpu(ctx, a, b, args), ref::gemm_exact(a, b, args)));
+    }
+}
+
+// MXFP4 on Hopper: exact BF16 decode + BF16 GEMM (gemm.mxfp4_emulated_bf16); natively where gemm.mxfp4 holds.
+// Elements from the E2M1 grid with block amax 3 or 6: every decoded value is exact and every sum of products is an
+// integer multiple of 2^-2 below 2^24, so FP32 accumulation is exact and the result equals the exact reference.
+TEST(GemmCudaExact, Mxfp4AllLayouts) {
+  const gating::Support native = device_supports(gating::Feature::kGemmMxfp4);
+  QTC_GPU_GATE_FEATURE(device_reason(), native.supported ? native : device_supports(gating::Feature::kGemmMxfp4Emulated));
+  GemmContext ctx;
+  std::mt19937_64 g(seed() + 11);
+  const Recipe r = Recipe::of(Mxfp4Options{.scale_rule = MxScaleRule::kOcpFloor});
+  auto exact_mxfp4 = [&](int64_t rows, int64_t cols) {
+    HostMatrix x(DType::kF32, rows, cols);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) x.set(i, j, small_value(g));
+    QuantizedTensor q = ref::quantize(x.view(), r);
+    if (native.supported) ref::convert_layout(q, ScaleLayout::kSwizzled);  // cuBLASLt reads swizzled scales
+    return q;
+  };
+  for (ref::GemmKind k : kKinds)
+    for (DType out : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(std::string(kind_name(k)) + (out == DType::kF32 ? " F32" : " BF16"));
+      const Shapes s = shapes(k, kM, kN, kK);
+      const QuantizedTensor a = exact_mxfp4(s.a_rows, s.a_cols), b = exact_mxfp4(s.b_rows, s.b_cols);
+      const ref::GemmArgs args = ref::GemmArgs::of(k, out);
+      EXPECT_TRUE(bitwise_equal(run_gpu(ctx, a, b, args), ref::gemm_exact(a, b, args)));
+    }
+}
+
+TEST(GemmCudaExact, Nvfp4RowScaledFpropAndWgrad) {
+  QTC_REQUIRE_FEATURE(gating::Feature::kGemmNvfp4RowScaled);
+  GemmContext ctx;
+  std::mt19937_64 g(seed() + 4);
+  for (DType out : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(out == DType::kF32 ? "F32" : "BF16");
+    // fprop: X row-scaled [M, K], W per-tensor [N, K]: per-row fused factor, + bias
+    QuantizedTensor w = exact_nvfp4(kN, kK, g, 448.0f * 6.0f, 448.0f * 6.0f), x = exact_nvfp4(kM, kK, g, 1.0f, 1.0f);
+    make_row_scaled(x, g);
+    ref::GemmArgs args = ref::GemmArgs::of(ref::GemmKind::kFprop, out);
+    args.bias.resize(kN);
+    for (auto& v : args.bias) v = small_value(g);
+    EXPECT_TRUE(bitwise_equal(run_gpu(ctx, w, x, args, true), ref::gemm_nvfp4_row_scaled(w, x, args)));
+    // wgrad: A = X columnwise (amax per K column), B = dY row-scaled columnwise (per N): two roundings
+    QuantizedTensor xa = exact_nvfp4(kM, kK, g, 1.0f, 1.0f), dy = exact_nvfp4(kM, kN, g, 1.0f, 1.0f);
+    make_row_scaled(xa, g);
+    make_row_scaled(dy, g);
+    const ref::GemmArgs wargs = ref::GemmArgs::of(ref::GemmKind::kWgrad, out);
+    EXPECT_TRUE(bitwise_equal(run_gpu(ctx, xa, dy, wargs, true), ref::gemm_nvfp4_row_scaled(xa, dy, wargs)));
+  }
+}
+
+
+// ------------------------------------------------------------------------------------------------
+// Random inputs: error within the path's bound; worst error printed in ULPs next to the bound
+
+TEST(GemmCudaRandom, Nvfp4WithinBound) {
+  QTC_GPU_GATE_FEATURE(device_reason(), nvfp4_gemm_support());
+  GemmContext ctx;
+  std::mt19937_64 g(seed() + 12);
+  Recipe r = Recipe::of(Nvfp4Options{});
+  for (ref::GemmKind k : kKinds) check_random(ctx, "nvfp4", r, r, k, DType::kF32, kFp32Acc, g);
+  check_random(ctx, "nvfp4", r, r, ref::GemmKind::kFprop, DType::kBF16, kFp32Acc, g);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Gating: refused calls carry the table's reason
+
+TEST(GemmCudaGating, UnsupportedPathsRefuseWithTheTableReason) {
+  QTC_GPU_GATE(device_reason());
+  const gating::Support mx = device_supports(gating::Feature::kGemmMxfp8);
+  if (mx.supported) GTEST_SKIP() << "MXFP8 GEMM is supported on this card; nothing to refuse";
+  GemmContext ctx;
+  std::mt19937_64 g(seed());
+  Recipe r = Recipe::of(Mxfp8Options{});
+  HostMatrix x(DType::kF32, 128, 128);
+  for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] = small_value(g);
+  QuantizedTensor q = ref::quantize(x.view(), r);
+  ref::convert_layout(q, ScaleLayout::kSwizzled);
+  try {
+    (void)run_gpu(ctx, q, q, ref::GemmArgs::of(ref::GemmKind::kFprop));
+    FAIL() << "MXFP8 GEMM ran on a card the table refuses";
+  } catch (const qtc::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(mx.reason), std::string::npos) << e.what();
+  }
+}
+
+TEST(GemmCudaGating, MissingDeviceIsASkipOrAFailure) {
+  // Documents the rule: with a device this passes; without one it skips, or fails under QTC_REQUIRE_GPU=1.
+  QTC_GPU_GATE(device_reason());
+  const gating::Capability c = device_capability();
+  std::printf("GEMMCAP sm=%d cublas=%s\n%s", c.sm(), gating::cublas_version_string(c.cublas).c_str(),
+              gating::format_table(c).c_str());
+  EXPECT_GT(c.sm(), 0);
+}
+
+}  // namespace
+}  // namespace qtc::cuda
