@@ -1,0 +1,73 @@
+"""The six error-path calls of issue 23, each in its own interpreter (python -X faulthandler): a C++ error must leave as
+ValueError with the rule's message (or, for verify, as an error verdict), never kill the interpreter. On the H200's
+stock image (g++ 13, Python 3.12) four of them once ended in SIGSEGV; run in-process, such a crash would take the
+whole pytest session with it, so each call runs in a child and a crash fails its test with the child's native and
+Python traceback (faulthandler) in the message."""
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+PRELUDE = """
+import numpy as np, qtc
+def expect(f, needle):
+    try:
+        f()
+    except ValueError as e:
+        assert needle in str(e), str(e)
+        assert "[check `" not in str(e), str(e)
+        print("ValueError:", e)
+        return
+    raise SystemExit("no ValueError")
+"""
+
+CALLS = {
+    # a recipe rule broken (QTC_CHECK in the reference, a number in the message)
+    "nvfp4_m30": "expect(lambda: qtc.quantize(np.ones((30, 64), np.float32), 'nvfp4'), "
+                 "\"rule 'nvfp4-input-m16': NVFP4 needs M % 16 == 0, got M = 30\")",
+    # a shape check in the module itself
+    "x_of_1_dim": "expect(lambda: qtc.quantize(np.ones(64, np.float32), 'mxfp8'), 'x has shape [64]; VECTORS.md needs 2-D')",
+    # QTC_FAIL in the reference (no number)
+    "unknown_recipe": "expect(lambda: qtc.quantize(np.ones((32, 64), np.float32), 'nvfp5'), "
+                      "\"metadata key 'recipe': unknown value 'nvfp5'\")",
+    # an error thrown while the GIL is released
+    "unreadable_file": "expect(lambda: qtc.load_vector('/no/such.safetensors'), '/no/such.safetensors: cannot read')",
+    # verify's own errors are verdicts (caught inside the reference); a 4over6 recipe's name streams numbers
+    "every_bundled_vector": textwrap.dedent(f"""
+        import glob
+        files = sorted(glob.glob({str(REPO / 'conformance' / 'vectors')!r} + '/**/*.safetensors', recursive=True))
+        assert len(files) > 100, len(files)
+        verdicts = {{}}
+        for f in files:
+            r = qtc.verify(f)
+            verdicts[r.verdict] = verdicts.get(r.verdict, 0) + 1
+        print(len(files), 'files', verdicts)
+        assert any('4over6' in f for f in files)
+        """),
+    # the same rule error with torch imported first (torch's libraries loaded before the module)
+    "torch_first": textwrap.dedent("""
+        try:
+            import torch
+        except ImportError:
+            raise SystemExit(print('SKIP torch is not importable'))
+        expect(lambda: qtc.quantize(torch.ones(30, 64), 'nvfp4'), 'NVFP4 needs M % 16 == 0, got M = 30')
+        expect(lambda: qtc.quantize(torch.ones(64), 'mxfp8'), 'VECTORS.md needs 2-D')
+        """),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_error_path_raises_and_does_not_crash(name):
+    code = PRELUDE + CALLS[name]
+    p = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True, timeout=300)
+    out = p.stdout + p.stderr
+    if p.returncode < 0:
+        pytest.fail(f"{name}: the interpreter died with signal {-p.returncode}:\n{out[-4000:]}")
+    assert p.returncode == 0, f"{name}: exit {p.returncode}:\n{out[-4000:]}"
+    if out.startswith("SKIP "):
+        pytest.skip(out[5:].strip())
+    assert "ValueError:" in out or name == "every_bundled_vector", out
