@@ -225,5 +225,5 @@ elif PATH="$WORK/venv-src/bin:$PATH" "$ROOT/scripts/build_wheel.sh" "$WORK/dist"
 else
   summary "FAIL scripts/build_wheel.sh (see wheel.log)"
 fi
-rm -rf "$WORK"
+[ "${QTC_GPU_PY_KEEP:-0}" = "1" ] || rm -rf "$WORK"  # QTC_GPU_PY_KEEP=1 keeps the venvs and the build
 cat "$OUT/summary.txt"
