@@ -3,6 +3,7 @@ ValueError with the rule's message (or, for verify, as an error verdict), never 
 stock image (g++ 13, Python 3.12) four of them once ended in SIGSEGV; run in-process, such a crash would take the
 whole pytest session with it, so each call runs in a child and a crash fails its test with the child's native and
 Python traceback (faulthandler) in the message."""
+import os
 import pathlib
 import subprocess
 import sys
@@ -71,3 +72,46 @@ def test_error_path_raises_and_does_not_crash(name):
     if out.startswith("SKIP "):
         pytest.skip(out[5:].strip())
     assert "ValueError:" in out or name == "every_bundled_vector", out
+
+
+def _tool(name):
+    import shutil
+
+    path = shutil.which(name)
+    if path is None:
+        pytest.skip(f"{name} (binutils) is not installed")
+    return path
+
+
+def _needed(lib):
+    out = subprocess.run([_tool("readelf"), "-d", lib], capture_output=True, text=True, check=True).stdout
+    return [line.split("[", 1)[1].rstrip("]") for line in out.splitlines() if "(NEEDED)" in line]
+
+
+def test_module_exports_only_its_init_function():
+    """Issue 23's SIGSEGV: the module exported the libstdc++ it linked statically (the H200 image's compiler does),
+    and load-time binding mixed it with the process's libstdc++.so.6 of another GCC version. The version script
+    (src/qtc_python.map) keeps everything but PyInit__qtc local."""
+    from qtc import _qtc
+
+    out = subprocess.run([_tool("nm"), "-D", "--defined-only", _qtc.__file__], capture_output=True, text=True,
+                         check=True).stdout
+    exported = sorted(line.split()[-1] for line in out.splitlines() if line.strip())
+    assert exported == ["PyInit__qtc"], f"{_qtc.__file__} exports {len(exported)} symbols, e.g. {exported[:8]}"
+
+
+def test_one_cxx_runtime_in_the_module():
+    """A module that carries its own C++ runtime (no libstdc++.so.6 among its NEEDED libraries) must not also need a
+    shared library that brings libstdc++.so.6 (libfmt.so was one: fmt is compiled in header-only)."""
+    from qtc import _qtc
+
+    needed = _needed(_qtc.__file__)
+    if any(n.startswith("libstdc++") for n in needed):
+        return  # the shared C++ runtime: one copy, whichever library loads it
+    ldd = _tool("ldd")
+    out = subprocess.run([ldd, _qtc.__file__], capture_output=True, text=True).stdout
+    paths = {line.split()[0]: line.split("=>")[1].split()[0] for line in out.splitlines() if "=>" in line}
+    cxx = [n for n in needed if n in paths and os.path.exists(paths[n]) and
+           any(m.startswith("libstdc++") for m in _needed(paths[n]))]
+    assert not cxx, (f"{_qtc.__file__} links libstdc++ statically and also needs {cxx}, which need the shared "
+                     "libstdc++.so.6: two C++ runtimes in one process (issue 23)")
