@@ -126,7 +126,7 @@ struct PlaneConst {
 
 __device__ __forceinline__ PlaneConst plane_const(float amax, float e4m3_max) {
   const float s_enc = nvfp4_s_enc(amax, e4m3_max, false);
-  return PlaneConst{__fmul_rn(s_enc, kRcp6), __fdiv_rn(1.0f, s_enc)};
+  return PlaneConst{.k = __fmul_rn(s_enc, kRcp6), .s_dec = __fdiv_rn(1.0f, s_enc)};
 }
 
 /// 8 rows of one column (the low or high halves of 8 words w[0..7] of one plane-row) times enc -> 4 bytes of
@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(QuantizeArgs p,
   const int t = threadIdx.x;
   const bool row_scaled = !k2d && p.nvfp4.row_scaled;
   const float e4m3_max = static_cast<float>(p.nvfp4.e4m3_max);
-  PlaneConst pc_r{0.0f, 0.0f}, pc_c{0.0f, 0.0f};
+  PlaneConst pc_r{.k = 0.0f, .s_dec = 0.0f}, pc_c{.k = 0.0f, .s_dec = 0.0f};
   if (!row_scaled) {
     pc_r = plane_const(p.amax_row[0], e4m3_max);
     pc_c = plane_const(p.amax_col[0], e4m3_max);

@@ -29,7 +29,7 @@ struct TileOrder {
         pow2((strip & (strip - 1)) == 0) {
     while ((1u << hshift) < strip) ++hshift;  // log2(h) when pow2 (h <= 64)
   }
-  __device__ __forceinline__ Cursor start(uint32_t L) const { return Cursor{L, L / band, L - L / band * band}; }
+  __device__ __forceinline__ Cursor start(uint32_t L) const { return Cursor{.L = L, .st = L / band, .r = L - L / band * band}; }
   // L += step. Tiles < 2^30 (fast_eligible) and step <= tiles: a cursor at most 3 steps past the last tile stays
   // below 2^32.
   __device__ __forceinline__ void advance(Cursor& c) const {

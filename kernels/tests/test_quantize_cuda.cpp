@@ -197,7 +197,7 @@ bool legal(const Recipe& r, DType t, int64_t M, int64_t K) {
 /// The gating table's verdict for this case on the current device (asked once a device is there).
 gating::Support table_support(const Recipe& r, DType t, int64_t M, int64_t K) {
   const std::string why = cuda::unsupported_reason(r, t, M, K);
-  return why.empty() ? gating::Support{true, {}} : gating::Support{false, why};
+  return why.empty() ? gating::Support{.supported = true, .reason = {}} : gating::Support{.supported = false, .reason = why};
 }
 
 std::vector<Case> all_cases() {
