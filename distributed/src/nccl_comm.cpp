@@ -31,7 +31,7 @@ class NcclComm final : public Comm {
     rank_ = mpi.rank();
     size_ = mpi.size();
     int ndev = 0;
-    QTC_CUDA_RT_CHECK(cudaGetDeviceCount(&ndev));
+    QTC_CUDA_CHECK(cudaGetDeviceCount(&ndev));
     QTC_CHECK(ndev > 0, "NcclComm: no CUDA device");
     // One rank per GPU: the node-local rank picks the device.
     MPI_Comm local;
@@ -39,8 +39,8 @@ class NcclComm final : public Comm {
     QTC_MPI_CHECK(MPI_Comm_rank(local, &local_rank_));
     MPI_Comm_free(&local);
     device_ = local_rank_ % ndev;
-    QTC_CUDA_RT_CHECK(cudaSetDevice(device_));
-    QTC_CUDA_RT_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    QTC_CUDA_CHECK(cudaSetDevice(device_));
+    QTC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     ncclUniqueId id;
     if (rank_ == 0) QTC_NCCL_CHECK(ncclGetUniqueId(&id));
     mpi_.broadcast(&id, sizeof id, 0);
@@ -73,9 +73,9 @@ class NcclComm final : public Comm {
       return;
     }
     reserve(bytes);
-    QTC_CUDA_RT_CHECK(cudaMemcpyAsync(d_send_, send, bytes, cudaMemcpyHostToDevice, stream_));
+    QTC_CUDA_CHECK(cudaMemcpyAsync(d_send_, send, bytes, cudaMemcpyHostToDevice, stream_));
     device_all_gather(d_send_, bytes, d_recv_);
-    QTC_CUDA_RT_CHECK(cudaMemcpyAsync(recv, d_recv_, bytes * static_cast<size_t>(size_), cudaMemcpyDeviceToHost, stream_));
+    QTC_CUDA_CHECK(cudaMemcpyAsync(recv, d_recv_, bytes * static_cast<size_t>(size_), cudaMemcpyDeviceToHost, stream_));
     wait_stream("all_gather copy-out");
   }
   void broadcast(void* buf, size_t bytes, int root) override { mpi_.broadcast(buf, bytes, root); }
@@ -97,11 +97,11 @@ class NcclComm final : public Comm {
  private:
   void reserve(size_t bytes) {
     if (bytes <= cap_) return;
-    if (d_send_) QTC_CUDA_RT_CHECK(cudaFree(d_send_));
-    if (d_recv_) QTC_CUDA_RT_CHECK(cudaFree(d_recv_));
+    if (d_send_) QTC_CUDA_CHECK(cudaFree(d_send_));
+    if (d_recv_) QTC_CUDA_CHECK(cudaFree(d_recv_));
     d_send_ = d_recv_ = nullptr;
-    QTC_CUDA_RT_CHECK(cudaMalloc(&d_send_, bytes));
-    QTC_CUDA_RT_CHECK(cudaMalloc(&d_recv_, bytes * static_cast<size_t>(size_)));
+    QTC_CUDA_CHECK(cudaMalloc(&d_send_, bytes));
+    QTC_CUDA_CHECK(cudaMalloc(&d_recv_, bytes * static_cast<size_t>(size_)));
     cap_ = bytes;
   }
   [[noreturn]] void give_up(const char* what, const std::string& why) {
@@ -128,7 +128,7 @@ class NcclComm final : public Comm {
     for (int spins = 0;; ++spins) {
       const cudaError_t q = cudaStreamQuery(stream_);
       if (q == cudaSuccess) return;
-      if (q != cudaErrorNotReady) QTC_CUDA_RT_CHECK(q);
+      if (q != cudaErrorNotReady) QTC_CUDA_CHECK(q);
       ncclResult_t st;
       QTC_NCCL_CHECK(ncclCommGetAsyncError(comm_, &st));
       if (st != ncclSuccess && st != ncclInProgress) give_up(what, std::string("failed: ") + ncclGetErrorString(st));

@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(kThreads) tile_amax_kernel(detail::AmaxParams 
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTR, c0 = static_cast<int64_t>(blockIdx.x) * kTC;
   load_tile<In, kTR, kTC, kThreads>(sm, static_cast<const In*>(p.x), p.rows, p.cols, r0, c0, vec_ok);
   __syncthreads();
-  const bool pr = p.propagate_nan;
+  const bool pr = p.nan_amax;
   const int t = threadIdx.x;
   float gmax = 0.0f;
   {  // rows: thread (r = t/4, quarter t%4)
@@ -141,7 +141,7 @@ void run(const detail::AmaxParams& p, cudaStream_t s) {
     int64_t slots = static_cast<int64_t>(sms) * 8;
     if (const int64_t cap = detail::grid_stride_cap(); cap > 0) slots = std::min(slots, cap);
     const int grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(want, slots)));
-    global_amax_kernel<In><<<grid, kThreads, 0, s>>>(static_cast<const In*>(p.x), n, vec_ok, p.propagate_nan, p.global);
+    global_amax_kernel<In><<<grid, kThreads, 0, s>>>(static_cast<const In*>(p.x), n, vec_ok, p.nan_amax, p.global);
     QTC_CUDA_CHECK_LAUNCH();
     return;
   }

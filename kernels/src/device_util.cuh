@@ -73,24 +73,7 @@ struct InputTraits<__half> {
   __device__ static float to_f32(__half v) { return __half2float(v); }
 };
 
-/// Scale destination: compact coordinates (r, c) of the reference's compact layout mapped to the bytes of
-/// the requested layout (numeric.hpp's scale_index).
-struct ScaleOut {
-  uint8_t* p = nullptr;
-  ScaleIndexing how = ScaleIndexing::kRowMajor;
-  int64_t ld = 0;      ///< leading dimension (row-major, transposed)
-  int64_t num_kb = 0;  ///< k-block count (swizzled)
-};
-
-__device__ __forceinline__ int64_t scale_index(const ScaleOut& s, int64_t r, int64_t c) {
-  return qtc::scale_index(s.how, s.ld, s.num_kb, r, c);
-}
-
-/// The device ScaleOut of the launchers' host mirror (launch.hpp's ScaleOutHost: p, mode, ld, num_kb).
-template <typename Host>
-inline ScaleOut to_scale_out(const Host& h) {
-  return ScaleOut{h.p, static_cast<ScaleIndexing>(h.mode), h.ld, h.num_kb};
-}
+// Scale destinations (compact (r, c) -> offset in the plane's layout): launch.hpp's detail::ScaleOut and scale_index.
 
 /// atomicMax on a float >= 0 (or NaN as 0x7FFFFFFF, which wins: NaN-propagating amax).
 __device__ __forceinline__ void atomic_max_nonneg(float* p, float v) {

@@ -17,10 +17,16 @@ using namespace dev;
 
 constexpr int kThreads = 256;
 
-/// TE compute_scale_from_amax (§3.2, numeric.hpp); profile kTEPyRef gives scale 0 for amax = +inf.
-__device__ __forceinline__ float scale_from_amax(float amax, float max_fp8, bool pow2, float eps, float value_for_inf,
-                                                 bool pyref) {
-  return fp8_scale_from_amax(amax, max_fp8, pow2, eps, value_for_inf, pyref, false);
+using detail::QuantizeArgs;
+using detail::ScaleOut;
+
+/// TE compute_scale_from_amax (§3.2, numeric.hpp) with the call's options (FP8 block or tensor) and the profile's
+/// rules fp8.inf_amax_scale and fp8.scale_order. FP8 tensor: an infinite scale becomes FLT_MAX.
+__device__ __forceinline__ float fp8_scale(float amax, const QuantizeArgs& p) {
+  const bool block = p.kind == RecipeKind::kFP8Block;
+  return fp8_scale_from_amax(amax, fp8_max_of(p), block ? p.fp8_block.pow2_scales : p.fp8_tensor.pow2_scales,
+                             block ? p.fp8_block.eps : p.fp8_tensor.eps, block ? p.value_for_inf : kFltMax,
+                             p.rules.fp8_inf_amax_scale_zero, p.rules.fp8_scale_reciprocal);
 }
 
 
@@ -29,17 +35,6 @@ __device__ __forceinline__ float scale_from_amax(float amax, float max_fp8, bool
 
 constexpr int kBT = 128, kBLD = kBT + 1;
 
-struct BlockK {
-  const void* x;
-  int64_t M, K;
-  bool rowwise, columnwise, e5m2, tile2d, pow2, pyref, vec_ok;
-  float eps, value_for_inf, max_fp8;
-  uint8_t* row_data;
-  ScaleOut row_scale;
-  uint8_t* col_data;
-  ScaleOut col_scale;
-  bool ue8m0;  ///< scales as UE8M0 bytes (scale_dtype=ue8m0; the scales are powers of two), else F32
-};
 
 /// One scale_inv: F32, or (ue8m0) its UE8M0 byte, the exponent field of the power of two (numeric.hpp e8m0_of_pow2).
 __device__ __forceinline__ void store_scale(const ScaleOut& s, int64_t r, int64_t c, float v, bool ue8m0) {
@@ -50,16 +45,16 @@ __device__ __forceinline__ void store_scale(const ScaleOut& s, int64_t r, int64_
 }
 
 template <typename In>
-__global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockK p) {
+__global__ void __launch_bounds__(kThreads) fp8_block_kernel(QuantizeArgs p) {
   extern __shared__ float sm[];  // [128][129]
   __shared__ float red[kThreads / 32];
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kBT, c0 = static_cast<int64_t>(blockIdx.x) * kBT;
   load_tile<In, kBT, kBT, kThreads>(sm, static_cast<const In*>(p.x), p.M, p.K, r0, c0, p.vec_ok);
   __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const bool pr = p.pyref;
+  const bool pr = p.rules.nan_amax;  // rule nan_amax: NaN propagates into the block amax
   float scale2d = 1.0f;
-  if (p.tile2d) {
+  if (p.fp8_block.tile_2d) {
     float m = 0.0f;
     for (int i = threadIdx.x; i < kBT * kBT; i += kThreads) m = max_p(m, fabsf(sm[(i >> 7) * kBLD + (i & 127)]), pr);
     m = warp_max(m, pr);
@@ -68,11 +63,11 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockK p) {
     m = 0.0f;
 #pragma unroll
     for (int w = 0; w < kThreads / 32; ++w) m = max_p(m, red[w], pr);
-    scale2d = scale_from_amax(m, p.max_fp8, p.pow2, p.eps, p.value_for_inf, pr);
+    scale2d = fp8_scale(m, p);
     if (threadIdx.x == 0) {
       const float inv = __fdiv_rn(1.0f, scale2d);
-      if (p.rowwise) store_scale(p.row_scale, r0 / kBT, c0 / kBT, inv, p.ue8m0);
-      if (p.columnwise) store_scale(p.col_scale, c0 / kBT, r0 / kBT, inv, p.ue8m0);
+      if (p.rowwise) store_scale(p.row_scale, r0 / kBT, c0 / kBT, inv, p.fp8_block.ue8m0_scales);
+      if (p.columnwise) store_scale(p.col_scale, c0 / kBT, r0 / kBT, inv, p.fp8_block.ue8m0_scales);
     }
   }
   if (p.rowwise) {
@@ -87,14 +82,14 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockK p) {
         m = max_p(m, fabsf(v[j]), pr);
       }
       float scale = scale2d;
-      if (!p.tile2d) {
+      if (!p.fp8_block.tile_2d) {
         m = warp_max(m, pr);
-        scale = scale_from_amax(m, p.max_fp8, p.pow2, p.eps, p.value_for_inf, pr);
-        if (lane == 0) store_scale(p.row_scale, gr, c0 / kBT, __fdiv_rn(1.0f, scale), p.ue8m0);
+        scale = fp8_scale(m, p);
+        if (lane == 0) store_scale(p.row_scale, gr, c0 / kBT, __fdiv_rn(1.0f, scale), p.fp8_block.ue8m0_scales);
       }
       uint8_t* dst = p.row_data + gr * p.K;
-      const uint32_t q01 = cvt_fp8x2(__fmul_rn(v[0], scale), __fmul_rn(v[1], scale), p.e5m2);
-      const uint32_t q23 = cvt_fp8x2(__fmul_rn(v[2], scale), __fmul_rn(v[3], scale), p.e5m2);
+      const uint32_t q01 = cvt_fp8x2(__fmul_rn(v[0], scale), __fmul_rn(v[1], scale), e5m2_of(p));
+      const uint32_t q23 = cvt_fp8x2(__fmul_rn(v[2], scale), __fmul_rn(v[3], scale), e5m2_of(p));
       const uint32_t qs[4] = {q01 & 0xFFu, q01 >> 8, q23 & 0xFFu, q23 >> 8};
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -115,14 +110,14 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(BlockK p) {
         m = max_p(m, fabsf(v[j]), pr);
       }
       float scale = scale2d;
-      if (!p.tile2d) {
+      if (!p.fp8_block.tile_2d) {
         m = warp_max(m, pr);
-        scale = scale_from_amax(m, p.max_fp8, p.pow2, p.eps, p.value_for_inf, pr);
-        if (lane == 0) store_scale(p.col_scale, gk, r0 / kBT, __fdiv_rn(1.0f, scale), p.ue8m0);
+        scale = fp8_scale(m, p);
+        if (lane == 0) store_scale(p.col_scale, gk, r0 / kBT, __fdiv_rn(1.0f, scale), p.fp8_block.ue8m0_scales);
       }
       uint8_t* dst = p.col_data + gk * p.M;
-      const uint32_t q01 = cvt_fp8x2(__fmul_rn(v[0], scale), __fmul_rn(v[1], scale), p.e5m2);
-      const uint32_t q23 = cvt_fp8x2(__fmul_rn(v[2], scale), __fmul_rn(v[3], scale), p.e5m2);
+      const uint32_t q01 = cvt_fp8x2(__fmul_rn(v[0], scale), __fmul_rn(v[1], scale), e5m2_of(p));
+      const uint32_t q23 = cvt_fp8x2(__fmul_rn(v[2], scale), __fmul_rn(v[3], scale), e5m2_of(p));
       const uint32_t qs[4] = {q01 & 0xFFu, q01 >> 8, q23 & 0xFFu, q23 >> 8};
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -150,25 +145,16 @@ constexpr int kFT = 128;
 /// What one scale covers in the register-resident FP8 kernel.
 enum class Fp8Scaling : int32_t { kBlock1x128, kBlock128x128, kTensor };
 
-struct FastK {
-  const void* x;
-  int64_t M, K;
-  Fp8Scaling mode;
-  bool rowwise, columnwise, e5m2, pow2, pyref;
-  float eps, value_for_inf, max_fp8;
-  const float* amax;  ///< kTensor: the global amax
-  float* scale_inv;   ///< kTensor
-  uint8_t* row_data;
-  ScaleOut row_scale;
-  uint8_t* col_data;
-  ScaleOut col_scale;
-  bool ue8m0;  ///< as BlockK::ue8m0
-};
+/// What one scale of the call covers.
+__host__ __device__ __forceinline__ Fp8Scaling fp8_scaling(const QuantizeArgs& p) {
+  if (p.kind == RecipeKind::kFP8Tensor) return Fp8Scaling::kTensor;
+  return p.fp8_block.tile_2d ? Fp8Scaling::kBlock128x128 : Fp8Scaling::kBlock1x128;
+}
 
 // 4 CTAs per SM (64 registers, no spill): on the H200 FP8 block 1x128 takes 0.345 ms against 0.363 at 3 CTAs
 // (76 registers), 16384^2 BF16; ncu showed long-scoreboard stalls (loads in flight) leading at 36% occupancy.
 template <typename In>
-__global__ void __launch_bounds__(kThreads, 4) fp8_fast_kernel(FastK p) {
+__global__ void __launch_bounds__(kThreads, 4) fp8_fast_kernel(QuantizeArgs p) {
   using P = Packed16<In>;
   __shared__ __align__(16) uint8_t stage[kFT * kFT];
   __shared__ uint32_t colpart[kThreads / 32][kFT / 2];
@@ -179,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, 4) fp8_fast_kernel(FastK p) {
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kFT, c0 = static_cast<int64_t>(blockIdx.x) * kFT;
   const int64_t gc = c0 + 8 * cl, gr0 = r0 + 8 * rg;
   const bool col_in = gc < p.K;
-  const bool pr = p.pyref;
+  const bool pr = p.rules.nan_amax;  // rule nan_amax: NaN propagates into the block amax
   const In* x = static_cast<const In*>(p.x);
   uint4 v[8];
 #pragma unroll
@@ -188,8 +174,8 @@ __global__ void __launch_bounds__(kThreads, 4) fp8_fast_kernel(FastK p) {
                                       : make_uint4(0, 0, 0, 0);
   float s_all = 1.0f;  // 128x128 and tensor: the one scale of the tile
   float s_row = 1.0f;  // 1x128: scale of row 8 rg + (cl % 8), broadcast below
-  if (p.mode == Fp8Scaling::kTensor) {
-    s_all = scale_from_amax(*p.amax, p.max_fp8, p.pow2, p.eps, p.value_for_inf, pr);
+  if (fp8_scaling(p) == Fp8Scaling::kTensor) {
+    s_all = fp8_scale(*p.amax_row, p);
     if (blockIdx.x == 0 && blockIdx.y == 0 && t == 0) *p.scale_inv = __fdiv_rn(1.0f, s_all);
   } else {
     uint32_t cm[4], rm[8];
@@ -204,7 +190,7 @@ __global__ void __launch_bounds__(kThreads, 4) fp8_fast_kernel(FastK p) {
         cm[2] = P::max2(cm[2], a2, pr); cm[3] = P::max2(cm[3], a3, pr);
       }
     }
-    if (p.mode == Fp8Scaling::kBlock128x128) {
+    if (fp8_scaling(p) == Fp8Scaling::kBlock128x128) {
       uint32_t m = P::max2(P::max2(cm[0], cm[1], pr), P::max2(cm[2], cm[3], pr), pr);
 #pragma unroll
       for (int o = 1; o < 32; o <<= 1) m = P::max2(m, __shfl_xor_sync(0xFFFFFFFFu, m, o), pr);
@@ -221,8 +207,8 @@ __global__ void __launch_bounds__(kThreads, 4) fp8_fast_kernel(FastK p) {
         const int i = cl & 7;  // this lane's row: one division per lane, broadcast below
         const uint32_t wsel = (i >> 1) == 0 ? rp[0] : ((i >> 1) == 1 ? rp[1] : ((i >> 1) == 2 ? rp[2] : rp[3]));
         const float a = amax_finish((i & 1) ? P::hi(wsel) : P::lo(wsel), pr);
-        s_row = scale_from_amax(a, p.max_fp8, p.pow2, p.eps, p.value_for_inf, pr);
-        if (cl < 8 && gr0 + i < p.M) store_scale(p.row_scale, gr0 + i, c0 / kFT, __fdiv_rn(1.0f, s_row), p.ue8m0);
+        s_row = fp8_scale(a, p);
+        if (cl < 8 && gr0 + i < p.M) store_scale(p.row_scale, gr0 + i, c0 / kFT, __fdiv_rn(1.0f, s_row), p.fp8_block.ue8m0_scales);
       }
       if (p.columnwise) {
 #pragma unroll
@@ -233,15 +219,15 @@ __global__ void __launch_bounds__(kThreads, 4) fp8_fast_kernel(FastK p) {
       }
     }
     __syncthreads();
-    if (p.mode == Fp8Scaling::kBlock128x128) {
+    if (fp8_scaling(p) == Fp8Scaling::kBlock128x128) {
       float m = red[0];
 #pragma unroll
       for (int k = 1; k < kThreads / 32; ++k) m = max_p(m, red[k], pr);
-      s_all = scale_from_amax(amax_finish(m, pr), p.max_fp8, p.pow2, p.eps, p.value_for_inf, pr);
+      s_all = fp8_scale(amax_finish(m, pr), p);
       if (t == 0) {
         const float inv = __fdiv_rn(1.0f, s_all);
-        if (p.rowwise) store_scale(p.row_scale, r0 / kFT, c0 / kFT, inv, p.ue8m0);
-        if (p.columnwise) store_scale(p.col_scale, c0 / kFT, r0 / kFT, inv, p.ue8m0);
+        if (p.rowwise) store_scale(p.row_scale, r0 / kFT, c0 / kFT, inv, p.fp8_block.ue8m0_scales);
+        if (p.columnwise) store_scale(p.col_scale, c0 / kFT, r0 / kFT, inv, p.fp8_block.ue8m0_scales);
       }
     } else if (p.columnwise) {
       if (t < kFT) {
@@ -249,24 +235,24 @@ __global__ void __launch_bounds__(kThreads, 4) fp8_fast_kernel(FastK p) {
 #pragma unroll
         for (int k = 1; k < kThreads / 32; ++k) m = P::max2(m, colpart[k][t >> 1], pr);
         const float a = amax_finish((t & 1) ? P::hi(m) : P::lo(m), pr);
-        const float sc = scale_from_amax(a, p.max_fp8, p.pow2, p.eps, p.value_for_inf, pr);
+        const float sc = fp8_scale(a, p);
         cscale[t] = sc;
-        if (c0 + t < p.K) store_scale(p.col_scale, c0 + t, r0 / kFT, __fdiv_rn(1.0f, sc), p.ue8m0);
+        if (c0 + t < p.K) store_scale(p.col_scale, c0 + t, r0 / kFT, __fdiv_rn(1.0f, sc), p.fp8_block.ue8m0_scales);
       }
       __syncthreads();
     }
   }
   // Rowwise bytes (also the source of the transposed plane for 128x128 and tensor scaling).
   uint2 rq[8];
-  if (p.rowwise || p.mode != Fp8Scaling::kBlock1x128) {
+  if (p.rowwise || fp8_scaling(p) != Fp8Scaling::kBlock1x128) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const float sc = p.mode == Fp8Scaling::kBlock1x128 ? __shfl_sync(0xFFFFFFFFu, s_row, (i << 1) | (lane & 1)) : s_all;
+      const float sc = fp8_scaling(p) == Fp8Scaling::kBlock1x128 ? __shfl_sync(0xFFFFFFFFu, s_row, (i << 1) | (lane & 1)) : s_all;
       uint32_t q[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const uint32_t wd = word(v[i], j);
-        q[j] = cvt_fp8x2(__fmul_rn(P::lo(wd), sc), __fmul_rn(P::hi(wd), sc), p.e5m2);
+        q[j] = cvt_fp8x2(__fmul_rn(P::lo(wd), sc), __fmul_rn(P::hi(wd), sc), e5m2_of(p));
       }
       rq[i] = make_uint2(q[0] | (q[1] << 16), q[2] | (q[3] << 16));
       if (p.rowwise && col_in && gr0 + i < p.M) __stcs(reinterpret_cast<uint2*>(p.row_data + (gr0 + i) * p.K + gc), rq[i]);
@@ -275,7 +261,7 @@ __global__ void __launch_bounds__(kThreads, 4) fp8_fast_kernel(FastK p) {
   if (!p.columnwise) return;
   // Transposed bytes: column 8 cl + j, rows 8 rg .. 8 rg + 7, as one 8-byte chunk.
   uint2 cq[8];
-  if (p.mode == Fp8Scaling::kBlock1x128) {
+  if (fp8_scaling(p) == Fp8Scaling::kBlock1x128) {
     const float4 s_lo = *reinterpret_cast<const float4*>(&cscale[8 * cl]);
     const float4 s_hi = *reinterpret_cast<const float4*>(&cscale[8 * cl + 4]);
     const float sc[8] = {s_lo.x, s_lo.y, s_lo.z, s_lo.w, s_hi.x, s_hi.y, s_hi.z, s_hi.w};
@@ -286,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, 4) fp8_fast_kernel(FastK p) {
       for (int i = 0; i < 8; i += 2) {
         const uint32_t w0 = word(v[i], j >> 1), w1 = word(v[i + 1], j >> 1);
         const float x0 = (j & 1) ? P::hi(w0) : P::lo(w0), x1 = (j & 1) ? P::hi(w1) : P::lo(w1);
-        q[i >> 1] = cvt_fp8x2(__fmul_rn(x0, sc[j]), __fmul_rn(x1, sc[j]), p.e5m2);
+        q[i >> 1] = cvt_fp8x2(__fmul_rn(x0, sc[j]), __fmul_rn(x1, sc[j]), e5m2_of(p));
       }
       cq[j] = make_uint2(q[0] | (q[1] << 16), q[2] | (q[3] << 16));
     }
@@ -332,12 +318,12 @@ __global__ void __launch_bounds__(kThreads, 4) fp8_fast_kernel(FastK p) {
 
 /// Launches the fast kernel when it applies (16-bit input, K % 8 == 0, x 16-byte aligned); false otherwise.
 template <typename In>
-bool launch_fast(const FastK& p, bool vec_ok, cudaStream_t s) {
+bool launch_fast(const QuantizeArgs& p, cudaStream_t s) {
   if constexpr (sizeof(In) != 2) {
     return false;
   } else {
     const int64_t gx = (p.K + kFT - 1) / kFT, gy = (p.M + kFT - 1) / kFT;
-    if (!vec_ok || gy > 65535 || gx > 0x7FFFFFFF) return false;
+    if (!p.vec_ok || gy > 65535 || gx > 0x7FFFFFFF) return false;
     fp8_fast_kernel<In><<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), kThreads, 0, s>>>(p);
     QTC_CUDA_CHECK_LAUNCH();
     return true;
@@ -345,51 +331,12 @@ bool launch_fast(const FastK& p, bool vec_ok, cudaStream_t s) {
 }
 
 template <typename In>
-void run_block(const detail::Fp8BlockParams& h, cudaStream_t s) {
-  BlockK p{};
-  p.x = h.x;
-  p.M = h.M;
-  p.K = h.K;
-  p.rowwise = h.rowwise;
-  p.columnwise = h.columnwise;
-  p.e5m2 = h.e5m2;
-  p.tile2d = h.tile2d;
-  p.pow2 = h.pow2;
-  p.pyref = h.pyref;
-  p.vec_ok = (reinterpret_cast<uintptr_t>(h.x) % 16 == 0) && ((h.K * sizeof(In)) % 16 == 0);
-  p.eps = h.eps;
-  p.value_for_inf = h.value_for_inf;
-  p.max_fp8 = h.e5m2 ? 57344.0f : 448.0f;
-  p.row_data = h.row_data;
-  p.row_scale = to_scale_out(h.row_scale);
-  p.col_data = h.col_data;
-  p.col_scale = to_scale_out(h.col_scale);
-  p.ue8m0 = h.ue8m0;
-  if (h.M == 0 || h.K == 0) return;
-  {
-    FastK f{};
-    f.x = h.x;
-    f.M = h.M;
-    f.K = h.K;
-    f.mode = h.tile2d ? Fp8Scaling::kBlock128x128 : Fp8Scaling::kBlock1x128;
-    f.rowwise = h.rowwise;
-    f.columnwise = h.columnwise;
-    f.e5m2 = h.e5m2;
-    f.pow2 = h.pow2;
-    f.pyref = h.pyref;
-    f.eps = h.eps;
-    f.value_for_inf = h.value_for_inf;
-    f.max_fp8 = p.max_fp8;
-    f.row_data = h.row_data;
-    f.row_scale = p.row_scale;
-    f.col_data = h.col_data;
-    f.col_scale = p.col_scale;
-    f.ue8m0 = h.ue8m0;
-    if (launch_fast<In>(f, p.vec_ok, s)) return;
-  }
+void run_block(const QuantizeArgs& p, cudaStream_t s) {
+  if (p.M == 0 || p.K == 0) return;
+  if (launch_fast<In>(p, s)) return;
   constexpr size_t kSmem = sizeof(float) * kBT * kBLD;
   QTC_CUDA_CHECK(cudaFuncSetAttribute(fp8_block_kernel<In>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  const dim3 grid(static_cast<unsigned>((h.K + kBT - 1) / kBT), static_cast<unsigned>((h.M + kBT - 1) / kBT));
+  const dim3 grid(static_cast<unsigned>((p.K + kBT - 1) / kBT), static_cast<unsigned>((p.M + kBT - 1) / kBT));
   fp8_block_kernel<In><<<grid, kThreads, kSmem, s>>>(p);
   QTC_CUDA_CHECK_LAUNCH();
 }
@@ -399,22 +346,12 @@ void run_block(const detail::Fp8BlockParams& h, cudaStream_t s) {
 
 constexpr int kTT = 64, kTLD = kTT + 1;
 
-struct TensorK {
-  const void* x;
-  int64_t M, K;
-  bool rowwise, columnwise, e5m2, pow2, pyref, vec_ok;
-  float eps, max_fp8;
-  const float* amax;
-  float* scale_inv;
-  uint8_t* row_data;
-  uint8_t* col_data;
-};
 
 template <typename In>
-__global__ void __launch_bounds__(kThreads, sizeof(In) == 4 ? 3 : 4) fp8_tensor_kernel(TensorK p) {
+__global__ void __launch_bounds__(kThreads, sizeof(In) == 4 ? 3 : 4) fp8_tensor_kernel(QuantizeArgs p) {
   __shared__ float sm[kTT * kTLD];
   const In* x = static_cast<const In*>(p.x);
-  const float scale = scale_from_amax(*p.amax, p.max_fp8, p.pow2, p.eps, kFltMax, p.pyref);
+  const float scale = fp8_scale(*p.amax_row, p);
   if (blockIdx.x == 0 && threadIdx.x == 0) *p.scale_inv = __fdiv_rn(1.0f, scale);
   const int t = threadIdx.x;
   for_each_tile<In, kTT, kTT, kThreads>(sm, x, p.M, p.K, p.vec_ok, [&](int64_t r0, int64_t c0) {
@@ -426,8 +363,8 @@ __global__ void __launch_bounds__(kThreads, sizeof(In) == 4 ? 3 : 4) fp8_tensor_
         const float* src = sm + r * kTLD + 16 * q;
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-          w[i] = cvt_fp8x2(__fmul_rn(src[4 * i], scale), __fmul_rn(src[4 * i + 1], scale), p.e5m2) |
-                 (cvt_fp8x2(__fmul_rn(src[4 * i + 2], scale), __fmul_rn(src[4 * i + 3], scale), p.e5m2) << 16);
+          w[i] = cvt_fp8x2(__fmul_rn(src[4 * i], scale), __fmul_rn(src[4 * i + 1], scale), e5m2_of(p)) |
+                 (cvt_fp8x2(__fmul_rn(src[4 * i + 2], scale), __fmul_rn(src[4 * i + 3], scale), e5m2_of(p)) << 16);
         uint8_t* dst = p.row_data + gr * p.K + gc;
         if ((p.K % 16) == 0)
           __stcs(reinterpret_cast<uint4*>(dst), make_uint4(w[0], w[1], w[2], w[3]));
@@ -443,8 +380,8 @@ __global__ void __launch_bounds__(kThreads, sizeof(In) == 4 ? 3 : 4) fp8_tensor_
         const float* src = sm + (16 * g) * kTLD + c;
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-          w[i] = cvt_fp8x2(__fmul_rn(src[(4 * i) * kTLD], scale), __fmul_rn(src[(4 * i + 1) * kTLD], scale), p.e5m2) |
-                 (cvt_fp8x2(__fmul_rn(src[(4 * i + 2) * kTLD], scale), __fmul_rn(src[(4 * i + 3) * kTLD], scale), p.e5m2) << 16);
+          w[i] = cvt_fp8x2(__fmul_rn(src[(4 * i) * kTLD], scale), __fmul_rn(src[(4 * i + 1) * kTLD], scale), e5m2_of(p)) |
+                 (cvt_fp8x2(__fmul_rn(src[(4 * i + 2) * kTLD], scale), __fmul_rn(src[(4 * i + 3) * kTLD], scale), e5m2_of(p)) << 16);
         uint8_t* dst = p.col_data + gk * p.M + gm;
         if ((p.M % 16) == 0)
           __stcs(reinterpret_cast<uint4*>(dst), make_uint4(w[0], w[1], w[2], w[3]));
@@ -456,64 +393,29 @@ __global__ void __launch_bounds__(kThreads, sizeof(In) == 4 ? 3 : 4) fp8_tensor_
 }
 
 /// An empty tensor still has a scale: TE computes it from amax 0 (raised to eps when eps > 0).
-__global__ void fp8_tensor_scale_only_kernel(TensorK p) {
-  const float scale = scale_from_amax(*p.amax, p.max_fp8, p.pow2, p.eps, kFltMax, p.pyref);
+__global__ void fp8_tensor_scale_only_kernel(QuantizeArgs p) {
+  const float scale = fp8_scale(*p.amax_row, p);
   *p.scale_inv = __fdiv_rn(1.0f, scale);
 }
 
 template <typename In>
-void run_tensor(const detail::Fp8TensorParams& h, cudaStream_t s) {
-  TensorK p{};
-  p.x = h.x;
-  p.M = h.M;
-  p.K = h.K;
-  p.rowwise = h.rowwise;
-  p.columnwise = h.columnwise;
-  p.e5m2 = h.e5m2;
-  p.pow2 = h.pow2;
-  p.pyref = h.pyref;
-  p.vec_ok = (reinterpret_cast<uintptr_t>(h.x) % 16 == 0) && ((h.K * sizeof(In)) % 16 == 0);
-  p.eps = h.eps;
-  p.max_fp8 = h.e5m2 ? 57344.0f : 448.0f;
-  p.amax = h.amax;
-  p.scale_inv = h.scale_inv;
-  p.row_data = h.row_data;
-  p.col_data = h.col_data;
-  if (h.M == 0 || h.K == 0) {
+void run_tensor(const QuantizeArgs& p, cudaStream_t s) {
+  if (p.M == 0 || p.K == 0) {
     fp8_tensor_scale_only_kernel<<<1, 1, 0, s>>>(p);
     QTC_CUDA_CHECK_LAUNCH();
     return;
   }
-  {
-    FastK f{};
-    f.x = h.x;
-    f.M = h.M;
-    f.K = h.K;
-    f.mode = Fp8Scaling::kTensor;
-    f.rowwise = h.rowwise;
-    f.columnwise = h.columnwise;
-    f.e5m2 = h.e5m2;
-    f.pow2 = h.pow2;
-    f.pyref = h.pyref;
-    f.eps = h.eps;
-    f.value_for_inf = kFltMax;
-    f.max_fp8 = p.max_fp8;
-    f.amax = h.amax;
-    f.scale_inv = h.scale_inv;
-    f.row_data = h.row_data;
-    f.col_data = h.col_data;
-    if (launch_fast<In>(f, p.vec_ok, s)) return;
-  }
-  launch_persistent(fp8_tensor_kernel<In>, ((h.K + kTT - 1) / kTT) * ((h.M + kTT - 1) / kTT), p, s);
+  if (launch_fast<In>(p, s)) return;
+  launch_persistent(fp8_tensor_kernel<In>, ((p.K + kTT - 1) / kTT) * ((p.M + kTT - 1) / kTT), p, s);
 }
 
 }  // namespace
 
 namespace detail {
-void launch_fp8_block(const Fp8BlockParams& p, cudaStream_t s) {
+void launch_fp8_block(const QuantizeArgs& p, cudaStream_t s) {
   dev::dispatch_input(p.dtype, "fp8 block", [&](auto in) { run_block<typename decltype(in)::type>(p, s); });
 }
-void launch_fp8_tensor(const Fp8TensorParams& p, cudaStream_t s) {
+void launch_fp8_tensor(const QuantizeArgs& p, cudaStream_t s) {
   dev::dispatch_input(p.dtype, "fp8 tensor", [&](auto in) { run_tensor<typename decltype(in)::type>(p, s); });
 }
 }  // namespace detail

@@ -18,18 +18,9 @@
 
 #include "gemm_internal.hpp"
 #include "launch.hpp"
-#include "qtc/cuda/check.hpp"
+#include "qtc/cuda/check.hpp"  // QTC_CUDA_CHECK, QTC_CUBLAS_CHECK
 #include "qtc/cuda/gemm.hpp"
 #include "qtc/recipe_policy.hpp"
-
-#define QTC_CUBLAS_CHECK(expr)                                                                          \
-  do {                                                                                                  \
-    const cublasStatus_t qtc_cublas_status_ = (expr);                                                   \
-    if (qtc_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                                    \
-      QTC_FAIL("cuBLASLt error ", static_cast<int>(qtc_cublas_status_), " (",                           \
-               cublasLtGetStatusName(qtc_cublas_status_), ": ", cublasLtGetStatusString(qtc_cublas_status_), \
-               ") in `" #expr "` at ", __FILE__, ":", __LINE__);                                        \
-  } while (0)
 
 namespace qtc::cuda {
 

@@ -87,7 +87,10 @@ __global__ void grouped_nvfp4_kernel(const T* __restrict__ x, int64_t K, Groups 
   const int64_t g = blockIdx.y;
   const int64_t rows = gr.rows(g), r0 = gr.first(g);
   const int64_t nkb = K / 16;
-  const dev::Nvfp4Cfg cfg{false, false, false, false, false, 448.0f, 2688.0f, 0};
+  // Profile te, no option but row_scaled (grouped_unsupported_reason refuses the others): a plain 1x16 block.
+  const dev::Nvfp4Cfg cfg{.nan_amax = false, .nan_scale = false, .neg_zero_positive = false, .torchao = false,
+                          .tiny_block_floor = false, .sr = false, .f46 = false, .mse = false, .e4m3_max = 448.0f,
+                          .k6max = 2688.0f, .seed = 0, .ao_two_level = true, .ao_bf16 = false};
   for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < rows * nkb;
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i = t / nkb, kb = t % nkb, r = r0 + i;
@@ -203,7 +206,11 @@ void launch(const DeviceMatrixView& x, const Groups& caller, DeviceGroupedQuanti
   if (r.kind() != RecipeKind::kNVFP4) {
     const bool e5m2 = r.fp8_type() == Fp8Type::kE5M2;
     const bool scaled = r.kind() != RecipeKind::kMXFP8;  // FP8 block / tensor: pow2 and eps
-    fp = Fp8Params{e5m2, scaled && r.pow2_scales(), scaled ? r.eps() : 0.0f, 0.0f, e5m2 ? 57344.0f : 448.0f};
+    fp = Fp8Params{.e5m2 = e5m2,
+                   .pow2 = scaled && r.pow2_scales(),
+                   .eps = scaled ? r.eps() : 0.0f,
+                   .value_for_inf = 0.0f,
+                   .max_fp8 = e5m2 ? 57344.0f : 448.0f};
   }
   switch (r.kind()) {
     case RecipeKind::kNVFP4: {

@@ -16,20 +16,19 @@ namespace {
 
 using namespace dev;
 
-struct KParams {
-  const void* x;
-  int64_t M, K;
-  bool torchao, propagate, nonfinite_nan;
-  MxScaleRule rule;
-  uint8_t* data;  ///< the plane's data [rows, ceil(len / 2)]
-  ScaleOut scale;
-};
+using detail::QuantizeArgs;
+using detail::ScaleOut;
 
-__device__ __forceinline__ uint8_t block_scale(float bamax, const KParams& p) {
-  return p.torchao ? mxfp4::scale_torchao(bamax, p.rule) : mxfp4::scale_te(bamax, p.rule, p.nonfinite_nan);
+/// The profile's rules by name: mxfp4.order torchao, and mxfp4.nonfinite_block NaN (NaN propagates into the block
+/// amax, a non-finite block gets 0xFF).
+__device__ __forceinline__ bool mx_torchao(const QuantizeArgs& p) { return p.rules.mx_order == MxOrder::kTorchAO; }
+__device__ __forceinline__ bool mx_nan(const QuantizeArgs& p) { return p.rules.mx_nonfinite == MxNonFinite::kNaN; }
+
+__device__ __forceinline__ uint8_t block_scale(float bamax, const QuantizeArgs& p) {
+  return mx_torchao(p) ? mxfp4::scale_torchao(bamax, p.mxfp4.scale_rule) : mxfp4::scale_te(bamax, p.mxfp4.scale_rule, mx_nan(p));
 }
-__device__ __forceinline__ uint8_t code(float x, uint8_t e, const KParams& p) {
-  return p.torchao ? mxfp4::code_torchao(x, e, p.rule) : mxfp4::code_te(x, e);
+__device__ __forceinline__ uint8_t code(float x, uint8_t e, const QuantizeArgs& p) {
+  return mx_torchao(p) ? mxfp4::code_torchao(x, e, p.mxfp4.scale_rule) : mxfp4::code_te(x, e);
 }
 
 /// One plane: plane row a (x's row a, or x's column a when `transposed`), block b: elements [32b, 32b + 32) of
@@ -46,7 +45,7 @@ __device__ __forceinline__ float load_f32(__half v) {
 }
 
 template <typename In, bool kTransposed>
-__global__ void mxfp4_kernel(KParams p) {
+__global__ void mxfp4_kernel(QuantizeArgs p) {
   const In* x = static_cast<const In*>(p.x);
   const int64_t rows = kTransposed ? p.K : p.M, len = kTransposed ? p.M : p.K;
   const int64_t nb = (len + 31) / 32, bytes = (len + 1) / 2;
@@ -63,12 +62,13 @@ __global__ void mxfp4_kernel(KParams p) {
       v[t] = t < cnt ? load_f32(kTransposed ? x[e * p.K + a] : x[a * p.K + e]) : 0.0f;
       if (t < cnt) {  // the reference's amax_step: maxNum, or NaN-propagating (0x7FC00000)
         const float m = fabsf(v[t]);
-        amax = p.propagate ? ((amax != amax || m != m) ? bits_f32(0x7FC00000u) : (m > amax ? m : amax)) : (m > amax ? m : amax);
+        amax = mx_nan(p) ? ((amax != amax || m != m) ? bits_f32(0x7FC00000u) : (m > amax ? m : amax)) : (m > amax ? m : amax);
       }
     }
     const uint8_t e = block_scale(amax, p);
-    p.scale.p[scale_index(p.scale, a, b)] = e;
-    uint8_t* row = p.data + a * bytes + 16 * b;
+    const ScaleOut& sc = kTransposed ? p.col_scale : p.row_scale;
+    sc.p[scale_index(sc, a, b)] = e;
+    uint8_t* row = (kTransposed ? p.col_data : p.row_data) + a * bytes + 16 * b;
     for (int t = 0; t < 32; t += 2) {
       if (t >= cnt) break;
       const uint32_t lo = code(v[t], e, p), hi = t + 1 < cnt ? code(v[t + 1], e, p) : 0u;
@@ -78,21 +78,11 @@ __global__ void mxfp4_kernel(KParams p) {
 }
 
 template <typename In>
-void launch_typed(const detail::Mxfp4Params& h, cudaStream_t s) {
+void launch_typed(const QuantizeArgs& p, cudaStream_t s) {
   for (int plane = 0; plane < 2; ++plane) {
     const bool col = plane == 1;
-    if (col ? !h.columnwise : !h.rowwise) continue;
-    KParams p{};
-    p.x = h.x;
-    p.M = h.M;
-    p.K = h.K;
-    p.torchao = h.torchao;
-    p.propagate = h.ocp || h.torchao;
-    p.nonfinite_nan = h.ocp;
-    p.rule = static_cast<MxScaleRule>(h.scale_rule);
-    p.data = col ? h.col_data : h.row_data;
-    p.scale = to_scale_out(col ? h.col_scale : h.row_scale);
-    const int64_t rows = col ? h.K : h.M, len = col ? h.M : h.K;
+    if (col ? !p.columnwise : !p.rowwise) continue;
+    const int64_t rows = col ? p.K : p.M, len = col ? p.M : p.K;
     const int64_t n = rows * ((len + 31) / 32);
     if (n == 0) continue;
     const int grid = static_cast<int>(std::min<int64_t>((n + 127) / 128, 65536));
@@ -119,16 +109,16 @@ __global__ void mxfp4_to_bf16_kernel(const uint8_t* data, ScaleOut sl, int64_t r
 }  // namespace
 
 namespace detail {
-void launch_mxfp4_to_bf16(const uint8_t* data, const ScaleOutHost& scale, int64_t rows, int64_t len, void* out,
+void launch_mxfp4_to_bf16(const uint8_t* data, const ScaleOut& scale, int64_t rows, int64_t len, void* out,
                           cudaStream_t s) {
   const int64_t n = rows * len;
   if (n == 0) return;
   const int grid = static_cast<int>(std::min<int64_t>((n + 255) / 256, 65536));
-  mxfp4_to_bf16_kernel<<<grid, 256, 0, s>>>(data, to_scale_out(scale), rows, len, static_cast<uint16_t*>(out));
+  mxfp4_to_bf16_kernel<<<grid, 256, 0, s>>>(data, scale, rows, len, static_cast<uint16_t*>(out));
   QTC_CUDA_CHECK_LAUNCH();
 }
 
-void launch_mxfp4(const Mxfp4Params& p, cudaStream_t s) {
+void launch_mxfp4(const QuantizeArgs& p, cudaStream_t s) {
   switch (p.dtype) {
     case DType::kF32: launch_typed<float>(p, s); break;
     case DType::kBF16: launch_typed<__nv_bfloat16>(p, s); break;

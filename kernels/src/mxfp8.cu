@@ -19,31 +19,29 @@ using namespace dev;
 
 constexpr int kThreads = 256, kTR = 64, kTC = 64, kLD = kTC + 1;
 
-struct KParams {
-  const void* x;
-  int64_t M, K;
-  bool rowwise, columnwise, e5m2, floor_rule, tile2d, ocp, vec_ok, torchao;
-  MxScaleRule scale_rule;  ///< torchao: rceil, floor, ceil or even
-  uint8_t* row_data;
-  ScaleOut row_scale;
-  uint8_t* col_data;
-  ScaleOut col_scale;
-};
+using detail::QuantizeArgs;
+
+/// The MXFP8 choices of the call, read from its QuantizeArgs: the options and the profile's rules by name.
+__device__ __forceinline__ bool mx_e5m2(const QuantizeArgs& p) { return p.mxfp8.fp8 == Fp8Type::kE5M2; }
+/// Rule mxfp8.nonfinite_block NaN: NaN-propagating amax, a non-finite block amax gets scale 0xFF.
+__device__ __forceinline__ bool mx_nan(const QuantizeArgs& p) { return p.rules.mx_nonfinite == MxNonFinite::kNaN; }
+/// Rule mxfp8.order torchao: scale and data per torchao_device.cuh.
+__device__ __forceinline__ bool mx_torchao(const QuantizeArgs& p) { return p.rules.mx_order == MxOrder::kTorchAO; }
 
 /// E8M0 scale of a block amax (NaN already ignored, or propagated under the OCP profile).
-__device__ __forceinline__ uint32_t mx_scale(float bamax, const KParams& p) {
-  if (p.torchao) return ao::mx_scale(bamax, p.scale_rule, p.e5m2);
-  return mx_block_scale(bamax, p.e5m2, p.floor_rule, p.ocp);  // numeric.hpp, as the reference
+__device__ __forceinline__ uint32_t mx_scale(float bamax, const QuantizeArgs& p) {
+  if (mx_torchao(p)) return ao::mx_scale(bamax, p.mxfp8.scale_rule, mx_e5m2(p));
+  return mx_block_scale(bamax, mx_e5m2(p), p.mxfp8.scale_rule == MxScaleRule::kOcpFloor, mx_nan(p));  // numeric.hpp, as the reference
 }
 
 template <typename In>
-__global__ void __launch_bounds__(kThreads, sizeof(In) == 4 ? 3 : 4) mxfp8_kernel(KParams p) {
+__global__ void __launch_bounds__(kThreads, sizeof(In) == 4 ? 3 : 4) mxfp8_kernel(QuantizeArgs p) {
   __shared__ float sm[kTR * kLD];
   __shared__ float qa[kTR][4];      // per row, per 16-column quarter
   __shared__ float ca[4][kTC];      // per column, per 16-row quarter
   __shared__ uint32_t blk_e[2][2];  // 2D block scales
   const In* x = static_cast<const In*>(p.x);
-  const bool pr = p.ocp;
+  const bool pr = mx_nan(p);
   const int t = threadIdx.x;
   const int r = t >> 2, q = t & 3;     // rowwise: row r, quarter q (16 columns), block q / 2
   const int cc = t & 63, g = t >> 6;   // columnwise: column cc, quarter g (16 rows), block g / 2
@@ -61,31 +59,31 @@ __global__ void __launch_bounds__(kThreads, sizeof(In) == 4 ? 3 : 4) mxfp8_kerne
     qa[r][q] = mr;
     ca[g][cc] = mc;
     __syncthreads();
-    if (p.tile2d && t < 4) {
+    if (p.mxfp8.tile_2d && t < 4) {
       const int rb = t >> 1, cb = t & 1;
       float m = 0.0f;
       for (int i = 0; i < 32; ++i) m = max_p(m, max_p(qa[32 * rb + i][2 * cb], qa[32 * rb + i][2 * cb + 1], pr), pr);
       blk_e[rb][cb] = mx_scale(m, p);
     }
-    if (p.tile2d) __syncthreads();
+    if (p.mxfp8.tile_2d) __syncthreads();
 
     if (p.rowwise) {
       const int64_t gr = r0 + r, gc = c0 + 16 * q;
       if (gr < p.M && gc < p.K) {
-        const uint32_t e = p.tile2d ? blk_e[r >> 5][q >> 1] : mx_scale(max_p(mr, qa[r][q ^ 1], pr), p);
+        const uint32_t e = p.mxfp8.tile_2d ? blk_e[r >> 5][q >> 1] : mx_scale(max_p(mr, qa[r][q ^ 1], pr), p);
         const float inv = e8m0_reciprocal(e);
         uint32_t w[4];
-        if (p.torchao) {
+        if (mx_torchao(p)) {
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
             w[i] = 0u;
-            for (int j = 0; j < 4; ++j) w[i] |= ao::mx_code(xr[4 * i + j], e, p.scale_rule, p.e5m2) << (8 * j);
+            for (int j = 0; j < 4; ++j) w[i] |= ao::mx_code(xr[4 * i + j], e, p.mxfp8.scale_rule, mx_e5m2(p)) << (8 * j);
           }
         } else {
 #pragma unroll
           for (int i = 0; i < 4; ++i)
-            w[i] = cvt_fp8x2(__fmul_rn(xr[4 * i], inv), __fmul_rn(xr[4 * i + 1], inv), p.e5m2) |
-                   (cvt_fp8x2(__fmul_rn(xr[4 * i + 2], inv), __fmul_rn(xr[4 * i + 3], inv), p.e5m2) << 16);
+            w[i] = cvt_fp8x2(__fmul_rn(xr[4 * i], inv), __fmul_rn(xr[4 * i + 1], inv), mx_e5m2(p)) |
+                   (cvt_fp8x2(__fmul_rn(xr[4 * i + 2], inv), __fmul_rn(xr[4 * i + 3], inv), mx_e5m2(p)) << 16);
         }
         uint8_t* dst = p.row_data + gr * p.K + gc;
         if ((p.K % 16) == 0) {
@@ -99,14 +97,14 @@ __global__ void __launch_bounds__(kThreads, sizeof(In) == 4 ? 3 : 4) mxfp8_kerne
     if (p.columnwise) {
       const int64_t gk = c0 + cc, gm = r0 + 16 * g;
       if (gk < p.K && gm < p.M) {
-        const uint32_t e = p.tile2d ? blk_e[g >> 1][cc >> 5] : mx_scale(max_p(mc, ca[g ^ 1][cc], pr), p);
+        const uint32_t e = p.mxfp8.tile_2d ? blk_e[g >> 1][cc >> 5] : mx_scale(max_p(mc, ca[g ^ 1][cc], pr), p);
         const float inv = e8m0_reciprocal(e);
         uint8_t* dst = p.col_data + gm * p.K + gk;
 #pragma unroll
         for (int i = 0; i < 16; i += 2) {
           const float x0 = sm[(16 * g + i) * kLD + cc], x1 = sm[(16 * g + i + 1) * kLD + cc];
-          const uint32_t v = p.torchao ? (ao::mx_code(x0, e, p.scale_rule, p.e5m2) | (ao::mx_code(x1, e, p.scale_rule, p.e5m2) << 8))
-                                       : cvt_fp8x2(__fmul_rn(x0, inv), __fmul_rn(x1, inv), p.e5m2);
+          const uint32_t v = mx_torchao(p) ? (ao::mx_code(x0, e, p.mxfp8.scale_rule, mx_e5m2(p)) | (ao::mx_code(x1, e, p.mxfp8.scale_rule, mx_e5m2(p)) << 8))
+                                       : cvt_fp8x2(__fmul_rn(x0, inv), __fmul_rn(x1, inv), mx_e5m2(p));
           if (gm + i < p.M) dst[i * p.K] = static_cast<uint8_t>(v);
           if (gm + i + 1 < p.M) dst[(i + 1) * p.K] = static_cast<uint8_t>(v >> 8);
         }
@@ -127,7 +125,7 @@ constexpr int kFastWarps = 8;
 // 4 CTAs per SM (64 registers, a 40-byte spill): on the H200 0.336 ms against 0.340 at 3 CTAs (74 registers),
 // 16384^2 BF16 rowwise + columnwise; the extra warps hide more load latency (ncu: long-scoreboard stalls lead).
 template <typename In>
-__global__ void __launch_bounds__(kFastWarps * 32, 4) mxfp8_fast_kernel(KParams p) {
+__global__ void __launch_bounds__(kFastWarps * 32, 4) mxfp8_fast_kernel(QuantizeArgs p) {
   using P = Packed16<In>;
   const int lane = threadIdx.x & 31;
   const int64_t tiles_x = (p.K + 63) / 64, n_tiles = tiles_x * ((p.M + 31) / 32);
@@ -137,7 +135,7 @@ __global__ void __launch_bounds__(kFastWarps * 32, 4) mxfp8_fast_kernel(KParams 
   const int cl = lane & 7, rg = lane >> 3;
   const int64_t gc = c0 + 8 * cl;
   const bool col_in = gc < p.K;
-  const bool pr = p.ocp;
+  const bool pr = mx_nan(p);
   const In* x = static_cast<const In*>(p.x);
   uint4 v[8];
 #pragma unroll
@@ -173,7 +171,7 @@ __global__ void __launch_bounds__(kFastWarps * 32, 4) mxfp8_fast_kernel(KParams 
   // Scales: one per 32x32 block (2D: the 4 lanes of a 32-column block hold its column maxima), else per row
   // (rp, two rows per word) and per column (cm, two columns per word), derived where they are used.
   uint32_t e2d = 0;
-  if (p.tile2d) {
+  if (p.mxfp8.tile_2d) {
     uint32_t m = P::max2(P::max2(cm[0], cm[1], pr), P::max2(cm[2], cm[3], pr), pr);
     m = P::max2(m, __shfl_xor_sync(0xFFFFFFFFu, m, 1), pr);
     m = P::max2(m, __shfl_xor_sync(0xFFFFFFFFu, m, 2), pr);
@@ -183,7 +181,7 @@ __global__ void __launch_bounds__(kFastWarps * 32, 4) mxfp8_fast_kernel(KParams 
   // rp[k]; lane rg derives columns 2 rg, 2 rg + 1 from cm[rg]; the E8M0 bytes travel by shuffle, two per word.
   auto sel4 = [](const uint32_t a[4], int k) { return k == 0 ? a[0] : (k == 1 ? a[1] : (k == 2 ? a[2] : a[3])); };
   auto pair_e = [&](uint32_t w) {
-    if (p.tile2d) return e2d | (e2d << 8);
+    if (p.mxfp8.tile_2d) return e2d | (e2d << 8);
     return mx_scale(amax_finish(P::lo(w), pr), p) | (mx_scale(amax_finish(P::hi(w), pr), p) << 8);
   };
   const uint32_t my_re = pair_e(sel4(rp, cl & 3));  // rows 2 (cl % 4), +1
@@ -214,7 +212,7 @@ __global__ void __launch_bounds__(kFastWarps * 32, 4) mxfp8_fast_kernel(KParams 
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const uint32_t w = word(v[i], j);
-        q[j] = cvt_fp8x2(__fmul_rn(P::lo(w), inv), __fmul_rn(P::hi(w), inv), p.e5m2);
+        q[j] = cvt_fp8x2(__fmul_rn(P::lo(w), inv), __fmul_rn(P::hi(w), inv), mx_e5m2(p));
       }
       __stcs(reinterpret_cast<uint2*>(p.row_data + gr * p.K + gc), make_uint2(q[0] | (q[1] << 16), q[2] | (q[3] << 16)));
     }
@@ -231,7 +229,7 @@ __global__ void __launch_bounds__(kFastWarps * 32, 4) mxfp8_fast_kernel(KParams 
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const uint32_t w = word(v[i], j);
-        q[j] = cvt_fp8x2(__fmul_rn(P::lo(w), inv[2 * j]), __fmul_rn(P::hi(w), inv[2 * j + 1]), p.e5m2);
+        q[j] = cvt_fp8x2(__fmul_rn(P::lo(w), inv[2 * j]), __fmul_rn(P::hi(w), inv[2 * j + 1]), mx_e5m2(p));
       }
       __stcs(reinterpret_cast<uint2*>(p.col_data + gr * p.K + gc), make_uint2(q[0] | (q[1] << 16), q[2] | (q[3] << 16)));
     }
@@ -244,42 +242,25 @@ __global__ void __launch_bounds__(kFastWarps * 32, 4) mxfp8_fast_kernel(KParams 
 
 
 template <typename In>
-void run(const detail::Mxfp8Params& h, cudaStream_t s) {
-  KParams p{};
-  p.x = h.x;
-  p.M = h.M;
-  p.K = h.K;
-  p.rowwise = h.rowwise;
-  p.columnwise = h.columnwise;
-  p.e5m2 = h.e5m2;
-  p.floor_rule = h.floor_rule;
-  p.tile2d = h.tile2d;
-  p.ocp = h.ocp;
-  p.torchao = h.torchao;
-  p.scale_rule = static_cast<MxScaleRule>(h.scale_rule);  // launch.hpp keeps MxScaleRule's numeric value
-  p.vec_ok = (reinterpret_cast<uintptr_t>(h.x) % 16 == 0) && ((h.K * sizeof(In)) % 16 == 0);
-  p.row_data = h.row_data;
-  p.row_scale = to_scale_out(h.row_scale);
-  p.col_data = h.col_data;
-  p.col_scale = to_scale_out(h.col_scale);
-  if (h.M == 0 || h.K == 0) return;
+void run(const QuantizeArgs& p, cudaStream_t s) {
+  if (p.M == 0 || p.K == 0) return;
   if constexpr (sizeof(In) == 2) {
-    if (p.vec_ok && !p.torchao) {  // torchao's to_mx runs on the generic kernel
-      const int64_t n_tiles = ((h.K + 63) / 64) * ((h.M + 31) / 32);
+    if (p.vec_ok && p.rules.mx_order != MxOrder::kTorchAO) {  // torchao's to_mx runs on the generic kernel
+      const int64_t n_tiles = ((p.K + 63) / 64) * ((p.M + 31) / 32);
       const int64_t grid = (n_tiles + kFastWarps - 1) / kFastWarps;
-      QTC_CHECK(grid <= 0x7FFFFFFF, "mxfp8: tensor too large for one launch (", h.M, " x ", h.K, ")");
+      QTC_CHECK(grid <= 0x7FFFFFFF, "mxfp8: tensor too large for one launch (", p.M, " x ", p.K, ")");
       mxfp8_fast_kernel<In><<<static_cast<unsigned>(grid), kFastWarps * 32, 0, s>>>(p);
       QTC_CUDA_CHECK_LAUNCH();
       return;
     }
   }
-  launch_persistent(mxfp8_kernel<In>, ((h.K + kTC - 1) / kTC) * ((h.M + kTR - 1) / kTR), p, s);
+  launch_persistent(mxfp8_kernel<In>, ((p.K + kTC - 1) / kTC) * ((p.M + kTR - 1) / kTR), p, s);
 }
 
 }  // namespace
 
 namespace detail {
-void launch_mxfp8(const Mxfp8Params& p, cudaStream_t s) {
+void launch_mxfp8(const QuantizeArgs& p, cudaStream_t s) {
   dev::dispatch_input(p.dtype, "mxfp8", [&](auto in) { run<typename decltype(in)::type>(p, s); });
 }
 }  // namespace detail

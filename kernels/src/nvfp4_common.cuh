@@ -10,22 +10,27 @@ namespace qtc::cuda::dev {
 
 constexpr float kRcp6 = kNvfp4Rcp6;  // RN(1/6), TE fp4_max_inv (numeric.hpp)
 
-/// S_enc (§1.3) from a global amax (numeric.hpp); profile kTEPyRef propagates NaN (torch.min).
-__device__ __forceinline__ float nvfp4_s_enc(float amax, float e4m3_max, bool pyref) {
-  return nvfp4_global_encode_scale(amax, e4m3_max, pyref);
+/// S_enc (§1.3) from a global amax (numeric.hpp); rule nvfp4.nan_scale keeps a NaN (torch.min).
+__device__ __forceinline__ float nvfp4_s_enc(float amax, float e4m3_max, bool nan_scale) {
+  return nvfp4_global_encode_scale(amax, e4m3_max, nan_scale);
 }
 
+/// The NVFP4 choices one kernel specialization reads (nvfp4_kernel.cuh's nvfp4_cfg builds it from QuantizeArgs): the
+/// recipe's options and the profile's rules under their names, constant-false where a specialization lacks them.
 struct Nvfp4Cfg {
-  bool pyref;
-  bool torchao;  ///< torchao nvfp4_quantize (profile order kTorchAO, 1x16 only): torchao_device.cuh
-  bool sr;
-  bool f46;
-  bool mse;
-  float e4m3_max;
-  float k6max;  ///< 6 * e4m3_max
-  uint64_t seed;
-  bool ao_two_level = true;  ///< torchao: with the per-tensor scale (else block scales only)
-  bool ao_bf16 = false;      ///< torchao: BF16 input (the NaN a per-tensor amax of a NaN tensor carries)
+  bool nan_amax;           ///< rule nan_amax: NaN propagates into the block amax
+  bool nan_scale;          ///< rule nvfp4.nan_scale: NaN S_enc kept, a NaN block scale stored as 0x7F
+  bool neg_zero_positive;  ///< rule nvfp4.neg_zero: -0.0 and NaN data -> code 0x0
+  bool torchao;            ///< rule nvfp4.order torchao (1x16 only): torchao_device.cuh
+  bool tiny_block_floor;   ///< rule nvfp4.zero_and_tiny_block_scale (order torchao): block scale at least 2^-6
+  bool sr;                 ///< option stochastic
+  bool f46;                ///< option fourover6
+  bool mse;                ///< option fourover6_err = mse
+  float e4m3_max;          ///< option e4m3_max
+  float k6max;             ///< 6 * e4m3_max
+  uint64_t seed;           ///< option seed
+  bool ao_two_level;       ///< option per_tensor_scale (torchao: else block scales only)
+  bool ao_bf16;            ///< BF16 input (torchao: the NaN a per-tensor amax of a NaN tensor carries)
 };
 
 /// enc = fminf(1 / (float(sf) * S_dec), FLT_MAX), a NaN kept (numeric.hpp).
@@ -33,9 +38,9 @@ __device__ __forceinline__ float nvfp4_enc(uint32_t sf, float s_dec) { return nv
 
 /// Standard block scale (numeric.hpp): sf = e4m3(min(bamax * (S_enc * RN(1/6)), FLT_MAX)); enc = min(1/(sf * S_dec),
 /// FLT_MAX).
-__device__ __forceinline__ void nvfp4_std_scale(float bamax, float s_enc, float s_dec, bool pr, uint32_t& sf,
+__device__ __forceinline__ void nvfp4_std_scale(float bamax, float s_enc, float s_dec, bool nan_scale, uint32_t& sf,
                                                 float& enc) {
-  sf = nvfp4_block_scale(bamax, s_enc, pr);
+  sf = nvfp4_block_scale(bamax, s_enc, nan_scale);
   enc = nvfp4_enc(sf, s_dec);
 }
 
@@ -74,7 +79,7 @@ __device__ __forceinline__ uint2 nvfp4_encode16(const float x[16], float enc, co
       w[i >> 3] |= static_cast<uint32_t>(encode_e2m1_stochastic(__fmul_rn(x[i], enc), rb)) << (4 * (i & 7));
     }
   } else {
-    if (c.pyref) {
+    if (c.neg_zero_positive) {
 #pragma unroll
       for (int i = 0; i < 16; ++i) w[i >> 3] |= static_cast<uint32_t>(encode_e2m1(__fmul_rn(x[i], enc), NegZero::kPositiveZero)) << (4 * (i & 7));
     } else {
@@ -91,9 +96,9 @@ __device__ __forceinline__ uint2 nvfp4_block_1d(const float x[16], float s_enc, 
   const float s_dec = __fdiv_rn(1.0f, s_enc);
   float bamax = 0.0f;
 #pragma unroll
-  for (int i = 0; i < 16; ++i) bamax = max_p(bamax, fabsf(x[i]), c.pyref);
+  for (int i = 0; i < 16; ++i) bamax = max_p(bamax, fabsf(x[i]), c.nan_amax);
   float enc;
-  if (c.torchao) return ao::nvfp4_block(x, amax_err, c.ao_two_level, c.ao_bf16, sf);
+  if (c.torchao) return ao::nvfp4_block(x, amax_err, c.ao_two_level, c.ao_bf16, c.nan_amax, c.tiny_block_floor, sf);
   if (c.f46) {
     uint32_t sf4, sf6;
     float enc4, enc6;
@@ -104,7 +109,7 @@ __device__ __forceinline__ uint2 nvfp4_block_1d(const float x[16], float s_enc, 
     sf = use4 ? sf4 : sf6;
     enc = use4 ? enc4 : enc6;
   } else {
-    nvfp4_std_scale(bamax, s_enc, s_dec, c.pyref, sf, enc);
+    nvfp4_std_scale(bamax, s_enc, s_dec, c.nan_scale, sf, enc);
   }
   return nvfp4_encode16(x, enc, c, plane, idx0);
 }

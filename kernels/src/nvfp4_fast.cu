@@ -24,12 +24,11 @@
 ///  * every code store is 8 bytes, and the lanes of a warp write whole 32-byte sectors: a row's 4 rowwise
 ///    threads write 32 contiguous bytes, a column's 4 columnwise threads its 64 rows' 32 bytes.
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 #include <type_traits>
 
 #include "nvfp4_fast.cuh"
 #include "nvfp4_kernel.cuh"
+#include "nvfp4_tile_order.cuh"
 
 namespace qtc::cuda::nvfp4 {
 namespace {
@@ -39,8 +38,8 @@ using namespace dev;
 constexpr int kFR = 64, kFC = 128;  // tile rows, columns
 constexpr int kWords = kFC / 2;     // 32-bit words per staged tile row
 constexpr int kStageWords = kFR * kWords;
-/// Shared-memory stages: 3 (the default: two tiles in flight per CTA while the third is computed, 48 KB) or 2
-/// (QTC_NVFP4_STAGES=2: the previous kernel's one tile in flight, 32 KB; kept for same-process A/B timing).
+/// Shared-memory stages: 2 (the default, kDefaultStages: one tile in flight while one is computed, 32 KB) or 3
+/// (LaunchOptions::nvfp4_stages = 3: two tiles in flight, 48 KB; kept for same-process A/B timing).
 template <int S>
 constexpr size_t kDynSmem = sizeof(uint32_t) * S * kStageWords;
 
@@ -127,7 +126,7 @@ struct PlaneConst {
 
 __device__ __forceinline__ PlaneConst plane_const(float amax, float e4m3_max) {
   const float s_enc = nvfp4_s_enc(amax, e4m3_max, false);
-  return PlaneConst{__fmul_rn(s_enc, kRcp6), __fdiv_rn(1.0f, s_enc)};
+  return PlaneConst{.k = __fmul_rn(s_enc, kRcp6), .s_dec = __fdiv_rn(1.0f, s_enc)};
 }
 
 /// 8 rows of one column (the low or high halves of 8 words w[0..7] of one plane-row) times enc -> 4 bytes of
@@ -214,62 +213,8 @@ __device__ __forceinline__ uint32_t nibbles8(uint32_t a, uint32_t b) {
   return __byte_perm(x, y, 0x6420u);
 }
 
-/// The order in which the persistent CTAs take the tiles: linear index L (CTA b takes b, b + G, b + 2G, ...) ->
-/// tile (ty, tx), in vertical strips of h tiles: the tiles of rows [h s, h s + h) are numbered column by column
-/// (tx = 0: rows h s .. h s + h - 1, then tx = 1, ...), the last, shorter strip likewise; h = 1 is row-major.
-/// With h = 8 (kDefaultStrip) or 16, the tiles whose outputs share a 64-byte DRAM word run at about the same time,
-/// on nearby CTAs: a column's codes of two vertically adjacent tiles (32 bytes each), a column's scale bytes of 16
-/// tiles (4 bytes each; one or two strips) and a row's scale bytes of 8 tiles side by side (8 bytes each, on CTAs
-/// h apart). In
-/// row-major order the halves of those words were written microseconds apart by CTAs tiles_x apart, and the L2
-/// often wrote a half back first: a read-modify-write of the DRAM word, and the other half again later.
-/// Tiles are visited through a cursor (L, st, r) with L = st * band + r, advanced by the grid size without a
-/// division: full strips need only a shift and a mask (h a power of two) or one division by h; the last, shorter
-/// strip one division by its height.
-struct TileOrder {
-  struct Cursor {
-    uint32_t L, st, r;
-  };
-  uint32_t tiles_y, h, hshift, full_rows, full_end, band, step, step_q, step_r;
-  bool pow2;
-  __device__ TileOrder(uint32_t tx_n, uint32_t ty_n, uint32_t strip, uint32_t grid)
-      : tiles_y(ty_n), h(strip), hshift(0), full_rows(ty_n / strip * strip), full_end(full_rows * tx_n),
-        band(strip * tx_n), step(grid), step_q(grid / band), step_r(grid - grid / band * band),
-        pow2((strip & (strip - 1)) == 0) {
-    while ((1u << hshift) < strip) ++hshift;  // log2(h) when pow2 (h <= 64)
-  }
-  __device__ __forceinline__ Cursor start(uint32_t L) const { return Cursor{L, L / band, L - L / band * band}; }
-  // L += step. Tiles < 2^30 (fast_eligible) and step <= tiles: a cursor at most 3 steps past the last tile stays
-  // below 2^32.
-  __device__ __forceinline__ void advance(Cursor& c) const {
-    c.L += step;
-    c.st += step_q;
-    c.r += step_r;
-    if (c.r >= band) {
-      c.r -= band;
-      ++c.st;
-    }
-  }
-  __device__ __forceinline__ void at(const Cursor& c, uint32_t& ty, uint32_t& tx) const {
-    if (c.L < full_end) {
-      if (pow2) {
-        ty = (c.st << hshift) + (c.r & (h - 1));
-        tx = c.r >> hshift;
-      } else {
-        const uint32_t q = c.r / h;
-        ty = c.st * h + (c.r - q * h);
-        tx = q;
-      }
-    } else {
-      const uint32_t hl = tiles_y - full_rows, r = c.L - full_end, q = r / hl;
-      ty = full_rows + (r - q * hl);
-      tx = q;
-    }
-  }
-};
-
 template <typename In, bool k2d, int S>
-__global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p, uint32_t strip) {
+__global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(QuantizeArgs p, uint32_t strip) {
   static_assert(S == 2 || S == 3, "nvfp4 fast kernel: 2 or 3 shared-memory stages");
   constexpr bool kBf = std::is_same_v<In, __nv_bfloat16>;
   extern __shared__ __align__(16) uint32_t tile_w[];  // [S][kStageWords], dynamic
@@ -280,9 +225,9 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p, uint
   __shared__ PlaneConst rs_row[2][k2d ? 1 : kFR], rs_col[2][k2d ? 1 : kFC];  // row-scaled: per-row / per-column
                                                                             // constants, by tile parity
   const int t = threadIdx.x;
-  const bool row_scaled = !k2d && p.row_scaled;
-  const float e4m3_max = p.cfg.e4m3_max;
-  PlaneConst pc_r{0.0f, 0.0f}, pc_c{0.0f, 0.0f};
+  const bool row_scaled = !k2d && p.nvfp4.row_scaled;
+  const float e4m3_max = static_cast<float>(p.nvfp4.e4m3_max);
+  PlaneConst pc_r{.k = 0.0f, .s_dec = 0.0f}, pc_c{.k = 0.0f, .s_dec = 0.0f};
   if (!row_scaled) {
     pc_r = plane_const(p.amax_row[0], e4m3_max);
     pc_c = plane_const(p.amax_col[0], e4m3_max);
@@ -501,7 +446,7 @@ __global__ void __launch_bounds__(kThreads, 4) nvfp4_fast_kernel(KParams p, uint
 /// whatever kernel ran before (the driver otherwise picks the carveout per launch). The attributes and the
 /// occupancy are set and read once per kernel (per template instance).
 template <typename In, bool k2d, int S>
-void launch_fast_k(uint32_t n_tiles, const KParams& p, uint32_t strip, cudaStream_t s) {
+void launch_fast_k(uint32_t n_tiles, const QuantizeArgs& p, uint32_t strip, cudaStream_t s) {
   static const int per_sm = [] {
     QTC_CUDA_CHECK(cudaFuncSetAttribute(nvfp4_fast_kernel<In, k2d, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(kDynSmem<S>)));
@@ -526,89 +471,43 @@ void launch_fast_k(uint32_t n_tiles, const KParams& p, uint32_t strip, cudaStrea
 constexpr int kDefaultStages = 2;
 constexpr int kDefaultStrip = 8;
 
-/// QTC_NVFP4_STAGES=2 or 3 overrides the stage count (A/B timing, the determinism test).
-bool two_stages() {
-  const char* v = std::getenv("QTC_NVFP4_STAGES");
-  if (v != nullptr && std::string_view(v) == "2") return true;
-  if (v != nullptr && std::string_view(v) == "3") return false;
-  return kDefaultStages == 2;
-}
-/// Strip height of the tile order (TileOrder): kDefaultStrip, or QTC_NVFP4_STRIP=1..64 (1: row-major; A/B timing
-/// and the determinism test). Any order gives the same bytes.
-uint32_t strip_height() {
-  const char* v = std::getenv("QTC_NVFP4_STRIP");
-  const int h = v != nullptr ? std::atoi(v) : kDefaultStrip;
-  return static_cast<uint32_t>(h >= 1 && h <= 64 ? h : kDefaultStrip);
-}
-
 template <typename In>
-void launch_fast_t(const KParams& p, cudaStream_t s) {
+void launch_fast_t(const QuantizeArgs& p, cudaStream_t s) {
   const uint32_t n_tiles = static_cast<uint32_t>(((p.K + kFC - 1) / kFC) * ((p.M + kFR - 1) / kFR));
-  const bool two = two_stages();
-  const uint32_t h = strip_height();
-  if (p.tile2d)
+  // The launch choices (LaunchOptions, checked by the dispatcher): stages 2 or 3, strips of 1..64 tiles; 0 the default.
+  const bool two = (p.launch.nvfp4_stages == 0 ? kDefaultStages : p.launch.nvfp4_stages) == 2;
+  const uint32_t h = static_cast<uint32_t>(p.launch.nvfp4_strip == 0 ? kDefaultStrip : p.launch.nvfp4_strip);
+  if (p.nvfp4.tile_2d)
     two ? launch_fast_k<In, true, 2>(n_tiles, p, h, s) : launch_fast_k<In, true, 3>(n_tiles, p, h, s);
   else
     two ? launch_fast_k<In, false, 2>(n_tiles, p, h, s) : launch_fast_k<In, false, 3>(n_tiles, p, h, s);
 }
 
-/// Every float in every one of encode8's 8 slots against the scalar encoder: slot k holds bits(i * m[k]) for
-/// odd m[k] (each a permutation of the 2^32 patterns, m[0] = 1), so each float is checked in each slot, next to
-/// varied partners.
-__global__ void encode8_check_kernel(unsigned long long* bad) {
-  constexpr uint32_t kMul[8] = {1u, 2654435761u, 2246822519u, 3266489917u, 668265263u, 374761393u, 3432918353u,
-                                461845907u};
-  unsigned long long local = 0;
-  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
-  for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (uint64_t{1} << 32); i += stride) {
-    float y[8];
-    uint32_t want = 0;
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      y[k] = __uint_as_float(static_cast<uint32_t>(i) * kMul[k]);
-      want |= encode_e2m1_rn(y[k]) << (4 * k);
-    }
-    local += encode8(y) != want;
-  }
-  if (local != 0) atomicAdd(bad, local);
-}
-
 }  // namespace
 
-bool fast_eligible(const KParams& p, DType t, bool full) {
-  if (full || (t != DType::kBF16 && t != DType::kF16) || !p.vec_ok) return false;
-  if (p.M % 16 != 0 || p.K % 16 != 0) return false;
-  if (((p.M + kFR - 1) / kFR) * ((p.K + kFC - 1) / kFC) >= (int64_t{1} << 30)) return false;
+const char* fast_refusal(const QuantizeArgs& p) {
+  if (needs_full(p)) return "4over6, stochastic rounding, RHT, torchao's order and the NaN rules run on the generic kernel";
+  if (p.dtype != DType::kBF16 && p.dtype != DType::kF16) return "the input must be BF16 or F16";
+  if (!p.vec_ok) return "x must be 16-byte aligned with rows of a multiple of 16 bytes";
+  if (p.M % 16 != 0 || p.K % 16 != 0) return "M and K must be multiples of 16";
+  if (((p.M + kFR - 1) / kFR) * ((p.K + kFC - 1) / kFC) >= (int64_t{1} << 30)) return "fewer than 2^30 tiles of 64 x 128";
   const auto a8 = [](const void* q) { return q == nullptr || reinterpret_cast<uintptr_t>(q) % 8 == 0; };
+  if (!a8(p.row_data) || !a8(p.col_data)) return "the data planes must be 8-byte aligned";
   // Scale positions are split into a per-tile base and 32-bit per-thread offsets (see the kernel).
   const auto layout_ok = [](const ScaleOut& sc) {
-    return sc.how != ScaleIndexing::kSwizzledTransposed && sc.ld >= 0 && sc.ld < (int64_t{1} << 24);
+    return static_cast<ScaleIndexing>(sc.mode) != ScaleIndexing::kSwizzledTransposed && sc.ld >= 0 && sc.ld < (int64_t{1} << 24);
   };
-  return a8(p.row_data) && a8(p.col_data) && layout_ok(p.row_scale) && layout_ok(p.col_scale);
+  if (!layout_ok(p.row_scale) || !layout_ok(p.col_scale)) return "the scale layout must not be swizzled-transposed, leading dimension < 2^24";
+  return nullptr;
 }
 
-void launch_fast(const KParams& p, DType t, cudaStream_t s) {
-  if (t == DType::kBF16)
+void launch_fast(const QuantizeArgs& p, cudaStream_t s) {
+  if (p.dtype == DType::kBF16)
     launch_fast_t<__nv_bfloat16>(p, s);
-  else if (t == DType::kF16)
+  else if (p.dtype == DType::kF16)
     launch_fast_t<__half>(p, s);
   else
     QTC_FAIL("nvfp4 fast kernel: input must be BF16 or F16");
 }
 
 }  // namespace qtc::cuda::nvfp4
-
-namespace qtc::cuda::detail {
-int64_t e2m1x2_exhaustive_mismatches() {
-  unsigned long long* d = nullptr;
-  QTC_CUDA_CHECK(cudaMalloc(&d, sizeof(unsigned long long)));
-  QTC_CUDA_CHECK(cudaMemset(d, 0, sizeof(unsigned long long)));
-  nvfp4::encode8_check_kernel<<<4096, 256>>>(d);
-  QTC_CUDA_CHECK_LAUNCH();
-  unsigned long long h = 0;
-  const cudaError_t e = cudaMemcpy(&h, d, sizeof(h), cudaMemcpyDeviceToHost);
-  QTC_CUDA_CHECK(cudaFree(d));
-  QTC_CUDA_CHECK(e);
-  return static_cast<int64_t>(h);
-}
-}  // namespace qtc::cuda::detail

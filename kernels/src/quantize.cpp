@@ -11,6 +11,7 @@
 #include "qtc/cuda/quantize.hpp"
 #include "qtc/gating.hpp"
 #include "qtc/layouts.hpp"
+#include "qtc/path_rules.hpp"
 #include "qtc/profile.hpp"
 #include "qtc/recipe_policy.hpp"
 
@@ -55,10 +56,10 @@ int device_count() {
 
 namespace {
 
-/// Where compact entry (r, c) of a plane's scales lives in the plane's layout (the kernel-facing ScaleOutHost,
+/// Where compact entry (r, c) of a plane's scales lives in the plane's layout (the kernel-facing ScaleOut,
 /// filled from the recipe policy's description of the plane).
-detail::ScaleOutHost scale_out(const DevicePlane& pl, const PlaneSpec& spec) {
-  detail::ScaleOutHost s;
+detail::ScaleOut scale_out(const DevicePlane& pl, const PlaneSpec& spec) {
+  detail::ScaleOut s;
   s.p = pl.scale.as<uint8_t>();
   switch (pl.scale_layout) {
     case ScaleLayout::kCompact:
@@ -98,13 +99,72 @@ DevicePlane make_plane(const PlaneSpec& spec, ScaleLayout layout, cudaStream_t s
   return p;
 }
 
-/// The operation orders the kernels implement (profile.hpp): te's, and torchao's for NVFP4 and MXFP8.
-constexpr ImplementedOrders kKernelOrders{.nvfp4_torchao = true, .mx_torchao = true};
+/// The profile rules the CUDA kernels implement besides te's values (path_rules.hpp): the one check the vectorized
+/// CPU path makes too, with its own PathRules. The kernels read each rule under its name (detail::KernelRules).
+constexpr PathRules kCudaRules{.path = "the CUDA kernels", .nvfp4_order_torchao = true, .mx_order_torchao = true};
 
 /// Throws qtc::Error naming the profile rule the kernels do not implement (no silent run of another rule).
-void check_orders(const Recipe& r, const char* what) {
-  const std::string rule = unimplemented_order(r, kKernelOrders);
-  QTC_CHECK(rule.empty(), what, ": the CUDA kernels do not implement ", rule, "; recipe ", r.name(), " runs on the CPU reference");
+void check_rules(const Recipe& r, const char* what) {
+  const std::string rule = unimplemented_rule(r, kCudaRules);
+  QTC_CHECK(rule.empty(), what, ": ", rule, "; recipe ", r.name(), " runs on the CPU reference");
+}
+
+/// The profile's rules the kernels read, by name.
+detail::KernelRules kernel_rules(const ProfileRules& pr) {
+  return {.nan_amax = pr.nan_amax,
+          .nvfp4_order = pr.nvfp4_order,
+          .nvfp4_neg_zero_positive = pr.nvfp4_neg_zero_positive,
+          .nvfp4_nan_scale = pr.nvfp4_nan_scale,
+          .nvfp4_tiny_block_floor = pr.nvfp4_tiny_block_floor,
+          .mx_order = pr.mx_order,
+          .mx_nonfinite = pr.mx_nonfinite,
+          .fp8_inf_amax_scale_zero = pr.fp8_inf_amax_scale_zero,
+          .fp8_scale_reciprocal = pr.fp8_scale_reciprocal};
+}
+
+/// The options of kind T when the recipe's alternative is T, else T's defaults.
+template <typename T>
+T alternative(const RecipeOptions& o) {
+  const T* p = std::get_if<T>(&o);
+  return p != nullptr ? *p : T{};
+}
+
+/// The one place a quantize call's arguments are built: the input, the two plane descriptions (describe_plane), the
+/// recipe's options alternative, the profile's rules and the launch choices.
+detail::QuantizeArgs make_quantize_args(const DeviceMatrixView& x, DeviceQuantized& out, const LaunchOptions& launch) {
+  const Recipe& r = out.recipe;
+  const int64_t M = x.rows, K = x.cols;
+  DevicePlane* rp = out.rowwise ? &*out.rowwise : nullptr;
+  DevicePlane* cp = out.columnwise ? &*out.columnwise : nullptr;
+  const PlaneSpec rs = describe_plane(r, PlaneKind::kRowwise, M, K), cs = describe_plane(r, PlaneKind::kColumnwise, M, K);
+  const RecipeOptions opts = r.options();
+  float* ws = out.workspace.as<float>();  // the amaxes no plane holds
+  // NVFP4: rowwise amax [1] or [M], columnwise [1] or [K]; FP8 tensor: the global amax in the first plane's buffer.
+  float* ar = rp ? rp->amax.as<float>() : (r.is(RecipeKind::kFP8Tensor) && cp ? cp->amax.as<float>() : ws);
+  float* ac = cp ? cp->amax.as<float>() : ws + 1;
+  return {.x = x.data,
+          .dtype = x.dtype,
+          .M = M,
+          .K = K,
+          .vec_ok = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && (K * static_cast<int64_t>(dtype_size(x.dtype))) % 16 == 0,
+          .kind = r.kind(),
+          .nvfp4 = alternative<Nvfp4Options>(opts),
+          .mxfp8 = alternative<Mxfp8Options>(opts),
+          .fp8_block = alternative<Fp8BlockOptions>(opts),
+          .fp8_tensor = alternative<Fp8TensorOptions>(opts),
+          .mxfp4 = alternative<Mxfp4Options>(opts),
+          .rules = kernel_rules(profile_rules(r.profile)),
+          .rowwise = rp != nullptr,
+          .columnwise = cp != nullptr,
+          .row_data = rp ? rp->data.as<uint8_t>() : nullptr,
+          .row_scale = rp && !rs.per_tensor ? scale_out(*rp, rs) : detail::ScaleOut{},
+          .col_data = cp ? cp->data.as<uint8_t>() : nullptr,
+          .col_scale = cp && !cs.per_tensor ? scale_out(*cp, cs) : detail::ScaleOut{},
+          .amax_row = ar,
+          .amax_col = ac,
+          .scale_inv = out.scale_inv.as<float>(),
+          .value_for_inf = dtype_max(x.dtype),
+          .launch = launch};
 }
 
 void check_input(const DeviceMatrixView& x, const DeviceQuantized& out) {
@@ -114,169 +174,80 @@ void check_input(const DeviceMatrixView& x, const DeviceQuantized& out) {
   QTC_CHECK(x.data != nullptr || x.rows * x.cols == 0, "quantize_into: input has no data");
 }
 
+void check_launch(const LaunchOptions& l) {
+  QTC_CHECK(l.nvfp4_stages == 0 || l.nvfp4_stages == 2 || l.nvfp4_stages == 3,
+            "LaunchOptions.nvfp4_stages: the fast NVFP4 kernel has 2 or 3 shared-memory stages (0: the default), got ", l.nvfp4_stages);
+  QTC_CHECK(l.nvfp4_strip >= 0 && l.nvfp4_strip <= 64,
+            "LaunchOptions.nvfp4_strip: strips of 1..64 tiles (0: the default), got ", l.nvfp4_strip);
+}
+
 void copy_f32(float* dst, const float* src, cudaStream_t s) {
   if (dst != src) QTC_CUDA_CHECK(cudaMemcpyAsync(dst, src, sizeof(float), cudaMemcpyDeviceToDevice, s));
 }
 
-void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float* host_amax, cudaStream_t s) {
-  check_input(x, out);
-  const Recipe& r = out.recipe;
-  check_orders(r, "quantize");
-  const int64_t M = x.rows, K = x.cols;
-  DevicePlane* rp = out.rowwise ? &*out.rowwise : nullptr;
-  DevicePlane* cp = out.columnwise ? &*out.columnwise : nullptr;
-  for (DevicePlane* p : {rp, cp})
-    if (p != nullptr && p->scale_layout != ScaleLayout::kCompact && p->scale.bytes() > 0)
-      QTC_CUDA_CHECK(cudaMemsetAsync(p->scale.data(), 0, p->scale.bytes(), s));  // padding reads as zero
-  float* ws = out.workspace.as<float>();
-  const ProfileRules& pr = profile_rules(r.profile);  // every profile rule the launchers need comes from here
-  const RecipeOptions opts = r.options();             // the recipe's alternative: its kind's options only
-  const bool pyref = pr.nvfp4_neg_zero_positive;      // te_pyref's NVFP4/FP8 rule set (-0 -> 0x0, NaN amax, ...)
-  auto so = [&](DevicePlane* p, PlaneKind pk) { return p ? scale_out(*p, describe_plane(r, pk, M, K)) : detail::ScaleOutHost{}; };
-  // The fields every launcher's parameters share (Nvfp4/Mxfp8/Fp8Block/Fp8TensorParams, AmaxParams).
-  auto input_and_planes = [&](auto& p) {
-    p.x = x.data;
-    p.dtype = x.dtype;
-    p.M = M;
-    p.K = K;
-    p.rowwise = rp != nullptr;
-    p.columnwise = cp != nullptr;
-  };
-  auto outputs = [&](auto& p) {
-    p.row_data = rp ? rp->data.as<uint8_t>() : nullptr;
-    p.col_data = cp ? cp->data.as<uint8_t>() : nullptr;
-  };
-  auto outputs_with_scales = [&](auto& p) {
-    outputs(p);
-    p.row_scale = so(rp, PlaneKind::kRowwise);
-    p.col_scale = so(cp, PlaneKind::kColumnwise);
-  };
-  auto amax_params = [&] {
-    detail::AmaxParams a;
-    a.x = x.data;
-    a.dtype = x.dtype;
-    a.rows = M;
-    a.cols = K;
-    a.propagate_nan = pr.nan_amax;
-    return a;
-  };
+/// The amax pass over the call's input with the profile's NaN rule; the caller names the outputs.
+detail::AmaxParams amax_over(const detail::QuantizeArgs& a) {
+  return {.x = a.x, .dtype = a.dtype, .rows = a.M, .cols = a.K, .nan_amax = a.rules.nan_amax};
+}
 
-  switch (r.kind()) {
+void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float* host_amax, cudaStream_t s,
+                   const LaunchOptions& launch) {
+  check_input(x, out);
+  check_launch(launch);
+  const Recipe& r = out.recipe;
+  check_rules(r, "quantize");
+  const detail::QuantizeArgs a = make_quantize_args(x, out, launch);
+  for (const std::optional<DevicePlane>* p : {&out.rowwise, &out.columnwise})
+    if (p->has_value() && (*p)->scale_layout != ScaleLayout::kCompact && (*p)->scale.bytes() > 0)
+      QTC_CUDA_CHECK(cudaMemsetAsync((*p)->scale.data(), 0, (*p)->scale.bytes(), s));  // padding reads as zero
+  const int64_t M = a.M, K = a.K;
+  switch (a.kind) {
     case RecipeKind::kNVFP4: {
       QTC_CHECK(M % 16 == 0, "quantize: the CUDA NVFP4 kernels need M % 16 == 0, got M = ", M,
                 " (torchao's rowwise-only plane of a ragged M runs on the CPU reference)");
-      float* ar = rp ? rp->amax.as<float>() : ws;
-      float* ac = cp ? cp->amax.as<float>() : ws + 1;
-      if (r.nvfp4_row_scaled()) {
+      if (a.nvfp4.row_scaled) {
         QTC_CHECK(host_amax == nullptr, "quantize_with_amax: row-scaled NVFP4 computes its own per-row amax (§1.11)");
-        detail::AmaxParams a = amax_params();
-        a.per_row = ar;
-        a.per_col = cp ? ac : nullptr;
-        detail::launch_amax(a, s);
+        detail::AmaxParams p = amax_over(a);
+        p.per_row = a.amax_row;
+        p.per_col = a.columnwise ? a.amax_col : nullptr;
+        detail::launch_amax(p, s);
       } else if (host_amax != nullptr) {
-        detail::launch_fill(ar, 1, host_amax[0], s);
-        detail::launch_fill(ac, 1, host_amax[1], s);
+        detail::launch_fill(a.amax_row, 1, host_amax[0], s);
+        detail::launch_fill(a.amax_col, 1, host_amax[1], s);
       } else {
-        detail::AmaxParams a = amax_params();
-        a.global = ar;
-        const bool rht_col = r.nvfp4_rht() && cp != nullptr;
-        a.rht_global = rht_col ? ac : nullptr;
-        a.rht_sign_mask = r.nvfp4().rht_sign_mask;
-        detail::launch_amax(a, s);
-        if (M * K == 0 && rht_col) detail::launch_fill(ac, 1, 0.0f, s);
-        if (!rht_col) copy_f32(ac, ar, s);
+        const bool rht_col = a.nvfp4.rht && a.columnwise;
+        detail::AmaxParams p = amax_over(a);
+        p.global = a.amax_row;
+        p.rht_global = rht_col ? a.amax_col : nullptr;
+        p.rht_sign_mask = a.nvfp4.rht_sign_mask;
+        detail::launch_amax(p, s);
+        if (M * K == 0 && rht_col) detail::launch_fill(a.amax_col, 1, 0.0f, s);
+        if (!rht_col) copy_f32(a.amax_col, a.amax_row, s);
       }
-      // The kernel-facing parameters, filled from the recipe's NVFP4 alternative and the profile record.
-      const Nvfp4Options& o = std::get<Nvfp4Options>(opts);
-      detail::Nvfp4Params p;
-      input_and_planes(p);
-      p.tile2d = o.tile_2d;
-      p.row_scaled = o.row_scaled;
-      p.fourover6 = o.fourover6;
-      p.mse = o.fourover6_err == ErrMode::kMSE;
-      p.stochastic = o.stochastic;
-      p.rht = o.rht;
-      p.pyref = pyref;
-      p.torchao = pr.nvfp4_order == Nvfp4Order::kTorchAO;
-      p.torchao_two_level = o.per_tensor_scale;
-      p.e4m3_max = static_cast<float>(o.e4m3_max);
-      p.seed = o.seed;
-      p.rht_sign_mask = o.rht_sign_mask;
-      p.amax_row = ar;
-      p.amax_col = ac;
-      p.amax_from_host = host_amax != nullptr;
-      outputs_with_scales(p);
-      detail::launch_nvfp4(p, s);
+      detail::launch_nvfp4(a, s);
       break;
     }
-    case RecipeKind::kMXFP8: {
-      const Mxfp8Options& o = std::get<Mxfp8Options>(opts);
-      detail::Mxfp8Params p;
-      input_and_planes(p);
-      p.e5m2 = o.fp8 == Fp8Type::kE5M2;
-      p.floor_rule = o.scale_rule == MxScaleRule::kOcpFloor;
-      p.tile2d = o.tile_2d;
-      p.ocp = pr.mx_nonfinite == MxNonFinite::kNaN;
-      p.torchao = pr.mx_order == MxOrder::kTorchAO;
-      p.scale_rule = static_cast<int>(o.scale_rule);
-      outputs_with_scales(p);
-      detail::launch_mxfp8(p, s);
+    case RecipeKind::kMXFP8: detail::launch_mxfp8(a, s); break;
+    case RecipeKind::kFP8Block: detail::launch_fp8_block(a, s); break;
+    case RecipeKind::kMXFP4:
+      QTC_CHECK(a.rules.mx_order == MxOrder::kTorchAO || a.mxfp4.scale_rule == MxScaleRule::kRceil ||
+                    a.mxfp4.scale_rule == MxScaleRule::kOcpFloor,
+                "MXFP4 scale_rule ", mx_scale_rule_name(a.mxfp4.scale_rule), " is defined by torchao's to_mx only (profile torchao)");
+      detail::launch_mxfp4(a, s);
       break;
-    }
-    case RecipeKind::kFP8Block: {
-      const Fp8BlockOptions& o = std::get<Fp8BlockOptions>(opts);
-      detail::Fp8BlockParams p;
-      input_and_planes(p);
-      p.e5m2 = o.fp8 == Fp8Type::kE5M2;
-      p.tile2d = o.tile_2d;
-      p.pow2 = o.pow2_scales;
-      p.pyref = pr.fp8_inf_amax_scale_zero;
-      p.eps = o.eps;
-      p.value_for_inf = dtype_max(x.dtype);
-      p.ue8m0 = o.ue8m0_scales;
-      outputs_with_scales(p);
-      detail::launch_fp8_block(p, s);
-      break;
-    }
-    case RecipeKind::kMXFP4: {
-      const Mxfp4Options& o = std::get<Mxfp4Options>(opts);
-      detail::Mxfp4Params p;
-      input_and_planes(p);
-      p.ocp = pr.mx_nonfinite == MxNonFinite::kNaN;
-      p.torchao = pr.mx_order == MxOrder::kTorchAO;
-      p.scale_rule = static_cast<int>(o.scale_rule);
-      QTC_CHECK(p.torchao || o.scale_rule == MxScaleRule::kRceil || o.scale_rule == MxScaleRule::kOcpFloor, "MXFP4 scale_rule ",
-                mx_scale_rule_name(o.scale_rule), " is defined by torchao's to_mx only (profile torchao)");
-      outputs_with_scales(p);
-      detail::launch_mxfp4(p, s);
-      break;
-    }
     case RecipeKind::kFP8Tensor: {
-      float* a0 = rp ? rp->amax.as<float>() : cp->amax.as<float>();
       if (host_amax != nullptr) {
-        detail::launch_fill(a0, 1, host_amax[0], s);
+        detail::launch_fill(a.amax_row, 1, host_amax[0], s);
       } else {
-        detail::AmaxParams a = amax_params();
-        a.global = a0;
-        detail::launch_amax(a, s);
+        detail::AmaxParams p = amax_over(a);
+        p.global = a.amax_row;
+        detail::launch_amax(p, s);
       }
-      if (rp && cp) copy_f32(cp->amax.as<float>(), a0, s);
-      const Fp8TensorOptions& o = std::get<Fp8TensorOptions>(opts);
-      detail::Fp8TensorParams p;
-      input_and_planes(p);
-      p.e5m2 = o.fp8 == Fp8Type::kE5M2;
-      p.pow2 = o.pow2_scales;
-      p.pyref = pr.fp8_inf_amax_scale_zero;
-      p.eps = o.eps;
-      p.amax = a0;
-      p.scale_inv = out.scale_inv.as<float>();
-      outputs(p);
-      if (M * K == 0) {  // no tile runs: the scale still follows from amax = 0
-        detail::launch_fill(p.scale_inv, 1, 1.0f, s);
-      }
-      detail::launch_fp8_tensor(p, s);
-      for (DevicePlane* pl : {rp, cp})
-        if (pl) copy_f32(pl->scale.as<float>(), p.scale_inv, s);
+      if (a.rowwise && a.columnwise) copy_f32(a.amax_col, a.amax_row, s);
+      if (M * K == 0) detail::launch_fill(a.scale_inv, 1, 1.0f, s);  // no tile runs: the scale still follows from amax = 0
+      detail::launch_fp8_tensor(a, s);
+      for (const std::optional<DevicePlane>* pl : {&out.rowwise, &out.columnwise})
+        if (pl->has_value()) copy_f32((*pl)->scale.as<float>(), a.scale_inv, s);
       break;
     }
   }
@@ -290,16 +261,9 @@ std::string unsupported_reason(const Recipe& r, DType input, int64_t rows, int64
   } catch (const Error& e) {
     return e.what();
   }
-  if (const std::string rule = unimplemented_order(r, kKernelOrders); !rule.empty())
-    return "the CUDA kernels do not implement " + rule + " (it runs on the CPU reference)";
+  if (const std::string rule = unimplemented_rule(r, kCudaRules); !rule.empty()) return rule + " (it runs on the CPU reference)";
   if (r.kind() == RecipeKind::kNVFP4 && rows % 16 != 0)
     return "the CUDA NVFP4 kernels need M % 16 == 0 (torchao's rowwise-only plane of a ragged M runs on the CPU reference)";
-  if (r.is(RecipeKind::kFP8Block) || r.is(RecipeKind::kFP8Tensor)) {
-    const ProfileRules& pr = profile_rules(r.profile);
-    if ((r.is(RecipeKind::kFP8Tensor) ? pr.fp8_tensor_form : pr.fp8_form) != Fp8Form::kTE)
-      return "rule 'fp8.form': the CUDA FP8 kernels implement fp8.form te only, not profile '" + pr.name + "' (" +
-             std::string(fp8_form_name(pr.fp8_form)) + "); its vectors run on the CPU reference";
-  }
   if (device_count() == 0) return "";  // the recipe is legal; whether a device is there is the backend's question
   // The capability table (gating.hpp) for the current device.
   gating::Capability cap;
@@ -347,22 +311,23 @@ DeviceQuantized allocate_quantized(const Recipe& r, DType input, int64_t rows, i
   return q;
 }
 
-void quantize_into(const DeviceMatrixView& x, DeviceQuantized& out, cudaStream_t stream) {
-  quantize_impl(x, out, nullptr, stream);
+void quantize_into(const DeviceMatrixView& x, DeviceQuantized& out, cudaStream_t stream, const LaunchOptions& launch) {
+  quantize_impl(x, out, nullptr, stream, launch);
 }
 
 void quantize_with_amax_into(const DeviceMatrixView& x, DeviceQuantized& out, float amax_rowwise,
-                             float amax_columnwise, cudaStream_t stream) {
+                             float amax_columnwise, cudaStream_t stream, const LaunchOptions& launch) {
   const Recipe& r = out.recipe;
   QTC_CHECK(r.kind() == RecipeKind::kNVFP4 || r.kind() == RecipeKind::kFP8Tensor, "quantize_with_amax: recipe ", r.name(),
             " has no global amax (NVFP4 and FP8 tensor only)");
   const float a[2] = {amax_rowwise, amax_columnwise};
-  quantize_impl(x, out, a, stream);
+  quantize_impl(x, out, a, stream, launch);
 }
 
-DeviceQuantized quantize(const DeviceMatrixView& x, const Recipe& r, cudaStream_t stream, ScaleLayout layout) {
+DeviceQuantized quantize(const DeviceMatrixView& x, const Recipe& r, cudaStream_t stream, ScaleLayout layout,
+                         const LaunchOptions& launch) {
   DeviceQuantized q = allocate_quantized(r, x.dtype, x.rows, x.cols, layout, stream);
-  quantize_into(x, q, stream);
+  quantize_into(x, q, stream, launch);
   return q;
 }
 
@@ -445,39 +410,25 @@ void dequantize(const DeviceQuantized& q, PlaneKind pk, DType out, void* y, cuda
   const bool col = pk == PlaneKind::kColumnwise;
   const std::optional<DevicePlane>& pl = col ? q.columnwise : q.rowwise;
   QTC_CHECK(pl.has_value(), r.name(), ": the ", col ? "columnwise" : "rowwise", " plane was not produced");
-  check_orders(r, "dequantize");
-  detail::DequantParams p;
-  switch (r.kind()) {
-    case RecipeKind::kNVFP4: p.kind = 0; break;
-    case RecipeKind::kMXFP8: p.kind = 1; break;
-    case RecipeKind::kFP8Block: p.kind = 2; break;
-    case RecipeKind::kFP8Tensor: p.kind = 3; break;
-    case RecipeKind::kMXFP4: p.kind = 4; break;
-  }
-  p.columnwise = col;
-  p.M = q.rows;
-  p.K = q.cols;
-  p.data = pl->data.as<uint8_t>();
-  p.scale = pl->scale.as<uint8_t>();
+  check_rules(r, "dequantize");
   const PlaneSpec spec = describe_plane(r, pk, q.rows, q.cols);
-  if (!spec.per_tensor) p.scale_layout = scale_out(*pl, spec);
-  p.amax = spec.per_tensor ? q.scale_inv.as<float>() : pl->amax.as<float>();
-  p.per_row_amax = spec.amax_per_line && pl->amax_count > 1;
-  if (r.is(RecipeKind::kMXFP4)) {
-    // E2M1 data, E8M0 scales: nothing else to pass
-  } else if (const Nvfp4Options* nv = r.nvfp4_or_null()) {
-    p.nvfp4_factor = 1.0f / (6.0f * static_cast<float>(nv->e4m3_max));
-    p.torchao = profile_rules(r.profile).nvfp4_order == Nvfp4Order::kTorchAO;
-    p.torchao_two_level = nv->per_tensor_scale;
-  } else {
-    p.e5m2 = r.fp8_type() == Fp8Type::kE5M2;
-  }
-  if (const Fp8BlockOptions* fb = r.fp8_block_or_null()) {
-    p.tile2d = fb->tile_2d;
-    p.ue8m0 = fb->ue8m0_scales;
-  }
-  p.out = out;
-  p.y = y;
+  const RecipeOptions opts = r.options();
+  const detail::DequantizeArgs p{.kind = r.kind(),
+                                 .columnwise = col,
+                                 .M = q.rows,
+                                 .K = q.cols,
+                                 .data = pl->data.as<uint8_t>(),
+                                 .scale = pl->scale.as<uint8_t>(),
+                                 .scale_layout = spec.per_tensor ? detail::ScaleOut{} : scale_out(*pl, spec),
+                                 .amax = spec.per_tensor ? q.scale_inv.as<float>() : pl->amax.as<float>(),
+                                 .per_row_amax = spec.amax_per_line && pl->amax_count > 1,
+                                 .nvfp4 = alternative<Nvfp4Options>(opts),
+                                 .mxfp8 = alternative<Mxfp8Options>(opts),
+                                 .fp8_block = alternative<Fp8BlockOptions>(opts),
+                                 .fp8_tensor = alternative<Fp8TensorOptions>(opts),
+                                 .nvfp4_order = profile_rules(r.profile).nvfp4_order,
+                                 .out = out,
+                                 .y = y};
   detail::launch_dequantize(p, stream);
 }
 

@@ -24,9 +24,10 @@ __device__ __forceinline__ uint32_t mx_code(float x, uint32_t e, MxScaleRule rul
 
 /// nvfp4_quantize on one 1x16 block: the E4M3 scale byte and the 8 packed bytes. tensor_amax_v: the per-tensor
 /// amax (a NaN becomes the payload torch.max gives for a BF16 or F32 tensor); the block amax of a block holding a
-/// NaN is torch.amax's NaN.
+/// NaN is torch.amax's NaN under rule nan_amax (else the NaN is ignored, maxNum); tiny_block_floor: rule
+/// nvfp4.zero_and_tiny_block_scale (block scale at least 2^-6).
 __device__ __forceinline__ uint2 nvfp4_block(const float x[16], float tensor_amax_v, bool two_level, bool bf16,
-                                             uint32_t& sf) {
+                                             bool nan_amax, bool tiny_block_floor, uint32_t& sf) {
   float bamax = 0.0f;
   bool has_nan = false;
 #pragma unroll
@@ -34,10 +35,10 @@ __device__ __forceinline__ uint2 nvfp4_block(const float x[16], float tensor_ama
     has_nan |= x[i] != x[i];
     bamax = fmaxf(bamax, fabsf(x[i]));
   }
-  if (has_nan) bamax = bits_f32(kAmaxNaN);
+  if (has_nan && nan_amax) bamax = bits_f32(kAmaxNaN);
   const float pts =
       torchao::div(torchao::tensor_amax(tensor_amax_v, bf16 ? DType::kBF16 : DType::kF32), kTorchAOPerTensorDivisor);
-  sf = torchao::nvfp4_scale(bamax, two_level, pts, true);
+  sf = torchao::nvfp4_scale(bamax, two_level, pts, tiny_block_floor);
   const float m = torchao::nvfp4_multiplier(static_cast<uint8_t>(sf), two_level, pts);
   uint32_t w[2] = {0u, 0u};
 #pragma unroll

@@ -31,6 +31,7 @@
 #include "qtc/cuda/backend.hpp"
 #include "qtc/cuda/check.hpp"
 #include "qtc/layouts.hpp"
+#include "qtc/profile.hpp"
 #include "qtc/quantize.hpp"
 
 namespace qtc::test {
@@ -138,6 +139,30 @@ std::vector<RecipeCase> recipes() {
   m4("Mxfp4TorchAOEven", MxScaleRule::kEven, Profile::kTorchAO);
   m4("Mxfp4RceilRowOnly", MxScaleRule::kRceil, Profile::kTE, true, false);
   m4("Mxfp4FloorColOnly", MxScaleRule::kOcpFloor, Profile::kTE, false, true);
+  // Single-rule variants (as `qtc identify` builds them) of rules the kernels read by name and implement at both
+  // values (path_rules.hpp, kCudaRules): each against the reference like every other case.
+  auto variant = [](Profile base, const char* name, auto change) {
+    ProfileRules pr = profile_rules(base);
+    pr.name = name;
+    change(pr);
+    return register_profile_variant(pr);
+  };
+  const Profile recip = variant(Profile::kTE, "test_cuda_te_fp8_scale_reciprocal", [](ProfileRules& p) { p.fp8_scale_reciprocal = true; });
+  const Profile nan_te = variant(Profile::kTE, "test_cuda_te_nan_amax", [](ProfileRules& p) { p.nan_amax = true; });
+  const Profile py_inf = variant(Profile::kTEPyRef, "test_cuda_te_pyref_inf_amax_scale_one", [](ProfileRules& p) { p.fp8_inf_amax_scale_zero = false; });
+  const Profile ao_floor = variant(Profile::kTorchAO, "test_cuda_torchao_no_tiny_floor", [](ProfileRules& p) { p.nvfp4_tiny_block_floor = false; });
+  const Profile ao_nan = variant(Profile::kTorchAO, "test_cuda_torchao_nan_ignored", [](ProfileRules& p) { p.nan_amax = false; });
+  const Profile ao_sat = variant(Profile::kTorchAO, "test_cuda_torchao_satfinite", [](ProfileRules& p) { p.mx_nonfinite = MxNonFinite::kSatFinite; });
+  fb("Fp8Block1x128ScaleReciprocal", [&](Recipe& r) { r.profile = recip; });
+  fb("Fp8Block128x128NanAmax", [&](Recipe& r) { r.profile = nan_te; r.fp8_block().tile_2d = true; });
+  fb("Fp8Block1x128PyRefInfScaleOne", [&](Recipe& r) { r.profile = py_inf; });
+  ft("Fp8TensorNanAmax", [&](Recipe& r) { r.profile = nan_te; });
+  ft("Fp8TensorScaleReciprocal", [&](Recipe& r) { r.profile = recip; });
+  ft("Fp8TensorPyRefInfScaleOne", [&](Recipe& r) { r.profile = py_inf; });
+  nv("Nvfp41x16TorchAONoTinyFloor", [&](Recipe& r) { r.profile = ao_floor; });
+  nv("Nvfp41x16TorchAONanIgnored", [&](Recipe& r) { r.profile = ao_nan; });
+  mx("Mxfp8E4m3TorchAOSatFinite", [&](Recipe& r) { r.profile = ao_sat; });
+  m4("Mxfp4TorchAOSatFinite", MxScaleRule::kRceil, ao_sat);
   return v;
 }
 
@@ -153,6 +178,7 @@ struct Case {
   DType dtype;
   Shape shape;
   Input input;
+  cuda::Nvfp4Kernel kernel = cuda::Nvfp4Kernel::kAuto;  ///< NVFP4: every case runs with kAuto and with kGeneric
 };
 
 bool is_small(const Shape& s) { return s.M * s.K <= 304 * 304; }
@@ -171,7 +197,7 @@ bool legal(const Recipe& r, DType t, int64_t M, int64_t K) {
 /// The gating table's verdict for this case on the current device (asked once a device is there).
 gating::Support table_support(const Recipe& r, DType t, int64_t M, int64_t K) {
   const std::string why = cuda::unsupported_reason(r, t, M, K);
-  return why.empty() ? gating::Support{true, {}} : gating::Support{false, why};
+  return why.empty() ? gating::Support{.supported = true, .reason = {}} : gating::Support{.supported = false, .reason = why};
 }
 
 std::vector<Case> all_cases() {
@@ -183,7 +209,10 @@ std::vector<Case> all_cases() {
     for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
       for (const Shape& s : kSmallShapes) {
         if (!legal(r, t, s.M, s.K)) continue;  // illegal by the reference's rules (the gating table: skipped, below)
-        for (Input k : qtc::testing::kAllFamilies) out.push_back({ri, t, s, k});
+        for (Input k : qtc::testing::kAllFamilies) {
+          out.push_back({ri, t, s, k});
+          if (r.kind() == RecipeKind::kNVFP4) out.push_back({ri, t, s, k, cuda::Nvfp4Kernel::kGeneric});
+        }
       }
       if (small_only) continue;
       for (const Shape& s : kBigShapes) {
@@ -191,6 +220,7 @@ std::vector<Case> all_cases() {
         if (t != DType::kBF16 && !f32_extra) continue;
         if (!legal(r, t, s.M, s.K)) continue;
         out.push_back({ri, t, s, Input::kNormal});
+        if (r.kind() == RecipeKind::kNVFP4) out.push_back({ri, t, s, Input::kNormal, cuda::Nvfp4Kernel::kGeneric});
       }
     }
   }
@@ -205,7 +235,8 @@ const std::vector<RecipeCase>& recipe_table() {
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   std::ostringstream os;
-  os << recipe_table()[c.recipe].label << dtype_name(c.dtype) << c.shape.M << "x" << c.shape.K << input_name(c.input);
+  os << recipe_table()[c.recipe].label << dtype_name(c.dtype) << c.shape.M << "x" << c.shape.K << input_name(c.input)
+     << (c.kernel == cuda::Nvfp4Kernel::kGeneric ? "GenericKernel" : "");
   std::string s = os.str();
   std::string out;
   for (char ch : s)
@@ -216,7 +247,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 /// GoogleTest prints a case by its readable name, not its bytes.
 void PrintTo(const Case& c, std::ostream* os) {
   *os << recipe_table()[c.recipe].label << " " << dtype_name(c.dtype) << " [" << c.shape.M << ", " << c.shape.K << "] "
-      << input_name(c.input);
+      << input_name(c.input) << (c.kernel == cuda::Nvfp4Kernel::kGeneric ? " (generic NVFP4 kernel)" : "");
 }
 
 /// A device result (already on the host) against the reference, every output (planes, scales in their layout,
@@ -255,11 +286,13 @@ TEST_P(Conformance, BitExactAgainstReference) {
   const HostMatrix x = make_input(c.input, c.dtype, c.shape.M, c.shape.K, seed);
   const std::string ctx = "recipe " + rc.r.name() + " (" + rc.label + "), input " + std::string(dtype_name(c.dtype)) + " [" +
                           std::to_string(c.shape.M) + ", " + std::to_string(c.shape.K) + "] " + input_name(c.input) +
-                          ", seed " + hex(test_seed(), 16) + " (QTC_SEED; case seed " + hex(seed, 16) + ")";
+                          ", seed " + hex(test_seed(), 16) + " (QTC_SEED; case seed " + hex(seed, 16) + ")" +
+                          (c.kernel == cuda::Nvfp4Kernel::kGeneric ? ", generic NVFP4 kernel" : "");
   SCOPED_TRACE(ctx);
+  const cuda::LaunchOptions launch{.nvfp4_kernel = c.kernel};
   const QuantizedTensor want = ref::quantize(x.view(), rc.r);
   GpuInput in(x);
-  cuda::DeviceQuantized dq = cuda::quantize(in.view, rc.r, in.s, ScaleLayout::kCompact);
+  cuda::DeviceQuantized dq = cuda::quantize(in.view, rc.r, in.s, ScaleLayout::kCompact, launch);
   const QuantizedTensor got = cuda::to_host(dq, in.s);
   ASSERT_TRUE(outputs_match(want, got, &x));
 
@@ -268,7 +301,7 @@ TEST_P(Conformance, BitExactAgainstReference) {
   for (ScaleLayout lay : {ScaleLayout::kPadded, ScaleLayout::kSwizzled}) {
     if (rc.r.kind() == RecipeKind::kFP8Tensor) break;
     if (lay == ScaleLayout::kSwizzled && rc.r.kind() == RecipeKind::kFP8Block) continue;
-    cuda::DeviceQuantized dl = cuda::quantize(in.view, rc.r, in.s, lay);
+    cuda::DeviceQuantized dl = cuda::quantize(in.view, rc.r, in.s, lay, launch);
     QuantizedTensor gl = cuda::to_host(dl, in.s);
     QuantizedTensor wl = want;
     ref::convert_layout(wl, lay);
@@ -317,14 +350,15 @@ TEST(QuantizeWithAmax, EqualsReference) {
       const Recipe& r = rc.r;
       const bool ok = (r.kind() == RecipeKind::kNVFP4 && !r.nvfp4_row_scaled()) || r.kind() == RecipeKind::kFP8Tensor;
       if (!ok || !cuda::unsupported_reason(r, t, 128, 96).empty()) continue;
-      for (float a : {true_amax, true_amax * 0.5f, 0.0f, INFINITY}) {
-        SCOPED_TRACE(rc.label + " amax " + std::to_string(a));
-        const QuantizedTensor want = ref::quantize_with_amax(x.view(), r, a, a * 0.75f);
-        GpuInput in(x);
-        cuda::DeviceQuantized dq = cuda::allocate_quantized(r, t, 128, 96, ScaleLayout::kCompact, in.s);
-        cuda::quantize_with_amax_into(in.view, dq, a, a * 0.75f, in.s);
-        EXPECT_TRUE(outputs_match(want, cuda::to_host(dq, in.s), &x));
-      }
+      for (float a : {true_amax, true_amax * 0.5f, 0.0f, INFINITY})
+        for (cuda::Nvfp4Kernel k : {cuda::Nvfp4Kernel::kAuto, cuda::Nvfp4Kernel::kGeneric}) {
+          SCOPED_TRACE(rc.label + " amax " + std::to_string(a) + (k == cuda::Nvfp4Kernel::kGeneric ? " (generic NVFP4 kernel)" : ""));
+          const QuantizedTensor want = ref::quantize_with_amax(x.view(), r, a, a * 0.75f);
+          GpuInput in(x);
+          cuda::DeviceQuantized dq = cuda::allocate_quantized(r, t, 128, 96, ScaleLayout::kCompact, in.s);
+          cuda::quantize_with_amax_into(in.view, dq, a, a * 0.75f, in.s, {.nvfp4_kernel = k});
+          EXPECT_TRUE(outputs_match(want, cuda::to_host(dq, in.s), &x));
+        }
     }
   }
 }
@@ -341,15 +375,9 @@ struct GridCap {
   explicit GridCap(int64_t n) { cuda::detail::set_grid_stride_cap(n); }
   ~GridCap() { cuda::detail::set_grid_stride_cap(0); }
 };
-/// An environment variable set for its scope (the NVFP4 launcher's switches, read at each launch).
-struct EnvSet {
-  const char* name;
-  EnvSet(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
-  ~EnvSet() { unsetenv(name); }
-};
-
 /// Allocates the outputs, fills every byte with `poison`, quantizes (stream-ordered, not synchronized).
-cuda::DeviceQuantized quantize_poisoned(const cuda::DeviceMatrixView& v, const Recipe& r, cudaStream_t s, int poison) {
+cuda::DeviceQuantized quantize_poisoned(const cuda::DeviceMatrixView& v, const Recipe& r, cudaStream_t s, int poison,
+                                        const cuda::LaunchOptions& launch = {}) {
   cuda::DeviceQuantized dq = cuda::allocate_quantized(r, v.dtype, v.rows, v.cols, ScaleLayout::kCompact, s);
   auto fill = [&](const cuda::DeviceBuffer& b) {
     if (b.bytes() != 0) QTC_CUDA_CHECK(cudaMemsetAsync(b.data(), poison, b.bytes(), s));
@@ -362,7 +390,7 @@ cuda::DeviceQuantized quantize_poisoned(const cuda::DeviceMatrixView& v, const R
   }
   fill(dq.scale_inv);
   fill(dq.workspace);
-  cuda::quantize_into(v, dq, s);
+  cuda::quantize_into(v, dq, s, launch);
   return dq;
 }
 
@@ -422,19 +450,14 @@ TEST(Determinism, EveryKernelSameBytesAcrossLaunchesStreamsGridsAndPaths) {
       }
       check(cuda::to_host(quantize_poisoned(unaligned, rc.r, in.s, 0xC3), in.s), "unaligned input (scalar-load paths)");
       if (rc.r.kind() == RecipeKind::kNVFP4) {
+        check(cuda::to_host(quantize_poisoned(in.view, rc.r, in.s, 0x3C, {.nvfp4_kernel = cuda::Nvfp4Kernel::kGeneric}), in.s),
+              "generic NVFP4 kernel (LaunchOptions::nvfp4_kernel = generic)");
+        check(cuda::to_host(quantize_poisoned(in.view, rc.r, in.s, 0x4B, {.nvfp4_strip = 1}), in.s),
+              "row-major tile order (LaunchOptions::nvfp4_strip = 1)");
         {
-          const EnvSet g("QTC_NVFP4_KERNEL", "generic");
-          check(cuda::to_host(quantize_poisoned(in.view, rc.r, in.s, 0x3C), in.s), "generic NVFP4 kernel (QTC_NVFP4_KERNEL=generic)");
-        }
-        {
-          const EnvSet o("QTC_NVFP4_STRIP", "1");
-          check(cuda::to_host(quantize_poisoned(in.view, rc.r, in.s, 0x4B), in.s), "row-major tile order (QTC_NVFP4_STRIP=1)");
-        }
-        {
-          const EnvSet o("QTC_NVFP4_STRIP", "3"), st("QTC_NVFP4_STAGES", "3");
           const GridCap g(5);
-          check(cuda::to_host(quantize_poisoned(in.view, rc.r, in.s, 0xB4), in.s),
-                "strips of 3 tiles, three stages, 5 CTAs (QTC_NVFP4_STRIP=3, QTC_NVFP4_STAGES=3)");
+          check(cuda::to_host(quantize_poisoned(in.view, rc.r, in.s, 0xB4, {.nvfp4_stages = 3, .nvfp4_strip = 3}), in.s),
+                "strips of 3 tiles, three stages, 5 CTAs (LaunchOptions::nvfp4_strip = 3, nvfp4_stages = 3)");
         }
       }
       ++compared;
@@ -442,6 +465,66 @@ TEST(Determinism, EveryKernelSameBytesAcrossLaunchesStreamsGridsAndPaths) {
   }
   QTC_CUDA_CHECK(cudaStreamDestroy(s2));
   EXPECT_GT(compared, 100) << "too few recipe/shape cases compared";
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Profile rules the kernels do not implement (path_rules.hpp: the check the vectorized CPU path makes too): a
+// single-rule variant of a profile is refused naming the rule, never run with the rule it toggles ignored. Runs
+// without a device (the rule check comes before the device's).
+
+TEST(CudaRules, VariantTogglingAnUnimplementedRuleIsRefusedByName) {
+  struct Toggle {
+    const char* name;
+    Profile base;
+    void (*change)(ProfileRules&);
+    RecipeKind kind;
+    const char* rule;
+  };
+  const Toggle toggles[] = {
+      {"test_cuda_te_neg_zero", Profile::kTE, [](ProfileRules& p) { p.nvfp4_neg_zero_positive = true; }, RecipeKind::kNVFP4, "rule nvfp4.neg_zero on"},
+      {"test_cuda_te_nan_scale", Profile::kTE, [](ProfileRules& p) { p.nvfp4_nan_scale = true; }, RecipeKind::kNVFP4, "rule nvfp4.nan_scale on"},
+      {"test_cuda_te_pyref_nan_ignored", Profile::kTEPyRef, [](ProfileRules& p) { p.nan_amax = false; }, RecipeKind::kNVFP4, "rule nan_amax off"},
+      {"test_cuda_te_cast_nan", Profile::kTE, [](ProfileRules& p) { p.fp8_satfinite = false; }, RecipeKind::kFP8Block, "rule fp8.cast_overflow"},
+      {"test_cuda_te_cast_nan_t", Profile::kTE, [](ProfileRules& p) { p.fp8_satfinite = false; }, RecipeKind::kFP8Tensor, "rule fp8.cast_overflow"},
+      {"test_cuda_torchao_mx_jax", Profile::kTorchAO, [](ProfileRules& p) { p.mx_order = MxOrder::kJax; }, RecipeKind::kMXFP8, "rule mxfp8.order jax"},
+  };
+  for (const Toggle& t : toggles) {
+    ProfileRules pr = profile_rules(t.base);
+    pr.name = t.name;
+    t.change(pr);
+    Recipe r = Recipe::of(Recipe::default_options(t.kind));
+    r.profile = register_profile_variant(pr);
+    SCOPED_TRACE(std::string(t.name) + " " + r.name());
+    const std::string why = cuda::unsupported_reason(r, DType::kBF16, 64, 128);
+    EXPECT_NE(why.find(t.rule), std::string::npos) << "refusal: '" << why << "'";
+    EXPECT_NE(why.find("the CUDA kernels"), std::string::npos) << why;
+    if (gpu_unavailable_reason().empty()) {  // the quantize call itself refuses too
+      const HostMatrix x = make_input(Input::kNormal, DType::kBF16, 64, 128, test_seed());
+      GpuInput in(x);
+      EXPECT_THROW(cuda::quantize(in.view, r, in.s), Error);
+    }
+  }
+}
+
+// The fast NVFP4 kernel asked for explicitly on a call it cannot serve: an error naming why, not another kernel.
+TEST(Nvfp4KernelChoice, FastRefusesWhatItCannotServe) {
+  QTC_GPU_GATE(gpu_unavailable_reason());
+  const HostMatrix x = make_input(Input::kNormal, DType::kF32, 64, 128, test_seed());
+  GpuInput in(x);
+  try {
+    (void)cuda::quantize(in.view, Recipe::of(Nvfp4Options{}), in.s, ScaleLayout::kCompact, {.nvfp4_kernel = cuda::Nvfp4Kernel::kFast});
+    ADD_FAILURE() << "F32 input on the fast NVFP4 kernel was not refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("BF16 or F16"), std::string::npos) << e.what();
+  }
+  // ... and where it can serve the call, the same bytes as the generic kernel.
+  const HostMatrix xb = make_input(Input::kHeavy, DType::kBF16, 128, 256, test_seed());
+  GpuInput inb(xb);
+  const Recipe r = Recipe::of(Nvfp4Options{});
+  const QuantizedTensor fast = cuda::to_host(cuda::quantize(inb.view, r, inb.s, ScaleLayout::kCompact, {.nvfp4_kernel = cuda::Nvfp4Kernel::kFast}), inb.s);
+  const QuantizedTensor gen = cuda::to_host(cuda::quantize(inb.view, r, inb.s, ScaleLayout::kCompact, {.nvfp4_kernel = cuda::Nvfp4Kernel::kGeneric}), inb.s);
+  EXPECT_TRUE(qtc::testing::outputs_equal(gen, fast, nullptr, qtc::testing::NanRule::kBitExact));
+  EXPECT_THROW((void)cuda::quantize(inb.view, r, inb.s, ScaleLayout::kCompact, {.nvfp4_stages = 4}), Error);
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -242,17 +242,6 @@ std::string_view nvfp4_order_text(Nvfp4Order o) {
   return "?";
 }
 
-std::string unimplemented_order(const Recipe& r, const ImplementedOrders& impl) {
-  const ProfileRules& pr = profile_rules(r.profile);
-  auto name = [](std::string_view text) { return std::string(text.substr(0, text.find(':'))); };
-  if (r.is(RecipeKind::kNVFP4) && pr.nvfp4_order != Nvfp4Order::kTE &&
-      !(pr.nvfp4_order == Nvfp4Order::kTorchAO && impl.nvfp4_torchao))
-    return "rule nvfp4.order " + name(nvfp4_order_text(pr.nvfp4_order)) + " (profile '" + pr.name + "')";
-  if (r.is(RecipeKind::kMXFP8) && pr.mx_order != MxOrder::kTE && !(pr.mx_order == MxOrder::kTorchAO && impl.mx_torchao))
-    return "rule mxfp8.order " + name(mx_order_text(pr.mx_order)) + " (profile '" + pr.name + "')";
-  return {};
-}
-
 std::string_view mx_order_text(MxOrder o) {
   switch (o) {
     case MxOrder::kTE: return "te: E8M0 from bamax * RN(1/elem_max); data x * 2^(127-e), satfinite";

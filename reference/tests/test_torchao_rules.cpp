@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "qtc/path_rules.hpp"
 #include "qtc/profile.hpp"
 #include "qtc/quantize.hpp"
 #include "qtc/torchao_codec.hpp"
@@ -207,28 +208,74 @@ TEST(Profiles, OneRecordEach) {
   EXPECT_EQ(floor_off.rowwise->scale.bytes[1], 0x00);
 }
 
-TEST(Profiles, UnimplementedOrderIsNamedByRule) {
+TEST(Profiles, UnimplementedRuleIsNamedByRule) {
   // The one check every path that takes a recipe makes (the vectorized CPU path, the CUDA backend): the rule of the
-  // profile the path does not implement, by name.
-  const ImplementedOrders kernels{.nvfp4_torchao = true, .mx_torchao = true};
+  // profile the path does not implement, by name (path_rules.hpp).
+  const PathRules kernels{.path = "the CUDA kernels", .nvfp4_order_torchao = true, .mx_order_torchao = true};
+  const PathRules simd{.path = "the vectorized CPU path"};
   Recipe nv = Recipe::of(Nvfp4Options{});
-  EXPECT_EQ(unimplemented_order(nv, kernels), "");
+  EXPECT_EQ(unimplemented_rule(nv, kernels), "");
+  nv.profile = Profile::kTEPyRef;
+  EXPECT_EQ(unimplemented_rule(nv, simd), "");
   nv.profile = Profile::kTorchAO;
-  EXPECT_EQ(unimplemented_order(nv, kernels), "");
-  EXPECT_EQ(unimplemented_order(nv, ImplementedOrders{}), "rule nvfp4.order torchao (profile 'torchao')");
+  EXPECT_EQ(unimplemented_rule(nv, kernels), "");
+  EXPECT_EQ(unimplemented_rule(nv, simd),
+            "rule nvfp4.order torchao (profile 'torchao') is not implemented by the vectorized CPU path (nvfp4.order te only)");
   for (Profile p : {Profile::kModelOpt, Profile::kJax, Profile::kVllm}) {
     nv.profile = p;
     const std::string name = profile_rules(p).name;
-    EXPECT_EQ(unimplemented_order(nv, kernels), "rule nvfp4.order " + name + " (profile '" + name + "')");
+    EXPECT_EQ(unimplemented_rule(nv, kernels), "rule nvfp4.order " + name + " (profile '" + name +
+                                                   "') is not implemented by the CUDA kernels (nvfp4.order te and torchao only)");
   }
   Recipe mx = Recipe::of(Mxfp8Options{});
   mx.profile = Profile::kModelOpt;
-  EXPECT_EQ(unimplemented_order(mx, kernels), "rule mxfp8.order modelopt (profile 'modelopt')");
+  EXPECT_EQ(unimplemented_rule(mx, kernels),
+            "rule mxfp8.order modelopt (profile 'modelopt') is not implemented by the CUDA kernels (te's and torchao's orders only)");
   mx.profile = Profile::kJax;
-  EXPECT_EQ(unimplemented_order(mx, kernels), "rule mxfp8.order jax (profile 'jax')");
+  EXPECT_NE(unimplemented_rule(mx, kernels).find("rule mxfp8.order jax (profile 'jax')"), std::string::npos);
   mx.profile = Profile::kOCP;
   mx.mxfp8().scale_rule = MxScaleRule::kOcpFloor;
-  EXPECT_EQ(unimplemented_order(mx, ImplementedOrders{}), "");
+  EXPECT_EQ(unimplemented_rule(mx, simd), "");
+  Recipe fb = Recipe::of(Fp8BlockOptions{});
+  fb.profile = Profile::kVllm;
+  EXPECT_EQ(unimplemented_rule(fb, kernels).rfind("rule fp8.form s = amax / fp8_max (profile 'vllm')", 0), 0u);
+}
+
+/// Every single-rule variant `qtc identify` builds (rule_toggles) of every built-in profile, for every recipe kind:
+/// a path that does not list the toggled value either refuses it naming a rule or gives the same answer as for the
+/// untoggled record only where the reference ignores the rule for that kind. Checked here: no path accepts a toggle
+/// of the NVFP4 NaN rules under order te, of fp8.cast_overflow or of an operation order it lacks, and the refusal
+/// names the toggled rule (or nan_amax, for the NVFP4 triple).
+TEST(Profiles, EveryToggledRuleAPathLacksIsRefusedByName) {
+  const PathRules bare{.path = "a path with te's rules only"};
+  int refused = 0;
+  for (const ProfileRules& base : all_profiles()) {
+    for (const RuleToggle& t : rule_toggles()) {
+      ProfileRules v = base;
+      if (!t.apply(v)) continue;
+      v.name = base.name + "+toggle:" + t.rule;
+      const Profile id = register_profile_variant(v);
+      for (RecipeKind k : {RecipeKind::kNVFP4, RecipeKind::kMXFP8, RecipeKind::kFP8Block, RecipeKind::kFP8Tensor, RecipeKind::kMXFP4}) {
+        Recipe r = Recipe::of(Recipe::default_options(k));
+        r.profile = id;
+        const std::string why = unimplemented_rule(r, bare);
+        SCOPED_TRACE(v.name + " " + r.name() + ": " + why);
+        const bool nv_te = k == RecipeKind::kNVFP4 && v.nvfp4_order == Nvfp4Order::kTE;
+        const bool nan_rules_mixed = v.nvfp4_nan_scale != v.nan_amax || v.nvfp4_neg_zero_positive != v.nan_amax;
+        const bool fp8 = k == RecipeKind::kFP8Block || k == RecipeKind::kFP8Tensor;
+        const bool must_refuse = (k == RecipeKind::kNVFP4 && v.nvfp4_order != Nvfp4Order::kTE) ||
+                                 ((k == RecipeKind::kMXFP8 || k == RecipeKind::kMXFP4) && v.mx_order != MxOrder::kTE) ||
+                                 (nv_te && nan_rules_mixed) || (fp8 && !v.fp8_satfinite) ||
+                                 (fp8 && (k == RecipeKind::kFP8Tensor ? v.fp8_tensor_form : v.fp8_form) != Fp8Form::kTE);
+        EXPECT_EQ(!why.empty(), must_refuse);
+        if (!why.empty()) {
+          EXPECT_EQ(why.rfind("rule ", 0), 0u);
+          ++refused;
+        }
+      }
+    }
+  }
+  EXPECT_GT(refused, 20);
 }
 
 }  // namespace

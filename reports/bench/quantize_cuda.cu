@@ -188,6 +188,19 @@ std::string te_peer_row(benchmark::State& state, const Recipe& r, DType t, void*
   }
 }
 
+/// The NVFP4 kernel knobs for A/B timing, the benchmark's own environment variables (the library reads none):
+/// QTC_NVFP4_KERNEL=generic|fast|auto, QTC_NVFP4_STAGES=2|3, QTC_NVFP4_STRIP=1..64 (cuda::LaunchOptions).
+cuda::LaunchOptions launch_options_from_env() {
+  cuda::LaunchOptions o;
+  if (const char* k = std::getenv("QTC_NVFP4_KERNEL")) {
+    const std::string v(k);
+    o.nvfp4_kernel = v == "generic" ? cuda::Nvfp4Kernel::kGeneric : v == "fast" ? cuda::Nvfp4Kernel::kFast : cuda::Nvfp4Kernel::kAuto;
+  }
+  if (const char* v = std::getenv("QTC_NVFP4_STAGES")) o.nvfp4_stages = std::atoi(v);
+  if (const char* v = std::getenv("QTC_NVFP4_STRIP")) o.nvfp4_strip = std::atoi(v);
+  return o;
+}
+
 /// given_amax: 0 = the amax pass runs on the device; else quantize_with_amax with that value (1000: a loose bound;
 /// 32: the input's exact bound, the value the device pass finds, so the scales are the same as with the pass).
 void BM_Quantize(benchmark::State& state, Recipe r, DType t, float given_amax) {
@@ -208,15 +221,16 @@ void BM_Quantize(benchmark::State& state, Recipe r, DType t, float given_amax) {
   }
   {
     cuda::DeviceQuantized q = cuda::allocate_quantized(r, t, kM, kK, ScaleLayout::kCompact, s);
+    static const cuda::LaunchOptions launch = launch_options_from_env();
     size_t out_bytes = 0;
     if (q.rowwise) out_bytes += plane_bytes(*q.rowwise);
     if (q.columnwise) out_bytes += plane_bytes(*q.columnwise);
     auto run = [&](int i) {
       const cuda::DeviceMatrixView x{in[i & 1], t, kM, kK};
       if (with_amax)
-        cuda::quantize_with_amax_into(x, q, given_amax, given_amax, s);
+        cuda::quantize_with_amax_into(x, q, given_amax, given_amax, s, launch);
       else
-        cuda::quantize_into(x, q, s);
+        cuda::quantize_into(x, q, s, launch);
     };
     run(0);
     run(1);

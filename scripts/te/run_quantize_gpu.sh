@@ -35,12 +35,8 @@ if [ "$WHAT" = tests ] || [ "$WHAT" = all ]; then
 fi
 
 if [ "$WHAT" = all ]; then
-  # Every NVFP4 case through the generic kernel too (the fast kernel serves all it can by default), and
-  # compute-sanitizer memcheck + racecheck at small shapes: the filters of scripts/gpu_run.sh.
-  start=$(date +%s)
-  QTC_NVFP4_KERNEL=generic timeout 300 "$DIR/test_quantize_cuda" --gtest_brief=1 \
-    --gtest_filter='*Nvfp4*:*NVFP4*:QuantizeWithAmax.*' > "$OUT/test_quantize_cuda_nvfp4_generic.log" 2>&1
-  say "test_quantize_cuda (QTC_NVFP4_KERNEL=generic, NVFP4 cases) rc=$? ($(( $(date +%s) - start )) s): $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/test_quantize_cuda_nvfp4_generic.log" | tr '\n' ' ')"
+  # compute-sanitizer memcheck + racecheck at small shapes: the filters of scripts/gpu_run.sh (the generic NVFP4
+  # kernel is a test parameter of test_quantize_cuda: every NVFP4 case runs on both kernels).
   for tool in memcheck racecheck; do
     if [ "$tool" = memcheck ]; then f='*BF16*Normal*:*F32*NanInfNegZero*:*F16*Tiny*:QuantizeWithAmax.*:CudaBackend.*'; else f='*BF16*Normal*:*F16*128x128Ties*'; fi
     start=$(date +%s)

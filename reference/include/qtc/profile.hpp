@@ -164,14 +164,7 @@ Profile register_profile_variant(const ProfileRules& rules);
 std::string_view mx_scale_rule_name(MxScaleRule r);
 /// The rule text of an FP8 form (what `qtc profiles` prints for fp8.form).
 std::string_view fp8_form_name(Fp8Form f);
-/// The operation orders a code path (the vectorized CPU path, the CUDA kernels) implements besides te's.
-struct ImplementedOrders {
-  bool nvfp4_torchao = false;  ///< Nvfp4Order::kTorchAO
-  bool mx_torchao = false;     ///< MxOrder::kTorchAO
-};
-/// The rule of r's profile (name and value, e.g. "nvfp4.order modelopt") that a path implementing `impl` does not
-/// implement, or an empty string. One check for every path that takes a recipe: a path never runs a rule it lacks.
-std::string unimplemented_order(const Recipe& r, const ImplementedOrders& impl);
+// What a code path other than the scalar reference implements of these rules: path_rules.hpp.
 
 /// What each operation order computes (the value `qtc profiles` prints for nvfp4.order / mxfp8.order).
 std::string_view nvfp4_order_text(Nvfp4Order o);

@@ -9,6 +9,8 @@
 
 #include "qtc/cpu_path.hpp"
 #include "qtc/error.hpp"
+#include "qtc/path_rules.hpp"
+#include "qtc/profile.hpp"
 #include "simd/simd.hpp"
 
 namespace qtc::ref {
@@ -44,34 +46,24 @@ void set_cpu_path(CpuPath p) { g_path.store(static_cast<int>(p), std::memory_ord
 
 namespace {
 
-/// The rules the vectorized code implements, read from the profile record (profile.hpp), not its name: a
-/// profile or variant whose rules it does not implement takes the scalar path. Returns the first rule that
-/// is outside, or nullptr.
-const char* rule_outside_simd(const Recipe& r) {
-  const ProfileRules& pr = profile_rules(r.profile);
-  // The operation orders (profile.hpp): te only; the same check the CUDA backend makes (unimplemented_order).
-  if (!unimplemented_order(r, ImplementedOrders{}).empty())
-    return r.is(RecipeKind::kNVFP4) ? "NVFP4: the vectorized path implements nvfp4.order te only"
-                                    : "MXFP8: the vectorized path implements mxfp8.order te only";
+/// The profile rules the vectorized code implements besides te's values (path_rules.hpp): the check the CUDA backend
+/// makes too, with its own PathRules.
+constexpr PathRules kSimdRules{.path = "the vectorized CPU path"};
+
+/// The first rule or recipe option the vectorized code does not implement, or an empty string: the profile's rules
+/// through the shared check (a profile or variant whose rules it lacks takes the scalar path), then the options.
+std::string rule_outside_simd(const Recipe& r) {
+  if (std::string rule = unimplemented_rule(r, kSimdRules); !rule.empty()) return rule;
   switch (r.kind()) {
-    case RecipeKind::kNVFP4:
-      if (pr.nvfp4_order != Nvfp4Order::kTE) return "NVFP4: the vectorized path implements nvfp4.order te only";
-      if (pr.nvfp4_tiny_block_floor) return "NVFP4: the vectorized path has no tiny-block scale floor";
-      // One flag carries three rules in the vector code: all off (te) or all on (te_pyref).
-      if (pr.nvfp4_neg_zero_positive != pr.nvfp4_nan_scale || pr.nvfp4_neg_zero_positive != pr.nan_amax)
-        return "NVFP4: the vectorized path implements -0.0 -> 0x0, NaN scale 0x7F and NaN amax together or not at all";
-      return nullptr;
+    case RecipeKind::kNVFP4: return {};
     case RecipeKind::kMXFP8:
-      if (pr.mx_order != MxOrder::kTE) return "MXFP8: the vectorized path implements mxfp8.order te only";
       if (r.mxfp8().scale_rule != MxScaleRule::kRceil && r.mxfp8().scale_rule != MxScaleRule::kOcpFloor)
         return "MXFP8: the vectorized path implements scale rules rceil and ocp_floor only";
-      return nullptr;
+      return {};
     case RecipeKind::kFP8Block:
     case RecipeKind::kFP8Tensor:
-      if (!pr.fp8_satfinite) return "FP8: the vectorized path implements the saturating data cast only";
-      if (pr.fp8_form != Fp8Form::kTE || pr.fp8_tensor_form != Fp8Form::kTE) return "FP8: the vectorized path implements fp8.form te only";
       if (r.fp8_block_or_null() != nullptr && r.fp8_block().ue8m0_scales) return "FP8 block: the vectorized path writes F32 scales only";
-      return nullptr;
+      return {};
     case RecipeKind::kMXFP4:
       return "MXFP4: no vectorized path (the scalar reference, mxfp4.cpp, quantizes and dequantizes every MXFP4 recipe)";
   }
@@ -83,13 +75,13 @@ const char* rule_outside_simd(const Recipe& r) {
 bool simd_supports(const Recipe& r, DType input, std::string* why) {
   if (input != DType::kF32 && input != DType::kBF16 && input != DType::kF16)
     return fail(why, "input type is not F32, BF16 or F16");
-  if (const char* rule = rule_outside_simd(r)) return fail(why, rule);
+  if (const std::string rule = rule_outside_simd(r); !rule.empty()) return fail(why, rule);
   return true;
 }
 
 bool simd_supports_dequantize(const Recipe& r, DType out, std::string* why) {
   if (out != DType::kF32 && out != DType::kBF16) return fail(why, "dequantize: the vectorized path writes F32 and BF16 only");
-  if (const char* rule = rule_outside_simd(r)) return fail(why, (std::string(rule) + " (dequantize)").c_str());
+  if (const std::string rule = rule_outside_simd(r); !rule.empty()) return fail(why, rule + " (dequantize)");
   return true;
 }
 

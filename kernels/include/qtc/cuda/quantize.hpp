@@ -78,6 +78,21 @@ struct DeviceQuantized {
   DeviceBuffer workspace;  ///< internal: amaxes that no plane holds
 };
 
+/// Which NVFP4 quantization kernel serves a call. Every choice writes the same bytes (the GPU tests compare each
+/// with the reference); tests, diagnostics and benchmarks choose.
+enum class Nvfp4Kernel : uint8_t {
+  kAuto,     ///< the fast kernel wherever it applies, else the generic one (the default)
+  kGeneric,  ///< the generic kernel (every NVFP4 recipe)
+  kFast,     ///< the fast kernel (1x16 / 16x16 RN, te's rules, BF16/F16, aligned); a call it cannot serve is refused
+};
+
+/// Launch choices that never change the output bytes.
+struct LaunchOptions {
+  Nvfp4Kernel nvfp4_kernel = Nvfp4Kernel::kAuto;
+  int nvfp4_stages = 0;  ///< the fast NVFP4 kernel's shared-memory stages, 2 or 3; 0: the default (2)
+  int nvfp4_strip = 0;   ///< the fast NVFP4 kernel's tile order, strips of 1..64 tiles (1: row-major); 0: the default (8)
+};
+
 /// Empty when the recipe and input can run on this build and device; otherwise the reason: the recipe's
 /// rules (Recipe::validate_input), then, when a device is present, the capability table (qtc/gating.hpp).
 std::string unsupported_reason(const Recipe& r, DType input, int64_t rows, int64_t cols);
@@ -89,15 +104,15 @@ DeviceQuantized allocate_quantized(const Recipe& r, DType input, int64_t rows, i
 
 /// Quantizes x into preallocated outputs (shapes must match). Stream-ordered; no host synchronization,
 /// no allocation. Padding of padded/swizzled scales is written as zero.
-void quantize_into(const DeviceMatrixView& x, DeviceQuantized& out, cudaStream_t stream);
+void quantize_into(const DeviceMatrixView& x, DeviceQuantized& out, cudaStream_t stream, const LaunchOptions& launch = {});
 
 /// Same with the global amaxes supplied (TE `quantize_with_amax`): NVFP4 per-tensor and FP8 tensor.
 void quantize_with_amax_into(const DeviceMatrixView& x, DeviceQuantized& out, float amax_rowwise,
-                             float amax_columnwise, cudaStream_t stream);
+                             float amax_columnwise, cudaStream_t stream, const LaunchOptions& launch = {});
 
 /// Allocates and quantizes.
 DeviceQuantized quantize(const DeviceMatrixView& x, const Recipe& r, cudaStream_t stream,
-                         ScaleLayout layout = ScaleLayout::kCompact);
+                         ScaleLayout layout = ScaleLayout::kCompact, const LaunchOptions& launch = {});
 
 /// Copies a device result to the host (synchronizes the stream).
 QuantizedTensor to_host(const DeviceQuantized& q, cudaStream_t stream);
