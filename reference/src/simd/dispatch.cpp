@@ -51,8 +51,9 @@ const char* rule_outside_simd(const Recipe& r) {
   const ProfileRules& pr = profile_rules(r.profile);
   // The operation orders (profile.hpp): te only; the same check the CUDA backend makes (unimplemented_order).
   if (!unimplemented_order(r, ImplementedOrders{}).empty())
-    return r.is(RecipeKind::kNVFP4) ? "NVFP4: the vectorized path implements nvfp4.order te only"
-                                    : "MXFP8: the vectorized path implements mxfp8.order te only";
+    return r.is(RecipeKind::kNVFP4)   ? "NVFP4: the vectorized path implements nvfp4.order te only"
+           : r.is(RecipeKind::kMXFP4) ? "MXFP4: no vectorized path (the scalar reference quantizes every MXFP4 recipe)"
+                                      : "MXFP8: the vectorized path implements mxfp8.order te only";
   switch (r.kind()) {
     case RecipeKind::kNVFP4:
       if (pr.nvfp4_order != Nvfp4Order::kTE) return "NVFP4: the vectorized path implements nvfp4.order te only";
