@@ -114,7 +114,8 @@ std::vector<ProfileRules> make_builtin() {
                "compute_dynamic_scales_and_zp, quantize, pack_fp4_to_uint8, compress_mx_scale; CPU)";
   ct.nvfp4 = ct.mxfp8 = ct.mxfp4 = true;
   ct.nvfp4_order = Nvfp4Order::kCompressedTensors;
-  ct.nvfp4_nan_scale = true;
+  ct.nvfp4_nan_scale = true;           // the NaN's sign by PyTorch's lane (nvfp4.order compressed_tensors)
+  ct.nvfp4_neg_zero_positive = true;   // -0.0 + the zero point is +0 (NaN data: the order's text)
   ct.nvfp4_stochastic = false;
   ct.mx_order = MxOrder::kCompressedTensors;
   ct.mx_nonfinite = MxNonFinite::kNaN;  // NaN reaches the block amax (then the scale of the order's NaN lanes)
