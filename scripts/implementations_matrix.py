@@ -26,6 +26,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROFILES = ["te", "te_pyref", "ocp", "torchao", "modelopt", "jax", "vllm"]
+PROFILES += ["compressed_tensors"]
 
 IMPLEMENTATIONS = [
     ("TransformerEngine PyTorch references", "conformance/vectors/te", r"^TransformerEngine (tests/pytorch|transformer_engine/pytorch)",
@@ -48,6 +49,9 @@ IMPLEMENTATIONS = [
      "scaled_matmul_stablehlo.quantize, MXFP8 (E4M3, E5M2) and NVFP4 configs (conformance/peers/jax_dump.py)"),
     ("vLLM 0.33.0", "conformance/vectors/vllm", r"^vLLM",
      "ref_nvfp4_quant, run from the wheel's text (conformance/peers/vllm_dump.py)"),
+    ("compressed-tensors 0.20.0", "conformance/vectors/compressed_tensors", r"^compressed-tensors",
+     "presets NVFP4, MXFP8, MXFP4 (conformance/peers/compressed_tensors_dump.py) and FP8, FP8_BLOCK "
+     "(compressed_tensors_fp8_dump.py) on the CPU"),
 ]
 
 

@@ -104,7 +104,7 @@ set_tests_properties(qtc_identify_ocp_mxfp4 PROPERTIES LABELS "vectors;cpu" PASS
 set(QTC_N_MODELOPT 66)  # 30 NVFP4/MXFP8 + 36 FP8 (modelopt_fp8_dump.py)
 set(QTC_N_JAX 32)
 set(QTC_N_VLLM 51)  # 15 NVFP4 + 36 FP8 (vllm_fp8_dump.py)
-set(QTC_N_COMPRESSED_TENSORS 36)  # FP8 (compressed_tensors_fp8_dump.py)
+set(QTC_N_COMPRESSED_TENSORS 99)  # 36 FP8 (compressed_tensors_fp8_dump.py) + 63 NVFP4/MXFP8/MXFP4 (compressed_tensors_dump.py)
 set(QTC_N_DEEPGEMM 36)  # FP8 (deepgemm_fp8_dump.py)
 foreach(impl_count IN ITEMS "modelopt;QTC_N_MODELOPT" "jax;QTC_N_JAX" "vllm;QTC_N_VLLM"
                            "compressed_tensors;QTC_N_COMPRESSED_TENSORS" "deepgemm;QTC_N_DEEPGEMM")

@@ -108,6 +108,19 @@ std::vector<ProfileRules> make_builtin() {
   ct.fp8_block_amax_nan_lanes = true;
   ct.fp8_zero_point_add = true;
   ct.fp8_bf16_nan_positive = true;
+  // ... and its NVFP4, MXFP8 and MXFP4 presets (ct_peers.cpp; conformance/peers/compressed_tensors_dump.py).
+  ct.version = 2;  // 1: FP8 / FP8_BLOCK only
+  ct.follows = "compressed-tensors 0.20.0 presets NVFP4, MXFP8, MXFP4, FP8, FP8_BLOCK (generate_gparam, calculate_qparams, "
+               "compute_dynamic_scales_and_zp, quantize, pack_fp4_to_uint8, compress_mx_scale; CPU)";
+  ct.nvfp4 = ct.mxfp8 = ct.mxfp4 = true;
+  ct.nvfp4_order = Nvfp4Order::kCompressedTensors;
+  ct.nvfp4_nan_scale = true;           // the NaN's sign by PyTorch's lane (nvfp4.order compressed_tensors)
+  ct.nvfp4_neg_zero_positive = true;   // -0.0 + the zero point is +0 (NaN data: the order's text)
+  ct.nvfp4_stochastic = false;
+  ct.mx_order = MxOrder::kCompressedTensors;
+  ct.mx_nonfinite = MxNonFinite::kNaN;  // NaN reaches the block amax (then the scale of the order's NaN lanes)
+  ct.mx_scale_rules = {MxScaleRule::kPow2Round};
+  ct.mxfp4_scale_rules = {MxScaleRule::kPow2Round};
   v.push_back(ct);
 
   ProfileRules vl = fp8_peer;
@@ -208,6 +221,7 @@ std::string_view mx_scale_rule_name(MxScaleRule r) {
     case MxScaleRule::kOcpFloor: return "ocp_floor";
     case MxScaleRule::kCeil: return "ceil";
     case MxScaleRule::kEven: return "even";
+    case MxScaleRule::kPow2Round: return "pow2_round";
   }
   return "?";
 }
@@ -238,6 +252,10 @@ std::string_view nvfp4_order_text(Nvfp4Order o) {
     case Nvfp4Order::kVllm:
       return "vllm: gs = T(T(1 / amax) * 2688) in the input dtype T; sf = e4m3(clamp(gs * (bamax * RN(1/6)), +-448)); data "
              "x * rcp(sf * rcp(gs)), rcp(0) = 1e-8; clamp +-6; value buckets (-0.0 -> 0x0, NaN -> 0x8)";
+    case Nvfp4Order::kCompressedTensors:
+      return "compressed_tensors: gs = T(T(1 / max(amax, tiny_T)) * 2688) in the input dtype T (NaN, Inf -> 1; amax Inf -> "
+             "0); sf = e4m3(clamp(gs * T(bpos / 6), +-448)), 0 -> 0.125 (0x20); data clamp(x / (sf / gs) + 0, +-6) by value "
+             "buckets, sign from signbit (a negative rounding to 0 -> 0x8, -0.0 -> 0x0; NaN -> 0x0, BF16 input 0x8)";
   }
   return "?";
 }
@@ -253,6 +271,10 @@ std::string_view mx_order_text(MxOrder o) {
     case MxOrder::kJax:
       return "jax: in the input dtype T, E8M0 rounded up from T(bamax / elem_max) (F16: T(bamax * T(1 / elem_max))), a NaN "
              "-> 0x00; data T(x * T(1 / T(2^(e-127)))) (e = 0: 2^-127, F16 2^-15), clip +-elem_max; XLA CPU flushes denormals";
+    case MxOrder::kCompressedTensors:
+      return "compressed_tensors: in the input dtype T, scale rule pow2_round: bpos rounded to a power of two on its bits "
+             "(mantissa >= 0.75 up), e = clamp(127 + floor(log2) - emax_elem, 0, 255), scale T(2^(e-127)), 0 -> 1, stored "
+             "127 + floor(log2(scale)); data T(x / scale) + 0, clamp +-elem_max, PyTorch's cast (E2M1: value buckets)";
   }
   return "?";
 }
@@ -311,6 +333,7 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
                        ? "zero -> 1.0 (0x38), tiny clamped up to 2^-9 (0x01); all-zero tensor: NaN (0xFF)"
                    : nvfp4_order == Nvfp4Order::kJax ? "0x00, data 0 * (1 / 0) (NaN, code 0x8)"
                    : nvfp4_order == Nvfp4Order::kVllm ? "0x00, data multiplier 1 / (1e8 * ...)"
+                   : nvfp4_order == Nvfp4Order::kCompressedTensors ? "a scale that rounds to 0 -> 0.125 (0x20); global scale 0 (amax Inf) -> every scale 0x20, data 0"
                        : (nvfp4_tiny_block_floor ? "clamped up to 2^-6 (0x08)" : "0x00 below E4M3's range"));
     d.emplace_back("nvfp4.nan_scale", nvfp4_nan_scale ? "0x7F" : "fminf drops it (NaN amax -> S_enc = FLT_MAX)");
     d.emplace_back("nvfp4.neg_zero", nvfp4_neg_zero_positive ? "-0.0 -> 0x0, NaN data -> 0x0" : "-0.0 -> 0x8");
@@ -329,11 +352,15 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
                              ? "NaN -> 0x00, data of the other elements x * 2^127 clamped to +-448; Inf -> 0xFE"
                        : mx_order == MxOrder::kJax
                              ? "NaN -> 0x00 (data x * (1 / 2^-127) = x * Inf: +-elem_max, 0 * Inf NaN); Inf -> 0xFF (data x * 0)"
+                       : mx_order == MxOrder::kCompressedTensors
+                             ? "NaN in PyTorch's vector lanes -> scale 2^-127 (0x00; F16 1.0, 0x7F), in the remainder and Inf -> "
+                               "scale Inf, stored 0x7F, data x / Inf = 0; NaN data 0x7F (BF16) or 0x7F | sign"
                              : (mx_nonfinite == MxNonFinite::kNaN ? "NaN propagates; NaN or Inf -> 0xFF, NaN data"
                                                                   : "NaN ignored (maxNum), Inf -> 0xFE (satfinite)"));
     d.emplace_back("mxfp8.zero_block_scale", mx_order == MxOrder::kTorchAO ? "0x00 (data divided by 2^-126; rceil: by 1)"
                                              : mx_order == MxOrder::kModelOpt ? "0x00 (data multiplied by 2^127)"
                                              : mx_order == MxOrder::kJax ? "0x00 (data 0 * (1 / 2^-127): NaN under XLA CPU's denormal flush; F16 0)"
+                                             : mx_order == MxOrder::kCompressedTensors ? "0x00 (scale 2^-127; F16: 2^-127 is 0 there -> 1.0, 0x7F)"
                                                                              : "0x00");
   }
   if (fp8_block || fp8_tensor) {
@@ -362,12 +389,15 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
     std::string rules;
     for (MxScaleRule r : mxfp4_scale_rules) rules += (rules.empty() ? "" : ", ") + std::string(mx_scale_rule_name(r));
     d.emplace_back("mxfp4.scale_rules", rules);
-    d.emplace_back("mxfp4.order", mx_order == MxOrder::kTE
+    d.emplace_back("mxfp4.order", mx_order == MxOrder::kCompressedTensors ? std::string(mx_order_text(mx_order))
+                                  : mx_order == MxOrder::kTE
                                       ? "te: rceil E8M0 up from bamax * RN(1/6), ocp_floor floor(log2 bamax) - 2; data x * 2^(127-e); "
                                         "E2M1 RN-even satfinite, NaN -> 0x7, -0 -> 0x8"
                                       : "torchao to_mx: rceil ceil(log2f(bamax / 6)), data clamp(x * 2^(127-e) (1.0 for e=0), +-6); "
                                         "floor/ceil/even from bamax's bits, data x / max(2^(e-127), 2^-126); torchao's E2M1 cast");
-    d.emplace_back("mxfp4.nonfinite_block", mx_order == MxOrder::kTorchAO
+    d.emplace_back("mxfp4.nonfinite_block", mx_order == MxOrder::kCompressedTensors
+                                                ? "as MXFP8 (the pow2_round scale of a NaN block by lane); NaN data 0x0, BF16 0x8"
+                                                : mx_order == MxOrder::kTorchAO
                                                 ? "NaN -> 0xFF (rceil: codes of the NaN product), Inf -> finite scale, Inf -> +-6"
                                                 : (mx_nonfinite == MxNonFinite::kNaN ? "NaN propagates; NaN or Inf -> 0xFF, codes 0x7"
                                                                                      : "NaN ignored (maxNum), Inf -> 0xFE, Inf -> +-6"));

@@ -227,6 +227,13 @@ const RuleCheck kRules[] = {
        const bool has_eps = r.is(RecipeKind::kFP8Block) || r.is(RecipeKind::kFP8Tensor);
        return has_eps && !(std::isfinite(r.eps()) && r.eps() >= 0.0f);
      }},
+    {{"mxfp8-profile-order-ct", "the profile's MXFP8 operation order defines E4M3 elements in 1x32 blocks only "
+                                "(mxfp8.order compressed_tensors: groups of 32 along the row)"},
+     [](const Recipe& r, const ProfileRules& pr) {
+       const Mxfp8Options* o = r.mxfp8_or_null();
+       return o && pr.mx_order == MxOrder::kCompressedTensors && (o->fp8 != Fp8Type::kE4M3 || o->tile_2d);
+     },
+     [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "'"; }},
 };
 
 const RuleCheck* first_broken(const Recipe& r) {
@@ -506,7 +513,8 @@ Recipe Recipe::from_metadata(const std::map<std::string, std::string>& md) {
       Mxfp8Options o;
       o.fp8 = m.choice<Fp8Type>("fp8_dtype", "e4m3", fp8s);
       o.scale_rule = m.choice<MxScaleRule>("scale_rule", "rceil", {{"rceil", MxScaleRule::kRceil}, {"ocp_floor", MxScaleRule::kOcpFloor},
-                                                                          {"ceil", MxScaleRule::kCeil}, {"even", MxScaleRule::kEven}});
+                                                                          {"ceil", MxScaleRule::kCeil}, {"even", MxScaleRule::kEven},
+                                                                          {"pow2_round", MxScaleRule::kPow2Round}});
       (void)m.choice<int>("rounding", "rne", {{"rne", 0}});
       o.tile_2d = m.choice<bool>("tile", "1x32", {{"1x32", false}, {"32x32", true}});
       opts = o;
@@ -535,7 +543,8 @@ Recipe Recipe::from_metadata(const std::map<std::string, std::string>& md) {
     case RecipeKind::kMXFP4: {
       Mxfp4Options o;
       o.scale_rule = m.choice<MxScaleRule>("scale_rule", "ocp_floor", {{"ocp_floor", MxScaleRule::kOcpFloor}, {"rceil", MxScaleRule::kRceil},
-                                                                          {"ceil", MxScaleRule::kCeil}, {"even", MxScaleRule::kEven}});
+                                                                          {"ceil", MxScaleRule::kCeil}, {"even", MxScaleRule::kEven},
+                                                                          {"pow2_round", MxScaleRule::kPow2Round}});
       (void)m.choice<int>("rounding", "rne", {{"rne", 0}});
       opts = o;
       break;

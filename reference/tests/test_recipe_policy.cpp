@@ -368,6 +368,9 @@ std::vector<RuleCase> rule_cases() {
   mo_pow2.profile = Profile::kModelOpt;
   mo_pow2.set_pow2_scales(true);
   v.push_back({"fp8-profile-pow2", mo_pow2, "profile 'modelopt' does not"});
+  Recipe ct_e5m2 = mxfp8(Fp8Type::kE5M2, MxScaleRule::kPow2Round, false);
+  ct_e5m2.profile = Profile::kCompressedTensors;
+  v.push_back({"mxfp8-profile-order-ct", ct_e5m2, "profile 'compressed_tensors'"});
   return v;
 }
 

@@ -30,6 +30,10 @@ enum class Nvfp4Order : uint8_t {
               ///< E2M1 convert (NaN -> 0x8); zero blocks: 0 * Inf
   kVllm,      ///< vLLM ref_nvfp4_quant: gs = T(T(1 / amax) * 2688) in the input's dtype T; sf = e4m3(clamp(gs * (bamax * RN(1/6)),
               ///< +-448)); data x * (1 / (sf * (1 / gs))) (a zero divisor replaced by 1e8), clamp +-6, value buckets
+  kCompressedTensors,  ///< compressed-tensors 0.20.0 (ct_peers.cpp), in the input dtype T where it computes in it:
+                       ///< gs = T(T(1 / max(amax, tiny_T)) * 2688) (NaN/Inf -> 1; amax Inf -> 0); sf = e4m3(clamp(gs *
+                       ///< T(bpos / 6), +-448)), 0 -> 0.125; data x / (sf / gs) + 0, clamp +-6, value buckets (sign
+                       ///< from signbit: small negatives -> 0x8; NaN -> 0x0, BF16 0x8); NaN block scales by lane
 };
 
 /// MXFP8 block-scale and data-scaling implementation.
@@ -44,6 +48,10 @@ enum class MxOrder : uint8_t {
   kJax,       ///< JAX quantize on XLA CPU, in the input's dtype T: e = round-up E8M0 of T(bamax / elem_max) (F16:
               ///< T(bamax * T(1 / elem_max)); a NaN amax -> 0x00); data T(x * T(1 / T(2^(e-127)))) (e = 0: 2^-127,
               ///< F16: 2^-15), clip +-elem_max; denormals flushed in float32 arithmetic (1 / 2^-127 is Inf)
+  kCompressedTensors,  ///< compressed-tensors 0.20.0 MXFP8 / MXFP4 (ct_peers.cpp), scale rule pow2_round in the input
+                       ///< dtype T: bpos rounded to a power of two on its bits (mantissa >= 0.75 up), e = 127 +
+                       ///< floor(log2) - emax_elem clamped [0, 255], scale T(2^(e-127)) (0 -> 1); data T(x / scale) +
+                       ///< 0, clamp +-elem_max; NaN blocks by lane (all-ones NaN -> 2^-127, quiet NaN -> Inf)
 };
 
 /// What a NaN or Inf block does to an MXFP8 scale under the kTE order.

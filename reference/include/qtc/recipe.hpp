@@ -39,7 +39,7 @@ enum class Profile : uint8_t {
 enum class Fp8Type : uint8_t { kE4M3, kE5M2 };
 /// MXFP8 E8M0 scale rule: rceil (cuBLAS/TE; torchao RCEIL), ocp_floor (OCP MX v1.0; torchao FLOOR),
 /// ceil and even (torchao ScaleCalculationMode CEIL and EVEN, as its `to_mx` computes them).
-enum class MxScaleRule : uint8_t { kRceil, kOcpFloor, kCeil, kEven };
+enum class MxScaleRule : uint8_t { kRceil, kOcpFloor, kCeil, kEven, kPow2Round };
 enum class ErrMode : uint8_t { kMAE, kMSE };
 
 // The options of each recipe kind, and only those: a recipe is one of these alternatives plus its profile and
