@@ -1,0 +1,101 @@
+/// \file test_verify_hybrid.cpp
+/// \brief `qtc verify` on hybrid vectors (verify_hybrid.cpp): a vector written by make_hybrid_vector passes; a changed
+///        byte of either plane, of an FP8 tensor plane's scale, or of the dequantized source fails naming the plane;
+///        a wrong source dtype, an unknown tensor or a broken rule is an error naming it. Part of test_verify.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "cases.hpp"
+#include "hybrid_cases.hpp"
+#include "qtc/verify.hpp"
+
+namespace qtc::conformance {
+namespace {
+
+HybridRecipe hybrid_of(const RecipeOptions& row, const RecipeOptions& col, ColumnwiseSource src) {
+  HybridRecipe h;
+  h.rowwise = Recipe::of(row, Profile::kTE, true, false);
+  h.columnwise = Recipe::of(col, Profile::kTE, false, true);
+  h.source = src;
+  return h;
+}
+
+io::Tensor& tensor(io::File& f, const std::string& name) {
+  for (io::Tensor& t : f.tensors)
+    if (t.name == name) return t;
+  throw Error("no tensor " + name);
+}
+
+TEST(VerifyHybrid, EveryVariantPassesAndEveryChangeIsCaught) {
+  auto cpu = make_cpu_backend();
+  for (const auto& [id, h] : hybrid_variants())
+    for (DType d : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(id + " " + std::string(dtype_name(d)));
+      const int64_t m = h.group_rows.empty() ? 64 : 384, k = 96;
+      const HostMatrix x = make_input(InputClass::kNormal, d, m, k, 7);
+      const io::File f = make_hybrid_vector(h, x, *cpu);
+      const FileResult ok = verify_vector(f, id, *cpu);
+      ASSERT_EQ(ok.verdict, Verdict::kPass) << ok.message;
+      EXPECT_EQ(ok.recipe, h.name());
+      for (const io::Tensor& t : f.tensors) {
+        if (t.name == "x") continue;
+        io::File g = f;
+        io::Tensor& c = tensor(g, t.name);
+        c.bytes[c.bytes.size() / 2] ^= 0x01;  // one bit of one element (an F32's low mantissa bit)
+        const FileResult r = verify_vector(g, id, *cpu);
+        EXPECT_EQ(r.verdict, Verdict::kFail) << t.name << ": " << r.message;
+        const bool col = t.name.find("columnwise") != std::string::npos;
+        EXPECT_NE(r.message.find(col ? "columnwise" : "rowwise plane"), std::string::npos) << t.name << ": " << r.message;
+      }
+    }
+}
+
+TEST(VerifyHybrid, ErrorsNameTheProblem) {
+  auto cpu = make_cpu_backend();
+  const HybridRecipe h = hybrid_of(Mxfp8Options{}, Nvfp4Options{}, ColumnwiseSource::kRowwiseDequantized);
+  const HostMatrix x = make_input(InputClass::kNormal, DType::kBF16, 64, 64, 3);
+  const io::File f = make_hybrid_vector(h, x, *cpu);
+  {
+    io::File g = f;
+    io::Tensor& s = tensor(g, "columnwise_source");
+    s.dtype = "F16";  // TE's HybridQuantizer dequantizes in x's dtype: BF16 here
+    const FileResult r = verify_vector(g, "f", *cpu);
+    EXPECT_EQ(r.verdict, Verdict::kError);
+    EXPECT_NE(r.message.find("'columnwise_source' must be BF16"), std::string::npos) << r.message;
+  }
+  {
+    io::File g = f;
+    g.tensors.push_back(io::Tensor{"scale_inv", "F32", {1}, std::vector<uint8_t>(4, 0)});
+    const FileResult r = verify_vector(g, "f", *cpu);
+    EXPECT_EQ(r.verdict, Verdict::kError);
+    EXPECT_NE(r.message.find("is not an output of a hybrid vector"), std::string::npos) << r.message;
+  }
+  {
+    io::File g = f;
+    g.metadata["group_rows"] = "32,32";  // NVFP4's tensor-wide amax: rule hybrid-grouped-local
+    const FileResult r = verify_vector(g, "f", *cpu);
+    EXPECT_EQ(r.verdict, Verdict::kError);
+    EXPECT_NE(r.message.find("rule 'hybrid-grouped-local'"), std::string::npos) << r.message;
+  }
+  {
+    io::File g = f;
+    g.metadata["columnwise_source"] = "original";  // the file's planes were quantized from the dequantized plane
+    g.tensors.erase(std::remove_if(g.tensors.begin(), g.tensors.end(), [](const io::Tensor& t) { return t.name == "columnwise_source"; }),
+                    g.tensors.end());
+    const FileResult r = verify_vector(g, "f", *cpu);
+    EXPECT_EQ(r.verdict, Verdict::kFail) << r.message;  // NVFP4 of x differs from NVFP4 of the MXFP8-rounded x
+  }
+  {
+    io::File g;
+    g.metadata = f.metadata;
+    g.put(f.at("x"));
+    const FileResult r = verify_vector(g, "f", *cpu);
+    EXPECT_EQ(r.verdict, Verdict::kError);
+    EXPECT_NE(r.message.find("no expected output"), std::string::npos) << r.message;
+  }
+}
+
+}  // namespace
+}  // namespace qtc::conformance
