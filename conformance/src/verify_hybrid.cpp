@@ -122,8 +122,10 @@ FileResult verify_hybrid_vector(const io::File& file, const std::string& source,
 
     std::vector<FileResult> results;
     std::vector<std::string> prefixes;
+    std::vector<PlaneKind> plane_of;
     if (any_row) {
       results.push_back(verify_vector(part[0], source, backend, opts));
+      plane_of.push_back(PlaneKind::kRowwise);
       prefixes.push_back("rowwise plane (" + h.rowwise.name() + ")");
     }
     if (any_col && h.source == ColumnwiseSource::kRowwiseDequantized) {
@@ -190,14 +192,21 @@ FileResult verify_hybrid_vector(const io::File& file, const std::string& source,
     }
     if (part[1].tensors.size() > 1) {
       results.push_back(verify_vector(part[1], source, backend, opts));
+      plane_of.push_back(PlaneKind::kColumnwise);
       prefixes.push_back("columnwise plane (" + h.columnwise.name() +
                          (h.source == ColumnwiseSource::kRowwiseDequantized ? ", of the dequantized rowwise plane)" : ")"));
     }
     res.verdict = Verdict::kPass;
     for (size_t i = 0; i < results.size(); ++i) {
       const FileResult& r = results[i];
-      for (const std::string& c : r.checked) res.checked.push_back(c);
-      for (const std::string& d : r.details) res.details.push_back(prefixes[i] + ": " + d);
+      // The file's names: the plane-named tensors as they are, an FP8 tensor plane's scale_inv / amax prefixed.
+      const std::string plane_prefix = plane_of[i] == PlaneKind::kRowwise ? "rowwise." : "columnwise.";
+      auto file_name = [&](const std::string& n) { return n == "scale_inv" || n == "amax" ? plane_prefix + n : n; };
+      for (const std::string& c : r.checked) res.checked.push_back(file_name(c));
+      for (const std::string& d : r.details) {
+        const std::string head = d.substr(0, d.find(':'));
+        res.details.push_back(file_name(head) + d.substr(head.size()));
+      }
       if (hybrid_verdict_rank(r.verdict) > hybrid_verdict_rank(res.verdict)) {
         res.verdict = r.verdict;
         res.message = prefixes[i] + ": " + r.message;

@@ -75,7 +75,7 @@ TEST(HybridCuda, ComposedKernelsMatchReference) {
   int compared = 0;
   for (const HybridCase& c : hybrid_gpu_cases())
     for (DType dt : {DType::kF32, DType::kBF16})
-      for (Family fam : kAllFamilies) {
+      for (Family fam : qtc::testing::kAllFamilies) {
         const int64_t M = c.h.group_rows.empty() ? 96 : 384, K = c.h.group_rows.empty() ? 160 : 256;
         if (!cuda::unsupported_reason(c.h, dt, M, K).empty()) continue;  // the gating table refuses it on this card
         SCOPED_TRACE(c.id + " " + std::string(dtype_name(dt)) + " family " + std::to_string(static_cast<int>(fam)));
