@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "qtc/footprint.hpp"
 #include "qtc/hybrid.hpp"
 #include "qtc/untrusted.hpp"
 #include "qtc/verify.hpp"
@@ -140,6 +141,13 @@ FileResult verify_hybrid_vector(const io::File& file, const std::string& source,
       HostMatrix src;
       try {
         const Recipe rr = h.plane_recipe(PlaneKind::kRowwise);
+        // The rowwise plane and its dequantized copy within the memory the process may use (footprint.hpp), before
+        // anything is allocated; the per-plane vectors below check their own outputs.
+        try {
+          check_quantize_resources(rr, xd, x.rows, x.cols, true);
+        } catch (const Error& e) {
+          return error(e.what());
+        }
         if (const std::string why = backend.unsupported_reason(rr, xd, x.rows, x.cols); !why.empty()) {
           res.verdict = Verdict::kSkipped;
           res.message = printable("rowwise plane (the columnwise source): " + why);

@@ -143,10 +143,16 @@ void HybridRecipe::validate_input(DType input, int64_t rows, int64_t cols) const
   int64_t sum = 0;
   for (size_t g = 0; g < group_rows.size(); ++g) {
     const int64_t n = group_rows[g];
+    if (n > rows)  // also keeps the sum below from wrapping
+      hybrid_broken(*this, "hybrid-group-aligned", "group " + std::to_string(g) + " has " + std::to_string(n) +
+                                                       " rows, more than the input's " + std::to_string(rows));
     if (n < 0 || n % q != 0)
       hybrid_broken(*this, "hybrid-group-aligned", "group " + std::to_string(g) + " has " + std::to_string(n) +
                                                        " rows, not a multiple of " + std::to_string(q));
     sum += n;
+    if (sum > rows)
+      hybrid_broken(*this, "hybrid-group-aligned",
+                    "the first " + std::to_string(g + 1) + " groups hold more rows than the input's " + std::to_string(rows));
   }
   if (sum != rows)
     hybrid_broken(*this, "hybrid-group-aligned",
