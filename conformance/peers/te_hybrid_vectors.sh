@@ -18,9 +18,10 @@ src="qtc CPU reference composing TE 2.20 HybridQuantizer as read from hybrid_ten
 fused="qtc CPU reference composing TE 2.20 nvte_group_requantize as read from fused_group_requantize.cu and its test (not TE output; te_hybrid_vectors.sh)"
 
 # The input of TE's test_fused_group_requantize_mxfp8.cu, ((131 r + 17 c + (r c) % 29) % 257 - 128) / 32, as F32.
-python3 - "$tmp/te_requant_input.safetensors" <<'PY'
+for rows in 128 256; do
+python3 - "$tmp/te_requant_input_$rows.safetensors" "$rows" <<'PY'
 import json, struct, sys
-m, k = 128, 128
+m, k = int(sys.argv[2]), 128
 vals = [((131 * r + 17 * c + (r * c) % 29) % 257 - 128) / 32.0 for r in range(m) for c in range(k)]
 data = struct.pack("<%df" % len(vals), *vals)  # exact: multiples of 1/32 below 4
 hdr = json.dumps({"x": {"dtype": "F32", "shape": [m, k], "data_offsets": [0, len(data)]}}).encode()
@@ -28,6 +29,7 @@ hdr += b" " * ((8 - len(hdr) % 8) % 8)
 with open(sys.argv[1], "wb") as f:
     f.write(struct.pack("<Q", len(hdr)) + hdr + data)
 PY
+done
 
 q() {  # q NAME SOURCE_TEXT ARGS...   (DROP="name ..." leaves those tensors out)
   local name=$1 text=$2
@@ -75,8 +77,13 @@ q mxfp8_nvfp4_rdq_te_layout_bf16_128x64 "$src" $R=mxfp8 $C=nvfp4 $RDQ --shape 12
 # source (the F32 dequantized plane) is left out, the fast-math one keeps it (TE's BF16 `dequantized_out`).
 for in in e4m3 e5m2; do
   DROP=columnwise_source q te_group_requantize_${in}_f32_128x128 "$fused" $R=mxfp8 --param rowwise.fp8_dtype=$in $C=mxfp8 \
-    $RDQ --param columnwise_source_dtype=f32 --param group_rows=32,0,96 --input "$tmp/te_requant_input.safetensors" $N
+    $RDQ --param columnwise_source_dtype=f32 --param group_rows=32,0,96 --input "$tmp/te_requant_input_128.safetensors" $N
   q te_group_requantize_${in}_fastmath_128x128 "$fused" $R=mxfp8 --param rowwise.fp8_dtype=$in $C=mxfp8 $RDQ \
-    --param columnwise_source_dtype=bf16 --param group_rows=32,0,96 --input "$tmp/te_requant_input.safetensors" $N
+    --param columnwise_source_dtype=bf16 --param group_rows=32,0,96 --input "$tmp/te_requant_input_128.safetensors" $N
 done
+# The fused kernel's own output layout (TE's contract: groups and K multiples of 128): GEMM-swizzled scales, each
+# group's columnwise scales swizzled on their own.
+DROP=columnwise_source q te_group_requantize_e4m3_swizzled_256x128 "$fused" $R=mxfp8 $C=mxfp8 $RDQ \
+  --param columnwise_source_dtype=f32 --param group_rows=128,0,128 --input "$tmp/te_requant_input_256.safetensors" \
+  --layout te --swizzled $N
 ls "$out" | wc -l

@@ -43,7 +43,15 @@ io::File make_hybrid_vector(const HybridRecipe& h, const HostMatrix& x, Quantize
     c.cols = in.cols;
     c.id = r.name();
     io::File pf = make_vector(c, in, q, backend, 0);
-    if (lo != ref::LayoutOptions{}) {
+    // A grouped vector in TE's layout: the fused requantization's output, each group's columnwise scales swizzled on
+    // their own (ref::grouped_columnwise_scales_from_compact); its other tensors are the same in both layouts.
+    const bool grouped_layout = !row && !h.group_rows.empty() && lo != ref::LayoutOptions{};
+    if (grouped_layout) {
+      ref::check_grouped_layout(h, x.rows, x.cols, lo);
+      for (io::Tensor& t : pf.tensors)
+        if (t.name == "columnwise_scale_inv") t.bytes = ref::grouped_columnwise_scales_from_compact(h, x.rows, x.cols, lo, t.bytes);
+      ref::layout_to_metadata(lo, f.metadata);
+    } else if (lo != ref::LayoutOptions{}) {
       pf = ref::convert_vector_layout(pf, lo);
       for (const char* k : {"layout", "swizzled"})
         if (auto it = pf.metadata.find(k); it != pf.metadata.end()) f.metadata[k] = it->second;

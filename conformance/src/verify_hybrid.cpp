@@ -198,6 +198,26 @@ FileResult verify_hybrid_vector(const io::File& file, const std::string& source,
       sx.bytes = std::move(src.bytes);
       part[1].put(std::move(sx));
     }
+    // A grouped vector in TE's layout (the fused requantization's output): each group's columnwise scales swizzled
+    // on their own; the columnwise vector gets them compact (its other tensors are the same in both layouts).
+    if (!h.group_rows.empty()) {
+      try {
+        const ref::LayoutOptions lo = ref::layout_from_metadata(file.metadata);
+        if (lo != ref::LayoutOptions{}) {
+          ref::check_grouped_layout(h, xt->shape[0], xt->shape[1], lo);
+          for (io::Tensor& t : part[1].tensors)
+            if (t.name == "columnwise_scale_inv") {
+              if (!t.is_byte_tensor()) return error("tensor 'columnwise_scale_inv' has dtype " + t.dtype + ", expected a byte type");
+              t.bytes = ref::grouped_columnwise_scales_to_compact(h, xt->shape[0], xt->shape[1], lo, t.bytes);
+              t.shape = {xt->shape[0] / 32, xt->shape[1]};
+            }
+          part[1].metadata.erase("layout");
+          part[1].metadata.erase("swizzled");
+        }
+      } catch (const Error& e) {
+        return error(e.what());
+      }
+    }
     if (part[1].tensors.size() > 1) {
       results.push_back(verify_vector(part[1], source, backend, opts));
       plane_of.push_back(PlaneKind::kColumnwise);

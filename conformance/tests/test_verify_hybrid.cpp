@@ -97,5 +97,48 @@ TEST(VerifyHybrid, ErrorsNameTheProblem) {
   }
 }
 
+/// TE's fused requantization writes each group's columnwise scale (k, mb) at group_start/32 * K +
+/// gemm_swizzled_scale_idx(k, mb, Mg/128): tiles of 128 (k) x 4 (mb), row-major over (k tile, mb tile), inside a tile
+/// (k % 32) * 16 + (k % 128 / 32) * 4 + mb % 4 (fused_group_requantize.cu, mxfp8/swizzle.cuh). Written from there.
+TEST(VerifyHybrid, GroupedSwizzledScalesAreTesPerGroupLayout) {
+  auto cpu = make_cpu_backend();
+  const HybridRecipe h = HybridRecipe::te_group_requantize(Fp8Type::kE4M3, false, {128, 0, 256});
+  const int64_t M = 384, K = 256;
+  const HostMatrix x = make_input(InputClass::kNormal, DType::kF32, M, K, 11);
+  ref::LayoutOptions lo;
+  lo.layout = ref::TensorLayout::kTE;
+  lo.swizzled = true;
+  const io::File compact = make_hybrid_vector(h, x, *cpu);
+  const io::File te = make_hybrid_vector(h, x, *cpu, lo);
+  const std::vector<uint8_t>& c = compact.at("columnwise_scale_inv").bytes;
+  const std::vector<uint8_t>& t = te.at("columnwise_scale_inv").bytes;
+  ASSERT_EQ(c.size(), static_cast<size_t>(M / 32 * K));
+  ASSERT_EQ(t.size(), c.size());
+  int64_t start = 0, checked = 0;
+  for (int64_t mg : h.group_rows) {
+    const int64_t tiles_x = mg / 128;
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t mb = 0; mb < mg / 32; ++mb) {
+        const int64_t idx = start / 32 * K + ((k / 128) * tiles_x + mb / 4) * 512 + (k % 32) * 16 + (k % 128 / 32) * 4 + mb % 4;
+        ASSERT_EQ(t[static_cast<size_t>(idx)], c[static_cast<size_t>((start / 32 + mb) * K + k)]) << "k " << k << " mb " << mb;
+        ++checked;
+      }
+    start += mg;
+  }
+  EXPECT_EQ(checked, M / 32 * K);
+  const FileResult r = verify_vector(te, "te", *cpu);
+  EXPECT_EQ(r.verdict, Verdict::kPass) << r.message;
+  // One group's scale moved: found, in the columnwise plane.
+  io::File bad = te;
+  tensor(bad, "columnwise_scale_inv").bytes[5] ^= 0x01;
+  EXPECT_EQ(verify_vector(bad, "te", *cpu).verdict, Verdict::kFail);
+  // Groups that are not multiples of 128 have no such layout: an error naming the rule.
+  io::File odd = te;
+  odd.metadata["group_rows"] = "64,0,320";
+  const FileResult e = verify_vector(odd, "te", *cpu);
+  EXPECT_EQ(e.verdict, Verdict::kError);
+  EXPECT_NE(e.message.find("rule 'hybrid-grouped-layout'"), std::string::npos) << e.message;
+}
+
 }  // namespace
 }  // namespace qtc::conformance

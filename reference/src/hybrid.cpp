@@ -20,6 +20,9 @@ constexpr RecipeRule kHybridRules[] = {
     {"hybrid-grouped-local", "group_rows needs block-local plane recipes (mxfp8, mxfp4, fp8_block, nvfp4 without a "
                              "per-tensor scale): a recipe with a tensor-wide amax (fp8_tensor, nvfp4's global scale) "
                              "gives each group its own, which one tensor's planes cannot hold"},
+    {"hybrid-grouped-layout", "a grouped hybrid vector in layout te holds TE's fused requantization output: both planes "
+                              "MXFP8, every group a multiple of 128 rows and K a multiple of 128 (each group's "
+                              "columnwise scales swizzled on their own)"},
     {"hybrid-group-aligned", "every group size is a multiple of the planes' block extent along M (the rowwise "
                              "recipe's block rows, the columnwise recipe's block length), and the sizes sum to M, so "
                              "that the groups' planes are the whole tensor's planes (TE's fused requantization: "
@@ -330,6 +333,56 @@ std::vector<HybridQuantized> quantize_hybrid_grouped(const MatrixView& x, const 
     out.push_back(quantize_hybrid(part, h));
   }
   return out;
+}
+
+void check_grouped_layout(const HybridRecipe& h, int64_t m, int64_t k, const LayoutOptions& lo) {
+  if (h.group_rows.empty() || lo == LayoutOptions{}) return;
+  if (!h.rowwise.is(RecipeKind::kMXFP8) || !h.columnwise.is(RecipeKind::kMXFP8))
+    hybrid_broken(h, "hybrid-grouped-layout", "the planes are " + h.rowwise.name() + " and " + h.columnwise.name());
+  if (k % 128 != 0) hybrid_broken(h, "hybrid-grouped-layout", "K is " + std::to_string(k));
+  for (size_t g = 0; g < h.group_rows.size(); ++g)
+    if (h.group_rows[g] % 128 != 0)
+      hybrid_broken(h, "hybrid-grouped-layout", "group " + std::to_string(g) + " has " + std::to_string(h.group_rows[g]) + " rows");
+  (void)m;
+}
+
+namespace {
+
+std::vector<uint8_t> grouped_scales_convert(const HybridRecipe& h, int64_t m, int64_t k, const LayoutOptions& lo,
+                                            std::span<const uint8_t> in, bool to_compact) {
+  check_grouped_layout(h, m, k, lo);
+  const Recipe r = h.plane_recipe(PlaneKind::kColumnwise);
+  std::vector<uint8_t> out;
+  size_t at = 0;
+  for (int64_t mg : h.group_rows) {
+    if (mg == 0) continue;
+    const auto ol = OutputLayout::find("columnwise_scale_inv", r, mg, k, lo);
+    QTC_CHECK(ol.has_value(), "grouped hybrid layout: no columnwise_scale_inv for ", r.name());
+    const size_t n = static_cast<size_t>(to_compact ? ol->elements() : ol->compact_elements());
+    if (at + n > in.size())
+      hybrid_broken(h, "hybrid-grouped-layout",
+                    "columnwise_scale_inv holds " + std::to_string(in.size()) + " bytes, too few for the groups");
+    const auto part = in.subspan(at, n);
+    const std::vector<uint8_t> conv = to_compact ? ol->to_compact(part) : ol->from_compact(part);
+    out.insert(out.end(), conv.begin(), conv.end());
+    at += n;
+  }
+  if (at != in.size())
+    hybrid_broken(h, "hybrid-grouped-layout", "columnwise_scale_inv holds " + std::to_string(in.size()) +
+                                                  " bytes, the groups' scales " + std::to_string(at));
+  return out;
+}
+
+}  // namespace
+
+std::vector<uint8_t> grouped_columnwise_scales_to_compact(const HybridRecipe& h, int64_t m, int64_t k,
+                                                         const LayoutOptions& lo, std::span<const uint8_t> bytes) {
+  return grouped_scales_convert(h, m, k, lo, bytes, true);
+}
+
+std::vector<uint8_t> grouped_columnwise_scales_from_compact(const HybridRecipe& h, int64_t m, int64_t k,
+                                                           const LayoutOptions& lo, std::span<const uint8_t> compact) {
+  return grouped_scales_convert(h, m, k, lo, compact, false);
 }
 
 }  // namespace ref

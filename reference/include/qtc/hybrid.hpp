@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "qtc/grouped.hpp"
+#include "qtc/native_layout.hpp"
 #include "qtc/quantized.hpp"
 
 namespace qtc {
@@ -86,6 +87,17 @@ HybridQuantized quantize_hybrid(const MatrixView& x, const HybridRecipe& h);
 std::vector<HybridQuantized> quantize_hybrid_grouped(const MatrixView& x, const GroupedRows& rows, const HybridRecipe& h);
 /// The groups of a hybrid recipe over an input of `m` rows (packed; one group of m rows when group_rows is empty).
 GroupedRows hybrid_groups(const HybridRecipe& h, int64_t m, int64_t k);
+
+/// TE's grouped layout of the fused requantization's output (nvte_group_requantize with GEMM-swizzled scales): the
+/// columnwise scales of each group, [Mg/32, K] in layout `lo`, one group after another (zero-row groups hold none);
+/// the rowwise scales and both data planes are the whole tensor's. Throws qtc::Error naming rule
+/// 'hybrid-grouped-layout' unless both planes are MXFP8, every group is a multiple of 128 rows and K of 128 (TE's
+/// contract, under which the dense rowwise swizzle is the per-group one), or when `bytes` has the wrong size.
+void check_grouped_layout(const HybridRecipe& h, int64_t m, int64_t k, const LayoutOptions& lo);
+std::vector<uint8_t> grouped_columnwise_scales_to_compact(const HybridRecipe& h, int64_t m, int64_t k,
+                                                         const LayoutOptions& lo, std::span<const uint8_t> bytes);
+std::vector<uint8_t> grouped_columnwise_scales_from_compact(const HybridRecipe& h, int64_t m, int64_t k,
+                                                           const LayoutOptions& lo, std::span<const uint8_t> compact);
 
 }  // namespace ref
 }  // namespace qtc
