@@ -270,6 +270,9 @@ int run_convert(const ConvertArgs& a) {
       taken.emplace(key, f);
       const io::File in = io::read_file(f);
       ref::LayoutOptions want = to;
+      if (HybridRecipe::is_hybrid(in.metadata))
+        QTC_FAIL("a hybrid vector (recipe=hybrid) is not converted yet (rule 'hybrid-convert'): write it in the layout "
+                 "wanted with qtc quantize --recipe hybrid ... --layout te [--swizzled]");
       const Recipe r = Recipe::from_metadata(in.metadata);
       if (want.swizzled && !describe_plane(r, PlaneKind::kRowwise, 0, 0).swizzlable) {
         want.swizzled = false;  // only NVFP4, MXFP8 and MXFP4 scales have the cuBLAS 128x4 layout
