@@ -71,6 +71,63 @@ io::File make_hybrid_vector(const HybridRecipe& h, const HostMatrix& x, Quantize
   return f;
 }
 
+io::File convert_hybrid_vector(const io::File& in, const ref::LayoutOptions& to, uint8_t pad) {
+  const HybridRecipe h = HybridRecipe::from_metadata(in.metadata);
+  const ref::LayoutOptions from = ref::layout_from_metadata(in.metadata);
+  const io::Tensor& x = in.at("x");
+  QTC_CHECK(x.shape.size() == 2, "tensor 'x' has rank ", x.shape.size(), "; VECTORS.md needs 2-D [M, K]");
+  const int64_t M = x.shape[0], K = x.shape[1];
+  for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) ref::check_layout_applies(to, h.plane_recipe(pk));
+  const bool grouped = !h.group_rows.empty();
+  if (grouped) {
+    h.validate_input(DType::kF32, M, K);  // the group sizes against M (the input dtype does not matter here)
+    ref::check_grouped_layout(h, M, K, from);
+    ref::check_grouped_layout(h, M, K, to);
+  }
+  io::File out;
+  out.metadata = in.metadata;
+  ref::layout_to_metadata(to, out.metadata);
+  out.put(x);
+  if (const io::Tensor* s = in.find("columnwise_source")) out.put(*s);
+  for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
+    const bool row = pk == PlaneKind::kRowwise;
+    const std::string pre = row ? "rowwise." : "columnwise.";
+    Recipe r = h.plane_recipe(pk);
+    if (!row && r.is(RecipeKind::kFP8Tensor)) r.rowwise = true;  // its scale_inv / amax go with the rowwise plane
+    io::File sub;
+    sub.metadata = r.to_metadata();
+    ref::layout_to_metadata(from, sub.metadata);
+    sub.put(x);
+    bool any = false;
+    for (const io::Tensor& t : in.tensors) {
+      io::Tensor c = t;
+      if (t.name == pre + "scale_inv" || t.name == pre + "amax") c.name = t.name.substr(pre.size());
+      else if (!hybrid_plane_tensor(pk, t.name)) continue;
+      sub.put(std::move(c));
+      any = true;
+    }
+    if (!any) continue;
+    const bool grouped_col = grouped && !row;
+    if (grouped_col && from != ref::LayoutOptions{}) {  // each group's scales to compact first
+      for (io::Tensor& t : sub.tensors)
+        if (t.name == "columnwise_scale_inv") {
+          t.bytes = ref::grouped_columnwise_scales_to_compact(h, M, K, from, t.bytes);
+          t.shape = {M / 32, K};
+        }
+      ref::layout_to_metadata(ref::LayoutOptions{}, sub.metadata);
+    }
+    io::File conv = ref::convert_vector_layout(sub, grouped_col ? ref::LayoutOptions{} : to, pad);
+    for (io::Tensor& t : conv.tensors) {
+      if (t.name == "x") continue;
+      if (grouped_col && t.name == "columnwise_scale_inv" && to != ref::LayoutOptions{})
+        t.bytes = ref::grouped_columnwise_scales_from_compact(h, M, K, to, t.bytes);
+      if (t.name == "scale_inv" || t.name == "amax") t.name = pre + t.name;
+      out.put(std::move(t));
+    }
+  }
+  return out;
+}
+
 std::vector<std::pair<std::string, HybridRecipe>> hybrid_variants() {
   std::vector<std::pair<std::string, HybridRecipe>> out;
   auto add = [&](std::string id, const RecipeOptions& row, const RecipeOptions& col, ColumnwiseSource src,
