@@ -11,4 +11,5 @@ set(QTC_VERIFY_SOURCES
     ${QTC_CONFORMANCE_SRC}/checkpoint_formats.cpp
     ${QTC_CONFORMANCE_SRC}/checkpoint_compare.cpp
     ${QTC_CONFORMANCE_SRC}/value_equivalence.cpp
-    ${QTC_CONFORMANCE_SRC}/stochastic_rounding.cpp)
+    ${QTC_CONFORMANCE_SRC}/stochastic_rounding.cpp
+    ${QTC_CONFORMANCE_SRC}/verify_hybrid.cpp)

@@ -16,6 +16,7 @@
 #include "cases.hpp"
 #include "commands.hpp"
 #include "conform_report.hpp"
+#include "hybrid_cases.hpp"
 #include "qtc/error.hpp"
 #include "qtc/report.hpp"
 #include "backends.hpp"
@@ -243,6 +244,46 @@ int run_conform(ConformOptions o) {
       }
       prog.step(worst);
     }
+  }
+
+  // 2b. Generated hybrid cases (hybrid_cases.hpp): each hybrid variant on two inputs, written, read back and
+  // verified on every backend (the columnwise source dequantized by the backend under test).
+  if (!o.no_generated) {
+    std::vector<std::pair<std::string, HybridRecipe>> variants;
+    for (auto& [id, h] : hybrid_variants())
+      if (o.filter.empty() || ("hybrid_" + id).find(o.filter) != std::string::npos) variants.emplace_back(id, h);
+    Progress prog(::fmt::format("generated hybrid cases ({} variants)", variants.size()), variants.size() * 2);
+    for (const auto& [id, h] : variants)
+      for (DType d : {DType::kF32, DType::kBF16}) {
+        const int64_t m = h.group_rows.empty() ? 96 : 384, k = 160;
+        const std::string cid = ::fmt::format("hybrid_{}_{}_{}x{}", id, dtype_name(d), m, k);
+        const fs::path path = out / "vectors" / (cid + ".safetensors");
+        FileResult base;
+        base.path = fs::relative(path, out).string();
+        base.backend = "cpu";
+        base.recipe = h.name();
+        base.profile = std::string(profile_name(h.rowwise.profile));
+        Verdict worst = Verdict::kPass;
+        try {
+          const HostMatrix x = make_input(InputClass::kNormal, d, m, k, o.seed);
+          io::File file = make_hybrid_vector(h, x, *cpu);
+          file.metadata["source"] = "qtc " QTC_VERSION " CPU reference (qtc conform)";
+          file.metadata["case"] = cid;
+          io::write_file(path, file);
+          const io::File back = io::read_file(path);
+          for (QuantizeBackend* b : backends) {
+            FileResult r = verify_vector(back, base.path, *b);
+            if (r.verdict == Verdict::kFail || r.verdict == Verdict::kError) worst = r.verdict;
+            record("generated", "verify", std::move(r), nullptr);
+          }
+        } catch (const std::exception& e) {
+          FileResult r = base;
+          r.verdict = worst = Verdict::kError;
+          r.message = e.what();
+          record("generated", "generate", std::move(r), nullptr);
+        }
+        prog.step(worst);
+      }
   }
 
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cases.hpp"
+#include "hybrid_cases.hpp"
 #include "qtc/recipe_policy.hpp"
 #include "commands.hpp"
 #include "qtc/error.hpp"
@@ -118,6 +119,45 @@ void check_output_path(const std::string& out) {
              " (rule 'output-regular-file': an output path must be absent or a regular file; it is never followed or replaced)");
 }
 
+/// `qtc quantize --recipe hybrid --param rowwise.recipe=... --param columnwise.recipe=...`: a hybrid vector
+/// (hybrid_cases.hpp), both planes by the CPU reference.
+int run_quantize_hybrid(const QuantizeArgs& a, const std::map<std::string, std::string>& md) {
+  const HybridRecipe h = HybridRecipe::from_metadata(md);
+  const ref::LayoutOptions lo = a.layout.options();
+  for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) ref::check_layout_applies(lo, h.plane_recipe(pk));
+  HostMatrix x;
+  if (!a.input.empty()) {
+    QTC_CHECK(a.shape.empty(), "give either --input or --shape, not both");
+    x = read_input(a);
+  } else {
+    QTC_CHECK(!a.shape.empty(), "give the input: --input FILE or --shape MxK");
+    const auto [m, k] = parse_shape(a.shape);
+    InputClass ic = InputClass::kNormal;
+    bool found = false;
+    for (InputClass c : all_input_classes())
+      if (input_class_name(c) == a.input_kind) ic = c, found = true;
+    QTC_CHECK(found, "--input-kind '", a.input_kind, "': unknown family");
+    const DType d = a.dtype == "bf16" ? DType::kBF16 : a.dtype == "f16" ? DType::kF16 : DType::kF32;
+    // Each plane's outputs, and the columnwise source, within the memory the process may use.
+    for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise})
+      check_quantize_resources(h.plane_recipe(pk), d, m, k, !a.no_dequantized, 4);
+    x = make_input(ic, d, m, k, a.seed);
+  }
+  for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise})
+    check_quantize_resources(h.plane_recipe(pk), x.dtype, x.rows, x.cols, !a.no_dequantized, 4);
+  h.validate_input(x.dtype, x.rows, x.cols);
+  auto cpu = make_cpu_backend();
+  io::File f = make_hybrid_vector(h, x, *cpu, lo, !a.no_dequantized);
+  f.metadata["source"] = "qtc " QTC_VERSION " CPU reference (qtc quantize)";
+  f.metadata["case"] = !a.input.empty() ? fs::path(a.input).filename().string() + ":" + a.tensor
+                                        : ::fmt::format("{}_{}x{}", h.name(), x.rows, x.cols);
+  io::write_file(a.out, f);
+  std::printf("wrote %s: %s, x [%lld, %lld] %s, layout %s: %s\n", a.out.c_str(), h.name().c_str(),
+              static_cast<long long>(x.rows), static_cast<long long>(x.cols), std::string(dtype_name(x.dtype)).c_str(),
+              ref::describe(lo).c_str(), tensor_list(f).c_str());
+  return 0;
+}
+
 int run_quantize(const QuantizeArgs& a) {
   check_output_path(a.out);
   std::map<std::string, std::string> md{{"recipe", a.recipe}};
@@ -134,6 +174,7 @@ int run_quantize(const QuantizeArgs& a) {
     QTC_CHECK(md.find(key) == md.end() || key == "recipe" || md[key] == value, "--param '", p, "': '", key, "' given twice with different values");
     md[key] = value;
   }
+  if (HybridRecipe::is_hybrid(md)) return run_quantize_hybrid(a, md);
   const Recipe r = Recipe::from_metadata(md);
   const ref::LayoutOptions lo = a.layout.options();
   ref::check_layout_applies(lo, r);
@@ -229,6 +270,13 @@ int run_convert(const ConvertArgs& a) {
       taken.emplace(key, f);
       const io::File in = io::read_file(f);
       ref::LayoutOptions want = to;
+      if (HybridRecipe::is_hybrid(in.metadata)) {  // each plane as its recipe's vector (hybrid_cases.hpp)
+        const io::File out = convert_hybrid_vector(in, want, static_cast<uint8_t>(a.layout.pad_byte));
+        if (to_dir && dst.has_parent_path()) fs::create_directories(dst.parent_path());
+        io::write_file(dst, out);
+        ++written;
+        continue;
+      }
       const Recipe r = Recipe::from_metadata(in.metadata);
       if (want.swizzled && !describe_plane(r, PlaneKind::kRowwise, 0, 0).swizzlable) {
         want.swizzled = false;  // only NVFP4, MXFP8 and MXFP4 scales have the cuBLAS 128x4 layout
@@ -282,7 +330,7 @@ void register_write(CLI::App& app) {
         "  qtc quantize --recipe nvfp4 --shape 256x1024 --layout te --swizzled -o nvfp4_te.safetensors\n"
         "  qtc quantize --recipe fp8_block --param tile=128x128 --input acts.safetensors --tensor h -o blk.safetensors\n"
         "Exit status 0, or 2 with the rule broken (unknown recipe / key / value, bad shape, unreadable input).");
-    cmd->add_option("--recipe", a->recipe, "nvfp4, mxfp8, fp8_block, fp8_tensor or mxfp4")->required();
+    cmd->add_option("--recipe", a->recipe, "nvfp4, mxfp8, fp8_block, fp8_tensor, mxfp4 or hybrid (planes: --param rowwise.recipe=K, columnwise.recipe=K, rowwise.<key>=V, columnwise_source=...)")->required();
     cmd->add_option("--param", a->params, "KEY=VALUE recipe parameter or profile (VECTORS.md metadata), repeatable");
     cmd->add_option("--input", a->input, "safetensors file holding the input");
     cmd->add_option("--tensor", a->tensor, "input tensor name in --input")->capture_default_str();

@@ -15,6 +15,7 @@
 #include "qtc/codec.hpp"
 #include "qtc/error.hpp"
 #include "qtc/footprint.hpp"
+#include "qtc/hybrid.hpp"
 #include "qtc/native_layout.hpp"
 #include "qtc/recipe.hpp"
 #include "qtc/recipe_policy.hpp"
@@ -391,6 +392,7 @@ const std::vector<std::string>& expected_tensor_names() {
 }
 
 FileResult verify_vector(const io::File& file, const std::string& source, QuantizeBackend& backend, const VerifyOptions& opts) {
+  if (HybridRecipe::is_hybrid(file.metadata)) return verify_hybrid_vector(file, source, backend, opts);  // verify_hybrid.cpp
   FileResult res;
   res.path = source;
   res.backend = backend.name();

@@ -1,6 +1,6 @@
 # \file tests.cmake
 # \brief Tests of the conformance layer: verify's logic (cpu), every bundled vector (vectors), the qtc binary (cpu).
-qtc_add_test(test_verify SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_verify.cpp LIBS qtc_conformance LABELS cpu)
+qtc_add_test(test_verify SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_verify.cpp ${CMAKE_CURRENT_LIST_DIR}/test_verify_hybrid.cpp LIBS qtc_conformance LABELS cpu)
 qtc_add_test(test_bundled_vectors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_vectors.cpp LIBS qtc_conformance LABELS vectors cpu)
 qtc_add_test(test_te_layout SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_te_layout.cpp LIBS qtc_conformance LABELS vectors cpu)
 qtc_add_test(test_qtc_cli SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli.cpp LIBS qtc_conformance LABELS cpu)
@@ -117,3 +117,7 @@ foreach(impl_count IN ITEMS "modelopt;QTC_N_MODELOPT" "jax;QTC_N_JAX" "vllm;QTC_
                        PASS_REGULAR_EXPRESSION "\nIMPL  [^\n]*: ${${nvar}} files; ${impl} reproduces ${${nvar}} of ${${nvar}}[^\n]*\n${${nvar}} identified, 0 unmatched\n$"
                        FAIL_REGULAR_EXPRESSION "(^|\n)(NONE|OTHER|ERROR) ")
 endforeach()
+# Hybrid planes (conformance/README.md, "Hybrid planes"): TE's HybridQuantizer compositions and its fused grouped MXFP8
+# requantization, written by conformance/peers/te_hybrid_vectors.sh (qtc's CPU reference following TE's code).
+add_test(NAME qtc_verify_te_hybrid COMMAND qtc verify ${CMAKE_CURRENT_LIST_DIR}/../vectors/te_hybrid)
+set_tests_properties(qtc_verify_te_hybrid PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "^15 passed, 0 failed\n$")

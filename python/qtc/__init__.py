@@ -148,6 +148,11 @@ def _metadata(recipe: str | None, params: Mapping[str, Any]) -> Dict[str, str]:
     for k, v in params.items():
         if v is None:
             continue
+        if isinstance(v, Mapping) and k in ("rowwise", "columnwise"):
+            # recipe="hybrid": a plane's recipe as a dict, e.g. rowwise={"recipe": "mxfp8"} -> rowwise.recipe=mxfp8
+            for kk, vv in _metadata(None, v).items():
+                md[f"{k}.{kk}"] = vv
+            continue
         md[k] = ("1" if v else "0") if isinstance(v, bool) else str(v)
     return md
 
@@ -169,6 +174,10 @@ def quantize(x: Any, recipe: str, *, layout: str = "compact", swizzled: bool = F
     ``recipe`` is ``nvfp4``, ``mxfp8``, ``fp8_block``, ``fp8_tensor`` or ``mxfp4``; ``params`` are the VECTORS.md parameters
     (``tile='16x16'``, ``row_scaled=True``, ``fp8_dtype='e5m2'``, ``scale_rule='ocp_floor'``, ``profile='te_pyref'``,
     ``columnwise=False``, ...).
+    ``recipe='hybrid'`` (TransformerEngine's HybridQuantizer; conformance/README.md, Hybrid planes) takes each plane's
+    recipe as a dict: ``rowwise={'recipe': 'mxfp8'}, columnwise={'recipe': 'nvfp4'}``, with
+    ``columnwise_source='rowwise_dequantized'`` (and ``columnwise_source_dtype='f32'``, ``group_rows='128,256'``);
+    an FP8 tensor plane's scale is returned as ``'<plane>.scale_inv'``, the dequantized source as ``columnwise_source``.
     Returns the VECTORS.md tensors (``rowwise_data``, ``rowwise_scale_inv``, ``columnwise_data``, ...). With
     ``layout='te'`` the scales are TransformerEngine's padded buffers (``swizzled=True``: cuBLAS's 128x4 layout).
     """

@@ -22,6 +22,7 @@
 #include "qtc/stochastic_rounding.hpp"
 #include "qtc/error.hpp"
 #include "qtc/footprint.hpp"
+#include "qtc/hybrid.hpp"
 #include "qtc/identify.hpp"
 #include "qtc/native_layout.hpp"
 #include "qtc/quantize.hpp"
@@ -123,8 +124,16 @@ qtc::io::Tensor in_layout(qtc::io::Tensor&& t, const qtc::Recipe& r, int64_t M, 
   return std::move(t);
 }
 
+std::map<std::string, TensorOut> quantize_hybrid(const TensorArg& x_arg, const Metadata& md);
+
+std::map<std::string, TensorOut> quantize_view(const qtc::MatrixView& x, const Metadata& md);
+
 std::map<std::string, TensorOut> quantize(const TensorArg& x_arg, const Metadata& md) {
-  const qtc::MatrixView x = view_2d(x_arg);
+  if (qtc::HybridRecipe::is_hybrid(md)) return quantize_hybrid(x_arg, md);
+  return quantize_view(view_2d(x_arg), md);
+}
+
+std::map<std::string, TensorOut> quantize_view(const qtc::MatrixView& x, const Metadata& md) {
   auto [r, layout] = recipe_and_layout(md);
   r.validate_input(x.dtype, x.rows, x.cols);
   // The sizes and the memory precheck of every command (footprint.hpp): the outputs, and their copies in the
@@ -164,6 +173,45 @@ std::map<std::string, TensorOut> quantize(const TensorArg& x_arg, const Metadata
   for (qtc::io::Tensor& t : outs) {
     std::string name = t.name;
     out[name] = tensor_out(std::move(t));
+  }
+  return out;
+}
+
+/// recipe=hybrid (qtc/hybrid.hpp; conformance/README.md "Hybrid planes"): each plane by its own recipe, through
+/// quantize() above on its source (x, or the rowwise plane dequantized as ref::quantize_hybrid does), keeping that
+/// plane's tensors; FP8 tensor's scale_inv / amax as '<plane>.scale_inv' / '<plane>.amax'; plus columnwise_source.
+std::map<std::string, TensorOut> quantize_hybrid(const TensorArg& x_arg, const Metadata& md) {
+  const qtc::MatrixView x = view_2d(x_arg);
+  Metadata hmd = md;
+  hmd.erase("source");
+  const qtc::HybridRecipe h = qtc::HybridRecipe::from_metadata(hmd);
+  h.validate_input(x.dtype, x.rows, x.cols);
+  for (qtc::PlaneKind pk : {qtc::PlaneKind::kRowwise, qtc::PlaneKind::kColumnwise})
+    qtc::check_quantize_resources(h.plane_recipe(pk), x.dtype, x.rows, x.cols, false, 2);
+  std::optional<qtc::HostMatrix> src;
+  if (h.source == qtc::ColumnwiseSource::kRowwiseDequantized) {
+    nb::gil_scoped_release release;
+    const qtc::QuantizedTensor q = qtc::ref::quantize(x, h.plane_recipe(qtc::PlaneKind::kRowwise));
+    src = qtc::ref::dequantize(q, qtc::PlaneKind::kRowwise, h.source_dtype_for(x.dtype));
+  }
+  std::map<std::string, TensorOut> out;
+  for (qtc::PlaneKind pk : {qtc::PlaneKind::kRowwise, qtc::PlaneKind::kColumnwise}) {
+    const bool row = pk == qtc::PlaneKind::kRowwise;
+    qtc::Recipe r = h.plane_recipe(pk);
+    if (!row && r.is(qtc::RecipeKind::kFP8Tensor)) r.rowwise = true;  // its scale_inv / amax travel with the rowwise plane
+    Metadata pmd = r.to_metadata();
+    for (const char* k : {"layout", "swizzled"})
+      if (auto it = md.find(k); it != md.end()) pmd[k] = it->second;
+    const qtc::MatrixView in = !row && src ? src->view() : x;
+    for (auto& [name, t] : quantize_view(in, pmd)) {
+      const std::string pre = row ? "rowwise" : "columnwise";
+      if (name == pre + "_data" || name == pre + "_scale_inv" || name == "amax_" + pre) out[name] = std::move(t);
+      else if (name == "scale_inv" || name == "amax") out[pre + "." + name] = std::move(t);
+    }
+  }
+  if (src) {
+    const std::string dt = src->dtype == qtc::DType::kF32 ? "F32" : src->dtype == qtc::DType::kBF16 ? "BF16" : "F16";
+    out["columnwise_source"] = tensor_out(qtc::io::Tensor{"columnwise_source", dt, {src->rows, src->cols}, std::move(src->bytes)});
   }
   return out;
 }

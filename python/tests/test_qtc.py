@@ -401,3 +401,26 @@ def test_outputs_are_regular_files_only(tmp_path):
             qtc.save_vector(tmp_path / name, {"x": make_x(3)}, {"recipe": "mxfp8"})
     assert not (tmp_path / "target").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "link"]
+
+
+def test_hybrid_planes_quantize_and_verify():
+    # TE's HybridQuantizer (conformance/README.md, Hybrid planes): MXFP8 rowwise, NVFP4 columnwise of the dequantized
+    # rowwise plane, which comes back in x's dtype; a changed columnwise byte fails naming the columnwise plane.
+    x = make_x(3)
+    md = dict(rowwise={"recipe": "mxfp8"}, columnwise={"recipe": "nvfp4"}, columnwise_source="rowwise_dequantized")
+    q = qtc.quantize(x, "hybrid", **md)
+    assert set(q) == {"rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv", "amax_columnwise",
+                      "columnwise_source"}
+    assert q["columnwise_source"].shape == x.shape and q["columnwise_data"].shape == (K, M // 2)
+    r = qtc.verify({"x": x, **q}, recipe="hybrid", **md)
+    assert r.passed, r.line
+    bad = dict(q)
+    bad["columnwise_data"] = q["columnwise_data"].copy()
+    bad["columnwise_data"][0, 0] ^= 0x1
+    r = qtc.verify({"x": x, **bad}, recipe="hybrid", **md)
+    assert r.verdict == "fail" and "columnwise plane" in r.message and r.mismatches["columnwise_data"] > 0
+    # The fused grouped MXFP8 requantization's F32 source; an FP8 tensor plane's scale under its plane's name.
+    g = qtc.quantize(x, "hybrid", rowwise={"recipe": "mxfp8"}, columnwise={"recipe": "fp8_tensor"})
+    assert "columnwise.scale_inv" in g and "columnwise_source" not in g
+    with pytest.raises(ValueError, match="hybrid-source-dtype"):
+        qtc.quantize(x, "hybrid", rowwise={"recipe": "mxfp8"}, columnwise={"recipe": "mxfp8"}, columnwise_source_dtype="f32")

@@ -81,6 +81,11 @@ struct VerifyOptions {
 /// Verifies an in-memory vector. `source` names it in messages. Never throws: every problem is a verdict.
 /// The metadata keys `layout` / `swizzled` say how the output buffers are laid out (native_layout.hpp).
 FileResult verify_vector(const io::File& file, const std::string& source, QuantizeBackend& backend, const VerifyOptions& opts = {});
+/// Verifies a hybrid vector (recipe=hybrid: hybrid.hpp, conformance/README.md "Hybrid planes"): one vector per
+/// plane, each of its plane's recipe; the columnwise input is x or the rowwise plane quantized and dequantized by
+/// `backend`. verify_vector calls it for such files. Never throws.
+FileResult verify_hybrid_vector(const io::File& file, const std::string& source, QuantizeBackend& backend,
+                                const VerifyOptions& opts = {});
 /// Reads and verifies a file.
 FileResult verify_file(const std::filesystem::path& path, QuantizeBackend& backend, const VerifyOptions& opts = {});
 /// Verifies a file with several backends (read once); an unreadable file gives one error result.
