@@ -24,6 +24,8 @@ struct MxRule {
     if (pr.mx_order == MxOrder::kTorchAO) return torchao::mx_scale(bamax, o.scale_rule, o.fp8);
     if (pr.mx_order == MxOrder::kModelOpt) return peer::modelopt::mx_scale(bamax);
     if (pr.mx_order == MxOrder::kJax) return peer::jax::mx_scale(bamax, input, o.fp8);
+    if (pr.mx_order == MxOrder::kTorchCast || pr.mx_order == MxOrder::kMlDtypesCast)
+      return peer::cast::mx_scale(bamax, o.fp8, pr.mx_order == MxOrder::kTorchCast);
     QTC_CHECK(o.scale_rule == MxScaleRule::kRceil || o.scale_rule == MxScaleRule::kOcpFloor, "MXFP8 scale_rule ",
               mx_scale_rule_name(o.scale_rule), " is defined by torchao's to_mx only (profile torchao)");
     // TE rceil: float_to_e8m0(bamax * RN(1/max)); OCP floor: 2^(floor(log2(amax)) - emax_elem), exact from the
@@ -36,6 +38,8 @@ struct MxRule {
     if (pr.mx_order == MxOrder::kTorchAO) return torchao::mx_code(x, e, o.scale_rule, o.fp8);
     if (pr.mx_order == MxOrder::kModelOpt) return peer::modelopt::mx_code(x, e);
     if (pr.mx_order == MxOrder::kJax) return peer::jax::mx_code(x, e, input, o.fp8);
+    if (pr.mx_order == MxOrder::kTorchCast || pr.mx_order == MxOrder::kMlDtypesCast)
+      return peer::cast::mx_code(x, e, o.fp8, pr.mx_order == MxOrder::kTorchCast);
     return encode_fp8(x * e8m0_reciprocal(e), o.fp8);
   }
 };

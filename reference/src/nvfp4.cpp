@@ -128,6 +128,12 @@ void quantize_rows_1d(const Nvfp4Block& nb, const float* src, int64_t n, int64_t
         sf = peer::vllm::nvfp4_scale(bamax, gs);
         const float mul = peer::vllm::nvfp4_multiplier(sf, gs);
         for (int k = 0; k < 16; ++k) codes[k] = peer::vllm::nvfp4_code(x[k], mul);
+      } else if (nb.pr.nvfp4_order == Nvfp4Order::kMlDtypesCast) {
+        // ml_dtypes casts, float32: S = amax / 2688; sf = float8_e4m3fn((bamax / 6) / S); codes float4_e2m1fn(x / (sf * S)).
+        const float s_global = peer::cast::nvfp4_global(g.amax);
+        sf = peer::cast::nvfp4_scale(bamax, s_global);
+        const float div = peer::cast::nvfp4_divisor(sf, s_global);
+        for (int k = 0; k < 16; ++k) codes[k] = peer::cast::nvfp4_code(x[k], div);
       } else if (nb.o.fourover6) {
         Nvfp4Block::Candidate c6{};
         const Nvfp4Block::Candidate c4 = nb.candidates(bamax, g, c6);

@@ -30,6 +30,8 @@ enum class Nvfp4Order : uint8_t {
               ///< E2M1 convert (NaN -> 0x8); zero blocks: 0 * Inf
   kVllm,      ///< vLLM ref_nvfp4_quant: gs = T(T(1 / amax) * 2688) in the input's dtype T; sf = e4m3(clamp(gs * (bamax * RN(1/6)),
               ///< +-448)); data x * (1 / (sf * (1 / gs))) (a zero divisor replaced by 1e8), clamp +-6, value buckets
+  kMlDtypesCast,  ///< ml_dtypes casts, float32: S = amax / 2688; sf = float8_e4m3fn((bamax / 6) / S) (non-saturating);
+                  ///< codes float4_e2m1fn(x / (float(sf) * S)) (saturating, NaN -> 0x8 / 0x0 by the NaN's sign)
 };
 
 /// MXFP8 block-scale and data-scaling implementation.
@@ -44,6 +46,10 @@ enum class MxOrder : uint8_t {
   kJax,       ///< JAX quantize on XLA CPU, in the input's dtype T: e = round-up E8M0 of T(bamax / elem_max) (F16:
               ///< T(bamax * T(1 / elem_max)); a NaN amax -> 0x00); data T(x * T(1 / T(2^(e-127)))) (e = 0: 2^-127,
               ///< F16: 2^-15), clip +-elem_max; denormals flushed in float32 arithmetic (1 / 2^-127 is Inf)
+  kTorchCast,     ///< float32: e = PyTorch's float -> float8_e8m0fnu cast of bamax / elem_max (sign dropped; up when
+                  ///< mantissa bit 22 is set, a subnormal's exact half down; 0 -> 0x00, NaN/Inf -> 0xFF); data
+                  ///< float8(x / float(e)) (float(0x00) = 2^-127, float(0xFF) = NaN), non-saturating cast
+  kMlDtypesCast,  ///< as kTorchCast with ml_dtypes' casts: a scale <= 0 (zero blocks) or NaN -> 0xFF; E5M2 NaN 0x7E | s
 };
 
 /// What a NaN or Inf block does to an MXFP8 scale under the kTE order.
@@ -59,7 +65,17 @@ enum class Fp8Form : uint8_t {
   kTE,          ///< scale = fp8_max / amax (fp8.scale_order), data x * scale, stored 1 / scale; amax 0, Inf, NaN -> 1
   kInvDiv,      ///< s = amax / fp8_max, data x / s (ModelOpt, compressed-tensors, vLLM `_quantize_group_native`)
   kInvMulRcp,   ///< s = amax / fp8_max, data x * RN(1 / s) (DeepGEMM, vLLM `QuantFP8.forward_native` per tensor)
-  kRcpMaxDiv,   ///< s = amax * RN(1 / fp8_max), data x / s (vLLM's Triton `_per_token_group_quant_fp8`)
+  kRcpMaxDiv,   ///< s = amax * RN(1 / fp8_max), data x / s
+  kRcpMaxMulRcp,  ///< s = amax * RN(1 / fp8_max), data x * RN(1 / s): the Triton group quantizers on sm_90, whose fp32
+                  ///< `/` is PTX div.full.f32 (a * rcp.approx(b)); rcp.approx(448) = RN(1 / 448) (seen on the H200),
+                  ///< rcp.approx(s) modelled as RN(1 / s)
+};
+
+/// What the Triton group quantizers' tl.clamp(y, fp8_min, fp8_max) makes of a NaN y (rule `fp8.clamp_nan`).
+enum class Fp8ClampNaN : uint8_t {
+  kNaN,       ///< the NaN reaches the cast (NaN code)
+  kPlusMax,   ///< +fp8_max (vLLM: fp8_min/fp8_max constexpr; min.f32 / max.f32 return the non-NaN operand)
+  kMinusMax,  ///< -fp8_max (SGLang: bit8_min/bit8_max runtime arguments, max(y, min) first)
 };
 
 /// How pow2_scales=1 makes the stored scale a power of two under a form other than kTE (rule `fp8.pow2`).
@@ -132,6 +148,7 @@ struct ProfileRules {
   bool fp8_torch_nan = false;          ///< NaN results as PyTorch's CPU kernels give them (torchao_codec.hpp), the
                                        ///< data cast keeps a NaN's sign (0x7F | s), the per-tensor F32 amax of a NaN is
                                        ///< 0xFFFFFFFF (torch.max's full reduction); else a NaN code is 0x7F
+  Fp8ClampNaN fp8_clamp_nan = Fp8ClampNaN::kNaN;  ///< a NaN data value after the clamp (Triton group quantizers)
 
   /// Rule name -> value, in a fixed order (what `qtc profiles` prints and identify toggles).
   std::vector<std::pair<std::string, std::string>> describe() const;
