@@ -177,6 +177,7 @@ std::vector<ProfileRules> make_builtin() {
   ProfileRules jx;
   jx.id = Profile::kJax;
   jx.name = "jax";
+  jx.version = 2;  // 1: NaN propagated into every F32 block amax (XLA's vectorized reduce drops it: 403 of 405 dumps)
   jx.follows = "JAX 0.10.2 / 0.11.0 jax._src.cudnn.scaled_matmul_stablehlo.quantize (mxfp8, nvfp4 with global_scale "
                "amax / 2688) on XLA CPU";
   jx.fp8_block = jx.fp8_tensor = jx.mxfp4 = false;
@@ -268,7 +269,8 @@ std::string_view nvfp4_order_text(Nvfp4Order o) {
              "E2M1 by searchsorted (-0.0 -> 0x0, NaN -> 0x7)";
     case Nvfp4Order::kJax:
       return "jax: XLA CPU f32 with denormals flushed; xs = x * RN(1 / (amax / 2688)); sf = e4m3(clip(max|xs| / 6, 0, 448)); "
-             "data XLA E2M1 of clip(xs * RN(1 / sf), -6, 6) (NaN -> 0x8; a zero block is 0 * Inf)";
+             "data XLA E2M1 of clip(xs * RN(1 / sf), -6, 6) (NaN -> 0x8; a zero block is 0 * Inf); F32 tensors of >= 4096 "
+             "elements: block amax by XLA's 8-lane maxps reduction";
     case Nvfp4Order::kVllm:
       return "vllm: gs = T(T(1 / amax) * 2688) in the input dtype T; sf = e4m3(clamp(gs * (bamax * RN(1/6)), +-448)); data "
              "x * rcp(sf * rcp(gs)), rcp(0) = 1e-8; clamp +-6; value buckets (-0.0 -> 0x0, NaN -> 0x8)";
@@ -300,7 +302,9 @@ std::string_view mx_order_text(MxOrder o) {
       return "modelopt: e = ceil(log2f(bamax / 448)) if > 0 else -127, clamp [-127, 127]; data clamp(x * 2^(127-e), +-448)";
     case MxOrder::kJax:
       return "jax: in the input dtype T, E8M0 rounded up from T(bamax / elem_max) (F16: T(bamax * T(1 / elem_max))), a NaN "
-             "-> 0x00; data T(x * T(1 / T(2^(e-127)))) (e = 0: 2^-127, F16 2^-15), clip +-elem_max; XLA CPU flushes denormals";
+             "-> 0x00; data T(x * T(1 / T(2^(e-127)))) (e = 0: 2^-127, F16 2^-15), clip +-elem_max; XLA CPU flushes denormals; "
+             "F32 tensors of >= 4096 elements: block amax by XLA's 8-lane maxps reduction (a NaN drops its lane's earlier "
+             "values, one reaching the last step gives -Inf: 0xFF)";
     case MxOrder::kTorchCast:
       return "torch_cast: f32; e = torch float8_e8m0fnu cast of bamax / elem_max (up iff mantissa bit 22 set and the value is "
              "normal or has lower bits; sign dropped; NaN/Inf -> 0xFF); data float8(x / float(e)), float(0x00) = 2^-127, "
