@@ -25,7 +25,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROFILES = ["te", "te_pyref", "ocp", "torchao", "modelopt", "jax", "vllm"]
+PROFILES = ["te", "te_pyref", "ocp", "torchao", "modelopt", "jax", "vllm", "torch_cast", "ml_dtypes_cast"]
 
 IMPLEMENTATIONS = [
     ("TransformerEngine PyTorch references", "conformance/vectors/te", r"^TransformerEngine (tests/pytorch|transformer_engine/pytorch)",
@@ -48,6 +48,10 @@ IMPLEMENTATIONS = [
      "scaled_matmul_stablehlo.quantize, MXFP8 (E4M3, E5M2) and NVFP4 configs (conformance/peers/jax_dump.py)"),
     ("vLLM 0.33.0", "conformance/vectors/vllm", r"^vLLM",
      "ref_nvfp4_quant, run from the wheel's text (conformance/peers/vllm_dump.py)"),
+    ("PyTorch 2.11 casts (MXFP8)", "conformance/vectors/torch_cast", r"^torch ",
+     "MXFP8 written with .to(torch.float8_e8m0fnu) scales and .to(torch.float8_*) data (conformance/peers/cast_mx_dump.py)"),
+    ("ml_dtypes 0.7 casts (MXFP8, NVFP4)", "conformance/vectors/ml_dtypes_cast", r"^ml_dtypes ",
+     "MXFP8 with float8_e8m0fnu scales, NVFP4 with float8_e4m3fn scales and float4_e2m1fn data (cast_mx_dump.py)"),
 ]
 
 
