@@ -25,8 +25,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROFILES = ["te", "te_pyref", "ocp", "torchao", "modelopt", "jax", "vllm"]
-PROFILES += ["compressed_tensors"]
+PROFILES = ["te", "te_pyref", "ocp", "torchao", "modelopt", "jax", "vllm", "compressed_tensors", "torch_cast", "ml_dtypes_cast"]
 
 IMPLEMENTATIONS = [
     ("TransformerEngine PyTorch references", "conformance/vectors/te", r"^TransformerEngine (tests/pytorch|transformer_engine/pytorch)",
@@ -52,6 +51,10 @@ IMPLEMENTATIONS = [
     ("compressed-tensors 0.20.0", "conformance/vectors/compressed_tensors", r"^compressed-tensors",
      "presets NVFP4, MXFP8, MXFP4 (conformance/peers/compressed_tensors_dump.py) and FP8, FP8_BLOCK "
      "(compressed_tensors_fp8_dump.py) on the CPU"),
+    ("PyTorch 2.11 casts (MXFP8)", "conformance/vectors/torch_cast", r"^torch ",
+     "MXFP8 written with .to(torch.float8_e8m0fnu) scales and .to(torch.float8_*) data (conformance/peers/cast_mx_dump.py)"),
+    ("ml_dtypes 0.7 casts (MXFP8, NVFP4)", "conformance/vectors/ml_dtypes_cast", r"^ml_dtypes ",
+     "MXFP8 with float8_e8m0fnu scales, NVFP4 with float8_e4m3fn scales and float4_e2m1fn data (cast_mx_dump.py)"),
 ]
 
 

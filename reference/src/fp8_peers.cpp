@@ -58,7 +58,7 @@ struct PeerFp8 {
   /// The stored scale of a block (or tensor) whose absolute maximum is `a`.
   float scale(float a, Fp8Form f) const {
     if (a < eps) a = eps;  // torch.clamp(min=eps) / tl.maximum(amax, eps): a NaN stays NaN
-    float s = f == Fp8Form::kRcpMaxDiv ? mul(a, static_cast<float>(1.0 / static_cast<double>(fp8max))) : div(a, fp8max);
+    float s = (f == Fp8Form::kRcpMaxDiv || f == Fp8Form::kRcpMaxMulRcp) ? mul(a, static_cast<float>(1.0 / static_cast<double>(fp8max))) : div(a, fp8max);
     s = round_to_input(s, false);
     if (pr.fp8_scale_min > 0.0f && s < pr.fp8_scale_min) s = pr.fp8_scale_min;  // torch.clamp(min=): NaN stays
     if (pow2) {
@@ -78,9 +78,13 @@ struct PeerFp8 {
 
   /// The FP8 code of element x of a block with stored scale s (rcp = 1 / s, used by kInvMulRcp).
   uint8_t code(float x, float s, float rcp, Fp8Form f, bool vector_lane) const {
-    float y = f == Fp8Form::kInvMulRcp ? mul(x, rcp) : div(x, s);
+    float y = (f == Fp8Form::kInvMulRcp || f == Fp8Form::kRcpMaxMulRcp) ? mul(x, rcp) : div(x, s);
     y = round_to_input(y, vector_lane);
     if (pr.fp8_zero_point_add && y == 0.0f) y = 0.0f;  // (x / s) + 0: -0.0 + 0.0 = +0.0
+    if (y != y && pr.fp8_clamp_nan != Fp8ClampNaN::kNaN) {  // Triton's clamp returns a bound for a NaN (rule fp8.clamp_nan)
+      const uint8_t max_code = type == Fp8Type::kE4M3 ? 0x7E : 0x7B;
+      return static_cast<uint8_t>(max_code | (pr.fp8_clamp_nan == Fp8ClampNaN::kMinusMax ? 0x80u : 0u));
+    }
     if (y != y) {
       if (!pr.fp8_torch_nan || (pr.fp8_bf16_nan_positive && input == DType::kBF16)) return 0x7F;
       return static_cast<uint8_t>(0x7Fu | ((f32_bits(y) >> 24) & 0x80u));  // PyTorch's cast keeps a NaN's sign

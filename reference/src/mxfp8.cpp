@@ -24,6 +24,8 @@ struct MxRule {
     if (pr.mx_order == MxOrder::kTorchAO) return torchao::mx_scale(bamax, o.scale_rule, o.fp8);
     if (pr.mx_order == MxOrder::kModelOpt) return peer::modelopt::mx_scale(bamax);
     if (pr.mx_order == MxOrder::kJax) return peer::jax::mx_scale(bamax, input, o.fp8);
+    if (pr.mx_order == MxOrder::kTorchCast || pr.mx_order == MxOrder::kMlDtypesCast)
+      return peer::cast::mx_scale(bamax, o.fp8, pr.mx_order == MxOrder::kTorchCast);
     QTC_CHECK(o.scale_rule == MxScaleRule::kRceil || o.scale_rule == MxScaleRule::kOcpFloor, "MXFP8 scale_rule ",
               mx_scale_rule_name(o.scale_rule), " is defined by torchao's to_mx only (profile torchao)");
     // TE rceil: float_to_e8m0(bamax * RN(1/max)); OCP floor: 2^(floor(log2(amax)) - emax_elem), exact from the
@@ -36,6 +38,8 @@ struct MxRule {
     if (pr.mx_order == MxOrder::kTorchAO) return torchao::mx_code(x, e, o.scale_rule, o.fp8);
     if (pr.mx_order == MxOrder::kModelOpt) return peer::modelopt::mx_code(x, e);
     if (pr.mx_order == MxOrder::kJax) return peer::jax::mx_code(x, e, input, o.fp8);
+    if (pr.mx_order == MxOrder::kTorchCast || pr.mx_order == MxOrder::kMlDtypesCast)
+      return peer::cast::mx_code(x, e, o.fp8, pr.mx_order == MxOrder::kTorchCast);
     return encode_fp8(x * e8m0_reciprocal(e), o.fp8);
   }
 };
@@ -51,6 +55,10 @@ QuantizedTensor quantize_mxfp8(const MatrixView& x, const Recipe& r) {
   const MxRule rule{r, x.dtype};
   const bool tile_2d = rule.o.tile_2d;
   const bool prop = rule.propagate();
+  // jax (XLA CPU): a float32 tensor of >= 4096 elements has its block maxima reduced in vector lanes (NaN rule of
+  // peer::jax::lane_block_amax); quantize(x.T) for the columnwise plane has as many elements.
+  const bool lanes = rule.pr.mx_order == MxOrder::kJax && x.dtype == DType::kF32 && !tile_2d &&
+                     M * K >= peer::jax::kJaxLaneReduceMinElements;
   for_each_row_strip(x, 32, [&](int64_t g, int64_t i0, int64_t n, const float* s) {
     std::vector<float> col_amax(static_cast<size_t>(K));
     std::vector<uint8_t> tile_scale(static_cast<size_t>(kbs));
@@ -72,7 +80,13 @@ QuantizedTensor quantize_mxfp8(const MatrixView& x, const Recipe& r) {
             sc = tile_scale[static_cast<size_t>(c)];
           } else {
             float a = 0.0f;
-            for (int64_t j = j0; j < j1; ++j) a = amax_step(a, s[i * K + j], prop);
+            if (lanes && j1 - j0 == 32) {
+              float v[32];
+              for (int64_t j = j0; j < j1; ++j) v[j - j0] = std::fabs(s[i * K + j]);
+              a = peer::jax::lane_block_amax(v, 32);
+            } else {
+              for (int64_t j = j0; j < j1; ++j) a = amax_step(a, s[i * K + j], prop);
+            }
             sc = rule.scale(a);
           }
           p.scale.bytes[static_cast<size_t>((i0 + i) * kbs + c)] = sc;
@@ -85,6 +99,12 @@ QuantizedTensor quantize_mxfp8(const MatrixView& x, const Recipe& r) {
         std::fill(col_amax.begin(), col_amax.end(), 0.0f);
         for (int64_t i = 0; i < n; ++i)
           for (int64_t j = 0; j < K; ++j) col_amax[static_cast<size_t>(j)] = amax_step(col_amax[static_cast<size_t>(j)], s[i * K + j], prop);
+        if (lanes && n == 32)
+          for (int64_t j = 0; j < K; ++j) {
+            float v[32];
+            for (int64_t i = 0; i < 32; ++i) v[i] = std::fabs(s[i * K + j]);
+            col_amax[static_cast<size_t>(j)] = peer::jax::lane_block_amax(v, 32);
+          }
       }
       for (int64_t j = 0; j < K; ++j) {
         const uint8_t sc = tile_2d ? tile_scale[static_cast<size_t>(j / 32)] : rule.scale(col_amax[static_cast<size_t>(j)]);

@@ -119,6 +119,11 @@ void quantize_rows_1d(const Nvfp4Block& nb, const float* src, int64_t n, int64_t
           xs[k] = peer::jax::mul(x[k], rcp);
           sam = amax_step(sam, xs[k], true);
         }
+        if (nb.input == DType::kF32 && nb.plane_blocks * 16 >= peer::jax::kJaxLaneReduceMinElements) {
+          float v[16];  // XLA CPU's vectorized reduce-max of a large float32 tensor (peer::jax::lane_block_amax)
+          for (int k = 0; k < 16; ++k) v[k] = std::fabs(xs[k]);
+          sam = peer::jax::lane_block_amax(v, 16);
+        }
         sf = peer::jax::nvfp4_scale(sam);
         for (int k = 0; k < 16; ++k) codes[k] = peer::jax::nvfp4_code(xs[k], sf);
       } else if (nb.pr.nvfp4_order == Nvfp4Order::kVllm) {
@@ -128,6 +133,12 @@ void quantize_rows_1d(const Nvfp4Block& nb, const float* src, int64_t n, int64_t
         sf = peer::vllm::nvfp4_scale(bamax, gs);
         const float mul = peer::vllm::nvfp4_multiplier(sf, gs);
         for (int k = 0; k < 16; ++k) codes[k] = peer::vllm::nvfp4_code(x[k], mul);
+      } else if (nb.pr.nvfp4_order == Nvfp4Order::kMlDtypesCast) {
+        // ml_dtypes casts, float32: S = amax / 2688; sf = float8_e4m3fn((bamax / 6) / S); codes float4_e2m1fn(x / (sf * S)).
+        const float s_global = peer::cast::nvfp4_global(g.amax);
+        sf = peer::cast::nvfp4_scale(bamax, s_global);
+        const float div = peer::cast::nvfp4_divisor(sf, s_global);
+        for (int k = 0; k < 16; ++k) codes[k] = peer::cast::nvfp4_code(x[k], div);
       } else if (nb.o.fourover6) {
         Nvfp4Block::Candidate c6{};
         const Nvfp4Block::Candidate c4 = nb.candidates(bamax, g, c6);
@@ -280,6 +291,12 @@ QuantizedTensor quantize_nvfp4(const MatrixView& x, const Recipe& r, const float
       ac = amax_override[1];
     } else {
       ar = amax(x, propagate);
+      if (nb.pr.nvfp4_order == Nvfp4Order::kJax && x.dtype == DType::kF32 && M * K % 8 == 0 &&
+          M * K >= peer::jax::kJaxLaneReduceMinElements) {
+        std::vector<float> all(static_cast<size_t>(M * K));  // jnp.max(jnp.abs(x)) in XLA CPU's vector lanes
+        load_rows(x, 0, M, all.data());
+        ar = peer::jax::lane_tensor_amax(all.data(), M * K);
+      }
       ac = ar;
       if (o.rht && r.columnwise) {
         rht_y = rht_transform(x, o.rht_sign_mask);

@@ -158,7 +158,9 @@ std::vector<ProfileRules> make_builtin() {
   vt.follows = "vLLM 0.33.0 Triton _per_token_group_quant_fp8 (GPU; read from the code, eps 1e-10 is the recipe's eps)";
   vt.nan_amax = false;  // tl.max ignores NaN
   vt.fp8_torch_nan = false;
-  vt.fp8_form = vt.fp8_tensor_form = Fp8Form::kRcpMaxDiv;
+  vt.version = 2;  // 1: data x / s (IEEE), a NaN data value NaN (0x7F); the H200 dumps of 2026-12-03 refuted both
+  vt.fp8_form = vt.fp8_tensor_form = Fp8Form::kRcpMaxMulRcp;  // y / y_s is div.full.f32: y * rcp.approx(y_s)
+  vt.fp8_clamp_nan = Fp8ClampNaN::kPlusMax;  // tl.clamp(NaN, fp8_min, fp8_max) -> +448 on sm_90 (NaN and Inf / Inf)
   vt.fp8_satfinite = true;  // tl.clamp to +-448
   vt.fp8_pow2 = Fp8Pow2::kCeilLog2;
   v.push_back(vt);
@@ -169,7 +171,9 @@ std::vector<ProfileRules> make_builtin() {
   sg.id = Profile::kSglangTriton;
   sg.name = "sglang_triton";
   sg.follows = "SGLang 0.5.23 Triton _per_token_group_quant_8bit (row-major scales; GPU, read from the code)";
-  sg.fp8_form = sg.fp8_tensor_form = Fp8Form::kInvMulRcp;  // y * (1.0 / y_s), clamp
+  // y_s = absmax / bit8_max is div.full.f32: absmax * rcp.approx(448) = absmax * RN(1/448); y * (1.0 / y_s): y * rcp(y_s)
+  sg.fp8_form = sg.fp8_tensor_form = Fp8Form::kRcpMaxMulRcp;
+  sg.fp8_clamp_nan = Fp8ClampNaN::kMinusMax;  // runtime bounds: NaN -> -448
   sg.fp8_pow2 = Fp8Pow2::kNone;                            // the row-major kernel has no UE8M0 option
   v.push_back(sg);
 
@@ -177,7 +181,8 @@ std::vector<ProfileRules> make_builtin() {
   sc.id = Profile::kSglangTritonColMajor;
   sc.name = "sglang_triton_colmajor";
   sc.follows = "SGLang 0.5.23 Triton _per_token_group_quant_8bit_colmajor (SCALE_UE8M0: exp2(ceil(log2|y_s|)); GPU, read from the code)";
-  sc.fp8_form = sc.fp8_tensor_form = Fp8Form::kInvDiv;  // y / y_s, clamp
+  sc.fp8_form = sc.fp8_tensor_form = Fp8Form::kRcpMaxMulRcp;  // absmax * rcp(448), y * rcp(y_s) (div.full.f32)
+  sc.fp8_clamp_nan = Fp8ClampNaN::kMinusMax;
   sc.fp8_pow2 = Fp8Pow2::kCeilLog2;
   v.push_back(sc);
 
@@ -185,6 +190,7 @@ std::vector<ProfileRules> make_builtin() {
   ProfileRules jx;
   jx.id = Profile::kJax;
   jx.name = "jax";
+  jx.version = 2;  // 1: NaN propagated into every F32 block amax (XLA's vectorized reduce drops it: 403 of 405 dumps)
   jx.follows = "JAX 0.10.2 / 0.11.0 jax._src.cudnn.scaled_matmul_stablehlo.quantize (mxfp8, nvfp4 with global_scale "
                "amax / 2688) on XLA CPU";
   jx.fp8_block = jx.fp8_tensor = jx.mxfp4 = false;
@@ -197,6 +203,33 @@ std::vector<ProfileRules> make_builtin() {
   jx.mx_nonfinite = MxNonFinite::kNaN;
   jx.mx_scale_rules = {MxScaleRule::kRceil};
   v.push_back(jx);
+
+  // Quantizers written with a library's own casts, no quantization library (issue 25; conformance/peers/
+  // cast_mx_dump.py): MXFP8 scale (amax / elem_max) cast to float8_e8m0fnu, data (x / scale) cast to FP8; float32.
+  // The files carry scale_rule rceil (the key's default): the E8M0 rounding is the cast's, named by mxfp8.order.
+  ProfileRules tc;
+  tc.id = Profile::kTorchCast;
+  tc.name = "torch_cast";
+  tc.follows = "PyTorch 2.11 casts: MXFP8 (amax / elem_max).to(torch.float8_e8m0fnu), (x / scale.float()).to(torch.float8_*)";
+  tc.nvfp4 = tc.fp8_block = tc.fp8_tensor = tc.mxfp4 = false;
+  tc.mxfp4_scale_rules.clear();
+  tc.nan_amax = true;  // torch.amax propagates NaN
+  tc.nvfp4_stochastic = false;
+  tc.mx_order = MxOrder::kTorchCast;
+  tc.mx_nonfinite = MxNonFinite::kNaN;
+  tc.mx_scale_rules = {MxScaleRule::kRceil};
+  v.push_back(tc);
+
+  ProfileRules md = tc;
+  md.id = Profile::kMlDtypesCast;
+  md.name = "ml_dtypes_cast";
+  md.follows = "ml_dtypes 0.7 casts: MXFP8 float8_e8m0fnu scale and float8_* data; NVFP4 S = amax / 2688, float8_e4m3fn "
+               "block scale (bamax / 6) / S, float4_e2m1fn data x / (sf * S)";
+  md.nvfp4 = true;
+  md.nvfp4_order = Nvfp4Order::kMlDtypesCast;
+  md.nvfp4_nan_scale = true;
+  md.mx_order = MxOrder::kMlDtypesCast;
+  v.push_back(md);
   return v;
 }
 
@@ -232,6 +265,8 @@ std::string_view fp8_form_name(Fp8Form f) {
     case Fp8Form::kInvDiv: return "s = amax / fp8_max, data x / s, stored s";
     case Fp8Form::kInvMulRcp: return "s = amax / fp8_max, data x * (1 / s), stored s";
     case Fp8Form::kRcpMaxDiv: return "s = amax * RN(1 / fp8_max), data x / s, stored s";
+    case Fp8Form::kRcpMaxMulRcp:
+      return "s = amax * RN(1 / fp8_max), data x * RN(1 / s) (Triton's div.full.f32 on sm_90), stored s";
   }
   return "?";
 }
@@ -248,7 +283,8 @@ std::string_view nvfp4_order_text(Nvfp4Order o) {
              "E2M1 by searchsorted (-0.0 -> 0x0, NaN -> 0x7)";
     case Nvfp4Order::kJax:
       return "jax: XLA CPU f32 with denormals flushed; xs = x * RN(1 / (amax / 2688)); sf = e4m3(clip(max|xs| / 6, 0, 448)); "
-             "data XLA E2M1 of clip(xs * RN(1 / sf), -6, 6) (NaN -> 0x8; a zero block is 0 * Inf)";
+             "data XLA E2M1 of clip(xs * RN(1 / sf), -6, 6) (NaN -> 0x8; a zero block is 0 * Inf); F32 tensors of >= 4096 "
+             "elements: block amax by XLA's 8-lane maxps reduction";
     case Nvfp4Order::kVllm:
       return "vllm: gs = T(T(1 / amax) * 2688) in the input dtype T; sf = e4m3(clamp(gs * (bamax * RN(1/6)), +-448)); data "
              "x * rcp(sf * rcp(gs)), rcp(0) = 1e-8; clamp +-6; value buckets (-0.0 -> 0x0, NaN -> 0x8)";
@@ -256,6 +292,9 @@ std::string_view nvfp4_order_text(Nvfp4Order o) {
       return "compressed_tensors: gs = T(T(1 / max(amax, tiny_T)) * 2688) in the input dtype T (NaN, Inf -> 1; amax Inf -> "
              "0); sf = e4m3(clamp(gs * T(bpos / 6), +-448)), 0 -> 0.125 (0x20); data clamp(x / (sf / gs) + 0, +-6) by value "
              "buckets, sign from signbit (a negative rounding to 0 -> 0x8, -0.0 -> 0x0; NaN -> 0x0, BF16 input 0x8)";
+    case Nvfp4Order::kMlDtypesCast:
+      return "ml_dtypes_cast: f32; S = amax / 2688; sf = float8_e4m3fn((bamax / 6) / S) (past 464: NaN); data "
+             "float4_e2m1fn(x / (float(sf) * S)) (RN-even, saturating; NaN -> 0x8, negative NaN -> 0x0)";
   }
   return "?";
 }
@@ -275,6 +314,16 @@ std::string_view mx_order_text(MxOrder o) {
       return "compressed_tensors: in the input dtype T, scale rule pow2_round: bpos rounded to a power of two on its bits "
              "(mantissa >= 0.75 up), e = clamp(127 + floor(log2) - emax_elem, 0, 255), scale T(2^(e-127)), 0 -> 1, stored "
              "127 + floor(log2(scale)); data T(x / scale) + 0, clamp +-elem_max, PyTorch's cast (E2M1: value buckets)";
+             "-> 0x00; data T(x * T(1 / T(2^(e-127)))) (e = 0: 2^-127, F16 2^-15), clip +-elem_max; XLA CPU flushes denormals; "
+             "F32 tensors of >= 4096 elements: block amax by XLA's 8-lane maxps reduction (a NaN drops its lane's earlier "
+             "values, one reaching the last step gives -Inf: 0xFF)";
+    case MxOrder::kTorchCast:
+      return "torch_cast: f32; e = torch float8_e8m0fnu cast of bamax / elem_max (up iff mantissa bit 22 set and the value is "
+             "normal or has lower bits; sign dropped; NaN/Inf -> 0xFF); data float8(x / float(e)), float(0x00) = 2^-127, "
+             "float(0xFF) NaN; non-saturating cast";
+    case MxOrder::kMlDtypesCast:
+      return "ml_dtypes_cast: f32; e = ml_dtypes float8_e8m0fnu cast of bamax / elem_max (as torch for normals; subnormals to "
+             "the nearest of 2^-127, 2^-126; zero, NaN -> 0xFF); data float8(x / float(e)); non-saturating cast, E5M2 NaN 0x7E|s";
   }
   return "?";
 }
@@ -334,6 +383,7 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
                    : nvfp4_order == Nvfp4Order::kJax ? "0x00, data 0 * (1 / 0) (NaN, code 0x8)"
                    : nvfp4_order == Nvfp4Order::kVllm ? "0x00, data multiplier 1 / (1e8 * ...)"
                    : nvfp4_order == Nvfp4Order::kCompressedTensors ? "a scale that rounds to 0 -> 0.125 (0x20); global scale 0 (amax Inf) -> every scale 0x20, data 0"
+                   : nvfp4_order == Nvfp4Order::kMlDtypesCast ? "0x00, data x / 0 (a zero block: 0 / 0, code 0x0; tiny: Inf, 0x7)"
                        : (nvfp4_tiny_block_floor ? "clamped up to 2^-6 (0x08)" : "0x00 below E4M3's range"));
     d.emplace_back("nvfp4.nan_scale", nvfp4_nan_scale ? "0x7F" : "fminf drops it (NaN amax -> S_enc = FLT_MAX)");
     d.emplace_back("nvfp4.neg_zero", nvfp4_neg_zero_positive ? "-0.0 -> 0x0, NaN data -> 0x0" : "-0.0 -> 0x8");
@@ -350,6 +400,8 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
                        ? "NaN -> 0xFF and NaN data; Inf -> finite scale (rceil 0xFE), Inf -> +-elem_max"
                        : mx_order == MxOrder::kModelOpt
                              ? "NaN -> 0x00, data of the other elements x * 2^127 clamped to +-448; Inf -> 0xFE"
+                       : mx_order == MxOrder::kTorchCast || mx_order == MxOrder::kMlDtypesCast
+                             ? "NaN or Inf -> 0xFF, data x / NaN (NaN)"
                        : mx_order == MxOrder::kJax
                              ? "NaN -> 0x00 (data x * (1 / 2^-127) = x * Inf: +-elem_max, 0 * Inf NaN); Inf -> 0xFF (data x * 0)"
                        : mx_order == MxOrder::kCompressedTensors
@@ -359,6 +411,8 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
                                                                   : "NaN ignored (maxNum), Inf -> 0xFE (satfinite)"));
     d.emplace_back("mxfp8.zero_block_scale", mx_order == MxOrder::kTorchAO ? "0x00 (data divided by 2^-126; rceil: by 1)"
                                              : mx_order == MxOrder::kModelOpt ? "0x00 (data multiplied by 2^127)"
+                                             : mx_order == MxOrder::kTorchCast ? "0x00 (data 0 / 2^-127 = 0)"
+                                             : mx_order == MxOrder::kMlDtypesCast ? "0xFF (ml_dtypes casts 0 to NaN; data NaN)"
                                              : mx_order == MxOrder::kJax ? "0x00 (data 0 * (1 / 2^-127): NaN under XLA CPU's denormal flush; F16 0)"
                                              : mx_order == MxOrder::kCompressedTensors ? "0x00 (scale 2^-127; F16: 2^-127 is 0 there -> 1.0, 0x7F)"
                                                                              : "0x00");
@@ -378,6 +432,8 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
       d.emplace_back("fp8.zero_scale", fp8_zero_scale == Fp8ZeroScale::kKeep ? "0 (data 0/0 = NaN)" : "finfo(input dtype).eps");
       d.emplace_back("fp8.scale_min", fp8_scale_min > 0.0f ? std::to_string(fp8_scale_min) : "none");
       d.emplace_back("fp8.zero_point_add", fp8_zero_point_add ? "x / s + 0: -0.0 -> +0" : "no");
+      if (fp8_clamp_nan != Fp8ClampNaN::kNaN)
+        d.emplace_back("fp8.clamp_nan", fp8_clamp_nan == Fp8ClampNaN::kPlusMax ? "NaN -> +fp8_max" : "NaN -> -fp8_max");
     }
     d.emplace_back("fp8.nan", !fp8_torch_nan ? "NaN code 0x7F"
                               : std::string("PyTorch's CPU NaNs; a NaN code keeps its sign") +
@@ -453,7 +509,11 @@ std::span<const RuleToggle> rule_toggles() {
        [](ProfileRules& r) {
          // x / s <-> x * (1 / s), for the forms that store s (te's form has its own toggle, fp8.scale_order)
          if ((!r.fp8_block && !r.fp8_tensor) || r.fp8_form == Fp8Form::kTE) return false;
-         auto swap = [](Fp8Form f) { return f == Fp8Form::kInvMulRcp ? Fp8Form::kInvDiv : Fp8Form::kInvMulRcp; };
+         auto swap = [](Fp8Form f) {
+           if (f == Fp8Form::kRcpMaxDiv || f == Fp8Form::kRcpMaxMulRcp)
+             return f == Fp8Form::kRcpMaxDiv ? Fp8Form::kRcpMaxMulRcp : Fp8Form::kRcpMaxDiv;
+           return f == Fp8Form::kInvMulRcp ? Fp8Form::kInvDiv : Fp8Form::kInvMulRcp;
+         };
          r.fp8_form = swap(r.fp8_form);
          r.fp8_tensor_form = swap(r.fp8_tensor_form);
          return true;
@@ -480,6 +540,12 @@ std::span<const RuleToggle> rule_toggles() {
        [](ProfileRules& r) {
          if (!r.fp8_block && !r.fp8_tensor) return false;
          r.fp8_inf_amax_scale_zero = !r.fp8_inf_amax_scale_zero;
+         return true;
+       }},
+      {"fp8.clamp_nan", "+fp8_max <-> -fp8_max",
+       [](ProfileRules& r) {
+         if ((!r.fp8_block && !r.fp8_tensor) || r.fp8_clamp_nan == Fp8ClampNaN::kNaN) return false;
+         r.fp8_clamp_nan = r.fp8_clamp_nan == Fp8ClampNaN::kPlusMax ? Fp8ClampNaN::kMinusMax : Fp8ClampNaN::kPlusMax;
          return true;
        }},
   };

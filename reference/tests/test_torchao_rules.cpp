@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "qtc/path_rules.hpp"
+#include "qtc/peer_codec.hpp"
 #include "qtc/profile.hpp"
 #include "qtc/quantize.hpp"
 #include "qtc/torchao_codec.hpp"
@@ -276,6 +277,62 @@ TEST(Profiles, EveryToggledRuleAPathLacksIsRefusedByName) {
     }
   }
   EXPECT_GT(refused, 20);
+}
+
+// The libraries' E8M0 casts (profiles torch_cast, ml_dtypes_cast), values checked against PyTorch 2.11 and ml_dtypes 0.7.
+TEST(CastProfiles, E8m0CastsRoundAsTheLibraries) {
+  using peer::cast::e8m0_ml_dtypes;
+  using peer::cast::e8m0_torch;
+  EXPECT_EQ(e8m0_torch(1.25f), 0x7F);
+  EXPECT_EQ(e8m0_torch(1.5f), 0x80);   // a normal's exact half goes up
+  EXPECT_EQ(e8m0_torch(3.0f), 0x81);   // ... also from an even exponent (not RN-even on the exponent)
+  EXPECT_EQ(e8m0_torch(bits_f32(0x3FBFFFFFu)), 0x7F);
+  EXPECT_EQ(e8m0_torch(-1.5f), 0x80);  // sign dropped
+  EXPECT_EQ(e8m0_torch(0.0f), 0x00);
+  EXPECT_EQ(e8m0_torch(bits_f32(0x00400000u)), 0x00);  // a subnormal's half stays
+  EXPECT_EQ(e8m0_torch(bits_f32(0x00400038u)), 0x01);
+  EXPECT_EQ(e8m0_torch(bits_f32(0x7F400000u)), 0xFF);  // 1.5 * 2^127 rounds into the NaN code
+  EXPECT_EQ(e8m0_torch(bits_f32(0x7FC00000u)), 0xFF);
+  EXPECT_EQ(e8m0_ml_dtypes(1.5f), 0x80);
+  EXPECT_EQ(e8m0_ml_dtypes(0.0f), 0xFF);  // no zero in the type
+  EXPECT_EQ(e8m0_ml_dtypes(-1.0f), 0xFF);
+  EXPECT_EQ(e8m0_ml_dtypes(bits_f32(0x00400038u)), 0x00);  // subnormals: nearest of 2^-127 and 2^-126
+  EXPECT_EQ(e8m0_ml_dtypes(bits_f32(0x00600000u)), 0x01);
+  EXPECT_EQ(peer::cast::fp8(bits_f32(0xFFC00000u), Fp8Type::kE5M2, false), 0xFE);  // ml_dtypes' E5M2 NaN
+  EXPECT_EQ(peer::cast::fp8(bits_f32(0xFFC00000u), Fp8Type::kE5M2, true), 0xFF);   // PyTorch's
+  EXPECT_EQ(peer::cast::fp8(465.0f, Fp8Type::kE4M3, true), 0x7F);                  // not saturating
+  // the rule other paths lack is named
+  Recipe mx = Recipe::of(Mxfp8Options{});
+  mx.profile = Profile::kTorchCast;
+  const PathRules bare{.path = "a path with te's rules only"};
+  EXPECT_EQ(unimplemented_rule(mx, bare).rfind("rule mxfp8.order torch_cast (profile 'torch_cast')", 0), 0u) << unimplemented_rule(mx, bare);
+  Recipe nv = Recipe::of(Nvfp4Options{});
+  nv.profile = Profile::kMlDtypesCast;
+  EXPECT_EQ(unimplemented_rule(nv, bare).rfind("rule nvfp4.order ml_dtypes_cast (profile 'ml_dtypes_cast')", 0), 0u) << unimplemented_rule(nv, bare);
+}
+
+// The Triton group quantizers (H200, 2026-12-03): a NaN after the data scaling (an Inf in the group makes the scale
+// Inf, and Inf * 0 NaN) leaves tl.clamp as +448 (vLLM) or -448 (SGLang); data x * RN(1 / s), s = amax * RN(1/448).
+TEST(TritonProfiles, ClampNaNAndReciprocalForm) {
+  std::vector<float> x(128, 1.0f);
+  x[0] = INFINITY;
+  x[1] = -2.0f;
+  Fp8BlockOptions o;
+  o.eps = 1e-10f;
+  for (auto [p, code] : {std::pair{Profile::kVllmTriton, 0x7E}, {Profile::kSglangTriton, 0xFE}, {Profile::kSglangTritonColMajor, 0xFE}}) {
+    Recipe r = Recipe::of(o);
+    r.profile = p;
+    const auto q = ref::quantize(MatrixView{x.data(), DType::kF32, 1, 128}, r);
+    EXPECT_EQ(q.rowwise->data[0], code) << profile_rules(p).name;
+    EXPECT_EQ(q.rowwise->data[1], 0x80) << "-2 * (1 / Inf) = -0";
+  }
+  // 1592 / 448 under div.full.f32 is 1592 * RN(1/448) = 0x40636DB8 (IEEE 1592 / 448: 0x40636DB7), seen on the H200
+  std::vector<float> y(128, 1.0f);
+  y[5] = 1592.0f;
+  Recipe r = Recipe::of(o);
+  r.profile = Profile::kSglangTritonColMajor;
+  const auto q = ref::quantize(MatrixView{y.data(), DType::kF32, 1, 128}, r);
+  EXPECT_EQ(f32_bits(q.rowwise->scale.f32(0, 0)), 0x40636DB8u);
 }
 
 }  // namespace

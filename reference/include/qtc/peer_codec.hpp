@@ -5,6 +5,7 @@
 ///        which model the same kernels. Host and device (QTC_HD), so that a kernel could call these very functions;
 ///        the CUDA backend refuses these orders today (cuda::unsupported_reason names the rule).
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -105,6 +106,47 @@ inline float round_to(float v, DType t) {
 /// A block or tensor amax of dtype `t` as XLA's reduction gives it: a BF16/F32 maximum of subnormals is 0.
 inline float amax(float a, DType t) { return t == DType::kF16 ? a : ftz(a); }
 
+/// XLA CPU reduces a float32 tensor of at least this many elements along its last axis (the block of 16 or 32) in
+/// vector lanes; smaller ones element by element, where a NaN propagates (measured on jax 0.10.2: 4064 elements
+/// propagate, 4096 do not, whatever the shape).
+inline constexpr int64_t kJaxLaneReduceMinElements = 4096;
+/// The block maximum of the n (16 or 32) values v (|x|) as XLA CPU's vectorized float32 reduce-max computes it: 8
+/// lanes, acc = v[0..7], acc = max(acc, v[8c..8c+7]) for each further group of 8, then lanes 0-3 with 4-7, 0-1 with
+/// 2-3, 0 with 1, and last with the init value -Inf; every max is x86 maxps, a > b ? a : b, which returns its second
+/// operand when either is NaN. So a NaN is dropped unless it reaches the last step (-Inf, scale 0xFF), and it drops
+/// the lane's earlier values. Matched bit for bit on every block of 0-3 NaNs (shapes 64x64 .. 256x512, blocks 16, 32).
+inline float lane_block_amax(const float* v, int n) {
+  auto mx = [](float a, float b) { return a > b ? a : b; };
+  float acc[8];
+  for (int i = 0; i < 8; ++i) acc[i] = v[i];
+  for (int c = 8; c < n; c += 8)
+    for (int i = 0; i < 8; ++i) acc[i] = mx(acc[i], v[c + i]);
+  for (int w = 4; w >= 1; w /= 2)
+    for (int i = 0; i < w; ++i) acc[i] = mx(acc[i], acc[i + w]);
+  return mx(acc[0], -INFINITY);
+}
+
+/// The whole-tensor max(|x|) of n float32 values (row-major) as XLA CPU reduces a tensor of >= 4096 elements (n a
+/// multiple of 8): chunks of 32768 elements, each in 8 lanes (lane = index mod 8, acc = max(acc, v) in index order,
+/// then the lane tree of lane_block_amax), the chunk results combined with the same max from -Inf. jnp.max(jnp.abs(x))
+/// of the dump scripts' NVFP4 global scale; matched on 220 tensors of 4096 .. 131072 elements with 1-5 NaNs (the
+/// order in which chunk results combine is not told apart by them).
+inline float lane_tensor_amax(const float* v, int64_t n) {
+  auto mx = [](float a, float b) { return a > b ? a : b; };
+  float total = -INFINITY;
+  for (int64_t c0 = 0; c0 < n; c0 += 32768) {
+    const int64_t c1 = std::min<int64_t>(n, c0 + 32768);
+    float acc[8];
+    for (int i = 0; i < 8; ++i) acc[i] = std::fabs(v[c0 + i]);
+    for (int64_t j = c0 + 8; j < c1; j += 8)
+      for (int i = 0; i < 8; ++i) acc[i] = mx(acc[i], std::fabs(v[j + i]));
+    for (int w = 4; w >= 1; w /= 2)
+      for (int i = 0; i < w; ++i) acc[i] = mx(acc[i], acc[i + w]);
+    total = mx(total, acc[0]);
+  }
+  return mx(total, -INFINITY);
+}
+
 /// cast_to_e8m0_with_rounding_up of the float32 bits of v: exponent + 1 when the mantissa is non-zero (not for
 /// exponent 0xFE, nor for subnormals up to 2^-127); the 9-bit result (sign included) truncated to 8 bits, so a NaN
 /// gives 0x00 and Inf 0xFF.
@@ -196,5 +238,74 @@ inline uint8_t nvfp4_code(float x, float mul) {
 }
 
 }  // namespace vllm
+
+// ---------------------------------------------------------------------------------------------------------------
+// Quantizers written with a library's own casts (profiles torch_cast, ml_dtypes_cast; conformance/peers/
+// cast_mx_dump.py): float32 arithmetic (IEEE, no flush; x86 NaN choice as torchao_codec.hpp), the library's casts.
+// ---------------------------------------------------------------------------------------------------------------
+namespace cast {
+
+/// PyTorch 2.11's float -> float8_e8m0fnu (c10 fp8e8m0fnu_from_fp32_value): the sign is dropped; exponent 0xFF (NaN,
+/// Inf) -> 0xFF; rounded up when mantissa bit 22 is set and (any lower bit is set or the value is normal): a normal
+/// 1.5 * 2^e goes up, a subnormal's 0x400000 stays (0x00 = 2^-127); 2^127 * [1.5, 2) -> 0xFF.
+QTC_HD uint8_t e8m0_torch(float v) {
+  const uint32_t b = f32_bits(v);
+  uint32_t e = (b >> 23) & 0xFFu;
+  if (e == 0xFFu) return 0xFF;
+  if ((b & 0x400000u) != 0 && ((b & 0x3FFFFFu) != 0 || e > 0)) ++e;
+  return static_cast<uint8_t>(e);
+}
+/// ml_dtypes 0.7's float32 -> float8_e8m0fnu: zero, negative values and NaN -> 0xFF (the type has no zero and no
+/// sign); positive normals as PyTorch; subnormals round to the nearest of 2^-127 (0x00) and 2^-126 (0x01), the
+/// midpoint 0x600000 going up.
+QTC_HD uint8_t e8m0_ml_dtypes(float v) {
+  if (!(v > 0.0f)) return 0xFF;
+  const uint32_t b = f32_bits(v);
+  if (((b >> 23) & 0xFFu) == 0) return b >= 0x600000u ? 1 : 0;
+  return e8m0_torch(v);
+}
+/// float8_e8m0fnu -> float32: 0x00 -> 2^-127 (both libraries), 0xFF -> NaN (PyTorch 0x7F800001, ml_dtypes 0x7FC00000).
+QTC_HD float e8m0_value(uint8_t e, bool torch) {
+  if (e == 0) return bits_f32(0x00400000u);
+  if (e == 0xFF) return bits_f32(torch ? 0x7F800001u : 0x7FC00000u);
+  return bits_f32(static_cast<uint32_t>(e) << 23);
+}
+/// float32 -> float8_e4m3fn / float8_e5m2 as both libraries cast (RN-even, not saturating: E4M3 past 464 -> NaN,
+/// E5M2 past 61440 -> Inf; a NaN keeps its sign: E4M3 0x7F | s, E5M2 0x7F | s (PyTorch) or 0x7E | s (ml_dtypes)).
+QTC_HD uint8_t fp8(float v, Fp8Type t, bool torch) {
+  if (v != v) {
+    const uint8_t sign = static_cast<uint8_t>((f32_bits(v) >> 24) & 0x80u);
+    return static_cast<uint8_t>(sign | ((t == Fp8Type::kE5M2 && !torch) ? 0x7Eu : 0x7Fu));
+  }
+  return t == Fp8Type::kE4M3 ? encode_e4m3(v, Overflow::kNaN) : encode_e5m2(v, Overflow::kNaN);
+}
+
+/// MXFP8 scale byte: (bamax / elem_max).to(float8_e8m0fnu), float32 (bamax: NaN propagated).
+QTC_HD uint8_t mx_scale(float bamax, Fp8Type t, bool torch) {
+  const float s = torchao::div(bamax, t == Fp8Type::kE4M3 ? 448.0f : 57344.0f);
+  return torch ? e8m0_torch(s) : e8m0_ml_dtypes(s);
+}
+/// MXFP8 code: (x / float(scale)).to(float8).
+QTC_HD uint8_t mx_code(float x, uint8_t e, Fp8Type t, bool torch) { return fp8(torchao::div(x, e8m0_value(e, torch)), t, torch); }
+
+/// NVFP4 (ml_dtypes): S = amax / 2688; sf = float8_e4m3fn((bamax / 6) / S).
+QTC_HD float nvfp4_global(float amax) { return torchao::div(amax, 2688.0f); }
+QTC_HD uint8_t nvfp4_scale(float bamax, float s_global) {
+  return fp8(torchao::div(torchao::div(bamax, 6.0f), s_global), Fp8Type::kE4M3, false);
+}
+/// The divisor float32(sf) * S (ml_dtypes decodes an E4M3 NaN to 0x7FC00000 | sign).
+QTC_HD float nvfp4_divisor(uint8_t sf, float s_global) {
+  const float d = (sf & 0x7Fu) == 0x7Fu ? bits_f32(0x7FC00000u | (static_cast<uint32_t>(sf & 0x80u) << 24)) : decode_e4m3(sf);
+  return torchao::mul(d, s_global);
+}
+/// ml_dtypes' float32 -> float4_e2m1fn of x / divisor: RN-even, saturating (Inf -> +-6), -0.0 -> 0x8; a NaN -> 0x8
+/// when its sign bit is clear, 0x0 when set (x86's 0 / 0 is the negative NaN: a zero block's codes are 0x0).
+QTC_HD uint8_t nvfp4_code(float x, float divisor) {
+  const float v = torchao::div(x, divisor);
+  if (v != v) return (f32_bits(v) >> 31) != 0 ? 0x0 : 0x8;
+  return encode_e2m1(v, NegZero::kKeepSign);
+}
+
+}  // namespace cast
 
 }  // namespace qtc::peer

@@ -34,6 +34,8 @@ enum class Nvfp4Order : uint8_t {
                        ///< gs = T(T(1 / max(amax, tiny_T)) * 2688) (NaN/Inf -> 1; amax Inf -> 0); sf = e4m3(clamp(gs *
                        ///< T(bpos / 6), +-448)), 0 -> 0.125; data x / (sf / gs) + 0, clamp +-6, value buckets (sign
                        ///< from signbit: small negatives -> 0x8; NaN -> 0x0, BF16 0x8); NaN block scales by lane
+  kMlDtypesCast,  ///< ml_dtypes casts, float32: S = amax / 2688; sf = float8_e4m3fn((bamax / 6) / S) (non-saturating);
+                  ///< codes float4_e2m1fn(x / (float(sf) * S)) (saturating, NaN -> 0x8 / 0x0 by the NaN's sign)
 };
 
 /// MXFP8 block-scale and data-scaling implementation.
@@ -52,6 +54,10 @@ enum class MxOrder : uint8_t {
                        ///< dtype T: bpos rounded to a power of two on its bits (mantissa >= 0.75 up), e = 127 +
                        ///< floor(log2) - emax_elem clamped [0, 255], scale T(2^(e-127)) (0 -> 1); data T(x / scale) +
                        ///< 0, clamp +-elem_max; NaN blocks by lane (all-ones NaN -> 2^-127, quiet NaN -> Inf)
+  kTorchCast,     ///< float32: e = PyTorch's float -> float8_e8m0fnu cast of bamax / elem_max (sign dropped; up when
+                  ///< mantissa bit 22 is set, a subnormal's exact half down; 0 -> 0x00, NaN/Inf -> 0xFF); data
+                  ///< float8(x / float(e)) (float(0x00) = 2^-127, float(0xFF) = NaN), non-saturating cast
+  kMlDtypesCast,  ///< as kTorchCast with ml_dtypes' casts: a scale <= 0 (zero blocks) or NaN -> 0xFF; E5M2 NaN 0x7E | s
 };
 
 /// What a NaN or Inf block does to an MXFP8 scale under the kTE order.
@@ -67,7 +73,17 @@ enum class Fp8Form : uint8_t {
   kTE,          ///< scale = fp8_max / amax (fp8.scale_order), data x * scale, stored 1 / scale; amax 0, Inf, NaN -> 1
   kInvDiv,      ///< s = amax / fp8_max, data x / s (ModelOpt, compressed-tensors, vLLM `_quantize_group_native`)
   kInvMulRcp,   ///< s = amax / fp8_max, data x * RN(1 / s) (DeepGEMM, vLLM `QuantFP8.forward_native` per tensor)
-  kRcpMaxDiv,   ///< s = amax * RN(1 / fp8_max), data x / s (vLLM's Triton `_per_token_group_quant_fp8`)
+  kRcpMaxDiv,   ///< s = amax * RN(1 / fp8_max), data x / s
+  kRcpMaxMulRcp,  ///< s = amax * RN(1 / fp8_max), data x * RN(1 / s): the Triton group quantizers on sm_90, whose fp32
+                  ///< `/` is PTX div.full.f32 (a * rcp.approx(b)); rcp.approx(448) = RN(1 / 448) (seen on the H200),
+                  ///< rcp.approx(s) modelled as RN(1 / s)
+};
+
+/// What the Triton group quantizers' tl.clamp(y, fp8_min, fp8_max) makes of a NaN y (rule `fp8.clamp_nan`).
+enum class Fp8ClampNaN : uint8_t {
+  kNaN,       ///< the NaN reaches the cast (NaN code)
+  kPlusMax,   ///< +fp8_max (vLLM: fp8_min/fp8_max constexpr; min.f32 / max.f32 return the non-NaN operand)
+  kMinusMax,  ///< -fp8_max (SGLang: bit8_min/bit8_max runtime arguments, max(y, min) first)
 };
 
 /// How pow2_scales=1 makes the stored scale a power of two under a form other than kTE (rule `fp8.pow2`).
@@ -140,6 +156,7 @@ struct ProfileRules {
   bool fp8_torch_nan = false;          ///< NaN results as PyTorch's CPU kernels give them (torchao_codec.hpp), the
                                        ///< data cast keeps a NaN's sign (0x7F | s), the per-tensor F32 amax of a NaN is
                                        ///< 0xFFFFFFFF (torch.max's full reduction); else a NaN code is 0x7F
+  Fp8ClampNaN fp8_clamp_nan = Fp8ClampNaN::kNaN;  ///< a NaN data value after the clamp (Triton group quantizers)
 
   /// Rule name -> value, in a fixed order (what `qtc profiles` prints and identify toggles).
   std::vector<std::pair<std::string, std::string>> describe() const;

@@ -34,6 +34,9 @@ enum class Profile : uint8_t {
   kSglangTriton,       ///< SGLang 0.5.23 Triton `_per_token_group_quant_8bit` (row-major scales) as read (GPU only)
   kSglangTritonColMajor,  ///< SGLang 0.5.23 Triton `_per_token_group_quant_8bit_colmajor` (fp32 / UE8M0) as read (GPU only)
   kJax,  ///< JAX scaled_matmul_stablehlo.quantize (jax.nn.scaled_dot_general) on XLA CPU (profile.hpp)
+  kTorchCast,     ///< MXFP8 written with PyTorch 2.11's casts: .to(torch.float8_e8m0fnu) scale, .to(float8_*) data
+  kMlDtypesCast,  ///< MXFP8 / NVFP4 written with ml_dtypes 0.7's casts (float8_e8m0fnu / float8_e4m3fn scales,
+                  ///< float8_* / float4_e2m1fn data)
 };
 
 enum class Fp8Type : uint8_t { kE4M3, kE5M2 };
