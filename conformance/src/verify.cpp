@@ -36,7 +36,7 @@ struct Spec {
   Role role = Role::kData;
   Elem elem = Elem::kF32;
   std::vector<int64_t> shape;  ///< the compact shape (VECTORS.md table)
-  /// Where the file's buffer keeps each value (layout te: padded / transposed / swizzled scales).
+  /// Where the file's buffer keeps each value (its scale layout: padded / transposed / swizzled / packed scales).
   std::optional<ref::OutputLayout> layout;
   std::vector<int64_t> file_shape;     ///< the shape the file's tensor has
   std::vector<uint8_t> compact_bytes;  ///< the file's values in the compact order (empty: the file's bytes are)
@@ -190,7 +190,7 @@ FileResult verify_vector(const io::File& file, const std::string& source, Quanti
     }
     res.profile = std::string(profile_name(r.profile));
     // Layout of the output buffers (VECTORS.md, Native layouts).
-    ref::LayoutOptions lo;
+    Layout lo = Layout::kCompact;
     try {
       lo = ref::layout_from_metadata(file.metadata);
       ref::check_layout_applies(lo, r);

@@ -73,23 +73,19 @@ struct InputTraits<__half> {
   __device__ static float to_f32(__half v) { return __half2float(v); }
 };
 
-/// Scale destination: compact coordinates (r, c) of the reference's compact layout mapped to the bytes of
-/// the requested layout (numeric.hpp's scale_index).
+/// Scale destination: compact coordinates (r, c) of the reference's compact layout mapped to the element of the
+/// requested layout by the plane's ScaleGeometry (layout.hpp, the one offset function of host and device).
 struct ScaleOut {
   uint8_t* p = nullptr;
-  ScaleIndexing how = ScaleIndexing::kRowMajor;
-  int64_t ld = 0;      ///< leading dimension (row-major, transposed)
-  int64_t num_kb = 0;  ///< k-block count (swizzled)
+  ScaleGeometry geom;
 };
 
-__device__ __forceinline__ int64_t scale_index(const ScaleOut& s, int64_t r, int64_t c) {
-  return qtc::scale_index(s.how, s.ld, s.num_kb, r, c);
-}
+__device__ __forceinline__ int64_t scale_index(const ScaleOut& s, int64_t r, int64_t c) { return s.geom.offset(r, c); }
 
-/// The device ScaleOut of the launchers' host mirror (launch.hpp's ScaleOutHost: p, mode, ld, num_kb).
+/// The device ScaleOut of the launchers' host one (launch.hpp's ScaleOutHost: p, geom).
 template <typename Host>
 inline ScaleOut to_scale_out(const Host& h) {
-  return ScaleOut{h.p, static_cast<ScaleIndexing>(h.mode), h.ld, h.num_kb};
+  return ScaleOut{h.p, h.geom};
 }
 
 /// atomicMax on a float >= 0 (or NaN as 0x7FFFFFFF, which wins: NaN-propagating amax).

@@ -6,16 +6,16 @@
 
 #include <cstdint>
 
+#include "qtc/layout.hpp"
 #include "qtc/tensor.hpp"
 
 namespace qtc::cuda::detail {
 
-/// Mirror of dev::ScaleOut (device_util.cuh), kept layout-identical.
+/// Where a plane's scales go: the buffer and the plane's ScaleGeometry in its layout (layout.hpp), passed to the
+/// kernels as it is (dev::ScaleOut is this type).
 struct ScaleOutHost {
   uint8_t* p = nullptr;
-  int mode = 0;
-  int64_t ld = 0;
-  int64_t num_kb = 0;
+  ScaleGeometry geom;  ///< compact entry (r, c) -> element geom.offset(r, c) of p
 };
 
 /// Which amaxes one pass over x produces (all zeroed by the launcher first, stream-ordered).
@@ -130,7 +130,7 @@ struct DequantParams {
   int64_t M = 0, K = 0;
   const uint8_t* data = nullptr;
   const uint8_t* scale = nullptr;
-  ScaleOutHost scale_layout;  ///< mode/ld/num_kb of the stored scale (p unused)
+  ScaleOutHost scale_layout;  ///< the stored scale's geometry (p unused)
   const float* amax = nullptr;  ///< NVFP4 amax [1] or per row/column; FP8 tensor: scale_inv
   bool per_row_amax = false;
   float nvfp4_factor = 0.0f;    ///< 1 / (6 * E4M3_MAX)

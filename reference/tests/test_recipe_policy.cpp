@@ -136,7 +136,7 @@ TEST(PlaneSpec, MatchesWhatTheQuantizerAndLayoutsProduce) {
           EXPECT_EQ(s.padded.cols, padded.cols);
           EXPECT_EQ(s.scale_bytes(ScaleLayout::kPadded), static_cast<int64_t>(padded.bytes.size()));
           EXPECT_EQ(s.padded.rows * s.padded.cols >= s.compact.rows * s.compact.cols, true);
-          if (s.swizzlable) {
+          if (s.has_layout(Layout::kSwizzled)) {
             const ScaleMatrix sw = ref::swizzle(padded, r, pk, M, K);
             EXPECT_EQ(sw.rows, s.padded.rows);
             EXPECT_EQ(sw.cols, s.padded.cols);
@@ -227,7 +227,7 @@ TEST(PlaneSpec, FixedTable) {
   EXPECT_FALSE(s.data_transposed);
   EXPECT_EQ(s.compact, (ScaleShape{2, 65}));
   EXPECT_EQ(s.padded, (ScaleShape{4, 128}));
-  EXPECT_TRUE(s.swizzle_transposed);
+  EXPECT_TRUE(s.tiles_transposed);
   s = describe_plane(fp8_block(Fp8Type::kE4M3, false), PlaneKind::kRowwise, 129, 257);
   EXPECT_EQ(s.compact, (ScaleShape{129, 3}));
   EXPECT_EQ(s.padded, (ScaleShape{3, 132}));
