@@ -582,9 +582,11 @@ bool fast_eligible(const KParams& p, DType t, bool full) {
   const auto a8 = [](const void* q) { return q == nullptr || reinterpret_cast<uintptr_t>(q) % 8 == 0; };
   // Scale positions are split into a per-tile base and 32-bit per-thread offsets (see the kernel).
   const auto layout_ok = [](const ScaleOut& sc) {
-    const bool tiled = sc.geom.layout == Layout::kSwizzled || sc.geom.layout == Layout::kSwizzled8x4;
-    return !(tiled && sc.geom.transposed) && !(sc.geom.layout == Layout::kPadded && sc.geom.transposed) &&
-           sc.geom.buf_cols >= 0 && sc.geom.buf_cols < (int64_t{1} << 24);
+    // The layouts whose offset is additive over tile origins (64-row / 4-column multiples): row-major ones and
+    // both swizzles, untransposed. Any other layout takes the generic kernel.
+    const Layout l = sc.geom.layout;
+    const bool additive = l == Layout::kCompact || l == Layout::kPadded || l == Layout::kSwizzled || l == Layout::kSwizzled8x4;
+    return additive && !sc.geom.transposed && sc.geom.buf_cols >= 0 && sc.geom.buf_cols < (int64_t{1} << 24);
   };
   return a8(p.row_data) && a8(p.col_data) && layout_ok(p.row_scale) && layout_ok(p.col_scale);
 }
