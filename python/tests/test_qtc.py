@@ -210,7 +210,7 @@ def test_torch_cpu_tensors():
     (lambda x: qtc.quantize(x[0], "mxfp8"), "x has shape [176]; VECTORS.md needs 2-D [M, K]"),
     (lambda x: qtc.quantize(x.astype(np.float64), "mxfp8"), "x has dtype F64"),
     (lambda x: qtc.quantize(x.astype(np.complex64), "mxfp8"), "has dtype complex64"),
-    (lambda x: qtc.quantize(x, "mxfp8", layout="cublas"), "layout must be 'compact', 'te' or 'deepgemm_packed_ue8m0', got 'cublas'"),
+    (lambda x: qtc.quantize(x, "mxfp8", layout="cublas"), "layout must be one of compact, te, swizzled_128x4, swizzled_8x4, deepgemm_packed_ue8m0, got 'cublas'"),
     (lambda x: qtc.quantize(x, "fp8_block", layout="swizzled_128x4"), "rule 'layout-swizzled_128x4'"),
     (lambda x: qtc.quantize(x, "fp8_block", layout="swizzled_8x4"), "rule 'layout-swizzled_8x4'"),
     (lambda x: qtc.dequantize(qtc.quantize(x, "mxfp8"), "mxfp8", (144, 175)), "expected [144, 175]"),
