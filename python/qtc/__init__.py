@@ -152,11 +152,11 @@ def _metadata(recipe: str | None, params: Mapping[str, Any]) -> Dict[str, str]:
     return md
 
 
-#: The scale layouts, one name each (qtc/layout.hpp; conformance/README.md, "Scale layouts"): compact (VECTORS.md
-#: shapes), te (TransformerEngine's padded buffers), swizzled_128x4 (cuBLAS's order of TE's padded NVFP4 / MXFP8 /
-#: MXFP4 scales), swizzled_8x4 (FlashInfer / TensorRT-LLM's small-M order), deepgemm_packed_ue8m0 (FP8 block UE8M0
-#: scales packed four per int32 word as DeepGEMM's).
-LAYOUTS = ("compact", "te", "swizzled_128x4", "swizzled_8x4", "deepgemm_packed_ue8m0")
+#: The scale layouts, one name each, from the C++ table (qtc/layout.hpp; conformance/README.md, "Scale layouts"):
+#: compact (VECTORS.md shapes), te (TransformerEngine's padded buffers), swizzled_128x4 (cuBLAS's order of TE's padded
+#: NVFP4 / MXFP8 / MXFP4 scales), swizzled_8x4 (FlashInfer / TensorRT-LLM's small-M order), deepgemm_packed_ue8m0
+#: (FP8 block UE8M0 scales packed four per int32 word as DeepGEMM's).
+LAYOUTS = tuple(_qtc.layout_names())
 
 
 def _layout_md(layout: str) -> Dict[str, str]:

@@ -419,6 +419,11 @@ NB_MODULE(_qtc, m) {
       PyErr_SetString(PyExc_ValueError, rule(e.what()).c_str());
     }
   });
+  m.def("layout_names", [] {  // qtc::kLayoutNames (layout.hpp): the one name table of the scale layouts
+    std::vector<std::string> names;
+    for (const qtc::LayoutName& n : qtc::kLayoutNames) names.emplace_back(n.name);
+    return names;
+  });
   m.def("quantize", &quantize, "x"_a, "metadata"_a);
   m.def("dequantize", &dequantize, "tensors"_a, "metadata"_a, "rows"_a, "cols"_a, "plane"_a, "out"_a);
   m.def("verify", &verify, "tensors"_a, "metadata"_a, "source"_a, "strict_padding"_a);

@@ -42,6 +42,18 @@ def layouts(recipe):
     return out
 
 
+def test_layout_names_come_from_the_one_table():
+    assert qtc.LAYOUTS == ("compact", "te", "swizzled_128x4", "swizzled_8x4", "deepgemm_packed_ue8m0")
+    x = make_x(2)
+    # The 8x4 buffer of NVFP4 [M, K]: [roundup(M, 8), roundup(ceil(K/16), 4)], entry (0, 1) at byte 1.
+    c = qtc.quantize(x, "nvfp4")
+    f = qtc.quantize(x, "nvfp4", layout="swizzled_8x4")
+    m, kb = c["rowwise_scale_inv"].shape
+    assert f["rowwise_scale_inv"].shape == (-(-m // 8) * 8, -(-kb // 4) * 4)
+    assert f["rowwise_scale_inv"].reshape(-1)[1] == c["rowwise_scale_inv"][0, 1]
+    assert f["rowwise_scale_inv"].reshape(-1)[4] == c["rowwise_scale_inv"][1, 0]
+
+
 @pytest.mark.parametrize("recipe,params", RECIPES)
 def test_quantize_then_verify_passes_in_every_layout(recipe, params):
     x = make_x(1)
