@@ -1,9 +1,9 @@
 /// \file cmd_write.cpp
 /// \brief The commands that WRITE vectors (VECTORS.md) in either layout:
 ///   `qtc quantize --recipe R [--param K=V]... (--input FILE [--tensor NAME] | --shape MxK ...) [--layout te]
-///                 [--swizzled] -o OUT`: x quantized by the CPU reference, every output of the recipe, written as
+///                 -o OUT`: x quantized by the CPU reference, every output of the recipe, written as
 ///                 one vector in the compact layout or as TransformerEngine holds the buffers;
-///   `qtc convert PATH... --layout compact|te [--swizzled] -o OUT`: existing vectors (or TE dumps) rewritten into
+///   `qtc convert PATH... --layout NAME -o OUT`: existing vectors (or TE dumps) rewritten into
 ///                 another layout (native_layout.hpp); the values are carried over, nothing is recomputed.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -37,23 +37,21 @@ namespace fs = std::filesystem;
 
 struct LayoutArgs {
   std::string layout = "compact";
-  bool swizzled = false;
   int pad_byte = 0;
 
-  ref::LayoutOptions options() const {
-    std::map<std::string, std::string> md{{"layout", layout}};
-    if (swizzled) md["swizzled"] = "1";
-    return ref::layout_from_metadata(md);  // throws naming the key for a bad combination
-  }
+  Layout value() const { return layout_from_name(layout).value(); }  // CLI::IsMember checked the name
 };
 
 void add_layout_options(CLI::App* cmd, LayoutArgs& a) {
-  cmd->add_option("--layout", a.layout, "compact (VECTORS.md shapes), te (TransformerEngine's padded buffers, TE_FORMATS.md §5) or "
-                                        "deepgemm_packed_ue8m0 (FP8 block UE8M0 scales packed as DeepGEMM's, conformance/README.md)")
-      ->check(CLI::IsMember({"compact", "te", "deepgemm_packed_ue8m0"}))
+  std::vector<std::string> names;
+  for (const LayoutName& n : kLayoutNames) names.emplace_back(n.name);
+  cmd->add_option("--layout", a.layout, "compact (VECTORS.md shapes), te (TransformerEngine's padded buffers, TE_FORMATS.md §5), "
+                                        "swizzled_128x4 (cuBLAS's order of TE's padded NVFP4 / MXFP8 / MXFP4 scales, §6), "
+                                        "swizzled_8x4 (FlashInfer / TensorRT-LLM's small-M order of the same scales) or "
+                                        "deepgemm_packed_ue8m0 (FP8 block UE8M0 scales packed as DeepGEMM's); conformance/README.md")
+      ->check(CLI::IsMember(names))
       ->capture_default_str();
-  cmd->add_flag("--swizzled", a.swizzled, "with --layout te: NVFP4 / MXFP8 scales in the cuBLAS 128x4 order (TE_FORMATS.md §6)");
-  cmd->add_option("--pad-byte", a.pad_byte, "value of every padding byte under --layout te (TE's swizzle writes 0; its quantize "
+  cmd->add_option("--pad-byte", a.pad_byte, "value of every padding byte of a padded layout (TE's swizzle writes 0; its quantize "
                                             "kernels leave whatever the buffer held)")
       ->check(CLI::Range(0, 255))
       ->capture_default_str();
@@ -123,7 +121,7 @@ void check_output_path(const std::string& out) {
 /// (hybrid_cases.hpp), both planes by the CPU reference.
 int run_quantize_hybrid(const QuantizeArgs& a, const std::map<std::string, std::string>& md) {
   const HybridRecipe h = HybridRecipe::from_metadata(md);
-  const ref::LayoutOptions lo = a.layout.options();
+  const Layout lo = a.layout.value();
   for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) ref::check_layout_applies(lo, h.plane_recipe(pk));
   HostMatrix x;
   if (!a.input.empty()) {
@@ -169,14 +167,14 @@ int run_quantize(const QuantizeArgs& a) {
     // silently override the flag.
     QTC_CHECK(key != "recipe" || value == a.recipe, "--param '", p, "' conflicts with --recipe ", a.recipe,
               " (rule 'one-source': name the recipe with --recipe only)");
-    QTC_CHECK(key != "layout" && key != "swizzled", "--param '", p, "': '", key, "' is not a recipe parameter; use --",
-              key == "layout" ? "layout compact|te" : "swizzled", " (rule 'one-source')");
+    QTC_CHECK(key != "layout" && key != "swizzled", "--param '", p, "': '", key, "' is not a recipe parameter; use --layout ",
+              kLayoutNameList, " (rule 'one-source')");
     QTC_CHECK(md.find(key) == md.end() || key == "recipe" || md[key] == value, "--param '", p, "': '", key, "' given twice with different values");
     md[key] = value;
   }
   if (HybridRecipe::is_hybrid(md)) return run_quantize_hybrid(a, md);
   const Recipe r = Recipe::from_metadata(md);
-  const ref::LayoutOptions lo = a.layout.options();
+  const Layout lo = a.layout.value();
   ref::check_layout_applies(lo, r);
 
   Case c;
@@ -222,7 +220,7 @@ int run_quantize(const QuantizeArgs& a) {
   io::write_file(a.out, f);
   std::printf("wrote %s: %s, x [%lld, %lld] %s, layout %s: %s\n", a.out.c_str(), r.name().c_str(),
               static_cast<long long>(x.rows), static_cast<long long>(x.cols), std::string(dtype_name(x.dtype)).c_str(),
-              ref::describe(lo).c_str(), tensor_list(f).c_str());
+              std::string(layout_name(lo)).c_str(), tensor_list(f).c_str());
   return 0;
 }
 
@@ -236,7 +234,7 @@ struct ConvertArgs {
 };
 
 int run_convert(const ConvertArgs& a) {
-  const ref::LayoutOptions to = a.layout.options();
+  const Layout to = a.layout.value();
   std::vector<FileResult> problems;
   // Each input with the name it gets under OUT: a file named on the command line keeps its base name, a file
   // found in a folder its path relative to that folder.
@@ -269,7 +267,7 @@ int run_convert(const ConvertArgs& a) {
                  " (rule 'distinct-outputs': two inputs with the same name; rename one or convert them separately)");
       taken.emplace(key, f);
       const io::File in = io::read_file(f);
-      ref::LayoutOptions want = to;
+      Layout want = to;
       if (HybridRecipe::is_hybrid(in.metadata)) {  // each plane as its recipe's vector (hybrid_cases.hpp)
         const io::File out = convert_hybrid_vector(in, want, static_cast<uint8_t>(a.layout.pad_byte));
         if (to_dir && dst.has_parent_path()) fs::create_directories(dst.parent_path());
@@ -278,10 +276,11 @@ int run_convert(const ConvertArgs& a) {
         continue;
       }
       const Recipe r = Recipe::from_metadata(in.metadata);
-      if (want.swizzled && !describe_plane(r, PlaneKind::kRowwise, 0, 0).swizzlable) {
-        want.swizzled = false;  // only NVFP4, MXFP8 and MXFP4 scales have the cuBLAS 128x4 layout
-        std::fprintf(stderr, "qtc convert: %s: %s has no swizzled scales; written as layout=te\n", f.string().c_str(),
-                     std::string(recipe_kind_name(r.kind())).c_str());
+      if ((want == Layout::kSwizzled || want == Layout::kSwizzled8x4) &&
+          !describe_plane(r, PlaneKind::kRowwise, 0, 0).has_layout(want)) {
+        want = Layout::kPadded;  // only NVFP4, MXFP8 and MXFP4 scales have the swizzled layouts
+        std::fprintf(stderr, "qtc convert: %s: %s has no %s scales; written as layout=te\n", f.string().c_str(),
+                     std::string(recipe_kind_name(r.kind())).c_str(), std::string(layout_name(to)).c_str());
       }
       const io::File out = ref::convert_vector_layout(in, want, static_cast<uint8_t>(a.layout.pad_byte));
       if (to_dir && dst.has_parent_path()) fs::create_directories(dst.parent_path());
@@ -294,7 +293,7 @@ int run_convert(const ConvertArgs& a) {
       ++errors;
     }
   }
-  std::printf("%d converted to layout %s, %d errors\n", written, ref::describe(to).c_str(), errors);
+  std::printf("%d converted to layout %s, %d errors\n", written, std::string(layout_name(to)).c_str(), errors);
   return errors ? 2 : 0;
 }
 
@@ -325,9 +324,10 @@ void register_write(CLI::App& app) {
         "dequantized planes unless --no-dequantized. The input comes from a safetensors file (tensor x, or the\n"
         "file's only 2-D F32/BF16/F16 tensor, or --tensor NAME) or is generated (--shape MxK, --input-kind,\n"
         "--dtype, --seed). --layout te writes the buffers as TransformerEngine holds them (padded scales, FP8\n"
-        "block 1x128 scales transposed); --swizzled adds the cuBLAS 128x4 scale order (NVFP4, MXFP8, MXFP4).\n"
+        "block 1x128 scales transposed); swizzled_128x4 the cuBLAS 128x4 scale order, swizzled_8x4 FlashInfer's\n"
+        "8x4 one (NVFP4, MXFP8, MXFP4).\n"
         "Examples:\n"
-        "  qtc quantize --recipe nvfp4 --shape 256x1024 --layout te --swizzled -o nvfp4_te.safetensors\n"
+        "  qtc quantize --recipe nvfp4 --shape 256x1024 --layout swizzled_128x4 -o nvfp4_te.safetensors\n"
         "  qtc quantize --recipe fp8_block --param tile=128x128 --input acts.safetensors --tensor h -o blk.safetensors\n"
         "Exit status 0, or 2 with the rule broken (unknown recipe / key / value, bad shape, unreadable input).");
     cmd->add_option("--recipe", a->recipe, "nvfp4, mxfp8, fp8_block, fp8_tensor, mxfp4 or hybrid (planes: --param rowwise.recipe=K, columnwise.recipe=K, rowwise.<key>=V, columnwise_source=...)")->required();
@@ -346,15 +346,16 @@ void register_write(CLI::App& app) {
   }
   {
     auto a = std::make_shared<ConvertArgs>();
-    CLI::App* cmd = app.add_subcommand("convert", "Rewrite vectors into another layout (compact <-> te, swizzled)");
+    CLI::App* cmd = app.add_subcommand("convert", "Rewrite vectors into another layout (compact, te, swizzled_128x4, swizzled_8x4, ...)");
     cmd->footer(
         "Each PATH is a vector or a folder of them (recursive). The layout a file is in comes from its metadata\n"
         "(layout, swizzled); its outputs are moved into the requested layout and the metadata updated; no value is\n"
-        "recomputed. --swizzled applies to NVFP4 and MXFP8 files (others are written as layout=te, with a note).\n"
+        "recomputed. The swizzled layouts apply to NVFP4, MXFP8 and MXFP4 files (others are written as layout=te,\n"
+        "with a note).\n"
         "One input file and an OUT that is not a folder: OUT is the file; otherwise OUT is a folder (created) and\n"
         "the files keep their names. Prints ERROR lines for files that cannot be converted (wrong shape for their\n"
         "layout, unknown recipe) and 'N converted to layout L, N errors'; exit 2 when any file failed.\n"
-        "Example: qtc convert conformance/vectors/te --layout te --swizzled -o te_dumps/");
+        "Example: qtc convert conformance/vectors/te --layout swizzled_128x4 -o te_dumps/");
     cmd->add_option("PATH", a->paths, "Vector files or folders")->required();
     add_layout_options(cmd, a->layout);
     cmd->add_option("-o,--out", a->out, "output file or folder")->required();

@@ -20,7 +20,7 @@ bool hybrid_plane_tensor(PlaneKind pk, const std::string& n) {
 }  // namespace
 
 io::File make_hybrid_vector(const HybridRecipe& h, const HostMatrix& x, QuantizeBackend& backend,
-                            const ref::LayoutOptions& lo, bool with_dequantized) {
+                            Layout lo, bool with_dequantized) {
   h.validate_input(x.dtype, x.rows, x.cols);
   io::File f;
   f.metadata = h.to_metadata();
@@ -45,13 +45,13 @@ io::File make_hybrid_vector(const HybridRecipe& h, const HostMatrix& x, Quantize
     io::File pf = make_vector(c, in, q, backend, 0);
     // A grouped vector in TE's layout: the fused requantization's output, each group's columnwise scales swizzled on
     // their own (ref::grouped_columnwise_scales_from_compact); its other tensors are the same in both layouts.
-    const bool grouped_layout = !row && !h.group_rows.empty() && lo != ref::LayoutOptions{};
+    const bool grouped_layout = !row && !h.group_rows.empty() && lo != Layout::kCompact;
     if (grouped_layout) {
       ref::check_grouped_layout(h, x.rows, x.cols, lo);
       for (io::Tensor& t : pf.tensors)
         if (t.name == "columnwise_scale_inv") t.bytes = ref::grouped_columnwise_scales_from_compact(h, x.rows, x.cols, lo, t.bytes);
       ref::layout_to_metadata(lo, f.metadata);
-    } else if (lo != ref::LayoutOptions{}) {
+    } else if (lo != Layout::kCompact) {
       pf = ref::convert_vector_layout(pf, lo);
       for (const char* k : {"layout", "swizzled"})
         if (auto it = pf.metadata.find(k); it != pf.metadata.end()) f.metadata[k] = it->second;
@@ -71,9 +71,9 @@ io::File make_hybrid_vector(const HybridRecipe& h, const HostMatrix& x, Quantize
   return f;
 }
 
-io::File convert_hybrid_vector(const io::File& in, const ref::LayoutOptions& to, uint8_t pad) {
+io::File convert_hybrid_vector(const io::File& in, Layout to, uint8_t pad) {
   const HybridRecipe h = HybridRecipe::from_metadata(in.metadata);
-  const ref::LayoutOptions from = ref::layout_from_metadata(in.metadata);
+  const Layout from = ref::layout_from_metadata(in.metadata);
   const io::Tensor& x = in.at("x");
   QTC_CHECK(x.shape.size() == 2, "tensor 'x' has rank ", x.shape.size(), "; VECTORS.md needs 2-D [M, K]");
   const int64_t M = x.shape[0], K = x.shape[1];
@@ -108,18 +108,18 @@ io::File convert_hybrid_vector(const io::File& in, const ref::LayoutOptions& to,
     }
     if (!any) continue;
     const bool grouped_col = grouped && !row;
-    if (grouped_col && from != ref::LayoutOptions{}) {  // each group's scales to compact first
+    if (grouped_col && from != Layout::kCompact) {  // each group's scales to compact first
       for (io::Tensor& t : sub.tensors)
         if (t.name == "columnwise_scale_inv") {
           t.bytes = ref::grouped_columnwise_scales_to_compact(h, M, K, from, t.bytes);
           t.shape = {M / 32, K};
         }
-      ref::layout_to_metadata(ref::LayoutOptions{}, sub.metadata);
+      ref::layout_to_metadata(Layout::kCompact, sub.metadata);
     }
-    io::File conv = ref::convert_vector_layout(sub, grouped_col ? ref::LayoutOptions{} : to, pad);
+    io::File conv = ref::convert_vector_layout(sub, grouped_col ? Layout::kCompact : to, pad);
     for (io::Tensor& t : conv.tensors) {
       if (t.name == "x") continue;
-      if (grouped_col && t.name == "columnwise_scale_inv" && to != ref::LayoutOptions{})
+      if (grouped_col && t.name == "columnwise_scale_inv" && to != Layout::kCompact)
         t.bytes = ref::grouped_columnwise_scales_from_compact(h, M, K, to, t.bytes);
       if (t.name == "scale_inv" || t.name == "amax") t.name = pre + t.name;
       out.put(std::move(t));

@@ -18,12 +18,12 @@ namespace qtc::conformance {
 /// (rowwise_dequantized) and the hybrid metadata, with the outputs in layout `lo`. Quantized by `backend`: the
 /// rowwise plane of x, the columnwise plane of x or of the rowwise plane dequantized by the same backend.
 io::File make_hybrid_vector(const HybridRecipe& h, const HostMatrix& x, QuantizeBackend& backend,
-                            const ref::LayoutOptions& lo = {}, bool with_dequantized = true);
+                            Layout lo = Layout::kCompact, bool with_dequantized = true);
 
 /// `qtc convert` of a hybrid vector: each plane's tensors rewritten into layout `to` as its recipe's vector would be
 /// (a grouped vector's columnwise scales group by group, rule 'hybrid-grouped-layout'), padding filled with `pad`;
 /// x, columnwise_source and the metadata other than the layout keys kept. Throws qtc::Error naming the rule.
-io::File convert_hybrid_vector(const io::File& in, const ref::LayoutOptions& to, uint8_t pad = 0);
+io::File convert_hybrid_vector(const io::File& in, Layout to, uint8_t pad = 0);
 
 /// The hybrid variants `qtc conform` generates: TE's documented compositions (MXFP8 rowwise with NVFP4 / FP8 block /
 /// FP8 tensor columnwise, NVFP4 double quantization, the fused grouped MXFP8 requantization in both source dtypes),

@@ -36,7 +36,7 @@ struct Spec {
   Role role = Role::kData;
   Elem elem = Elem::kF32;
   std::vector<int64_t> shape;  ///< the compact shape (VECTORS.md table)
-  /// Where the file's buffer keeps each value (layout te: padded / transposed / swizzled scales).
+  /// Where the file's buffer keeps each value (its scale layout: padded / transposed / swizzled / packed scales).
   std::optional<ref::OutputLayout> layout;
   std::vector<int64_t> file_shape;     ///< the shape the file's tensor has
   std::vector<uint8_t> compact_bytes;  ///< the file's values in the compact order (empty: the file's bytes are)
@@ -178,7 +178,7 @@ struct Stop {
 /// Step 1, read: the recipe, the output layout and the input of a vector.
 struct ReadVector {
   Recipe recipe;
-  ref::LayoutOptions layout;
+  Layout layout = Layout::kCompact;
   DType xd = DType::kF32;
   MatrixView x;
   bool narrowed = false;  ///< the recipe holds the planes the file checks (expected_outputs ran that far)

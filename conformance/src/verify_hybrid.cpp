@@ -202,8 +202,8 @@ FileResult verify_hybrid_vector(const io::File& file, const std::string& source,
     // on their own; the columnwise vector gets them compact (its other tensors are the same in both layouts).
     if (!h.group_rows.empty()) {
       try {
-        const ref::LayoutOptions lo = ref::layout_from_metadata(file.metadata);
-        if (lo != ref::LayoutOptions{}) {
+        const Layout lo = ref::layout_from_metadata(file.metadata);
+        if (lo != Layout::kCompact) {
           ref::check_grouped_layout(h, xt->shape[0], xt->shape[1], lo);
           for (io::Tensor& t : part[1].tensors)
             if (t.name == "columnwise_scale_inv") {

@@ -182,9 +182,9 @@ TEST(QtcConformCli, ForeignVectorsFillTheDivergenceTable) {
 TEST(QtcWriteCli, QuantizeConvertVerify) {
   TempDir d;
   const std::string te = (d.path / "nv_te.safetensors").string();
-  CmdResult r = qtc("quantize --recipe nvfp4 --param tile=16x16 --shape 144x208 --layout te --swizzled --pad-byte 171 -o '" + te + "'");
+  CmdResult r = qtc("quantize --recipe nvfp4 --param tile=16x16 --shape 144x208 --layout swizzled_128x4 --pad-byte 171 -o '" + te + "'");
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("layout te+swizzled"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("layout swizzled_128x4"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("rowwise_scale_inv U8 [256, 16]"), std::string::npos) << r.out;
   const auto f = qtc::io::read_file(te);
   EXPECT_EQ(f.metadata.at("layout"), "te");
@@ -204,10 +204,22 @@ TEST(QtcWriteCli, QuantizeConvertVerify) {
 
   // A folder of compact vectors (every recipe) into TE's layout; FP8 block / tensor are not swizzled.
   const fs::path out = d.path / "te_dir";
-  r = qtc("convert '" + kDir + "' --layout te --swizzled -o '" + out.string() + "'");
+  r = qtc("convert '" + kDir + "' --layout swizzled_128x4 -o '" + out.string() + "'");
   EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("135 converted to layout te+swizzled, 0 errors"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("135 converted to layout swizzled_128x4, 0 errors"), std::string::npos) << r.out;
   EXPECT_EQ(qtc("verify --strict-padding '" + out.string() + "'").out, "135 passed, 0 failed\n");
+  // The same folder into FlashInfer's 8x4 layout (FP8 block / tensor written as te, with a note): every file verifies.
+  const fs::path out8 = d.path / "fi_dir";
+  r = qtc("convert '" + kDir + "' --layout swizzled_8x4 -o '" + out8.string() + "'");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("135 converted to layout swizzled_8x4, 0 errors"), std::string::npos) << r.out;
+  EXPECT_EQ(qtc("verify --strict-padding '" + out8.string() + "'").out, "135 passed, 0 failed\n");
+  const std::string nv8 = (d.path / "nv_8x4.safetensors").string();
+  r = qtc("quantize --recipe nvfp4 --shape 48x80 --layout swizzled_8x4 -o '" + nv8 + "'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(qtc::io::read_file(nv8).metadata.at("layout"), "swizzled_8x4");
+  EXPECT_EQ(qtc::io::read_file(nv8).at("rowwise_scale_inv").shape, (std::vector<int64_t>{48, 8}));  // [48, ceil(5/4)*4]
+  EXPECT_EQ(qtc("verify '" + nv8 + "'").out, "1 passed, 0 failed\n");
 
   // Generated fp8_tensor: the transposed columnwise plane is written and checked.
   const std::string ft = (d.path / "ft.safetensors").string();
@@ -223,8 +235,9 @@ TEST(QtcWriteCli, BadArgumentsExitTwo) {
   EXPECT_EQ(qtc("quantize --recipe nvfp5 --shape 16x16 -o '" + o + "'").code, 2);
   EXPECT_EQ(qtc("quantize --recipe nvfp4 --param tile=3x3 --shape 16x16 -o '" + o + "'").code, 2);
   EXPECT_EQ(qtc("quantize --recipe nvfp4 --shape 15x16 -o '" + o + "'").code, 2);   // NVFP4 needs multiples of 16
-  EXPECT_EQ(qtc("quantize --recipe fp8_block --shape 16x16 --layout te --swizzled -o '" + o + "'").code, 2);
-  EXPECT_EQ(qtc("quantize --recipe mxfp8 --shape 32x32 --swizzled -o '" + o + "'").code, 2);  // swizzled needs te
+  EXPECT_EQ(qtc("quantize --recipe fp8_block --shape 16x16 --layout swizzled_128x4 -o '" + o + "'").code, 2);
+  EXPECT_EQ(qtc("quantize --recipe fp8_block --shape 16x16 --layout swizzled_8x4 -o '" + o + "'").code, 2);
+  EXPECT_EQ(qtc("quantize --recipe mxfp8 --shape 32x32 --swizzled -o '" + o + "'").code, 2);  // no such flag: --layout
   EXPECT_EQ(qtc("quantize --recipe mxfp8 -o '" + o + "'").code, 2);                            // no input
   EXPECT_FALSE(fs::exists(o));
 }

@@ -32,9 +32,8 @@ namespace fs = std::filesystem;
 using qtc::conformance::FileResult;
 using qtc::conformance::Verdict;
 using qtc::conformance::VerifyOptions;
-using qtc::ref::LayoutOptions;
+using qtc::Layout;
 using qtc::ref::OutputLayout;
-using qtc::ref::TensorLayout;
 
 const fs::path kTeLayoutDir = fs::path(QTC_BUNDLED_VECTORS_DIR).parent_path() / "te_layout";
 
@@ -77,8 +76,8 @@ TEST_P(TeLayoutVector, Passes) {
   EXPECT_EQ(r.verdict, Verdict::kPass) << all_text(r);
   // --strict-padding: fails exactly when some padding entry is not zero.
   const qtc::Recipe rc = qtc::Recipe::from_metadata(f.metadata);
-  const LayoutOptions lo = qtc::ref::layout_from_metadata(f.metadata);
-  ASSERT_EQ(lo.layout, TensorLayout::kTE);
+  const Layout lo = qtc::ref::layout_from_metadata(f.metadata);
+  ASSERT_TRUE(lo == Layout::kPadded || lo == Layout::kSwizzled);
   const auto& x = f.at("x");
   bool dirty = false;
   for (const auto& t : f.tensors) {
@@ -154,20 +153,23 @@ TEST_P(TeLayoutRoundTrip, WriteVerifyFlip) {
     EXPECT_NE(compact.find("columnwise_data"), nullptr) << "FP8 tensor vectors carry the transposed plane";
   }
 
-  std::vector<LayoutOptions> layouts = {{TensorLayout::kTE, false}};
+  std::vector<Layout> layouts = {Layout::kPadded};
   if (v.recipe.kind() == qtc::RecipeKind::kNVFP4 || v.recipe.kind() == qtc::RecipeKind::kMXFP8 ||
-      v.recipe.kind() == qtc::RecipeKind::kMXFP4)
-    layouts.push_back({TensorLayout::kTE, true});
+      v.recipe.kind() == qtc::RecipeKind::kMXFP4) {
+    layouts.push_back(Layout::kSwizzled);
+    layouts.push_back(Layout::kSwizzled8x4);  // FlashInfer / TensorRT-LLM's small-M layout, verified as the others
+  }
   const bool fp4 = v.recipe.kind() == qtc::RecipeKind::kNVFP4 || v.recipe.kind() == qtc::RecipeKind::kMXFP4;  // 2 per byte
   const fs::path dir = fs::path(testing::TempDir()) / "qtc_te_layout_roundtrip";
   fs::create_directories(dir);
-  for (const LayoutOptions& lo : layouts) {
-    SCOPED_TRACE(qtc::ref::describe(lo));
+  for (const Layout lo : layouts) {
+    SCOPED_TRACE(std::string(qtc::layout_name(lo)));
     // Written through the safetensors writer with padding TE never writes, read back.
-    const fs::path path = dir / (v.recipe.name() + "_" + qtc::ref::describe(lo) + ".safetensors");
+    const fs::path path = dir / (v.recipe.name() + "_" + std::string(qtc::layout_name(lo)) + ".safetensors");
     qtc::io::write_file(path, qtc::ref::convert_vector_layout(compact, lo, 0xAB));
     const qtc::io::File te = qtc::io::read_file(path);
-    ASSERT_EQ(te.metadata.at("layout"), "te");
+    ASSERT_EQ(te.metadata.at("layout"), lo == Layout::kSwizzled8x4 ? "swizzled_8x4" : "te");
+    ASSERT_EQ(qtc::ref::layout_from_metadata(te.metadata), lo);
     const FileResult pass = run(te);
     ASSERT_EQ(pass.verdict, Verdict::kPass) << all_text(pass);
     const bool has_scales = v.recipe.kind() != qtc::RecipeKind::kFP8Tensor;
@@ -273,7 +275,12 @@ TEST(TeLayoutErrors, BadLayoutMetadataNamesTheKey) {
   g.metadata["swizzled"] = "1";
   const FileResult r = run(g);
   EXPECT_EQ(r.verdict, Verdict::kError);
-  expect_contains(r.message, "swizzled=1 applies to NVFP4 and MXFP8 scales only");
+  expect_contains(r.message, "rule 'layout-swizzled_128x4'");
+  g.metadata.erase("swizzled");
+  g.metadata["layout"] = "swizzled_8x4";
+  const FileResult r8 = run(g);
+  EXPECT_EQ(r8.verdict, Verdict::kError);
+  expect_contains(r8.message, "rule 'layout-swizzled_8x4'");
 }
 
 TEST(TeLayoutErrors, SwizzledMxfp8ColumnwiseAcceptsBothTwoDViews) {

@@ -105,9 +105,7 @@ TEST(VerifyHybrid, GroupedSwizzledScalesAreTesPerGroupLayout) {
   const HybridRecipe h = HybridRecipe::te_group_requantize(Fp8Type::kE4M3, false, {128, 0, 256});
   const int64_t M = 384, K = 256;
   const HostMatrix x = make_input(InputClass::kNormal, DType::kF32, M, K, 11);
-  ref::LayoutOptions lo;
-  lo.layout = ref::TensorLayout::kTE;
-  lo.swizzled = true;
+  const Layout lo = Layout::kSwizzled;
   const io::File compact = make_hybrid_vector(h, x, *cpu);
   const io::File te = make_hybrid_vector(h, x, *cpu, lo);
   const std::vector<uint8_t>& c = compact.at("columnwise_scale_inv").bytes;
@@ -142,16 +140,13 @@ TEST(VerifyHybrid, GroupedSwizzledScalesAreTesPerGroupLayout) {
 
 TEST(VerifyHybrid, ConvertRoundTripsThroughTesLayout) {
   auto cpu = make_cpu_backend();
-  ref::LayoutOptions te;
-  te.layout = ref::TensorLayout::kTE;
-  ref::LayoutOptions swz = te;
-  swz.swizzled = true;
+  const Layout te = Layout::kPadded, swz = Layout::kSwizzled;
   int converted = 0;
   auto variants = hybrid_variants();
   variants.emplace_back("te_group_requantize_128", HybridRecipe::te_group_requantize(Fp8Type::kE5M2, false, {128, 0, 256}));
   for (const auto& [id, h] : variants)
-    for (const ref::LayoutOptions& lo : {te, swz}) {
-      SCOPED_TRACE(id + " " + ref::describe(lo));
+    for (const Layout lo : {te, swz}) {
+      SCOPED_TRACE(id + " " + std::string(layout_name(lo)));
       const int64_t m = h.group_rows.empty() ? 96 : 384, k = 128;
       const HostMatrix x = make_input(InputClass::kHeavy, DType::kBF16, m, k, 5);
       const io::File f = make_hybrid_vector(h, x, *cpu);
@@ -164,7 +159,7 @@ TEST(VerifyHybrid, ConvertRoundTripsThroughTesLayout) {
         continue;
       }
       EXPECT_EQ(verify_vector(t, id, *cpu).verdict, Verdict::kPass);
-      const io::File back = convert_hybrid_vector(t, ref::LayoutOptions{});
+      const io::File back = convert_hybrid_vector(t, Layout::kCompact);
       for (const io::Tensor& a : f.tensors) EXPECT_TRUE(back.at(a.name).bytes == a.bytes) << a.name;
       ++converted;
     }

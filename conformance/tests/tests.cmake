@@ -50,6 +50,11 @@ set_tests_properties(qtc_verify_torchao PROPERTIES LABELS "vectors;cpu" PASS_REG
 add_test(NAME qtc_identify_torchao COMMAND qtc identify ${CMAKE_CURRENT_LIST_DIR}/../vectors/torchao)
 set_tests_properties(qtc_identify_torchao PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "\n122 identified, 0 unmatched\n$"
                      FAIL_REGULAR_EXPRESSION "(^|\n)(NONE|OTHER|ERROR) ")
+# The 8x4 small-M scale layout of FlashInfer / TensorRT-LLM (metadata layout=swizzled_8x4): TE and torchao vectors with
+# their scales rewritten by FlashInfer's index rule (conformance/peers/flashinfer_8x4_dump.py), NVFP4 / MXFP8 (both
+# planes, MXFP8 columnwise tiled transposed) / MXFP4, ragged M and k-block counts; each one passes as it is.
+add_test(NAME qtc_verify_flashinfer_8x4 COMMAND qtc verify --strict-padding ${CMAKE_CURRENT_LIST_DIR}/../vectors/flashinfer_8x4)
+set_tests_properties(qtc_verify_flashinfer_8x4 PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "^8 passed, 0 failed\n$")
 # FP8 block / tensor vectors dumped from the model toolkits and inference engines (conformance/peers/<impl>_fp8_dump.py:
 # nvidia-modelopt 0.47.0, compressed-tensors 0.20.0, vLLM 0.33.0's native lines, DeepGEMM's utils/math.py), each
 # reproduced bit for bit by the profile of the same name on the CPU.

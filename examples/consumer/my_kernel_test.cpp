@@ -68,7 +68,7 @@ TEST_F(Fixture, MatchesTheReferenceBitForBit) {
   const qtc::Recipe recipe = qtc::testing::recipe({{"recipe", "mxfp8"}, {"scale_rule", "rceil"}});
   const qtc::MatrixView input{x.data(), qtc::DType::kF32, M, K};
   qtc::testing::Outputs out;
-  out.layout = qtc::testing::Layout::kTE;  // scales exactly as TransformerEngine holds them: padded
+  out.layout = qtc::testing::Layout::kPadded;  // scales exactly as TransformerEngine holds them: padded
   out.rowwise_data = data;
   out.rowwise_scale_inv = scales;
   EXPECT_TRUE(qtc::testing::conforms(input, recipe, out));

@@ -318,15 +318,12 @@ void gemm_nvfp4(GemmContext& ctx, const DeviceQuantized& A, const DeviceQuantize
   }
   require(ctx, Feature::kGemmNvfp4Emulated);
   QTC_CHECK(k % 16 == 0, "NVFP4 GEMM needs k % 16 == 0, got ", k);
-  auto layout_code = [](const DevicePlane& p) {
-    return p.scale_layout == ScaleLayout::kSwizzled ? 2 : (p.scale_layout == ScaleLayout::kPadded ? 1 : 0);
-  };
   void* a16 = ctx.scratch(1, static_cast<size_t>(m * k) * 2);
   void* b16 = ctx.scratch(2, static_cast<size_t>(n * k) * 2);
   detail::launch_nvfp4_to_bf16(r.a.plane->data.as<uint8_t>(), r.a.plane->scale.as<uint8_t>(), m, k,
-                               layout_code(*r.a.plane), r.a.plane->scale_cols, a16, ctx.stream());
+                               detail::nvfp4_scale_geometry(*r.a.plane, m, k), a16, ctx.stream());
   detail::launch_nvfp4_to_bf16(r.b.plane->data.as<uint8_t>(), r.b.plane->scale.as<uint8_t>(), n, k,
-                               layout_code(*r.b.plane), r.b.plane->scale_cols, b16, ctx.stream());
+                               detail::nvfp4_scale_geometry(*r.b.plane, n, k), b16, ctx.stream());
   c.a_type = c.b_type = CUDA_R_16BF;
   c.a = a16;
   c.b = b16;
@@ -418,12 +415,7 @@ void gemm(GemmContext& ctx, const DeviceQuantized& A, const DeviceQuantized& B, 
       require(ctx, Feature::kGemmMxfp4Emulated);
       auto scale_of = [&](const DeviceQuantized& q, const Operand& o) {
         const PlaneSpec spec = describe_plane(q.recipe, o.kind, q.rows, q.cols);
-        detail::ScaleOutHost sh;
-        sh.p = o.plane->scale.as<uint8_t>();
-        sh.mode = o.plane->scale_layout == ScaleLayout::kSwizzled ? 2 : 0;
-        sh.ld = o.plane->scale_layout == ScaleLayout::kPadded ? spec.padded.cols : spec.compact.cols;
-        sh.num_kb = spec.compact.cols;
-        return sh;
+        return detail::ScaleOutHost{.p = o.plane->scale.as<uint8_t>(), .geom = spec.geometry(o.plane->scale_layout)};
       };
       void* a16 = ctx.scratch(1, static_cast<size_t>(m * k) * 2);
       void* b16 = ctx.scratch(2, static_cast<size_t>(n * k) * 2);
@@ -550,9 +542,8 @@ void gemm_bf16_lane(GemmContext& ctx, int lane, const void* a, const void* b, in
 }  // namespace detail
 
 void nvfp4_plane_to_bf16(const DevicePlane& p, int64_t rows, int64_t k, void* out_bf16, cudaStream_t stream) {
-  const int layout = p.scale_layout == ScaleLayout::kSwizzled ? 2 : (p.scale_layout == ScaleLayout::kPadded ? 1 : 0);
-  detail::launch_nvfp4_to_bf16(p.data.as<uint8_t>(), p.scale.as<uint8_t>(), rows, k, layout, p.scale_cols, out_bf16,
-                               stream);
+  detail::launch_nvfp4_to_bf16(p.data.as<uint8_t>(), p.scale.as<uint8_t>(), rows, k, detail::nvfp4_scale_geometry(p, rows, k),
+                               out_bf16, stream);
 }
 
 }  // namespace qtc::cuda

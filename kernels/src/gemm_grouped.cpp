@@ -153,8 +153,7 @@ void gemm_nvfp4_row_scaled_grouped_fprop(GemmContext& ctx, const std::vector<con
     const int l = next++ % lanes;
     const int64_t off = rows.row_offsets[static_cast<size_t>(g)];
     const DevicePlane& p = *w[static_cast<size_t>(g)]->rowwise;
-    const int layout = p.scale_layout == ScaleLayout::kSwizzled ? 2 : (p.scale_layout == ScaleLayout::kPadded ? 1 : 0);
-    detail::launch_nvfp4_to_bf16(p.data.as<uint8_t>(), p.scale.as<uint8_t>(), N, K, layout, p.scale_cols,
+    detail::launch_nvfp4_to_bf16(p.data.as<uint8_t>(), p.scale.as<uint8_t>(), N, K, detail::nvfp4_scale_geometry(p, N, K),
                                  w16[static_cast<size_t>(l)], detail::lane_stream(ctx, l), dequant_blocks);
     detail::gemm_bf16_lane(ctx, l, w16[static_cast<size_t>(l)], static_cast<const uint8_t*>(x16) + off * K * 2, N, n, K,
                            DType::kF32, acc + off * N, alpha);
@@ -256,10 +255,6 @@ GroupedRowsOnDevice sanitized(GemmContext& ctx, const GroupedRowsOnDevice& rows)
   return s;
 }
 
-int scale_layout_code(const DevicePlane& p) {
-  return p.scale_layout == ScaleLayout::kSwizzled ? 2 : (p.scale_layout == ScaleLayout::kPadded ? 1 : 0);
-}
-
 /// The engine of the device-driven path on this context's card (the gating table's choice), or a throw with why.
 void require_device_engine(GemmContext& ctx) {
   const gating::GroupedPath gp = gating::grouped_row_scaled_path(ctx.capability());
@@ -283,7 +278,7 @@ void check_weights_list(const std::vector<const DeviceQuantized*>& w, int64_t K,
   for (size_t g = 0; g < w.size(); ++g) {
     check_weight(w, g, K, &N);
     const DeviceQuantized& wg = *w[g];
-    QTC_CHECK(scale_layout_code(*wg.rowwise) == scale_layout_code(*w[0]->rowwise) &&
+    QTC_CHECK(wg.rowwise->scale_layout == w[0]->rowwise->scale_layout &&
                   wg.rowwise->scale_cols == w[0]->rowwise->scale_cols,
               "grouped GEMM: weight ", g, " has another scale layout than weight 0");
   }
@@ -393,7 +388,7 @@ void dequantize_grouped_weights_into(GemmContext& ctx, const std::vector<const D
   }
   out.e4m3_max = w[0]->recipe.nvfp4().e4m3_max;
   detail::launch_nvfp4_to_bf16_grouped(data.data(), scale.data(), static_cast<int>(w.size()), nullptr, 1, N, out.k,
-                                       scale_layout_code(*w[0]->rowwise), w[0]->rowwise->scale_cols, out.bf16.data(),
+                                       detail::nvfp4_scale_geometry(*w[0]->rowwise, N, out.k), out.bf16.data(),
                                        ctx.stream());
   detail::launch_gather_scalars(amax.data(), static_cast<int64_t>(w.size()), out.amax.as<float>(), ctx.stream());
 }
@@ -434,7 +429,7 @@ void gemm_nvfp4_row_scaled_grouped_fprop_device(GemmContext& ctx, const std::vec
   }
   // Only the weights of groups with rows (decided on the device).
   detail::launch_nvfp4_to_bf16_grouped(data.data(), scale.data(), static_cast<int>(G), rows.first_dims, rows.stride, N,
-                                       K, scale_layout_code(*w[0]->rowwise), w[0]->rowwise->scale_cols, w16,
+                                       K, detail::nvfp4_scale_geometry(*w[0]->rowwise, N, K), w16,
                                        ctx.stream());
   detail::launch_gather_scalars(amax_ptrs.data(), G, amax, ctx.stream());
   fprop_device_core(ctx, w16, amax, w[0]->recipe.nvfp4().e4m3_max, N, x, rows, args, d);
@@ -471,8 +466,10 @@ void gemm_nvfp4_row_scaled_grouped_wgrad_device(GemmContext& ctx, const DeviceGr
   // Columnwise planes -> BF16 [K, capacity] and [N, capacity] (compact scales, blocks of 16 tokens).
   void* x16 = ctx.scratch(kX16, static_cast<size_t>(std::max<int64_t>(K * cap, 1)) * 2);
   void* dy16 = ctx.scratch(kDy16, static_cast<size_t>(std::max<int64_t>(N * cap, 1)) * 2);
-  detail::launch_nvfp4_to_bf16(x.data.as<uint8_t>(), x.scale.as<uint8_t>(), K, cap, 0, cap / 16, x16, st);
-  detail::launch_nvfp4_to_bf16(dy.data.as<uint8_t>(), dy.scale.as<uint8_t>(), N, cap, 0, cap / 16, dy16, st);
+  const ScaleGeometry xg = make_scale_geometry(Layout::kCompact, K, cap / 16, K, cap / 16, false);
+  const ScaleGeometry dyg = make_scale_geometry(Layout::kCompact, N, cap / 16, N, cap / 16, false);
+  detail::launch_nvfp4_to_bf16(x.data.as<uint8_t>(), x.scale.as<uint8_t>(), K, cap, xg, x16, st);
+  detail::launch_nvfp4_to_bf16(dy.data.as<uint8_t>(), dy.scale.as<uint8_t>(), N, cap, dyg, dy16, st);
   // Post-scale vectors (§7.5 step 3, gemm_nvfp4_row_scaled's rules): D rows = dY features (row scales r), D columns
   // = x features (column scales c). One side per-tensor: one fused factor on the other; else r then c.
   auto* vec = static_cast<float*>(ctx.scratch(kWgradVec, static_cast<size_t>(G * (N + K) + N + K) * 4));

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "qtc/cuda/quantize.hpp"
+#include "qtc/layout.hpp"
 #include "qtc/tensor.hpp"
 
 namespace qtc::cuda {
@@ -30,10 +32,15 @@ void gemm_bf16_lane(GemmContext& ctx, int lane, const void* a, const void* b, in
 /// out[i] = *ptrs[i] for i < n (device floats gathered in one launch per 256 pointers).
 void launch_gather_scalars(const float* const* ptrs, int64_t n, float* out, cudaStream_t stream);
 
-/// layout: 0 compact, 1 padded (scale_cols = padded column count), 2 swizzled.
+/// The scale geometry of an NVFP4 plane [rows, k] (compact [rows, k/16]) in its layout; the padded extents are the
+/// plane's scale_rows / scale_cols.
+inline ScaleGeometry nvfp4_scale_geometry(const DevicePlane& p, int64_t rows, int64_t k) {
+  return make_scale_geometry(p.scale_layout, rows, (k + 15) / 16, p.scale_rows, p.scale_cols, false);
+}
+/// Scale entry (r, kb) at element sg.offset(r, kb) of `scale` (layout.hpp).
 /// max_blocks > 0 caps the grid (grid-stride loop), so the pass leaves SMs to GEMMs running beside it.
-void launch_nvfp4_to_bf16(const uint8_t* data, const uint8_t* scale, int64_t rows, int64_t k, int layout,
-                          int64_t scale_cols, void* out, cudaStream_t stream, int max_blocks = 0);
+void launch_nvfp4_to_bf16(const uint8_t* data, const uint8_t* scale, int64_t rows, int64_t k, const ScaleGeometry& sg,
+                          void* out, cudaStream_t stream, int max_blocks = 0);
 /// out[0] = alpha (§7.4, amax pointers may be null = 1), out[1] = beta.
 void launch_nvfp4_alpha(const float* amax_a, const float* amax_b, float alpha_in, float factor, float beta,
                         float* out, cudaStream_t stream);
@@ -52,8 +59,8 @@ void launch_grouped_row_scaled_epilogue(const float* scratch, int64_t n_cols, in
 /// Weights [rows, k] of groups 0..groups-1 -> out [groups, rows, k] BF16 (exact); a group whose device size
 /// sizes[g·stride] is 0 is skipped (sizes == nullptr: none skipped). All weights share layout and scale_cols.
 void launch_nvfp4_to_bf16_grouped(const uint8_t* const* data, const uint8_t* const* scale, int groups,
-                                  const int64_t* sizes, int64_t stride, int64_t rows, int64_t k, int layout,
-                                  int64_t scale_cols, void* out, cudaStream_t stream);
+                                  const int64_t* sizes, int64_t stride, int64_t rows, int64_t k, const ScaleGeometry& sg,
+                                  void* out, cudaStream_t stream);
 /// s[r] = row_scales[n_row == 1 ? 0 : r] · col_scales[g] for the rows of every group.
 void launch_grouped_row_factors(const int64_t* sizes, const int64_t* offsets, int64_t stride, int64_t groups,
                                 const float* row_scales, int64_t n_row, const float* col_scales, float* s,

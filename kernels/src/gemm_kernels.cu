@@ -8,54 +8,24 @@
 #include <cstdint>
 
 #include "gemm_internal.hpp"
+#include "qtc/numeric.hpp"
 #include "qtc/cuda/check.hpp"
 
 namespace qtc::cuda::detail {
 namespace {
 
-/// E4M3 byte -> float (exact). 0x7F/0xFF -> NaN.
-__device__ __forceinline__ float e4m3_to_float(uint32_t s) {
-  const uint32_t sign = (s & 0x80u) << 24;
-  const uint32_t e = (s >> 3) & 0xFu;
-  const uint32_t m = s & 7u;
-  if (e == 0xF && m == 7) return __uint_as_float(0x7FC00000u | sign);
-  // normal: (8+m)·2^(e-10); subnormal: m·2^-9. Built from bits: exact.
-  const float v = e == 0 ? __fmul_rn(static_cast<float>(m), 0x1p-9f)
-                         : __uint_as_float(((e + 120u) << 23) | (m << 20));
-  return __uint_as_float(__float_as_uint(v) | sign);
-}
-
-/// E2M1 code -> float without a memory table (a __constant__ table serializes when the 32 lanes of a warp
-/// read different entries): the BF16 bit patterns of the 8 magnitudes packed into two 64-bit immediates.
-__device__ __forceinline__ float e2m1_to_float(uint32_t c) {
-  constexpr uint64_t kLo = 0x3FC03F803F000000ull;  // 1.5, 1.0, 0.5, 0.0 (BF16 bits, entry 0 lowest)
-  constexpr uint64_t kHi = 0x40C0408040404000ull;  // 6.0, 4.0, 3.0, 2.0
-  const uint32_t mag = c & 7u;
-  const uint32_t h = static_cast<uint32_t>(((mag < 4 ? kLo : kHi) >> (16u * (mag & 3u))) & 0xFFFFu);
-  return __uint_as_float((h | ((c & 8u) << 12)) << 16);
-}
-
-/// Index of scale (row, kb) in a compact [rows, num_kb], padded [.., padded_cols] or swizzled buffer.
-__device__ __forceinline__ int64_t scale_index(int layout, int64_t row, int64_t kb, int64_t num_kb, int64_t cols) {
-  if (layout == 2) {  // swizzled (TE_FORMATS.md §6)
-    const int64_t tiles_k = (num_kb + 3) / 4;
-    return ((row / 128) * tiles_k + kb / 4) * 512 + (row % 32) * 16 + ((row % 128) / 32) * 4 + (kb % 4);
-  }
-  return row * cols + kb;
-}
-
 /// Block (r, kb) of an NVFP4 [rows, k] plane: 8 packed bytes and one scale -> 16 BF16 values code·sf at out + r·k + kb·16.
 __device__ __forceinline__ void nvfp4_block_to_bf16(const uint8_t* __restrict__ data, const uint8_t* __restrict__ scale,
-                                                    int64_t r, int64_t kb, int64_t k, int64_t nkb, int layout,
-                                                    int64_t scale_cols, __nv_bfloat16* __restrict__ out) {
+                                                    int64_t r, int64_t kb, int64_t k, const ScaleGeometry& sg,
+                                                    __nv_bfloat16* __restrict__ out) {
   const uint2 packed = *reinterpret_cast<const uint2*>(data + r * (k / 2) + kb * 8);
-  const float sf = e4m3_to_float(scale[scale_index(layout, r, kb, nkb, scale_cols)]);
+  const float sf = decode_e4m3(scale[sg.offset(r, kb)]);
   __align__(16) __nv_bfloat16 v[16];
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const uint32_t byte = ((i < 4 ? packed.x : packed.y) >> (8 * (i % 4))) & 0xFFu;
-    v[2 * i] = __float2bfloat16_rn(__fmul_rn(e2m1_to_float(byte & 0xF), sf));  // exact: <= 6 significant bits
-    v[2 * i + 1] = __float2bfloat16_rn(__fmul_rn(e2m1_to_float(byte >> 4), sf));
+    v[2 * i] = __float2bfloat16_rn(__fmul_rn(decode_e2m1(byte & 0xF), sf));  // exact: <= 6 significant bits
+    v[2 * i + 1] = __float2bfloat16_rn(__fmul_rn(decode_e2m1(byte >> 4), sf));
   }
   uint4* dst = reinterpret_cast<uint4*>(out + r * k + kb * 16);
   dst[0] = reinterpret_cast<const uint4*>(v)[0];
@@ -64,15 +34,14 @@ __device__ __forceinline__ void nvfp4_block_to_bf16(const uint8_t* __restrict__ 
 
 /// One thread per 16-element block: 8 packed bytes and one scale -> 16 BF16 values code·sf.
 __global__ void nvfp4_to_bf16_kernel(const uint8_t* __restrict__ data, const uint8_t* __restrict__ scale,
-                                     int64_t rows, int64_t k, int layout, int64_t scale_cols,
-                                     __nv_bfloat16* __restrict__ out) {
+                                     int64_t rows, int64_t k, ScaleGeometry sg, __nv_bfloat16* __restrict__ out) {
   const int64_t nkb = k / 16;
   const int64_t total = rows * nkb;
   for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total;
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = t / nkb;
     const int64_t kb = t % nkb;
-    nvfp4_block_to_bf16(data, scale, r, kb, k, nkb, layout, scale_cols, out);
+    nvfp4_block_to_bf16(data, scale, r, kb, k, sg, out);
   }
 }
 
@@ -171,8 +140,7 @@ struct WeightChunk {
 /// blockIdx.y = group of the chunk: that weight [rows, k] -> out + (g0 + y)·rows·k (BF16, exact), skipped when the
 /// group has no rows (device group sizes; sizes == nullptr: every group).
 __global__ void nvfp4_to_bf16_grouped_kernel(WeightChunk w, int g0, const int64_t* __restrict__ sizes, int64_t stride,
-                                             int64_t rows, int64_t k, int layout, int64_t scale_cols,
-                                             __nv_bfloat16* __restrict__ out) {
+                                             int64_t rows, int64_t k, ScaleGeometry sg, __nv_bfloat16* __restrict__ out) {
   const int g = g0 + static_cast<int>(blockIdx.y);
   if (sizes != nullptr && sizes[g * stride] == 0) return;
   const uint8_t* data = w.data[blockIdx.y];
@@ -184,7 +152,7 @@ __global__ void nvfp4_to_bf16_grouped_kernel(WeightChunk w, int g0, const int64_
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = t / nkb;
     const int64_t kb = t % nkb;
-    nvfp4_block_to_bf16(data, scale, r, kb, k, nkb, layout, scale_cols, o);
+    nvfp4_block_to_bf16(data, scale, r, kb, k, sg, o);
   }
 }
 
@@ -259,13 +227,13 @@ int grid_for(int64_t work, int threads) {
 
 }  // namespace
 
-void launch_nvfp4_to_bf16(const uint8_t* data, const uint8_t* scale, int64_t rows, int64_t k, int layout,
-                          int64_t scale_cols, void* out, cudaStream_t stream, int max_blocks) {
+void launch_nvfp4_to_bf16(const uint8_t* data, const uint8_t* scale, int64_t rows, int64_t k, const ScaleGeometry& sg,
+                          void* out, cudaStream_t stream, int max_blocks) {
   const int threads = 256;
   int grid = grid_for(rows * (k / 16), threads);
   if (max_blocks > 0) grid = std::min(grid, max_blocks);
   nvfp4_to_bf16_kernel<<<grid, threads, 0, stream>>>(
-      data, scale, rows, k, layout, scale_cols, static_cast<__nv_bfloat16*>(out));
+      data, scale, rows, k, sg, static_cast<__nv_bfloat16*>(out));
   QTC_CUDA_CHECK_LAUNCH();
 }
 
@@ -341,8 +309,8 @@ void launch_grouped_row_scaled_epilogue(const float* scratch, int64_t n_cols, in
 }
 
 void launch_nvfp4_to_bf16_grouped(const uint8_t* const* data, const uint8_t* const* scale, int groups,
-                                  const int64_t* sizes, int64_t stride, int64_t rows, int64_t k, int layout,
-                                  int64_t scale_cols, void* out, cudaStream_t stream) {
+                                  const int64_t* sizes, int64_t stride, int64_t rows, int64_t k, const ScaleGeometry& sg,
+                                  void* out, cudaStream_t stream) {
   const int threads = 256;
   for (int g0 = 0; g0 < groups; g0 += kWeightChunk) {
     const int cnt = std::min(kWeightChunk, groups - g0);
@@ -353,7 +321,7 @@ void launch_nvfp4_to_bf16_grouped(const uint8_t* const* data, const uint8_t* con
     }
     const int gx = std::min(grid_for(rows * (k / 16), threads), 1024);
     nvfp4_to_bf16_grouped_kernel<<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(cnt)), threads, 0, stream>>>(
-        w, g0, sizes, stride, rows, k, layout, scale_cols, static_cast<__nv_bfloat16*>(out));
+        w, g0, sizes, stride, rows, k, sg, static_cast<__nv_bfloat16*>(out));
     QTC_CUDA_CHECK_LAUNCH();
   }
 }

@@ -277,7 +277,8 @@ std::string grouped_unsupported_reason(const Recipe& r, int64_t cols, ScaleLayou
       break;
     case RecipeKind::kMXFP4: os << "grouped MXFP4: no grouped kernel (quantize each group on its own); "; break;
   }
-  if (layout == ScaleLayout::kPadded) os << "grouped quantize: compact or swizzled scales only; ";
+  if (layout != ScaleLayout::kCompact && layout != ScaleLayout::kSwizzled)
+    os << "grouped quantize: compact or swizzled_128x4 scales only (got " << layout_name(layout) << "); ";
   std::string s = os.str();
   if (s.size() >= 2) s.resize(s.size() - 2);
   return s;

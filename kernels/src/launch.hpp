@@ -11,6 +11,7 @@
 
 #include "qtc/cuda/quantize.hpp"
 #include "qtc/host_device.hpp"
+#include "qtc/layout.hpp"
 #include "qtc/numeric.hpp"
 #include "qtc/profile.hpp"
 #include "qtc/recipe.hpp"
@@ -18,19 +19,16 @@
 
 namespace qtc::cuda::detail {
 
-/// Where a plane's scales go: compact entry (r, c) -> element offset in the plane's layout (numeric.hpp's
-/// scale_index; `mode` is a ScaleIndexing value). Unused for a plane that is not produced.
+/// Where a plane's scales go: the buffer and the plane's ScaleGeometry in its layout (layout.hpp), passed to the
+/// kernels as it is. Unused for a plane that is not produced.
 struct ScaleOut {
   uint8_t* p = nullptr;
-  int mode = 0;
-  int64_t ld = 0;
-  int64_t num_kb = 0;
+  ScaleGeometry geom;  ///< compact entry (r, c) -> element geom.offset(r, c) of p
 };
 using ScaleOutHost = ScaleOut;  // the name the GEMM paths use
 
-QTC_HD int64_t scale_index(const ScaleOut& s, int64_t r, int64_t c) {
-  return ::qtc::scale_index(static_cast<ScaleIndexing>(s.mode), s.ld, s.num_kb, r, c);
-}
+/// Compact scale entry (r, c) -> element offset in the plane's layout: the one offset function of host and device.
+QTC_HD int64_t scale_index(const ScaleOut& s, int64_t r, int64_t c) { return s.geom.offset(r, c); }
 
 /// The profile rules the kernels read, under their names in ProfileRules (profile.hpp) and `qtc profiles`. Which
 /// values the kernels implement: kCudaRules (quantize.cpp) through the shared check of path_rules.hpp.
@@ -115,7 +113,7 @@ struct DequantizeArgs {
   int64_t M = 0, K = 0;
   const uint8_t* data = nullptr;
   const uint8_t* scale = nullptr;
-  ScaleOut scale_layout{};      ///< mode/ld/num_kb of the stored scale (p unused)
+  ScaleOut scale_layout{};  ///< the stored scale's geometry (p unused)
   const float* amax = nullptr;  ///< NVFP4 amax [1] or per row/column; FP8 tensor: scale_inv
   bool per_row_amax = false;
   Nvfp4Options nvfp4{};         ///< the recipe's options alternative (the member of `kind`)

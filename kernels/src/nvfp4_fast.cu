@@ -495,7 +495,11 @@ const char* fast_refusal(const QuantizeArgs& p) {
   if (!a8(p.row_data) || !a8(p.col_data)) return "the data planes must be 8-byte aligned";
   // Scale positions are split into a per-tile base and 32-bit per-thread offsets (see the kernel).
   const auto layout_ok = [](const ScaleOut& sc) {
-    return static_cast<ScaleIndexing>(sc.mode) != ScaleIndexing::kSwizzledTransposed && sc.ld >= 0 && sc.ld < (int64_t{1} << 24);
+    // The layouts whose offset is additive over tile origins (64-row / 4-column multiples): row-major ones and
+    // both swizzles, untransposed. Any other layout takes the generic kernel.
+    const Layout l = sc.geom.layout;
+    const bool additive = l == Layout::kCompact || l == Layout::kPadded || l == Layout::kSwizzled || l == Layout::kSwizzled8x4;
+    return additive && !sc.geom.transposed && sc.geom.buf_cols >= 0 && sc.geom.buf_cols < (int64_t{1} << 24);
   };
   if (!layout_ok(p.row_scale) || !layout_ok(p.col_scale)) return "the scale layout must not be swizzled-transposed, leading dimension < 2^24";
   return nullptr;

@@ -59,28 +59,7 @@ namespace {
 /// Where compact entry (r, c) of a plane's scales lives in the plane's layout (the kernel-facing ScaleOut,
 /// filled from the recipe policy's description of the plane).
 detail::ScaleOut scale_out(const DevicePlane& pl, const PlaneSpec& spec) {
-  detail::ScaleOut s;
-  s.p = pl.scale.as<uint8_t>();
-  switch (pl.scale_layout) {
-    case ScaleLayout::kCompact:
-      s.mode = 0;
-      s.ld = spec.compact.cols;
-      break;
-    case ScaleLayout::kPadded:
-      s.mode = spec.padded_transposed ? 1 : 0;  // 1: TE's GEMM-ready [kb][i] (FP8 block 1x128)
-      s.ld = spec.padded.cols;
-      break;
-    case ScaleLayout::kSwizzled:
-      if (spec.swizzle_transposed) {
-        s.mode = 3;  // swizzled transposed: row = K index, kb = M/32 block (MXFP8 columnwise)
-        s.num_kb = spec.compact.rows;
-      } else {
-        s.mode = 2;
-        s.num_kb = spec.compact.cols;
-      }
-      break;
-  }
-  return s;
+  return detail::ScaleOut{.p = pl.scale.as<uint8_t>(), .geom = spec.geometry(pl.scale_layout)};
 }
 
 DevicePlane make_plane(const PlaneSpec& spec, ScaleLayout layout, cudaStream_t s) {
@@ -297,8 +276,7 @@ DeviceQuantized allocate_quantized(const Recipe& r, DType input, int64_t rows, i
                                    cudaStream_t stream) {
   r.validate_input(input, rows, cols);
   const PlaneSpec rs = describe_plane(r, PlaneKind::kRowwise, rows, cols), cs = describe_plane(r, PlaneKind::kColumnwise, rows, cols);
-  QTC_CHECK(layout != ScaleLayout::kSwizzled || rs.swizzlable || rs.per_tensor, r.name(),
-            ": only NVFP4 and MXFP8 scales have the cuBLAS swizzled layout (TE_FORMATS.md §6)");
+  QTC_CHECK(rs.per_tensor || rs.has_layout(layout), r.name(), ": ", rs.layout_refusal(layout));
   DeviceQuantized q;
   q.recipe = r;
   q.input_dtype = input;

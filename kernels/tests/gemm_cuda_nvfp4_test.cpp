@@ -50,6 +50,26 @@ TEST(GemmCudaExact, Nvfp4AllLayouts) {
     }
 }
 
+// The emulated NVFP4 GEMM (Hopper) decodes its operands through the planes' ScaleGeometry: every scale layout an
+// NVFP4 plane has, FlashInfer's 8x4 one included, gives the exact reference's bits. (Where the native cuBLASLt path
+// runs, it takes the 128x4 swizzle only: Nvfp4AllLayouts covers it.)
+TEST(GemmCudaExact, Nvfp4EmulatedReadsEveryScaleLayout) {
+  QTC_REQUIRE_FEATURE(gating::Feature::kGemmNvfp4Emulated);
+  if (device_supports(gating::Feature::kGemmNvfp4).supported) GTEST_SKIP() << "native NVFP4 GEMM here: it reads swizzled_128x4 only";
+  GemmContext ctx;
+  std::mt19937_64 g(seed() + 13);
+  for (ScaleLayout lay : {ScaleLayout::kCompact, ScaleLayout::kPadded, ScaleLayout::kSwizzled, ScaleLayout::kSwizzled8x4})
+    for (ref::GemmKind k : kKinds) {
+      SCOPED_TRACE(std::string(kind_name(k)) + " " + std::string(layout_name(lay)));
+      const Shapes s = shapes(k, kM, kN, kK);
+      QuantizedTensor a = exact_nvfp4(s.a_rows, s.a_cols, g, 1234.5f, 1234.5f), b = exact_nvfp4(s.b_rows, s.b_cols, g, 77.25f, 77.25f);
+      ref::convert_layout(a, lay);
+      ref::convert_layout(b, lay);
+      const ref::GemmArgs args = ref::GemmArgs::of(k, DType::kF32);
+      EXPECT_TRUE(bitwise_equal(run_gpu(ctx, a, b, args), ref::gemm_exact(a, b, args)));
+    }
+}
+
 // MXFP4 on Hopper: exact BF16 decode + BF16 GEMM (gemm.mxfp4_emulated_bf16); natively where gemm.mxfp4 holds.
 // Elements from the E2M1 grid with block amax 3 or 6: every decoded value is exact and every sum of products is an
 // integer multiple of 2^-2 below 2^24, so FP32 accumulation is exact and the result equals the exact reference.

@@ -298,14 +298,15 @@ TEST_P(Conformance, BitExactAgainstReference) {
 
   if (!is_small(c.shape)) return;
   // Padded and swizzled scales written by the kernels: every byte, padding zero.
-  for (ScaleLayout lay : {ScaleLayout::kPadded, ScaleLayout::kSwizzled}) {
+  // Every layout the plane has (FlashInfer's 8x4 one included), through the shared ScaleGeometry offset.
+  for (ScaleLayout lay : {ScaleLayout::kPadded, ScaleLayout::kSwizzled, ScaleLayout::kSwizzled8x4, ScaleLayout::kDeepGemmPackedUe8m0}) {
     if (rc.r.kind() == RecipeKind::kFP8Tensor) break;
-    if (lay == ScaleLayout::kSwizzled && rc.r.kind() == RecipeKind::kFP8Block) continue;
+    if (!describe_plane(rc.r, PlaneKind::kRowwise, c.shape.M, c.shape.K).has_layout(lay)) continue;
     cuda::DeviceQuantized dl = cuda::quantize(in.view, rc.r, in.s, lay, launch);
     QuantizedTensor gl = cuda::to_host(dl, in.s);
     QuantizedTensor wl = want;
     ref::convert_layout(wl, lay);
-    EXPECT_TRUE(outputs_match(wl, gl)) << (lay == ScaleLayout::kPadded ? "padded layout" : "swizzled layout");
+    EXPECT_TRUE(outputs_match(wl, gl)) << "layout " << layout_name(lay);
   }
   // Dequantization of each plane (F32 and BF16 outputs).
   for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {

@@ -157,18 +157,21 @@ def _metadata(recipe: str | None, params: Mapping[str, Any]) -> Dict[str, str]:
     return md
 
 
-def _layout_md(layout: str, swizzled: bool) -> Dict[str, str]:
-    if layout not in ("compact", "te", "deepgemm_packed_ue8m0"):
-        raise ValueError(f"layout must be 'compact', 'te' or 'deepgemm_packed_ue8m0', got {layout!r} "
-                         "(VECTORS.md, Native layouts; conformance/README.md)")
-    if swizzled and layout != "te":
-        raise ValueError("swizzled=True needs layout='te' (VECTORS.md, Native layouts)")
-    if layout == "deepgemm_packed_ue8m0":  # FP8 block scale_dtype=ue8m0 scales packed as DeepGEMM's (conformance/README.md)
-        return {"layout": layout}
-    return {"layout": "te", "swizzled": "1" if swizzled else "0"} if layout == "te" else {}
+#: The scale layouts, one name each, from the C++ table (qtc/layout.hpp; conformance/README.md, "Scale layouts"):
+#: compact (VECTORS.md shapes), te (TransformerEngine's padded buffers), swizzled_128x4 (cuBLAS's order of TE's padded
+#: NVFP4 / MXFP8 / MXFP4 scales), swizzled_8x4 (FlashInfer / TensorRT-LLM's small-M order), deepgemm_packed_ue8m0
+#: (FP8 block UE8M0 scales packed four per int32 word as DeepGEMM's).
+LAYOUTS = tuple(_qtc.layout_names())
 
 
-def quantize(x: Any, recipe: str, *, layout: str = "compact", swizzled: bool = False, **params: Any) -> Dict[str, np.ndarray]:
+def _layout_md(layout: str) -> Dict[str, str]:
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r} "
+                         "(VECTORS.md, Native layouts; conformance/README.md, Scale layouts)")
+    return {} if layout == "compact" else {"layout": layout}
+
+
+def quantize(x: Any, recipe: str, *, layout: str = "compact", **params: Any) -> Dict[str, np.ndarray]:
     """Quantizes the 2-D array ``x`` ([M, K], float32 / bfloat16 / float16) with the reference.
 
     ``recipe`` is ``nvfp4``, ``mxfp8``, ``fp8_block``, ``fp8_tensor`` or ``mxfp4``; ``params`` are the VECTORS.md parameters
@@ -179,20 +182,21 @@ def quantize(x: Any, recipe: str, *, layout: str = "compact", swizzled: bool = F
     ``columnwise_source='rowwise_dequantized'`` (and ``columnwise_source_dtype='f32'``, ``group_rows='128,256'``);
     an FP8 tensor plane's scale is returned as ``'<plane>.scale_inv'``, the dequantized source as ``columnwise_source``.
     Returns the VECTORS.md tensors (``rowwise_data``, ``rowwise_scale_inv``, ``columnwise_data``, ...). With
-    ``layout='te'`` the scales are TransformerEngine's padded buffers (``swizzled=True``: cuBLAS's 128x4 layout).
+    ``layout='te'`` the scales are TransformerEngine's padded buffers, ``'swizzled_128x4'`` cuBLAS's 128x4 order of
+    them, ``'swizzled_8x4'`` FlashInfer's 8x4 order (``LAYOUTS``).
     """
     md = _metadata(recipe, params)
-    md.update(_layout_md(layout, swizzled))
+    md.update(_layout_md(layout))
     out = _qtc.quantize(_as_arg("x", x), md)
     return {k: _from_out(v) for k, v in out.items()}
 
 
 def dequantize(tensors: Mapping[str, Any], recipe: str, shape: Tuple[int, int], *, plane: str = "rowwise",
-               layout: str = "compact", swizzled: bool = False, out: str = "float32", **params: Any) -> np.ndarray:
+               layout: str = "compact", out: str = "float32", **params: Any) -> np.ndarray:
     """Decodes one plane of quantized ``tensors`` (VECTORS.md names, as ``quantize`` returns them) to an [M, K]
     array in x's orientation. ``shape`` is x's [M, K]; ``out`` is float32, bfloat16 or float16."""
     md = _metadata(recipe, params)
-    md.update(_layout_md(layout, swizzled))
+    md.update(_layout_md(layout))
     names = {"float32": "F32", "bfloat16": "BF16", "float16": "F16"}
     if out not in names:
         raise ValueError(f"out must be float32, bfloat16 or float16, got {out!r}")
@@ -265,7 +269,7 @@ def _tensors_and_md(tensors: Any, metadata: Mapping[str, Any]) -> Tuple[Dict[str
 
 def verify(tensors: Any, source: str | None = None, strict_padding: bool = False, **metadata: Any) -> VerifyResult:
     """Checks a vector against the reference, as ``qtc verify`` does: ``tensors`` holds ``x`` and the outputs to
-    check (VECTORS.md names), ``metadata`` the recipe keys (``recipe='nvfp4'``, ``layout='te'``, ``swizzled=1``,
+    check (VECTORS.md names), ``metadata`` the recipe keys (``recipe='nvfp4'``, ``layout='swizzled_128x4'``,
     ``profile=...``). ``tensors`` may also be the path of a vector file (its metadata, updated by ``metadata``), or a
     TransformerEngine / torchao quantized tensor object with its input as ``x=...`` (``qtc.frameworks``).
     Padding of TE-layout buffers is not compared unless ``strict_padding`` (then it must be zero)."""

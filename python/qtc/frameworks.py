@@ -119,12 +119,12 @@ def _te(obj: Any, kind: str) -> Tuple[Dict[str, Any], Dict[str, str]]:
         md["recipe"] = "mxfp8"
         md["fp8_dtype"] = _fp8_dtype(obj)
         md["scale_rule"] = "rceil"
-        md["swizzled"] = _flag(getattr(obj, "_with_gemm_swizzled_scales", False))
+        md["layout"] = "swizzled_128x4" if getattr(obj, "_with_gemm_swizzled_scales", False) else "te"
         if q is not None and getattr(q, "with_2d_quantization", False):
             md["tile"] = "32x32"
     else:  # te_nvfp4
         md["recipe"] = "nvfp4"
-        md["swizzled"] = _flag(getattr(obj, "_with_gemm_swizzled_scales", False))
+        md["layout"] = "swizzled_128x4" if getattr(obj, "_with_gemm_swizzled_scales", False) else "te"
         _put(tensors, "amax_rowwise", getattr(obj, "_amax_rowwise", None) if "rowwise_data" in tensors else None)
         _put(tensors, "amax_columnwise", getattr(obj, "_amax_columnwise", None) if "columnwise_data" in tensors else None)
         md["row_scaled"] = _flag(getattr(obj, "_row_scaled_nvfp4", False))
@@ -188,8 +188,7 @@ def _torchao(obj: Any, kind: str) -> Tuple[Dict[str, Any], Dict[str, str]]:
         kb = -(-cols // 32)
     tensors: Dict[str, Any] = {"rowwise_data": qdata}
     if swizzled:
-        md["layout"] = "te"
-        md["swizzled"] = "1"
+        md["layout"] = "swizzled_128x4"
         tensors["rowwise_scale_inv"] = scale.reshape(-(-rows // 128) * 128, -(-kb // 4) * 4)
     else:
         tensors["rowwise_scale_inv"] = scale.reshape(rows, kb)

@@ -120,7 +120,7 @@ def _torchao_per_tensor_scale_problem(x: Any, obj: Any) -> Optional[str]:
 
 
 def assert_conforms(x: Any, recipe: Any, outputs: Optional[Mapping[str, Any]] = None, *, layout: str = "compact",
-                    swizzled: bool = False, strict_padding: bool = False, name: Optional[str] = None,
+                    strict_padding: bool = False, name: Optional[str] = None,
                     explain: bool = True, **params: Any) -> "qtc.VerifyResult":
     """Quantizes ``x`` with the reference and compares the outputs bit for bit.
 
@@ -148,8 +148,7 @@ def assert_conforms(x: Any, recipe: Any, outputs: Optional[Mapping[str, Any]] = 
         tensors = dict(outputs)
         md = dict(params)
         md["recipe"] = recipe
-        if layout != "compact" or swizzled:
-            md.update(qtc._layout_md(layout, swizzled))
+        md.update(qtc._layout_md(layout))
         source = name or f"{recipe} outputs"
     tensors = dict(tensors)
     tensors["x"] = x

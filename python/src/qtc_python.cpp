@@ -104,19 +104,19 @@ qtc::MatrixView view_2d(const TensorArg& x) {
 }
 
 /// The recipe and the output layout a metadata map names.
-std::pair<qtc::Recipe, qtc::ref::LayoutOptions> recipe_and_layout(const Metadata& md) {
+std::pair<qtc::Recipe, qtc::Layout> recipe_and_layout(const Metadata& md) {
   // qtc.schema stays: Recipe::from_metadata refuses a schema other than 1, as `qtc verify` does.
   Metadata rmd = md;
   rmd.erase("source");
   const qtc::Recipe r = qtc::Recipe::from_metadata(rmd);
-  const qtc::ref::LayoutOptions lo = qtc::ref::layout_from_metadata(md);
+  const qtc::Layout lo = qtc::ref::layout_from_metadata(md);
   qtc::ref::check_layout_applies(lo, r);
   return {r, lo};
 }
 
 /// One output in the requested layout (native_layout.hpp), from its compact bytes.
-qtc::io::Tensor in_layout(qtc::io::Tensor&& t, const qtc::Recipe& r, int64_t M, int64_t K, const qtc::ref::LayoutOptions& lo) {
-  if (lo.layout == qtc::ref::TensorLayout::kCompact) return std::move(t);
+qtc::io::Tensor in_layout(qtc::io::Tensor&& t, const qtc::Recipe& r, int64_t M, int64_t K, qtc::Layout lo) {
+  if (lo == qtc::Layout::kCompact) return std::move(t);
   const auto ol = qtc::ref::OutputLayout::find(t.name, r, M, K, lo);
   QTC_CHECK(ol.has_value(), "tensor '", t.name, "' is not an output of recipe ", r.name());
   t.bytes = ol->from_compact(t.bytes);
@@ -474,6 +474,11 @@ NB_MODULE(_qtc, m) {
     } catch (const qtc::Error& e) {
       PyErr_SetString(PyExc_ValueError, rule(e.what()).c_str());
     }
+  });
+  m.def("layout_names", [] {  // qtc::kLayoutNames (layout.hpp): the one name table of the scale layouts
+    std::vector<std::string> names;
+    for (const qtc::LayoutName& n : qtc::kLayoutNames) names.emplace_back(n.name);
+    return names;
   });
   m.def("quantize", &quantize, "x"_a, "metadata"_a);
   m.def("dequantize", &dequantize, "tensors"_a, "metadata"_a, "rows"_a, "cols"_a, "plane"_a, "out"_a);

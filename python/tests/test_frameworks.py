@@ -104,9 +104,9 @@ def make_x(m, k, seed=0):
 @pytest.mark.parametrize("swizzled", [False, True])
 def test_te_nvfp4_storage_is_read_with_its_swizzle_flag(swizzled):
     x = make_x(160, 96)  # 160 rows: padded to 256 in TE's scale buffers
-    obj = NVFP4TensorStorage(tq(x, "nvfp4", layout="te", swizzled=swizzled), swizzled, NVFP4Quantizer())
+    obj = NVFP4TensorStorage(tq(x, "nvfp4", layout="swizzled_128x4" if swizzled else "te"), swizzled, NVFP4Quantizer())
     tensors, md = frameworks.framework_outputs(obj)
-    assert md["recipe"] == "nvfp4" and md["layout"] == "te" and md["swizzled"] == ("1" if swizzled else "0")
+    assert md["recipe"] == "nvfp4" and md["layout"] == ("swizzled_128x4" if swizzled else "te") and "swizzled" not in md
     assert set(tensors) == {"rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv",
                             "amax_rowwise", "amax_columnwise"}
     assert assert_conforms(torch.from_numpy(x), obj).passed
@@ -144,7 +144,7 @@ def test_te_nvfp4_stochastic_rounding_is_refused_with_the_reason():
 @pytest.mark.parametrize("swizzled", [False, True])
 def test_te_mxfp8_with_3d_input_flattened_as_te_does(swizzled):
     x3 = make_x(3 * 50, 72).reshape(3, 50, 72)  # (..., K): TE flattens to M = 150
-    q = tq(x3.reshape(150, 72), "mxfp8", layout="te", swizzled=swizzled)
+    q = tq(x3.reshape(150, 72), "mxfp8", layout="swizzled_128x4" if swizzled else "te")
     q["rowwise_data"] = q["rowwise_data"].reshape(3, 50, 72)  # TE keeps the input's shape for data
     obj = MXFP8Tensor(q, swizzled)
     assert frameworks.framework_outputs(obj)[1]["scale_rule"] == "rceil"

@@ -36,18 +36,30 @@ def make_x(seed=0, m=M, k=K):
 
 
 def layouts(recipe):
-    out = [("compact", False), ("te", False)]
+    out = ["compact", "te"]
     if recipe in ("nvfp4", "mxfp8", "mxfp4"):
-        out.append(("te", True))
+        out += ["swizzled_128x4", "swizzled_8x4"]
     return out
+
+
+def test_layout_names_come_from_the_one_table():
+    assert qtc.LAYOUTS == ("compact", "te", "swizzled_128x4", "swizzled_8x4", "deepgemm_packed_ue8m0")
+    x = make_x(2)
+    # The 8x4 buffer of NVFP4 [M, K]: [roundup(M, 8), roundup(ceil(K/16), 4)], entry (0, 1) at byte 1.
+    c = qtc.quantize(x, "nvfp4")
+    f = qtc.quantize(x, "nvfp4", layout="swizzled_8x4")
+    m, kb = c["rowwise_scale_inv"].shape
+    assert f["rowwise_scale_inv"].shape == (-(-m // 8) * 8, -(-kb // 4) * 4)
+    assert f["rowwise_scale_inv"].reshape(-1)[1] == c["rowwise_scale_inv"][0, 1]
+    assert f["rowwise_scale_inv"].reshape(-1)[4] == c["rowwise_scale_inv"][1, 0]
 
 
 @pytest.mark.parametrize("recipe,params", RECIPES)
 def test_quantize_then_verify_passes_in_every_layout(recipe, params):
     x = make_x(1)
-    for layout, swz in layouts(recipe):
-        q = qtc.quantize(x, recipe, layout=layout, swizzled=swz, **params)
-        r = qtc.verify({"x": x, **q}, recipe=recipe, layout=layout, swizzled=swz, **params)
+    for layout in layouts(recipe):
+        q = qtc.quantize(x, recipe, layout=layout, **params)
+        r = qtc.verify({"x": x, **q}, recipe=recipe, layout=layout, **params)
         assert r.passed, r.line
         assert r.verdict == "pass" and r.message == "" and all(n == 0 for n in r.mismatches.values())
         assert set(r.checked) == set(q)
@@ -88,13 +100,13 @@ def test_flipped_byte_fails_with_the_line_qtc_verify_prints(tmp_path, qtc_binary
 
 def test_flipped_scale_in_te_swizzled_layout_is_found_and_padding_is_ignored():
     x = make_x(4)
-    q = qtc.quantize(x, "nvfp4", layout="te", swizzled=True)
+    q = qtc.quantize(x, "nvfp4", layout="swizzled_128x4")
     padded = q["rowwise_scale_inv"]
-    valid = qtc.quantize(np.ones_like(x), "nvfp4", layout="te", swizzled=True)["rowwise_scale_inv"] != 0
+    valid = qtc.quantize(np.ones_like(x), "nvfp4", layout="swizzled_128x4")["rowwise_scale_inv"] != 0
     padded[~valid] = 0xAB  # what TE's kernels leave in padding: not compared
-    assert qtc.verify({"x": x, **q}, recipe="nvfp4", layout="te", swizzled=1).passed
+    assert qtc.verify({"x": x, **q}, recipe="nvfp4", layout="swizzled_128x4").passed
     padded[0, 0] ^= 0x01
-    r = qtc.verify({"x": x, **q}, recipe="nvfp4", layout="te", swizzled=1)
+    r = qtc.verify({"x": x, **q}, recipe="nvfp4", layout="swizzled_128x4")
     assert not r.passed and r.mismatches["rowwise_scale_inv"] == 1
     assert "rowwise_scale_inv: 1 of" in r.message and "first at [0, 0]" in r.message
 
@@ -141,9 +153,9 @@ def test_dequantize_in_te_layout_equals_compact(recipe, params):
     x = make_x(6)
     c = qtc.quantize(x, recipe, **params)
     d_c = qtc.dequantize(c, recipe, x.shape, **params)
-    for layout, swz in layouts(recipe)[1:]:
-        t = qtc.quantize(x, recipe, layout=layout, swizzled=swz, **params)
-        np.testing.assert_array_equal(qtc.dequantize(t, recipe, x.shape, layout=layout, swizzled=swz, **params), d_c)
+    for layout in layouts(recipe)[1:]:
+        t = qtc.quantize(x, recipe, layout=layout, **params)
+        np.testing.assert_array_equal(qtc.dequantize(t, recipe, x.shape, layout=layout, **params), d_c)
     assert np.all(np.isfinite(d_c))
 
 
@@ -210,8 +222,9 @@ def test_torch_cpu_tensors():
     (lambda x: qtc.quantize(x[0], "mxfp8"), "x has shape [176]; VECTORS.md needs 2-D [M, K]"),
     (lambda x: qtc.quantize(x.astype(np.float64), "mxfp8"), "x has dtype F64"),
     (lambda x: qtc.quantize(x.astype(np.complex64), "mxfp8"), "has dtype complex64"),
-    (lambda x: qtc.quantize(x, "mxfp8", layout="cublas"), "layout must be 'compact', 'te' or 'deepgemm_packed_ue8m0', got 'cublas'"),
-    (lambda x: qtc.quantize(x, "fp8_block", layout="te", swizzled=True), "has no swizzled scale"),
+    (lambda x: qtc.quantize(x, "mxfp8", layout="cublas"), "layout must be one of compact, te, swizzled_128x4, swizzled_8x4, deepgemm_packed_ue8m0, got 'cublas'"),
+    (lambda x: qtc.quantize(x, "fp8_block", layout="swizzled_128x4"), "rule 'layout-swizzled_128x4'"),
+    (lambda x: qtc.quantize(x, "fp8_block", layout="swizzled_8x4"), "rule 'layout-swizzled_8x4'"),
     (lambda x: qtc.dequantize(qtc.quantize(x, "mxfp8"), "mxfp8", (144, 175)), "expected [144, 175]"),
     (lambda x: qtc.dequantize({}, "mxfp8", (144, 176)), "needs tensor 'rowwise_data'"),
     (lambda x: qtc.dequantize(qtc.quantize(x, "mxfp8"), "mxfp8", (144, 176), plane="diagonal"), "plane must be"),

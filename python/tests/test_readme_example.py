@@ -18,9 +18,9 @@ def test_verify_a_dump():
 
 def test_my_kernel_conforms():
     x = np.random.default_rng(0).standard_normal((256, 512), dtype=np.float32)
-    out = qtc.quantize(x, "mxfp8", layout="te", swizzled=True)  # stands in for your kernel's TE buffers
+    out = qtc.quantize(x, "mxfp8", layout="swizzled_128x4")  # stands in for your kernel's TE buffers
     assert_conforms(x, "mxfp8", {"rowwise_data": out["rowwise_data"], "rowwise_scale_inv": out["rowwise_scale_inv"]},
-                    layout="te", swizzled=True)
+                    layout="swizzled_128x4")
 
 
 def test_a_te_tensor_on_the_gpu_conforms():
@@ -30,7 +30,7 @@ def test_a_te_tensor_on_the_gpu_conforms():
         pytest.skip("no CUDA device")
     x = torch.randn(4, 128, 512, device="cuda", dtype=torch.bfloat16)  # (..., K): checked as 512 x 512, as TE does
     q = te.MXFP8Quantizer(te.DType.kFloat8E4M3)(x)  # TE's MXFP8Tensor, taken as it is
-    assert_conforms(x, q)  # recipe, layout and swizzle flag read from the object; raises ConformanceError
+    assert_conforms(x, q)  # recipe and layout read from the object; raises ConformanceError
 
 
 def test_readme_quotes_these_examples_as_they_are():

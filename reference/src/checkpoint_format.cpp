@@ -50,13 +50,12 @@ const char* scale_type_name(ScaleType t) {
   }
   return "?";
 }
-const char* layout_name(ScaleLayout l) {
-  switch (l) {
-    case ScaleLayout::kCompact: return "compact";
-    case ScaleLayout::kPadded: return "padded";
-    case ScaleLayout::kSwizzled: return "swizzled";
-  }
-  return "?";
+/// The checkpoint schema's `scale_layout` value: layout.hpp's name, except the two names the schema had before the
+/// layout value (kept so that checkpoints written then still read): "padded", "swizzled".
+std::string checkpoint_layout_name(ScaleLayout l) {
+  if (l == ScaleLayout::kPadded) return "padded";
+  if (l == ScaleLayout::kSwizzled) return "swizzled";
+  return std::string(::qtc::layout_name(l));
 }
 
 DType dtype_from_name(const std::string& s, const std::string& where) {
@@ -70,7 +69,7 @@ json plane_json(const Plane& p, PlaneKind k) {
               {"data_rows", p.data_rows},
               {"data_cols", p.data_cols},
               {"scale_type", scale_type_name(p.scale.type)},
-              {"scale_layout", layout_name(p.scale.layout)},
+              {"scale_layout", checkpoint_layout_name(p.scale.layout)},
               {"scale_rows", p.scale.rows},
               {"scale_cols", p.scale.cols},
               {"amax_count", p.amax.size()}};
@@ -168,10 +167,9 @@ TensorShard parse_tensor(const json& j, const uint8_t* payload, uint64_t payload
     const std::string st = get<std::string>(pj, "scale_type", pw), sl = get<std::string>(pj, "scale_layout", pw);
     p.scale.type = spec.scale_type;
     QTC_CHECK(st == scale_type_name(p.scale.type), pw, ": scale type ", printable_name(st), ", ", r.name(), " has ", scale_type_name(p.scale.type));
-    if (sl == "compact") p.scale.layout = ScaleLayout::kCompact;
-    else if (sl == "padded") p.scale.layout = ScaleLayout::kPadded;
-    else if (sl == "swizzled") p.scale.layout = ScaleLayout::kSwizzled;
-    else QTC_FAIL(pw, ": unknown scale layout ", printable_name(sl));
+    const std::optional<Layout> named = sl == "padded" ? Layout::kPadded : sl == "swizzled" ? Layout::kSwizzled : layout_from_name(sl);
+    if (!named || checkpoint_layout_name(*named) != sl) QTC_FAIL(pw, ": unknown scale layout ", printable_name(sl));
+    p.scale.layout = *named;
     p.scale.rows = get<int64_t>(pj, "scale_rows", pw);
     p.scale.cols = get<int64_t>(pj, "scale_cols", pw);
     int64_t xr = 1, xc = 1;

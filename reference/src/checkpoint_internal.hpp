@@ -33,7 +33,7 @@ uint64_t parse_hex64(const std::string& s, const std::string& where);
 std::string shard_file_name(uint64_t gen, int rank, int world);
 const char* plane_key(PlaneKind p);
 const char* scale_type_name(ScaleType t);
-const char* layout_name(ScaleLayout l);
+std::string checkpoint_layout_name(ScaleLayout l);
 DType dtype_from_name(const std::string& s, const std::string& where);
 
 json plane_json(const Plane& p, PlaneKind k);

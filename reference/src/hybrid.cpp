@@ -335,8 +335,8 @@ std::vector<HybridQuantized> quantize_hybrid_grouped(const MatrixView& x, const 
   return out;
 }
 
-void check_grouped_layout(const HybridRecipe& h, int64_t m, int64_t k, const LayoutOptions& lo) {
-  if (h.group_rows.empty() || lo == LayoutOptions{}) return;
+void check_grouped_layout(const HybridRecipe& h, int64_t m, int64_t k, Layout lo) {
+  if (h.group_rows.empty() || lo == Layout::kCompact) return;
   if (!h.rowwise.is(RecipeKind::kMXFP8) || !h.columnwise.is(RecipeKind::kMXFP8))
     hybrid_broken(h, "hybrid-grouped-layout", "the planes are " + h.rowwise.name() + " and " + h.columnwise.name());
   if (k % 128 != 0) hybrid_broken(h, "hybrid-grouped-layout", "K is " + std::to_string(k));
@@ -348,7 +348,7 @@ void check_grouped_layout(const HybridRecipe& h, int64_t m, int64_t k, const Lay
 
 namespace {
 
-std::vector<uint8_t> grouped_scales_convert(const HybridRecipe& h, int64_t m, int64_t k, const LayoutOptions& lo,
+std::vector<uint8_t> grouped_scales_convert(const HybridRecipe& h, int64_t m, int64_t k, Layout lo,
                                             std::span<const uint8_t> in, bool to_compact) {
   check_grouped_layout(h, m, k, lo);
   const Recipe r = h.plane_recipe(PlaneKind::kColumnwise);
@@ -376,12 +376,12 @@ std::vector<uint8_t> grouped_scales_convert(const HybridRecipe& h, int64_t m, in
 }  // namespace
 
 std::vector<uint8_t> grouped_columnwise_scales_to_compact(const HybridRecipe& h, int64_t m, int64_t k,
-                                                         const LayoutOptions& lo, std::span<const uint8_t> bytes) {
+                                                         Layout lo, std::span<const uint8_t> bytes) {
   return grouped_scales_convert(h, m, k, lo, bytes, true);
 }
 
 std::vector<uint8_t> grouped_columnwise_scales_from_compact(const HybridRecipe& h, int64_t m, int64_t k,
-                                                           const LayoutOptions& lo, std::span<const uint8_t> compact) {
+                                                           Layout lo, std::span<const uint8_t> compact) {
   return grouped_scales_convert(h, m, k, lo, compact, false);
 }
 

@@ -1,5 +1,5 @@
 /// \file layouts.cpp
-/// \brief Scale layouts: compact <-> padded (TE_FORMATS.md §5) <-> cuBLAS 128x4 swizzle (§6).
+/// \brief Scale layouts: any layout <-> any other, through the plane's ScaleGeometry (layout.hpp).
 #include "qtc/layouts.hpp"
 
 #include <cstring>
@@ -28,15 +28,23 @@ ScaleMatrix blank(const ScaleMatrix& like, ScaleLayout layout, ScaleShape shape)
   return out;
 }
 
-void copy_elem(const ScaleMatrix& from, int64_t fr, int64_t fc, ScaleMatrix& to, size_t to_index) {
-  const size_t es = from.elem_size();
-  std::memcpy(to.bytes.data() + to_index * es, from.bytes.data() + static_cast<size_t>(fr * from.cols + fc) * es, es);
-}
-
-void check_swizzlable(const Recipe& r, const PlaneSpec& s) {
-  QTC_CHECK(s.swizzlable, r.name(),
-            ": only NVFP4 and MXFP8 scales have the cuBLAS swizzled layout (FP8 block scales are consumed as padded "
-            "F32 on Hopper; TE_FORMATS.md §6)");
+/// Layout `from` (s) -> layout `to`, both through the plane's geometry; padding of `to` zero.
+ScaleMatrix relayout(const ScaleMatrix& s, Layout from, Layout to, const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
+  const PlaneSpec spec = describe_plane(r, p, M, K);
+  QTC_CHECK(!spec.per_tensor, r.name(), ": per-tensor FP8 has a single scale_inv, no scale layout");
+  QTC_CHECK(s.layout == from, r.name(), " ", plane_kind_name(p), " scales: expected layout ", layout_name(from), ", got ",
+            layout_name(s.layout));
+  QTC_CHECK(spec.has_layout(from), r.name(), " ", plane_kind_name(p), " scales: ", spec.layout_refusal(from));
+  QTC_CHECK(spec.has_layout(to), r.name(), " ", plane_kind_name(p), " scales: ", spec.layout_refusal(to));
+  const ScaleGeometry gf = spec.geometry(from), gt = spec.geometry(to);
+  check_shape(s, {gf.buf_rows, gf.buf_cols}, r, p, layout_name(from).data());
+  ScaleMatrix out = blank(s, to, {gt.buf_rows, gt.buf_cols});
+  const size_t es = s.elem_size();
+  for (int64_t i = 0; i < gf.rows; ++i)
+    for (int64_t j = 0; j < gf.cols; ++j)
+      std::memcpy(out.bytes.data() + static_cast<size_t>(gt.offset(i, j)) * es,
+                  s.bytes.data() + static_cast<size_t>(gf.offset(i, j)) * es, es);
+  return out;
 }
 
 }  // namespace
@@ -46,87 +54,27 @@ ScaleShape compact_scale_shape(const Recipe& r, PlaneKind p, int64_t M, int64_t 
 ScaleShape padded_scale_shape(const Recipe& r, PlaneKind p, int64_t M, int64_t K) { return describe_plane(r, p, M, K).padded; }
 
 ScaleMatrix to_padded(const ScaleMatrix& c, const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
-  const PlaneSpec s = describe_plane(r, p, M, K);
-  QTC_CHECK(!s.per_tensor, r.name(), ": per-tensor FP8 has a single scale_inv, no scale layout");
-  QTC_CHECK(c.layout == ScaleLayout::kCompact, r.name(), " ", plane_kind_name(p), " scales: to_padded needs the compact layout");
-  check_shape(c, s.compact, r, p, "compact");
-  ScaleMatrix out = blank(c, ScaleLayout::kPadded, s.padded);
-  const bool transpose = s.padded_transposed;  // TE's GEMM-ready layout: [kb][i] / [mb][j]
-  for (int64_t i = 0; i < c.rows; ++i)
-    for (int64_t j = 0; j < c.cols; ++j) copy_elem(c, i, j, out, static_cast<size_t>(transpose ? j * out.cols + i : i * out.cols + j));
-  return out;
+  return relayout(c, Layout::kCompact, Layout::kPadded, r, p, M, K);
 }
 
 ScaleMatrix to_compact(const ScaleMatrix& pd, const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
-  const PlaneSpec s = describe_plane(r, p, M, K);
-  QTC_CHECK(!s.per_tensor, r.name(), ": per-tensor FP8 has a single scale_inv, no scale layout");
-  QTC_CHECK(pd.layout == ScaleLayout::kPadded, r.name(), " ", plane_kind_name(p), " scales: to_compact needs the padded layout");
-  check_shape(pd, s.padded, r, p, "padded");
-  const ScaleShape cs = s.compact;
-  ScaleMatrix out = blank(pd, ScaleLayout::kCompact, cs);
-  const bool transpose = s.padded_transposed;
-  for (int64_t i = 0; i < cs.rows; ++i)
-    for (int64_t j = 0; j < cs.cols; ++j) {
-      if (transpose)
-        copy_elem(pd, j, i, out, static_cast<size_t>(i * cs.cols + j));
-      else
-        copy_elem(pd, i, j, out, static_cast<size_t>(i * cs.cols + j));
-    }
-  return out;
+  return relayout(pd, Layout::kPadded, Layout::kCompact, r, p, M, K);
 }
-
-namespace {
-/// Visits every valid compact entry with its padded coordinates and its swizzled offset.
-template <typename F>
-void for_each_swizzled(const PlaneSpec& s, F f) {
-  const ScaleShape cs = s.compact;
-  const ScaleShape ps = s.padded;
-  const bool mx_col = s.swizzle_transposed;
-  for (int64_t i = 0; i < cs.rows; ++i)
-    for (int64_t j = 0; j < cs.cols; ++j) {
-      // MXFP8 columnwise: the compact matrix is [M/32 block][K]; it is swizzled transposed (row = K index).
-      const int64_t off = mx_col ? swizzled_offset(j, i, ps.rows) : swizzled_offset(i, j, ps.cols);
-      f(i, j, off);
-    }
-}
-}  // namespace
 
 ScaleMatrix swizzle(const ScaleMatrix& pd, const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
-  const PlaneSpec s = describe_plane(r, p, M, K);
-  check_swizzlable(r, s);
-  QTC_CHECK(pd.layout == ScaleLayout::kPadded, r.name(), " ", plane_kind_name(p), " scales: swizzle needs the padded layout");
-  check_shape(pd, s.padded, r, p, "padded");
-  ScaleMatrix out = blank(pd, ScaleLayout::kSwizzled, s.padded);
-  for_each_swizzled(s, [&](int64_t i, int64_t j, int64_t off) { copy_elem(pd, i, j, out, static_cast<size_t>(off)); });
-  return out;
+  return relayout(pd, Layout::kPadded, Layout::kSwizzled, r, p, M, K);
 }
 
 ScaleMatrix unswizzle(const ScaleMatrix& sw, const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
-  const PlaneSpec s = describe_plane(r, p, M, K);
-  check_swizzlable(r, s);
-  QTC_CHECK(sw.layout == ScaleLayout::kSwizzled, r.name(), " ", plane_kind_name(p), " scales: unswizzle needs the swizzled layout");
-  check_shape(sw, s.padded, r, p, "swizzled (padded)");
-  ScaleMatrix out = blank(sw, ScaleLayout::kPadded, s.padded);
-  for_each_swizzled(s, [&](int64_t i, int64_t j, int64_t off) {
-    out.bytes[static_cast<size_t>(i * out.cols + j)] = sw.bytes[static_cast<size_t>(off)];
-  });
-  return out;
+  return relayout(sw, Layout::kSwizzled, Layout::kPadded, r, p, M, K);
 }
 
-ScaleMatrix convert_layout(const ScaleMatrix& s, ScaleLayout to, const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
+ScaleMatrix convert_layout(const ScaleMatrix& s, Layout to, const Recipe& r, PlaneKind p, int64_t M, int64_t K) {
   if (s.layout == to) return s;
-  ScaleMatrix compact = s;
-  if (s.layout == ScaleLayout::kSwizzled) compact = to_compact(unswizzle(s, r, p, M, K), r, p, M, K);
-  else if (s.layout == ScaleLayout::kPadded) compact = to_compact(s, r, p, M, K);
-  switch (to) {
-    case ScaleLayout::kCompact: return compact;
-    case ScaleLayout::kPadded: return to_padded(compact, r, p, M, K);
-    case ScaleLayout::kSwizzled: return swizzle(to_padded(compact, r, p, M, K), r, p, M, K);
-  }
-  return compact;
+  return relayout(s, s.layout, to, r, p, M, K);
 }
 
-void convert_layout(QuantizedTensor& q, ScaleLayout to) {
+void convert_layout(QuantizedTensor& q, Layout to) {
   if (describe_plane(q.recipe, PlaneKind::kRowwise, q.rows, q.cols).per_tensor) return;  // a single scale_inv: nothing to lay out
   if (q.rowwise) q.rowwise->scale = convert_layout(q.rowwise->scale, to, q.recipe, PlaneKind::kRowwise, q.rows, q.cols);
   if (q.columnwise) q.columnwise->scale = convert_layout(q.columnwise->scale, to, q.recipe, PlaneKind::kColumnwise, q.rows, q.cols);

@@ -29,56 +29,45 @@ std::string shape_text(const std::vector<int64_t>& s) {
 
 }  // namespace
 
-std::string_view layout_name(TensorLayout l) {
-  switch (l) {
-    case TensorLayout::kCompact: return "compact";
-    case TensorLayout::kTE: return "te";
-    case TensorLayout::kDeepGemmPackedUe8m0: return "deepgemm_packed_ue8m0";
-  }
-  return "?";
-}
-
-std::string describe(const LayoutOptions& o) {
-  return std::string(layout_name(o.layout)) + (o.swizzled ? "+swizzled" : "");
-}
-
-LayoutOptions layout_from_metadata(const std::map<std::string, std::string>& md) {
-  LayoutOptions o;
+Layout layout_from_metadata(const std::map<std::string, std::string>& md) {
+  Layout l = Layout::kCompact;
   if (auto it = md.find("layout"); it != md.end()) {
-    if (it->second == "te") o.layout = TensorLayout::kTE;
-    else if (it->second == "compact") o.layout = TensorLayout::kCompact;
-    else if (it->second == "deepgemm_packed_ue8m0") o.layout = TensorLayout::kDeepGemmPackedUe8m0;
-    else QTC_FAIL("metadata key 'layout': unknown value '", it->second,
-                  "' (expected one of: compact, te, deepgemm_packed_ue8m0; VECTORS.md, Native layouts; conformance/README.md)");
+    const std::optional<Layout> named = layout_from_name(it->second);
+    if (!named)
+      QTC_FAIL("metadata key 'layout': unknown value ", printable_name(it->second), " (expected one of: ", kLayoutNameList,
+               "; VECTORS.md, Native layouts; conformance/README.md, Scale layouts)");
+    l = *named;
   }
   if (auto it = md.find("swizzled"); it != md.end()) {
     // Exactly the documented values (VECTORS.md): "1" or "0"; "true", "yes", "01" are refused, not guessed.
-    if (it->second == "1") o.swizzled = true;
-    else if (it->second == "0") o.swizzled = false;
-    else QTC_FAIL("metadata key 'swizzled': expected 0 or 1, got ", printable_name(it->second));
+    if (it->second != "0" && it->second != "1") QTC_FAIL("metadata key 'swizzled': expected 0 or 1, got ", printable_name(it->second));
+    if (it->second == "1") {
+      if (l != Layout::kPadded && l != Layout::kSwizzled)
+        QTC_FAIL("metadata key 'swizzled': swizzled=1 needs layout=te (the cuBLAS 128x4 swizzle tiles TE's padded scale "
+                 "buffers; VECTORS.md, Native layouts), got layout=", layout_name(l));
+      l = Layout::kSwizzled;
+    }
   }
-  if (o.swizzled && o.layout != TensorLayout::kTE)
-    QTC_FAIL("metadata key 'swizzled': swizzled=1 needs layout=te (the cuBLAS 128x4 swizzle tiles TE's padded scale buffers; "
-             "VECTORS.md, Native layouts)");
-  return o;
+  return l;
 }
 
-void layout_to_metadata(const LayoutOptions& o, std::map<std::string, std::string>& md) {
-  md["layout"] = std::string(layout_name(o.layout));
-  if (o.swizzled) md["swizzled"] = "1";
-  else md.erase("swizzled");
+void layout_to_metadata(Layout l, std::map<std::string, std::string>& md) {
+  if (l == Layout::kSwizzled) {  // the form of every committed vector and of TransformerEngine's dumps
+    md["layout"] = "te";
+    md["swizzled"] = "1";
+    return;
+  }
+  md["layout"] = std::string(layout_name(l));
+  md.erase("swizzled");
 }
 
-void check_layout_applies(const LayoutOptions& o, const Recipe& r) {
-  if (o.layout == TensorLayout::kDeepGemmPackedUe8m0) {
-    const Fp8BlockOptions* fb = r.fp8_block_or_null();
-    QTC_CHECK(fb != nullptr && fb->ue8m0_scales, "metadata key 'layout': rule 'layout-deepgemm-packed-ue8m0': "
-              "layout=deepgemm_packed_ue8m0 packs UE8M0 scales: it needs recipe fp8_block with scale_dtype=ue8m0, got recipe ",
-              r.name());
+void check_layout_applies(Layout l, const Recipe& r) {
+  for (PlaneKind p : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
+    const PlaneSpec s = describe_plane(r, p, 0, 0);
+    if (s.per_tensor && (l == Layout::kCompact || l == Layout::kPadded)) continue;
+    const std::string why = s.layout_refusal(l);
+    QTC_CHECK(why.empty(), "metadata key 'layout': ", why, "; recipe ", r.name());
   }
-  if (o.swizzled && !describe_plane(r, PlaneKind::kRowwise, 0, 0).swizzlable)
-    QTC_FAIL("metadata key 'swizzled': swizzled=1 applies to NVFP4 and MXFP8 scales only (TE_FORMATS.md §6); recipe ",
-             recipe_kind_name(r.kind()), " has no swizzled scale layout");
 }
 
 const std::vector<std::string>& output_tensor_names() {
@@ -87,7 +76,7 @@ const std::vector<std::string>& output_tensor_names() {
 }
 
 std::optional<OutputLayout> OutputLayout::find(std::string_view name, const Recipe& r, int64_t M, int64_t K,
-                                               const LayoutOptions& o, std::string* why) {
+                                               Layout o, std::string* why) {
   check_layout_applies(o, r);
   const std::optional<TensorSpec> t = describe_tensor(r, name, M, K);  // the recipe policy's table
   if (!t) {
@@ -99,7 +88,7 @@ std::optional<OutputLayout> OutputLayout::find(std::string_view name, const Reci
   OutputLayout L;
   L.name_ = std::string(name);
   L.recipe_ = r;
-  L.opts_ = o;
+  L.layout_ = o;
   L.M_ = M;
   L.K_ = K;
   L.plane_ = t->plane.plane;
@@ -109,17 +98,12 @@ std::optional<OutputLayout> OutputLayout::find(std::string_view name, const Reci
   L.scale_ = t->role == TensorRole::kScale;
   L.elem_bytes_ = t->elem_bytes;
   L.shape_ = L.compact_;
-  if (L.scale_ && o.layout == TensorLayout::kTE) {
-    const ScaleShape ps = spec.padded;
-    L.shape_ = {ps.rows, ps.cols};
+  if (L.scale_ && o != Layout::kCompact) {
+    L.geom_ = spec.geometry(o);
+    L.shape_ = {L.geom_.buf_rows, L.geom_.buf_cols};
     L.identity_ = false;
     // Swizzled MXFP8 columnwise scales tile the transposed matrix (row = K index): that 2-D view is accepted too.
-    if (o.swizzled && spec.swizzle_transposed) L.alt_shape_ = {ps.cols, ps.rows};
-  }
-  if (L.scale_ && o.layout == TensorLayout::kDeepGemmPackedUe8m0) {  // [ceil(C/4) words][roundup(R,4) rows][4 bytes]
-    const int64_t R = L.compact_[0], C = L.compact_[1];
-    L.shape_ = {(C + 3) / 4, (R + 3) / 4 * 4 * 4};
-    L.identity_ = false;
+    if (o == Layout::kSwizzled && spec.tiles_transposed) L.alt_shape_ = {L.geom_.buf_cols, L.geom_.buf_rows};
   }
   return L;
 }
@@ -134,16 +118,25 @@ std::string OutputLayout::shape_error(const std::vector<int64_t>& got) const {
   std::string msg = "tensor '" + name_ + "' has shape " + shape_text(got) + ", expected " + shape_text(shape_);
   if (!alt_shape_.empty()) msg += " (or " + shape_text(alt_shape_) + ")";
   if (!identity_) {
-    msg += opts_.layout == TensorLayout::kDeepGemmPackedUe8m0
-               ? " (layout=deepgemm_packed_ue8m0: [ceil(C/4), roundup(R,4)*4] bytes of the compact [R, C] = " + shape_text(compact_) + ")"
-               : " (layout=" + describe(opts_) + " expects TE's padded shape, TE_FORMATS.md §5; compact is " + shape_text(compact_) + ")";
+    switch (layout_) {
+      case Layout::kDeepGemmPackedUe8m0:
+        msg += " (layout=deepgemm_packed_ue8m0: [ceil(C/4), roundup(R,4)*4] bytes of the compact [R, C] = " + shape_text(compact_) + ")";
+        break;
+      case Layout::kSwizzled8x4:
+        msg += " (layout=swizzled_8x4: [roundup(R,8), roundup(C,4)] of the compact [R, C] = " + shape_text(compact_) +
+               (spec_.tiles_transposed ? ", transposed)" : ")");
+        break;
+      default:
+        msg += " (layout=" + std::string(layout_name(layout_)) + " expects TE's padded shape, TE_FORMATS.md §5; compact is " +
+               shape_text(compact_) + ")";
+    }
   } else if (scale_ && !spec_.per_tensor) {
     // A compact file holding a TE buffer: say what to declare.
     const ScaleShape ps = spec_.padded;
     const std::vector<int64_t> te{ps.rows, ps.cols};
     if (got == te)
       msg += " (layout=compact; this is TE's padded shape: declare metadata layout=te" +
-             std::string(spec_.swizzlable ? ", and swizzled=1 if the scales are swizzled)" : ")");
+             std::string(spec_.has_layout(Layout::kSwizzled) ? ", and swizzled=1 if the scales are swizzled)" : ")");
     else
       msg += " (layout=compact; under layout=te it would be " + shape_text(te) + ")";
   }
@@ -157,16 +150,7 @@ int64_t OutputLayout::elements() const { return product(shape_); }
 int64_t OutputLayout::layout_index(int64_t c) const {
   if (identity_) return c;
   const int64_t cc = compact_[1];
-  const int64_t i = c / cc, j = c % cc;
-  const int64_t prow = shape_[0], pcol = shape_[1];
-  if (opts_.layout == TensorLayout::kDeepGemmPackedUe8m0) return (j / 4) * pcol + 4 * i + j % 4;
-  if (opts_.swizzled) {
-    // MXFP8 columnwise: the compact matrix is [M/32 block][K]; it is swizzled transposed (row = K index, §6).
-    if (spec_.swizzle_transposed) return swizzled_offset(j, i, prow);
-    return swizzled_offset(i, j, pcol);
-  }
-  if (spec_.padded_transposed) return j * pcol + i;  // TE's [kb][i] / [mb][j]
-  return i * pcol + j;
+  return geom_.offset(c / cc, c % cc);
 }
 
 std::vector<int64_t> OutputLayout::coords(int64_t i, const std::vector<int64_t>& shape) {
@@ -185,7 +169,7 @@ std::string OutputLayout::coords_text(const std::vector<int64_t>& c) { return sh
 std::vector<uint8_t> OutputLayout::to_compact(std::span<const uint8_t> bytes) const {
   const size_t es = static_cast<size_t>(elem_bytes_);
   QTC_CHECK(bytes.size() == static_cast<size_t>(elements()) * es, "tensor '", name_, "': ", bytes.size(), " bytes, expected ",
-            elements() * static_cast<int64_t>(es), " (shape ", shape_text(shape_), " under layout=", describe(opts_), ")");
+            elements() * static_cast<int64_t>(es), " (shape ", shape_text(shape_), " under layout=", layout_name(layout_), ")");
   if (identity_) return {bytes.begin(), bytes.end()};
   const int64_t n = compact_elements();
   std::vector<uint8_t> out(static_cast<size_t>(n) * es);
@@ -233,9 +217,9 @@ std::optional<PaddingProblem> OutputLayout::nonzero_padding(std::span<const uint
   return p;
 }
 
-io::File convert_vector_layout(const io::File& f, const LayoutOptions& to, uint8_t pad) {
+io::File convert_vector_layout(const io::File& f, Layout to, uint8_t pad) {
   const Recipe r = Recipe::from_metadata(f.metadata);
-  const LayoutOptions from = layout_from_metadata(f.metadata);
+  const Layout from = layout_from_metadata(f.metadata);
   check_layout_applies(from, r);
   check_layout_applies(to, r);
   const io::Tensor& x = f.at("x");

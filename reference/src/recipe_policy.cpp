@@ -7,6 +7,9 @@
 #include <type_traits>
 #include <variant>
 
+#include "qtc/error.hpp"
+#include "qtc/numeric.hpp"
+
 namespace qtc {
 
 namespace {
@@ -18,6 +21,10 @@ int64_t roundup(int64_t a, int64_t b) {
   const int64_t n = cdiv(a, b);
   return n > std::numeric_limits<int64_t>::max() / b ? std::numeric_limits<int64_t>::max() : n * b;
 }
+
+constexpr uint32_t bit(Layout l) { return 1u << static_cast<unsigned>(l); }
+constexpr uint32_t kTeLayouts = bit(Layout::kCompact) | bit(Layout::kPadded);
+constexpr uint32_t kTiledLayouts = kTeLayouts | bit(Layout::kSwizzled) | bit(Layout::kSwizzled8x4);
 
 }  // namespace
 
@@ -73,7 +80,7 @@ PlaneSpec describe_plane(const Recipe& r, PlaneKind pk, int64_t M, int64_t K) {
       s.compact = {rows, cdiv(len, 16)};
       s.padded = {roundup(rows, 128), roundup(cdiv(len, 16), 4)};
       s.scale_m_axis = row ? MAxis::kRows : MAxis::kCols;
-      s.swizzlable = true;
+      s.layouts = kTiledLayouts;
       const Nvfp4Options& o = std::get<Nvfp4Options>(opts);
       const int64_t h = o.tile_2d ? 16 : 1;
       s.block_rows = row ? h : 16;
@@ -96,13 +103,13 @@ PlaneSpec describe_plane(const Recipe& r, PlaneKind pk, int64_t M, int64_t K) {
       } else {
         s.compact = {cdiv(M, 32), K};
         s.padded = {roundup(cdiv(M, 32), 4), roundup(K, 128)};
-        s.swizzle_transposed = true;
+        s.tiles_transposed = true;
         s.block_rows = 32;
         s.block_cols = h;
         s.scale_step_m = 32;
       }
       s.scale_m_axis = MAxis::kRows;
-      s.swizzlable = true;
+      s.layouts = kTiledLayouts;
       break;
     }
     case RecipeKind::kFP8Block: {  // §3: F32 scale_inv per 1x128 or 128x128 block (UE8M0 bytes: scale_dtype=ue8m0)
@@ -126,6 +133,7 @@ PlaneSpec describe_plane(const Recipe& r, PlaneKind pk, int64_t M, int64_t K) {
         s.scale_step_k = row ? b : 1;
       }
       s.scale_m_axis = row ? MAxis::kRows : MAxis::kCols;
+      s.layouts = kTeLayouts | (s.scale_type == ScaleType::kE8M0 ? bit(Layout::kDeepGemmPackedUe8m0) : 0u);
       break;
     }
     case RecipeKind::kMXFP4: {  // VECTORS.md mxfp4: NVFP4's geometry with blocks of 32 and E8M0 scales
@@ -137,7 +145,7 @@ PlaneSpec describe_plane(const Recipe& r, PlaneKind pk, int64_t M, int64_t K) {
       s.compact = {rows, cdiv(len, 32)};
       s.padded = {roundup(rows, 128), roundup(cdiv(len, 32), 4)};
       s.scale_m_axis = row ? MAxis::kRows : MAxis::kCols;
-      s.swizzlable = true;
+      s.layouts = kTiledLayouts;
       s.block_rows = row ? 1 : 32;
       s.block_cols = row ? 32 : 1;
       s.scale_step_m = row ? 1 : 32;
@@ -153,10 +161,46 @@ PlaneSpec describe_plane(const Recipe& r, PlaneKind pk, int64_t M, int64_t K) {
       s.block_rows = M;
       s.block_cols = K;
       s.amax_count = 1;
+      s.layouts = kTeLayouts;  // the 1x1 matrix is the same in both
       break;
   }
   s.scale_elem_bytes = s.scale_type == ScaleType::kF32 ? 4 : 1;
   return s;
+}
+
+std::string PlaneSpec::layout_refusal(Layout l) const {
+  if (has_layout(l)) return {};
+  const std::string name(layout_name(l));
+  std::string why = "rule 'layout-" + name + "': layout " + name + " ";
+  switch (l) {
+    case Layout::kSwizzled:
+      why += "(the cuBLAS 128x4 swizzle, TE_FORMATS.md §6) holds NVFP4, MXFP8 and MXFP4 scales only";
+      break;
+    case Layout::kSwizzled8x4:
+      why += "(FlashInfer / TensorRT-LLM's 8x4 swizzle) holds the byte scales of NVFP4, MXFP8 and MXFP4 only";
+      break;
+    case Layout::kDeepGemmPackedUe8m0:
+      why += "packs UE8M0 scales: it needs recipe fp8_block with scale_dtype=ue8m0";
+      break;
+    default: why += "does not apply"; break;
+  }
+  if (per_tensor) why += " (per-tensor FP8 has one scale_inv, no scale matrix)";
+  return why;
+}
+
+ScaleGeometry PlaneSpec::geometry(Layout l) const {
+  if (!has_layout(l)) QTC_FAIL(layout_refusal(l));
+  return make_scale_geometry(l, compact.rows, compact.cols, padded.rows, padded.cols,
+                             l == Layout::kPadded ? padded_transposed : tiles_transposed);
+}
+
+float PlaneSpec::decode(uint8_t code) const {
+  switch (data_elem) {
+    case DataElem::kE2M1: return decode_e2m1(code & 0xFu);
+    case DataElem::kE4M3: return decode_e4m3(code);
+    case DataElem::kE5M2: return decode_e5m2(code);
+  }
+  return 0.0f;
 }
 
 XRegion PlaneSpec::block_of(int64_t i, int64_t j) const {

@@ -132,7 +132,7 @@ void derive_columnwise(QuantizedTensor& q) {
       for (int64_t kb = 0; kb < cs.rows; ++kb)
         for (int64_t mb = 0; mb < cs.cols; ++mb) put(kb, mb, mb, kb);
     }
-    const ScaleLayout lay = rw.scale.layout == ScaleLayout::kSwizzled ? ScaleLayout::kCompact : rw.scale.layout;
+    const ScaleLayout lay = layout_is_tiled(rw.scale.layout) ? ScaleLayout::kCompact : rw.scale.layout;
     cw.scale = to_layout(s, lay, r, PlaneKind::kColumnwise, M, K);
   }
   cw.amax = rw.amax;  // §1.8: the transpose kernels copy rowwise amax -> columnwise amax

@@ -85,9 +85,9 @@ ShardPayload fsdp_pre_all_gather(const QuantizedTensor& shard, const FsdpOptions
             " has no rowwise plane; FSDP2 gathers rowwise data (TE_FORMATS.md §8.1)");
   for (const auto* p : {&shard.rowwise, &shard.columnwise})
     if (*p)
-      QTC_CHECK((*p)->scale.layout != ScaleLayout::kSwizzled,
-                "FSDP2 pre-all-gather: swizzled scales are refused (row order is scrambled inside 128-row tiles, so a dim-0 "
-                "all-gather would interleave them); un-swizzle first (TE_FORMATS.md §8.1, §8.3)");
+      QTC_CHECK(!layout_is_tiled((*p)->scale.layout), "FSDP2 pre-all-gather: ", layout_name((*p)->scale.layout),
+                " scales are refused (row order is scrambled inside tiles, so a dim-0 all-gather would interleave them); "
+                "un-swizzle first (TE_FORMATS.md §8.1, §8.3)");
   check_shape_consistency(shard);
   const int64_t M = shard.rows, K = shard.cols;
   const bool col_usage = opt.columnwise_usage.value_or(shard.columnwise.has_value());
@@ -105,7 +105,7 @@ ShardPayload fsdp_pre_all_gather(const QuantizedTensor& shard, const FsdpOptions
   m.amax_columnwise = shard.columnwise ? shard.columnwise->amax : shard.rowwise->amax;
   m.scale_inv = shard.scale_inv;
   m.layout = opt.out_layout.value_or(r.kind() == RecipeKind::kFP8Tensor ? ScaleLayout::kCompact : shard.rowwise->scale.layout);
-  QTC_CHECK(m.layout != ScaleLayout::kSwizzled, "FSDP2: the gathered tensor's scales cannot be requested swizzled");
+  QTC_CHECK(!layout_is_tiled(m.layout), "FSDP2: the gathered tensor's scales cannot be requested in layout ", layout_name(m.layout));
 
   const Plane& rw = *shard.rowwise;
   p.buffers.push_back(take_rows("rowwise_data", rw.data, rw.data_rows, rw.data_cols));

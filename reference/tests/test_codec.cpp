@@ -413,11 +413,24 @@ TEST(NumericCore, ConstantsAreTheRoundedValues) {
   EXPECT_EQ(std::ldexp(1.0, kE5M2Emax), 32768.0);
 }
 
-TEST(NumericCore, ScaleIndexingCoversEveryLayout) {
-  EXPECT_EQ(scale_index(ScaleIndexing::kRowMajor, 10, 0, 3, 4), 34);
-  EXPECT_EQ(scale_index(ScaleIndexing::kTransposed, 10, 0, 3, 4), 43);
-  EXPECT_EQ(scale_index(ScaleIndexing::kSwizzled, 0, 8, 130, 5), swizzled_offset(130, 5, 8));
-  EXPECT_EQ(scale_index(ScaleIndexing::kSwizzledTransposed, 0, 8, 5, 130), swizzled_offset(130, 5, 8));
+TEST(NumericCore, ScaleGeometryCoversEveryLayout) {
+  // compact [3, 4] (padded [4, 10]): row-major, TE's transposed padding, both swizzles, the DeepGEMM packing.
+  EXPECT_EQ(make_scale_geometry(Layout::kCompact, 3, 4, 4, 10, false).offset(2, 1), 9);
+  EXPECT_EQ(make_scale_geometry(Layout::kPadded, 3, 4, 4, 10, false).offset(2, 1), 21);
+  EXPECT_EQ(make_scale_geometry(Layout::kPadded, 3, 4, 4, 10, true).offset(2, 1), 12);
+  EXPECT_EQ(make_scale_geometry(Layout::kSwizzled, 200, 5, 256, 8, false).offset(130, 5), swizzled_offset(130, 5, 8));
+  EXPECT_EQ(make_scale_geometry(Layout::kSwizzled, 5, 200, 8, 256, true).offset(5, 130), swizzled_offset(130, 5, 8));
+  const ScaleGeometry g8 = make_scale_geometry(Layout::kSwizzled8x4, 13, 6, 0, 0, false);
+  EXPECT_EQ(g8.buf_rows, 16);
+  EXPECT_EQ(g8.buf_cols, 8);
+  EXPECT_EQ(g8.offset(9, 5), 2 * 32 + 32 + 4 + 1);
+  EXPECT_EQ(make_scale_geometry(Layout::kSwizzled8x4, 6, 13, 0, 0, true).offset(5, 9), 2 * 32 + 32 + 4 + 1);
+  const ScaleGeometry dg = make_scale_geometry(Layout::kDeepGemmPackedUe8m0, 5, 6, 0, 0, false);
+  EXPECT_EQ(dg.buf_rows, 2);
+  EXPECT_EQ(dg.buf_cols, 32);
+  EXPECT_EQ(dg.offset(3, 5), 32 + 12 + 1);
+  for (const LayoutName& n : kLayoutNames) EXPECT_EQ(layout_from_name(n.name), n.layout);
+  EXPECT_FALSE(layout_from_name("swizzled").has_value());
   // The swizzle is a bijection of each 128x4 tile onto its 512 bytes.
   std::vector<int> seen(512 * 2 * 3, 0);
   for (int64_t r = 0; r < 256; ++r)

@@ -16,7 +16,6 @@
 #include "qtc/checkpoint.hpp"
 #include "qtc/cpu_path.hpp"
 #include "qtc/gemm.hpp"
-#include "qtc/layout_8x4.hpp"
 #include "qtc/layouts.hpp"
 #include "qtc/mxfp4_codec.hpp"
 #include "qtc/profile.hpp"
@@ -228,9 +227,9 @@ TEST(Mxfp4Te, CheckpointShardsRoundTrip) {
 // as (R8/8, 8, C4/4, 4) and permuted to (0, 2, 1, 3), for NVFP4, MXFP8 (columnwise: S = compact^T) and MXFP4, with
 // ragged shapes; padding is zero and unswizzle inverts it.
 TEST(Layout8x4, AgainstTheViewPermuteOracleAndRoundTrip) {
-  EXPECT_EQ(ref::swizzled_8x4_offset(0, 0, 3), 0);
-  EXPECT_EQ(ref::swizzled_8x4_offset(1, 2, 3), 6);
-  EXPECT_EQ(ref::swizzled_8x4_offset(9, 5, 6), 2 * 32 + 32 + 4 + 1);
+  EXPECT_EQ(swizzled_8x4_offset(0, 0, 3), 0);
+  EXPECT_EQ(swizzled_8x4_offset(1, 2, 3), 6);
+  EXPECT_EQ(swizzled_8x4_offset(9, 5, 6), 2 * 32 + 32 + 4 + 1);
   const Recipe rs[] = {Recipe::of(Nvfp4Options{}), Recipe::of(Mxfp8Options{}), mx4(MxScaleRule::kOcpFloor)};
   const int64_t shapes[][2] = {{1, 32}, {13, 96}, {48, 400}, {129, 64}};
   for (const Recipe& r : rs)
@@ -244,7 +243,7 @@ TEST(Layout8x4, AgainstTheViewPermuteOracleAndRoundTrip) {
         c.rows = s.compact.rows;
         c.cols = s.compact.cols;
         for (int64_t i = 0; i < c.rows * c.cols; ++i) c.bytes.push_back(static_cast<uint8_t>(1 + (i * 37) % 251));
-        const bool t = s.swizzle_transposed;
+        const bool t = s.tiles_transposed;
         const int64_t R = t ? c.cols : c.rows, C = t ? c.rows : c.cols, R8 = (R + 7) / 8 * 8, C4 = (C + 3) / 4 * 4;
         std::vector<uint8_t> want;
         for (int64_t a = 0; a < R8 / 8; ++a)
@@ -254,11 +253,27 @@ TEST(Layout8x4, AgainstTheViewPermuteOracleAndRoundTrip) {
                 const int64_t i = a * 8 + b, j = d * 4 + e;
                 want.push_back(i < R && j < C ? (t ? c.byte(j, i) : c.byte(i, j)) : 0);
               }
-        const std::vector<uint8_t> got = ref::swizzle_8x4(c, r, pk, M, K);
-        EXPECT_EQ(got, want) << r.name() << " " << M << "x" << K << " " << plane_kind_name(pk);
-        EXPECT_EQ(ref::unswizzle_8x4(got, r, pk, M, K).bytes, c.bytes);
+        const ScaleMatrix got = ref::convert_layout(c, Layout::kSwizzled8x4, r, pk, M, K);
+        EXPECT_EQ(got.bytes, want) << r.name() << " " << M << "x" << K << " " << plane_kind_name(pk);
+        EXPECT_EQ(got.rows, R8);
+        EXPECT_EQ(got.cols, C4);
+        EXPECT_EQ(ref::convert_layout(got, Layout::kCompact, r, pk, M, K).bytes, c.bytes);
+        // The same bytes from every other layout, and the geometry the kernels call agrees entry by entry.
+        const ScaleMatrix sw = ref::convert_layout(c, Layout::kSwizzled, r, pk, M, K);
+        EXPECT_EQ(ref::convert_layout(sw, Layout::kSwizzled8x4, r, pk, M, K).bytes, want);
+        const ScaleGeometry g = s.geometry(Layout::kSwizzled8x4);
+        for (int64_t i = 0; i < c.rows; ++i)
+          for (int64_t j = 0; j < c.cols; ++j) ASSERT_EQ(want[static_cast<size_t>(g.offset(i, j))], c.byte(i, j));
       }
-  EXPECT_THROW((void)ref::swizzle_8x4(ScaleMatrix{}, Recipe::of(Fp8BlockOptions{}), PlaneKind::kRowwise, 128, 128), Error);
+  // FP8 block scales (F32) have no 8x4 layout: the error names the rule.
+  const PlaneSpec fb = describe_plane(Recipe::of(Fp8BlockOptions{}), PlaneKind::kRowwise, 128, 128);
+  EXPECT_FALSE(fb.has_layout(Layout::kSwizzled8x4));
+  try {
+    (void)fb.geometry(Layout::kSwizzled8x4);
+    ADD_FAILURE() << "fp8_block has no 8x4 layout";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rule 'layout-swizzled_8x4'"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -26,12 +26,10 @@
 namespace {
 
 using namespace qtc;
-using ref::LayoutOptions;
 using ref::OutputLayout;
-using ref::TensorLayout;
 namespace fs = std::filesystem;
 
-const LayoutOptions kCompact{}, kTE{TensorLayout::kTE, false}, kSwz{TensorLayout::kTE, true};
+constexpr Layout kCompact = Layout::kCompact, kTE = Layout::kPadded, kSwz = Layout::kSwizzled, k8x4 = Layout::kSwizzled8x4;
 
 struct Case {
   Recipe recipe;
@@ -76,12 +74,12 @@ TEST_P(NativeLayout, RoundTrip) {
     for (int64_t j = 0; j < c.K; ++j) x.set(i, j, ln(rng) * ((i + j) % 2 ? -1.0f : 1.0f));
   const QuantizedTensor q = ref::quantize(x.view(), c.recipe);
   const bool swz_ok = c.recipe.kind() == RecipeKind::kNVFP4 || c.recipe.kind() == RecipeKind::kMXFP8;
-  for (const LayoutOptions& o : {kCompact, kTE, kSwz}) {
-    if (o.swizzled && !swz_ok) {
+  for (const Layout o : {kCompact, kTE, kSwz, k8x4}) {
+    if ((o == kSwz || o == k8x4) && !swz_ok) {
       EXPECT_THROW((void)OutputLayout::find("rowwise_data", c.recipe, c.M, c.K, o), Error);
       continue;
     }
-    SCOPED_TRACE(ref::describe(o));
+    SCOPED_TRACE(std::string(layout_name(o)));
     for (PlaneKind p : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
       const Plane& pl = q.plane(p);
       const std::string pre = p == PlaneKind::kRowwise ? "rowwise" : "columnwise";
@@ -102,13 +100,10 @@ TEST_P(NativeLayout, RoundTrip) {
       const auto mask = s->padding_mask();
       EXPECT_EQ(std::count(mask.begin(), mask.end(), true), s->elements() - s->compact_elements());
       // The same buffers as layouts.hpp's (padding zero there).
-      const ScaleLayout sl = o.layout == TensorLayout::kCompact ? ScaleLayout::kCompact
-                             : o.swizzled                       ? ScaleLayout::kSwizzled
-                                                                : ScaleLayout::kPadded;
-      const ScaleMatrix want = ref::convert_layout(pl.scale, sl, c.recipe, p, c.M, c.K);
+      const ScaleMatrix want = ref::convert_layout(pl.scale, o, c.recipe, p, c.M, c.K);
       EXPECT_EQ(s->from_compact(pl.scale.bytes, 0), want.bytes);
       EXPECT_EQ(s->shape(), (std::vector<int64_t>{want.rows, want.cols}));
-      if (o.layout == TensorLayout::kCompact) {
+      if (o == kCompact) {
         EXPECT_TRUE(s->is_identity());
         EXPECT_FALSE(s->nonzero_padding(buf).has_value());
       } else if (s->elements() > s->compact_elements()) {
@@ -131,7 +126,7 @@ Recipe recipe(RecipeKind k, bool two_d = false) {
   return r;
 }
 
-std::vector<int64_t> shape_of(const Recipe& r, const char* name, int64_t M, int64_t K, const LayoutOptions& o) {
+std::vector<int64_t> shape_of(const Recipe& r, const char* name, int64_t M, int64_t K, Layout o) {
   const auto L = OutputLayout::find(name, r, M, K, o);
   return L ? L->shape() : std::vector<int64_t>{-1};
 }
@@ -184,7 +179,21 @@ TEST(NativeLayoutTable, MetadataErrors) {
     (void)OutputLayout::find("rowwise_scale_inv", recipe(RecipeKind::kFP8Block), 16, 48, kSwz);
     ADD_FAILURE() << "swizzled FP8 block accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("metadata key 'swizzled'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rule 'layout-swizzled_128x4'"), std::string::npos) << e.what();
+  }
+  // The 8x4 layout: its own metadata value; swizzled=1 beside it is refused; FP8 scales do not have it.
+  EXPECT_EQ(ref::layout_from_metadata({{"layout", "swizzled_8x4"}}), k8x4);
+  EXPECT_NE(err({{"layout", "swizzled_8x4"}, {"swizzled", "1"}}).find("needs layout=te"), std::string::npos);
+  EXPECT_THROW((void)OutputLayout::find("rowwise_scale_inv", recipe(RecipeKind::kFP8Block), 16, 48, k8x4), Error);
+  for (const LayoutName& n : kLayoutNames) {  // every value round-trips through the metadata keys
+    std::map<std::string, std::string> m;
+    ref::layout_to_metadata(n.layout, m);
+    EXPECT_EQ(ref::layout_from_metadata(m), n.layout) << n.name;
+  }
+  {
+    std::map<std::string, std::string> m;
+    ref::layout_to_metadata(kSwz, m);  // the form of the committed vectors and TE's dumps
+    EXPECT_EQ(m, (std::map<std::string, std::string>{{"layout", "te"}, {"swizzled", "1"}}));
   }
   // Recipe::from_metadata accepts the layout keys.
   EXPECT_NO_THROW((void)Recipe::from_metadata({{"recipe", "nvfp4"}, {"layout", "te"}, {"swizzled", "1"}}));
@@ -275,9 +284,8 @@ TEST(NativeLayoutTable, SharedVectorsToCompact) {
     const std::string stem = fname.substr(0, fname.find(".te"));
     const io::File te = io::read_file(e.path());
     const io::File orig = io::read_file(root / "te" / (stem + ".safetensors"));
-    const LayoutOptions o = ref::layout_from_metadata(te.metadata);
-    EXPECT_EQ(o.layout, TensorLayout::kTE);
-    EXPECT_EQ(o.swizzled, fname.find(".te_swizzled.") != std::string::npos);
+    const Layout o = ref::layout_from_metadata(te.metadata);
+    EXPECT_EQ(o, fname.find(".te_swizzled.") != std::string::npos ? kSwz : kTE);
     const io::File compact = ref::convert_vector_layout(te, kCompact);
     for (const io::Tensor& t : orig.tensors) {
       const io::Tensor* c = compact.find(t.name);

@@ -136,7 +136,7 @@ TEST(PlaneSpec, MatchesWhatTheQuantizerAndLayoutsProduce) {
           EXPECT_EQ(s.padded.cols, padded.cols);
           EXPECT_EQ(s.scale_bytes(ScaleLayout::kPadded), static_cast<int64_t>(padded.bytes.size()));
           EXPECT_EQ(s.padded.rows * s.padded.cols >= s.compact.rows * s.compact.cols, true);
-          if (s.swizzlable) {
+          if (s.has_layout(Layout::kSwizzled)) {
             const ScaleMatrix sw = ref::swizzle(padded, r, pk, M, K);
             EXPECT_EQ(sw.rows, s.padded.rows);
             EXPECT_EQ(sw.cols, s.padded.cols);
@@ -176,6 +176,65 @@ std::set<std::pair<int64_t, int64_t>> changed_scales(const Recipe& r, PlaneKind 
       if (std::memcmp(sa.bytes.data() + o, sb.bytes.data() + o, es) != 0) out.insert({u, v});
     }
   return out;
+}
+
+// The executable description: every layout a plane has maps the compact entries one-to-one into its buffer (the
+// offset the kernels call), every layout it lacks is refused naming the rule; the element decoder and packing.
+TEST(PlaneSpec, LayoutGeometryIsABijectionAndRefusalsNameTheRule) {
+  int checked = 0;
+  for (const Recipe& r : recipes())
+    for (auto [M, K] : shapes(r))
+      for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
+        SCOPED_TRACE(label(r, pk, M, K));
+        const PlaneSpec s = describe_plane(r, pk, M, K);
+        for (const LayoutName& n : kLayoutNames) {
+          SCOPED_TRACE(std::string(n.name));
+          const std::string why = s.layout_refusal(n.layout);
+          EXPECT_EQ(why.empty(), s.has_layout(n.layout));
+          if (!s.has_layout(n.layout)) {
+            EXPECT_NE(why.find("rule 'layout-" + std::string(n.name) + "'"), std::string::npos) << why;
+            EXPECT_THROW((void)s.geometry(n.layout), Error);
+            continue;
+          }
+          const ScaleGeometry g = s.geometry(n.layout);
+          EXPECT_EQ(g.rows, s.compact.rows);
+          EXPECT_EQ(g.cols, s.compact.cols);
+          std::vector<uint8_t> hit(static_cast<size_t>(g.size()), 0);
+          for (int64_t i = 0; i < g.rows; ++i)
+            for (int64_t j = 0; j < g.cols; ++j) {
+              const int64_t o = g.offset(i, j);
+              ASSERT_TRUE(o >= 0 && o < g.size()) << i << ", " << j << " -> " << o;
+              ASSERT_EQ(hit[static_cast<size_t>(o)]++, 0) << i << ", " << j << " -> " << o << " twice";
+            }
+          ++checked;
+        }
+        // Which kinds have which layout (the table of conformance/README.md, "Scale layouts").
+        const bool tiled = r.is(RecipeKind::kNVFP4) || r.is(RecipeKind::kMXFP8) || r.is(RecipeKind::kMXFP4);
+        EXPECT_EQ(s.has_layout(Layout::kSwizzled), tiled);
+        EXPECT_EQ(s.has_layout(Layout::kSwizzled8x4), tiled);
+        EXPECT_EQ(s.has_layout(Layout::kDeepGemmPackedUe8m0), r.is(RecipeKind::kFP8Block) && s.scale_type == ScaleType::kE8M0);
+      }
+  EXPECT_GT(checked, 100);
+  // Element decoding and packing: NVFP4 E2M1 codes two per byte, low nibble first; FP8 one per byte.
+  const PlaneSpec nv = describe_plane(Recipe::of(Nvfp4Options{}), PlaneKind::kRowwise, 16, 32);
+  EXPECT_EQ(nv.elems_per_byte(), 2);
+  const uint8_t packed[] = {0x7A, 0x00};
+  EXPECT_EQ(nv.code_at(packed, 0, 0), 0xA);
+  EXPECT_EQ(nv.code_at(packed, 0, 1), 0x7);
+  EXPECT_EQ(nv.decode(0xA), -1.0f);
+  EXPECT_EQ(nv.decode(0x7), 6.0f);
+  EXPECT_EQ(nv.decode(0x3), 1.5f);
+  const PlaneSpec e4 = describe_plane(Recipe::of(Mxfp8Options{}), PlaneKind::kRowwise, 32, 32);
+  EXPECT_EQ(e4.elems_per_byte(), 1);
+  EXPECT_EQ(e4.decode(0x38), 1.0f);
+  EXPECT_EQ(e4.decode(0x7E), 448.0f);
+  EXPECT_TRUE(std::isnan(e4.decode(0x7F)));
+  Recipe e5r = Recipe::of(Mxfp8Options{});
+  e5r.set_fp8_type(Fp8Type::kE5M2);
+  const PlaneSpec e5 = describe_plane(e5r, PlaneKind::kRowwise, 32, 32);
+  EXPECT_EQ(e5.decode(0x3C), 1.0f);
+  EXPECT_EQ(e5.decode(0x7B), 57344.0f);
+  EXPECT_EQ(e5.code_at(packed, 0, 0), 0x7A);
 }
 
 TEST(PlaneSpec, BlockGeometryIsWhereOneInputElementReaches) {
@@ -227,7 +286,7 @@ TEST(PlaneSpec, FixedTable) {
   EXPECT_FALSE(s.data_transposed);
   EXPECT_EQ(s.compact, (ScaleShape{2, 65}));
   EXPECT_EQ(s.padded, (ScaleShape{4, 128}));
-  EXPECT_TRUE(s.swizzle_transposed);
+  EXPECT_TRUE(s.tiles_transposed);
   s = describe_plane(fp8_block(Fp8Type::kE4M3, false), PlaneKind::kRowwise, 129, 257);
   EXPECT_EQ(s.compact, (ScaleShape{129, 3}));
   EXPECT_EQ(s.padded, (ScaleShape{3, 132}));

@@ -51,14 +51,7 @@ ElementCode data_code(const Recipe& r) {
   return r.fp8_type() == Fp8Type::kE4M3 ? ElementCode::kE4M3 : ElementCode::kE5M2;
 }
 
-const char* layout_text(ScaleLayout l) {
-  switch (l) {
-    case ScaleLayout::kCompact: return "compact";
-    case ScaleLayout::kPadded: return "padded";
-    case ScaleLayout::kSwizzled: return "swizzled";
-  }
-  return "?";
-}
+const char* layout_text(Layout l) { return layout_name(l).data(); }
 
 const char* scale_type_text(ScaleType t) {
   switch (t) {
@@ -74,7 +67,7 @@ std::string scales_diff(std::string_view name, const ScaleMatrix& w, const Scale
   if (w.type != g.type || w.layout != g.layout || w.rows != g.rows || w.cols != g.cols)
     return ::fmt::format("{}: {} {} scales of shape [{}, {}], expected {} {} [{}, {}]", name, layout_text(g.layout),
                          scale_type_text(g.type), g.rows, g.cols, layout_text(w.layout), scale_type_text(w.type), w.rows, w.cols);
-  // Padded / swizzled buffers: coordinates in the stored matrix, no block (the order is not x's).
+  // Padded / tiled buffers: coordinates in the stored matrix, no block (the order is not x's).
   const bool compact = w.layout == ScaleLayout::kCompact;
   return buffer_diff(name, scale_code(w.type), Buffer(w.bytes), Buffer(g.bytes), w.rows, w.cols, nan, compact ? block : nullptr);
 }

@@ -83,9 +83,8 @@ Recipe recipe(const std::map<std::string, std::string>& metadata) { return Recip
     QTC_CHECK(x.rows >= 0 && x.cols >= 0, "x has a negative dimension");
     io::File f;
     f.metadata = r.to_metadata();
-    const ref::LayoutOptions layout{out.layout == Layout::kTE ? ref::TensorLayout::kTE : ref::TensorLayout::kCompact, out.swizzled};
-    QTC_CHECK(!layout.swizzled || out.layout == Layout::kTE, "Outputs::swizzled needs layout kTE (VECTORS.md, Native layouts)");
-    QTC_CHECK(!out.strict_padding || out.layout == Layout::kTE, "Outputs::strict_padding needs layout kTE (compact buffers have no padding)");
+    const Layout layout = out.layout;
+    QTC_CHECK(!out.strict_padding || layout != Layout::kCompact, "Outputs::strict_padding needs a padded layout (compact buffers have no padding)");
     ref::check_layout_applies(layout, r);
     ref::layout_to_metadata(layout, f.metadata);
     io::Tensor xt{"x", input_dtype_name(x.dtype), {x.rows, x.cols}, {}};
@@ -106,7 +105,7 @@ Recipe recipe(const std::map<std::string, std::string>& metadata) { return Recip
       const size_t want = static_cast<size_t>(lo->elements()) * static_cast<size_t>(lo->elem_bytes());
       QTC_CHECK(buf->size_bytes == want, "buffer '", tname, "' holds ", buf->size_bytes, " bytes, expected ", want, " (",
                 lo->dtype(), " ", shape_str(lo->shape()), " for x of shape [", x.rows, ", ", x.cols, "], recipe ", r.name(),
-                ", layout ", ref::describe(layout), ")");
+                ", layout ", layout_name(layout), ")");
       io::Tensor t{tname, lo->dtype(), lo->shape(), {}};
       t.bytes.assign(static_cast<const uint8_t*>(buf->data), static_cast<const uint8_t*>(buf->data) + want);
       f.put(std::move(t));

@@ -19,7 +19,7 @@ namespace qtc_cxx17_check {
 ::testing::AssertionResult host_api(const std::vector<float>& x, const std::vector<uint8_t>& data, const std::array<uint8_t, 8>& s) {
   const qtc::Recipe r = qtc::testing::recipe({{"recipe", "mxfp8"}});
   qtc::testing::Outputs out;
-  out.layout = qtc::testing::Layout::kTE;
+  out.layout = qtc::testing::Layout::kPadded;
   out.rowwise_data = data;
   out.rowwise_scale_inv = s;
   const qtc::MatrixView v{x.data(), qtc::DType::kF32, 2, 4};

@@ -111,8 +111,7 @@ Produced produce(const qtc::HostMatrix& x, const qtc::Recipe& r, Layout l, bool 
 
 Outputs outputs_of(const Produced& p, const qtc::Recipe& r, Layout l, bool swz) {
   Outputs o;
-  o.layout = l;
-  o.swizzled = swz;
+  o.layout = swz ? Layout::kSwizzled : l;
   o.rowwise_data = p.rd;
   if (!p.rs.empty()) o.rowwise_scale_inv = p.rs;
   if (!p.cd.empty()) o.columnwise_data = p.cd;
@@ -155,12 +154,35 @@ TEST(Conforms, ReferenceOutputsPassInEveryLayout) {
   const qtc::HostMatrix x = make_x(kM, kK, 7);
   for (const Case& c : cases()) {
     const qtc::Recipe r = qtc::testing::recipe(c.md);
-    for (Layout l : {Layout::kCompact, Layout::kTE})
+    for (Layout l : {Layout::kCompact, Layout::kPadded})
       for (bool swz : {false, true}) {
-        if (swz && (l != Layout::kTE || !swizzles(r))) continue;
+        if (swz && (l != Layout::kPadded || !swizzles(r))) continue;
         const Produced p = produce(x, r, l, swz);
         EXPECT_TRUE(qtc::testing::conforms(x.view(), r, outputs_of(p, r, l, swz))) << c.name << " layout " << int(l) << " swizzled " << swz;
       }
+    if (swizzles(r)) {  // FlashInfer's 8x4 layout: the scales rewritten by the reference's layout conversion
+      const qtc::QuantizedTensor q = qtc::ref::quantize(x.view(), r);
+      Outputs o;
+      o.layout = Layout::kSwizzled8x4;
+      std::vector<uint8_t> rs, cs;
+      if (q.rowwise) {
+        o.rowwise_data = q.rowwise->data;
+        rs = qtc::ref::convert_layout(q.rowwise->scale, Layout::kSwizzled8x4, r, PlaneKind::kRowwise, kM, kK).bytes;
+        o.rowwise_scale_inv = rs;
+      }
+      if (q.columnwise) {
+        o.columnwise_data = q.columnwise->data;
+        cs = qtc::ref::convert_layout(q.columnwise->scale, Layout::kSwizzled8x4, r, PlaneKind::kColumnwise, kM, kK).bytes;
+        o.columnwise_scale_inv = cs;
+      }
+      EXPECT_TRUE(qtc::testing::conforms(x.view(), r, o)) << c.name << " layout swizzled_8x4";
+      if (!rs.empty()) {
+        rs[1] ^= 0x01;  // entry (0, 1) of the 8x4 tile
+        const auto res = qtc::testing::conforms(x.view(), r, o);
+        EXPECT_FALSE(res) << c.name;
+        EXPECT_NE(std::string(res.message()).find("rowwise_scale_inv: 1 of "), std::string::npos) << res.message();
+      }
+    }
   }
 }
 
@@ -203,14 +225,14 @@ TEST(Conforms, FlippedScaleFailsAndPaddingIsNotCompared) {
     if (r.kind() == qtc::RecipeKind::kFP8Tensor) continue;
     for (bool swz : {false, true}) {
       if (swz && !swizzles(r)) continue;
-      Produced p = produce(x, r, Layout::kTE, swz);
+      Produced p = produce(x, r, Layout::kPadded, swz);
       // Padding bytes (0xA5 junk) may change freely.
       for (size_t i = 0; i < p.rs.size(); ++i)
         if (p.rs_pad[i]) p.rs[i] = 0x5A;
-      EXPECT_TRUE(qtc::testing::conforms(x.view(), r, outputs_of(p, r, Layout::kTE, swz))) << c.name;
+      EXPECT_TRUE(qtc::testing::conforms(x.view(), r, outputs_of(p, r, Layout::kPadded, swz))) << c.name;
       // The first valid scale entry of row 0 (padded and swizzled layouts both keep entry (0, 0) at offset 0).
       p.rs[0] ^= 0x01;
-      const auto res = qtc::testing::conforms(x.view(), r, outputs_of(p, r, Layout::kTE, swz), "te_dump.safetensors");
+      const auto res = qtc::testing::conforms(x.view(), r, outputs_of(p, r, Layout::kPadded, swz), "te_dump.safetensors");
       ASSERT_FALSE(res) << c.name;
       // The same buffers in a layout=te file: qtc verify prints the same line.
       {
@@ -220,7 +242,7 @@ TEST(Conforms, FlippedScaleFailsAndPaddingIsNotCompared) {
         if (swz) f.metadata["swizzled"] = "1";
         f.put(qtc::io::from_matrix("x", x));
         const auto lo = qtc::ref::OutputLayout::find("rowwise_scale_inv", r, kM, kK,
-                                                     {qtc::ref::TensorLayout::kTE, swz});
+                                                     swz ? Layout::kSwizzled : Layout::kPadded);
         f.put(qtc::io::Tensor{"rowwise_scale_inv", lo->dtype(), lo->shape(), p.rs});
         const auto path = std::filesystem::temp_directory_path() / ("qtc_te_dump_" + std::to_string(::getpid()) + ".safetensors");
         qtc::io::write_file(path, f);
@@ -228,8 +250,7 @@ TEST(Conforms, FlippedScaleFailsAndPaddingIsNotCompared) {
         const std::string line = qtc::conformance::result_line(qtc::conformance::verify_file(path, *cpu));
         std::filesystem::remove(path);
         Outputs only_scale;
-        only_scale.layout = Layout::kTE;
-        only_scale.swizzled = swz;
+        only_scale.layout = swz ? Layout::kSwizzled : Layout::kPadded;
         only_scale.rowwise_scale_inv = p.rs;
         const auto one = qtc::testing::conforms(x.view(), r, only_scale, path.string());
         EXPECT_EQ(std::string(one.message()), line) << c.name;
@@ -244,17 +265,17 @@ TEST(Conforms, WrongBufferSizeNamesTheExpectedShape) {
   const qtc::HostMatrix x = make_x(kM, kK, 10);
   const qtc::Recipe r = qtc::testing::recipe({{"recipe", "nvfp4"}});
   Produced p = produce(x, r, Layout::kCompact, false);  // compact scales given as TE buffers
-  const auto res = qtc::testing::conforms(x.view(), r, outputs_of(p, r, Layout::kTE, false));
+  const auto res = qtc::testing::conforms(x.view(), r, outputs_of(p, r, Layout::kPadded, false));
   ASSERT_FALSE(res);
   EXPECT_NE(std::string(res.message()).find("buffer 'rowwise_scale_inv' holds 1584 bytes, expected 3072 (U8 [256, 12]"),
             std::string::npos)
       << res.message();
   Outputs none;
   EXPECT_NE(std::string(qtc::testing::conforms(x.view(), r, none).message()).find("no buffer"), std::string::npos);
-  Outputs swz_compact;
-  swz_compact.swizzled = true;
-  swz_compact.rowwise_data = p.rd;
-  EXPECT_NE(std::string(qtc::testing::conforms(x.view(), r, swz_compact).message()).find("needs layout kTE"), std::string::npos);
+  Outputs strict_compact;
+  strict_compact.strict_padding = true;
+  strict_compact.rowwise_data = p.rd;
+  EXPECT_NE(std::string(qtc::testing::conforms(x.view(), r, strict_compact).message()).find("needs a padded layout"), std::string::npos);
 }
 
 // gemm_within_error_bound: the exact product and the FP64 Eigen GEMM rounded once pass under every accumulation
@@ -375,8 +396,7 @@ TEST(Conforms, EveryTeLayoutVectorPasses) {
     const qtc::io::File f = qtc::io::read_file(e.path());
     std::map<std::string, std::string> md = f.metadata;
     Outputs o;
-    o.layout = md.count("layout") && md["layout"] == "te" ? Layout::kTE : Layout::kCompact;
-    o.swizzled = md.count("swizzled") && md["swizzled"] == "1";
+    o.layout = qtc::ref::layout_from_metadata(md);
     const qtc::Recipe r = qtc::testing::recipe(md);
     const qtc::io::Tensor& xt = f.at("x");
     const DType dt = xt.dtype == "BF16" ? DType::kBF16 : xt.dtype == "F16" ? DType::kF16 : DType::kF32;
@@ -402,8 +422,8 @@ TEST(Conforms, EveryTeLayoutVectorPasses) {
 TEST(Conforms, StrictPaddingWantsZeros) {
   const qtc::HostMatrix x = make_x(kM, kK, 13);
   const qtc::Recipe r = qtc::testing::recipe({{"recipe", "mxfp8"}});
-  Produced p = produce(x, r, Layout::kTE, false);  // padding holds 0xA5
-  Outputs o = outputs_of(p, r, Layout::kTE, false);
+  Produced p = produce(x, r, Layout::kPadded, false);  // padding holds 0xA5
+  Outputs o = outputs_of(p, r, Layout::kPadded, false);
   EXPECT_TRUE(qtc::testing::conforms(x.view(), r, o));
   o.strict_padding = true;
   const auto res = qtc::testing::conforms(x.view(), r, o);
@@ -411,7 +431,7 @@ TEST(Conforms, StrictPaddingWantsZeros) {
   EXPECT_NE(std::string(res.message()).find("padding"), std::string::npos) << res.message();
   for (size_t i = 0; i < p.rs.size(); ++i)
     if (p.rs_pad[i]) p.rs[i] = 0;
-  Outputs z = outputs_of(p, r, Layout::kTE, false);
+  Outputs z = outputs_of(p, r, Layout::kPadded, false);
   z.columnwise_scale_inv = {};  // its padding still holds 0xA5
   z.strict_padding = true;
   EXPECT_TRUE(qtc::testing::conforms(x.view(), r, z));

@@ -93,11 +93,11 @@ GroupedRows hybrid_groups(const HybridRecipe& h, int64_t m, int64_t k);
 /// the rowwise scales and both data planes are the whole tensor's. Throws qtc::Error naming rule
 /// 'hybrid-grouped-layout' unless both planes are MXFP8, every group is a multiple of 128 rows and K of 128 (TE's
 /// contract, under which the dense rowwise swizzle is the per-group one), or when `bytes` has the wrong size.
-void check_grouped_layout(const HybridRecipe& h, int64_t m, int64_t k, const LayoutOptions& lo);
+void check_grouped_layout(const HybridRecipe& h, int64_t m, int64_t k, Layout lo);
 std::vector<uint8_t> grouped_columnwise_scales_to_compact(const HybridRecipe& h, int64_t m, int64_t k,
-                                                         const LayoutOptions& lo, std::span<const uint8_t> bytes);
+                                                         Layout lo, std::span<const uint8_t> bytes);
 std::vector<uint8_t> grouped_columnwise_scales_from_compact(const HybridRecipe& h, int64_t m, int64_t k,
-                                                           const LayoutOptions& lo, std::span<const uint8_t> compact);
+                                                           Layout lo, std::span<const uint8_t> compact);
 
 }  // namespace ref
 }  // namespace qtc

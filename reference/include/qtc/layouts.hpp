@@ -1,5 +1,6 @@
 /// \file layouts.hpp
-/// \brief Scale layouts as pure functions: compact <-> padded (TE_FORMATS.md §5) <-> cuBLAS-swizzled (§6).
+/// \brief Scale matrices moved between layouts (qtc::Layout, layout.hpp): every conversion goes through the
+///        plane's ScaleGeometry (PlaneSpec::geometry), the one offset function the kernels call too.
 #pragma once
 #include <cstdint>
 
@@ -9,12 +10,12 @@
 
 namespace qtc::ref {
 
-/// Shape of a plane's scale matrix in a layout (swizzled: the padded shape); recipe_policy.hpp.
+/// Shape of a plane's compact and TE-padded scale matrix; recipe_policy.hpp.
 using ::qtc::ScaleShape;
 ScaleShape compact_scale_shape(const Recipe& r, PlaneKind p, int64_t M, int64_t K);
 ScaleShape padded_scale_shape(const Recipe& r, PlaneKind p, int64_t M, int64_t K);
 
-/// swizzled_offset(row, kb, num_kb), the cuBLAS swizzle index (§6), is numeric.hpp's (shared with the kernels).
+/// swizzled_offset(row, kb, num_kb), the cuBLAS swizzle index (§6), is layout.hpp's (shared with the kernels).
 using qtc::swizzled_offset;
 
 /// compact -> padded: TE's allocation shape, padding zero. FP8 block 1x128 becomes TE's GEMM-ready
@@ -27,7 +28,8 @@ ScaleMatrix to_compact(const ScaleMatrix& padded, const Recipe& r, PlaneKind p, 
 ScaleMatrix swizzle(const ScaleMatrix& padded, const Recipe& r, PlaneKind p, int64_t M, int64_t K);
 /// swizzled -> padded (inverse of swizzle on the valid region; padding comes back zero).
 ScaleMatrix unswizzle(const ScaleMatrix& swizzled, const Recipe& r, PlaneKind p, int64_t M, int64_t K);
-/// Converts a plane's scales to the requested layout, whatever layout they are in now.
+/// Converts a plane's scales to the requested layout, whatever layout they are in now (any two of qtc::Layout that
+/// the plane has; the others throw qtc::Error naming the rule, PlaneSpec::layout_refusal). Padding comes out zero.
 ScaleMatrix convert_layout(const ScaleMatrix& s, ScaleLayout to, const Recipe& r, PlaneKind p, int64_t M, int64_t K);
 /// Converts every plane of q.
 void convert_layout(QuantizedTensor& q, ScaleLayout to);

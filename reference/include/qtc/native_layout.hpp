@@ -1,21 +1,24 @@
 /// \file native_layout.hpp
-/// \brief The buffer layouts a vector's outputs may come in (VECTORS.md, "Native layouts"): `compact` (the
-///        VECTORS.md table) or `te` (TransformerEngine's PyTorch buffers as they are, TE_FORMATS.md §5: padded
-///        scales, FP8 block 1x128 scales transposed), optionally `swizzled` (NVFP4 / MXFP8 scales in the cuBLAS
-///        128x4 order, §6). Everything here works on one output tensor's raw bytes, so any tool (verify, the
-///        testing library, the Python module, a writer) can check or produce either layout:
+/// \brief The buffer layouts a vector's outputs may come in (VECTORS.md, "Native layouts"; conformance/README.md,
+///        "Scale layouts"): one qtc::Layout value (layout.hpp): `compact` (the VECTORS.md table), `te`
+///        (TransformerEngine's PyTorch buffers as they are, TE_FORMATS.md §5: padded scales, FP8 block 1x128 scales
+///        transposed), the cuBLAS 128x4 swizzle (`layout=te` + `swizzled=1` in metadata, §6), FlashInfer's 8x4
+///        swizzle (`layout=swizzled_8x4`) and DeepGEMM's packed UE8M0 words. Everything here works on one output
+///        tensor's raw bytes, so any tool (verify, the testing library, the Python module, a writer) can check or
+///        produce any layout:
 ///
-///  * layout_from_metadata() reads the metadata keys `layout` / `swizzled` (a bad value throws qtc::Error
-///    naming the key);
+///  * layout_from_metadata() / layout_to_metadata(): the one mapping between the metadata keys and the value (a bad
+///    value throws qtc::Error naming the key);
 ///  * OutputLayout::find() gives, for one output name of a recipe and an input of M x K, the compact shape,
 ///    the shape in the requested layout (with the error text for a buffer of the wrong shape), and converts
-///    the tensor between the layout and compact (to_compact / from_compact); padding() lists the entries that
-///    hold no value (never compared; `--strict-padding` wants zeros there: nonzero_padding());
+///    the tensor between the layout and compact (to_compact / from_compact) through the plane's ScaleGeometry;
+///    padding() lists the entries that hold no value (never compared; `--strict-padding` wants zeros there:
+///    nonzero_padding());
 ///  * convert_vector_layout() rewrites every output of a whole vector file into another layout.
 ///
 /// Only the scale tensors (`rowwise_scale_inv`, `columnwise_scale_inv`) differ between the layouts; every other
 /// output (data planes, amaxes, FP8 per-tensor's `scale_inv`, `amax` and transposed `columnwise_data` [K, M],
-/// dequantized planes) has the same shape and bytes in both.
+/// dequantized planes) has the same shape and bytes in all.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -25,41 +28,28 @@
 #include <string_view>
 #include <vector>
 
+#include "qtc/layout.hpp"
 #include "qtc/quantized.hpp"
 #include "qtc/recipe_policy.hpp"
 #include "qtc/safetensors.hpp"
 
 namespace qtc::ref {
 
-enum class TensorLayout : uint8_t {
-  kCompact,  ///< VECTORS.md shapes: no padding, no swizzle
-  kTE,       ///< TransformerEngine's buffers (TE_FORMATS.md §5)
-  kDeepGemmPackedUe8m0,  ///< FP8 block scales with scale_dtype=ue8m0 as DeepGEMM's
-                         ///< `get_mn_major_tma_aligned_packed_ue8m0_tensor` lays them out: four UE8M0 bytes per int32
-                         ///< word (scale 4w + b in byte b), MN-major, the MN extent aligned to 4 (16 bytes, TMA):
-                         ///< compact [R, C] -> U8 [ceil(C/4), roundup(R, 4) * 4], entry (r, c) at
-                         ///< [c / 4][4 r + c % 4]; padding zero (conformance/README.md)
-};
+/// The layout of a vector's scale buffers: qtc::Layout (layout.hpp), one value; qtc::layout_name / layout_from_name
+/// give its one name.
+using ::qtc::Layout;
+using ::qtc::layout_name;
 
-/// How a vector's output buffers are laid out.
-struct LayoutOptions {
-  TensorLayout layout = TensorLayout::kCompact;
-  bool swizzled = false;  ///< NVFP4 / MXFP8 scales in the cuBLAS 128x4 order (layout te only)
-  bool operator==(const LayoutOptions&) const = default;
-};
-
-/// "compact", "te", "deepgemm_packed_ue8m0".
-std::string_view layout_name(TensorLayout l);
-/// "compact", "te", "te+swizzled" (for messages and report labels).
-std::string describe(const LayoutOptions& o);
-
-/// Reads the metadata keys `layout` (`compact`, default, or `te`) and `swizzled` (`0`, default, or `1`; `1`
-/// only with layout te). A bad value throws qtc::Error naming the key and the values allowed.
-LayoutOptions layout_from_metadata(const std::map<std::string, std::string>& md);
-/// Writes the keys: `layout` always, `swizzled` = `1` when set (and removes a stale `swizzled` otherwise).
-void layout_to_metadata(const LayoutOptions& o, std::map<std::string, std::string>& md);
-/// Throws qtc::Error when `o` does not apply to the recipe: swizzled scales exist for NVFP4 and MXFP8 only.
-void check_layout_applies(const LayoutOptions& o, const Recipe& r);
+/// Reads the metadata keys `layout` (`compact`, default; `te`; `swizzled_8x4`; `deepgemm_packed_ue8m0`; or any
+/// other name of layout.hpp's table) and `swizzled` (`0`, default, or `1`; `1` only with layout te, and then the
+/// value is Layout::kSwizzled, the cuBLAS 128x4 order, as every committed vector and TE dump writes it). A bad value
+/// throws qtc::Error naming the key and the values allowed.
+Layout layout_from_metadata(const std::map<std::string, std::string>& md);
+/// Writes the keys: `layout` always (kSwizzled as `layout=te` + `swizzled=1`, the form above), and removes a stale
+/// `swizzled` for every other layout.
+void layout_to_metadata(Layout l, std::map<std::string, std::string>& md);
+/// Throws qtc::Error naming the rule when layout `l` does not apply to the recipe's scales (PlaneSpec::layout_refusal).
+void check_layout_applies(Layout l, const Recipe& r);
 
 /// The VECTORS.md output tensor names, in the order they are checked.
 const std::vector<std::string>& output_tensor_names();
@@ -77,7 +67,7 @@ class OutputLayout {
  public:
   /// nullopt when `name` is not an output of the recipe (`why`, when given, says so naming the table).
   /// Throws qtc::Error when the options do not apply to the recipe (check_layout_applies).
-  static std::optional<OutputLayout> find(std::string_view name, const Recipe& r, int64_t M, int64_t K, const LayoutOptions& o,
+  static std::optional<OutputLayout> find(std::string_view name, const Recipe& r, int64_t M, int64_t K, Layout l,
                                           std::string* why = nullptr);
 
   const std::string& name() const { return name_; }
@@ -129,14 +119,15 @@ class OutputLayout {
   int elem_bytes_ = 1;
   std::vector<int64_t> compact_, shape_, alt_shape_;
   Recipe recipe_;
-  LayoutOptions opts_;
+  Layout layout_ = Layout::kCompact;
   int64_t M_ = 0, K_ = 0;
-  PlaneSpec spec_;  ///< describe_plane(recipe_, plane_, M_, K_)
+  PlaneSpec spec_;      ///< describe_plane(recipe_, plane_, M_, K_)
+  ScaleGeometry geom_;  ///< spec_.geometry(layout_) (scale tensors)
 };
 
 /// Rewrites every output tensor of a vector (recipe, x and the current layout read from its metadata) into the
 /// layout `to`, padding filled with `pad`, and sets the metadata keys. Throws qtc::Error (naming the tensor and
 /// the expected shape) when a tensor does not have the shape its current layout requires.
-io::File convert_vector_layout(const io::File& f, const LayoutOptions& to, uint8_t pad = 0);
+io::File convert_vector_layout(const io::File& f, Layout to, uint8_t pad = 0);
 
 }  // namespace qtc::ref

@@ -1,6 +1,6 @@
 /// \file numeric.hpp
 /// \brief The numeric core, one copy for the host and the device (TE_FORMATS.md §0-§3): the scalar codecs
-///        (E2M1, E4M3, E5M2, E8M0 encode and decode; BF16), the cuBLAS swizzled-scale offset, the block-scale
+///        (E2M1, E4M3, E5M2, E8M0 encode and decode; BF16), the block-scale
 ///        formulas of every recipe and the constants of the profiles. The CPU reference (codec.hpp, the
 ///        quantizers) and the CUDA kernels (kernels/src) both call these functions, so the two cannot drift.
 ///
@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "qtc/host_device.hpp"
+#include "qtc/layout.hpp"  // the scale layouts' offsets (swizzled_offset, ScaleGeometry), shared with the kernels
 
 namespace qtc {
 
@@ -306,27 +307,7 @@ QTC_HD float e8m0_reciprocal(uint32_t e) {
 // ---------------------------------------------------------------------------------------------------
 // Scale layouts
 
-/// The cuBLAS swizzle index of entry (row, kb) of a padded scale matrix with num_kb columns (§6).
-QTC_HD int64_t swizzled_offset(int64_t row, int64_t kb, int64_t num_kb) {
-  const int64_t tiles_k = (num_kb + 3) / 4;
-  return ((row / 128) * tiles_k + kb / 4) * 512 + (row % 32) * 16 + ((row % 128) / 32) * 4 + (kb % 4);
-}
-
-/// Where entry (r, c) of a plane's compact scale matrix goes in the requested layout.
-enum class ScaleIndexing : int32_t {
-  kRowMajor = 0,            ///< r * ld + c (compact or padded)
-  kTransposed = 1,          ///< c * ld + r (FP8 block 1x128 padded: TE's GEMM-ready [kb][i])
-  kSwizzled = 2,            ///< swizzled_offset(r, c, num_kb)
-  kSwizzledTransposed = 3,  ///< swizzled_offset(c, r, num_kb) (MXFP8 columnwise)
-};
-QTC_HD int64_t scale_index(ScaleIndexing how, int64_t ld, int64_t num_kb, int64_t r, int64_t c) {
-  switch (how) {
-    case ScaleIndexing::kRowMajor: return r * ld + c;
-    case ScaleIndexing::kTransposed: return c * ld + r;
-    case ScaleIndexing::kSwizzled: return swizzled_offset(r, c, num_kb);
-    default: return swizzled_offset(c, r, num_kb);
-  }
-}
+// The layouts' offsets (the cuBLAS 128x4 swizzle, the 8x4 one, ScaleGeometry::offset) are layout.hpp's.
 
 // ---------------------------------------------------------------------------------------------------
 // Block-scale formulas

@@ -5,25 +5,24 @@
 #include <optional>
 #include <vector>
 
+#include "qtc/layout.hpp"
 #include "qtc/recipe.hpp"
 
 namespace qtc {
 
 enum class ScaleType : uint8_t { kE4M3, kE8M0, kF32 };
-enum class ScaleLayout : uint8_t {
-  kCompact,   ///< VECTORS.md shapes, no padding
-  kPadded,    ///< TE's allocation shapes (TE_FORMATS.md §5), padding zero
-  kSwizzled,  ///< cuBLAS 128x4 tiles (TE_FORMATS.md §6), padding zero (NVFP4 and MXFP8 only)
-};
+/// The scale layout of a ScaleMatrix: qtc::Layout (layout.hpp), the one layout value (the old name, kept so that
+/// code written against it reads on).
+using ScaleLayout = Layout;
 enum class PlaneKind : uint8_t { kRowwise, kColumnwise };
 
 /// A matrix of block scales: E4M3/E8M0 bytes or F32 values stored as little-endian bytes.
 struct ScaleMatrix {
   ScaleType type = ScaleType::kE4M3;
   ScaleLayout layout = ScaleLayout::kCompact;
-  int64_t rows = 0;
+  int64_t rows = 0;  ///< the buffer's shape in `layout` (PlaneSpec::geometry(layout).buf_rows / buf_cols)
   int64_t cols = 0;
-  std::vector<uint8_t> bytes;  ///< rows*cols elements (swizzled: the same count, tile order)
+  std::vector<uint8_t> bytes;  ///< rows*cols elements (swizzled layouts: tile order)
 
   size_t elem_size() const { return type == ScaleType::kF32 ? 4 : 1; }
   uint8_t byte(int64_t r, int64_t c) const { return bytes[static_cast<size_t>(r * cols + c)]; }

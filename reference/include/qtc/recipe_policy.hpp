@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "qtc/layout.hpp"
 #include "qtc/quantized.hpp"
 
 namespace qtc {
@@ -63,11 +65,14 @@ struct PlaneSpec {
   ScaleType scale_type = ScaleType::kF32;
   size_t scale_elem_bytes = 4;
   ScaleShape compact;             ///< VECTORS.md shape
-  ScaleShape padded;              ///< TE's allocation shape (TE_FORMATS.md §5); also the swizzled shape
+  ScaleShape padded;              ///< TE's allocation shape (TE_FORMATS.md §5); also the 128x4-swizzled shape
   MAxis scale_m_axis = MAxis::kNone;  ///< axis of the compact scale matrix along x's M
   bool padded_transposed = false; ///< the padded layout stores the compact matrix transposed (FP8 block 1x128: [kb][i])
-  bool swizzlable = false;        ///< has the cuBLAS 128x4 swizzled layout (NVFP4, MXFP8)
-  bool swizzle_transposed = false;  ///< swizzled as the transposed matrix (MXFP8 columnwise: row = K index)
+  /// The layouts the plane's scales have (bit 1 << Layout): compact and padded for every kind; the cuBLAS 128x4 and
+  /// the 8x4 swizzles for NVFP4, MXFP8, MXFP4; DeepGEMM's packing for FP8 block with UE8M0 scales. has_layout() /
+  /// layout_refusal() read it, geometry() refuses the others naming the rule.
+  uint32_t layouts = 0;
+  bool tiles_transposed = false;  ///< the swizzled layouts tile the transposed matrix (MXFP8 columnwise: row = K index)
   /// x elements one step of a compact scale index spans along M and along K (NVFP4 rowwise: 1 and 16, also
   /// with 16x16 tiles, whose scale is repeated on each of the tile's rows).
   int64_t scale_step_m = 1, scale_step_k = 1;
@@ -81,13 +86,33 @@ struct PlaneSpec {
   int64_t amax_count = 0;         ///< NVFP4: 1, or M / K when row-scaled; FP8 tensor: 1; else 0
   bool amax_per_line = false;     ///< one amax per data row (row-scaled NVFP4)
 
-  /// Compact scale shape when `layout` is kCompact, else the padded one (swizzled has the padded shape).
-  ScaleShape scale_shape(ScaleLayout layout) const { return layout == ScaleLayout::kCompact ? compact : padded; }
+  /// Whether the plane's scales have layout `l`.
+  bool has_layout(Layout l) const { return (layouts >> static_cast<unsigned>(l) & 1u) != 0; }
+  /// Empty when the plane has layout `l`; else why not, naming the rule (`layout-<name>`) and the kinds that have it.
+  std::string layout_refusal(Layout l) const;
+  /// Where each compact scale entry lives in layout `l` and the buffer's shape (layout.hpp). Throws qtc::Error with
+  /// layout_refusal(l) when the plane does not have `l`. FP8 tensor: the 1x1 matrix of its one scale_inv.
+  ScaleGeometry geometry(Layout l) const;
+  /// The scale buffer's shape in `layout` (geometry(layout)'s buf_rows x buf_cols).
+  ScaleShape scale_shape(Layout layout) const {
+    const ScaleGeometry g = geometry(layout);
+    return {g.buf_rows, g.buf_cols};
+  }
   /// Data bytes and scale bytes of the plane in `layout`.
   int64_t data_bytes() const { return data_rows * data_cols; }
-  int64_t scale_bytes(ScaleLayout layout) const {
+  int64_t scale_bytes(Layout layout) const {
     const ScaleShape s = scale_shape(layout);
     return s.rows * s.cols * static_cast<int64_t>(scale_elem_bytes);
+  }
+  /// Elements per data byte (2: E2M1, low nibble first; 1: FP8) and the value code `code` decodes to, unscaled
+  /// (numeric.hpp's decoders: E2M1 / E4M3 / E5M2).
+  int elems_per_byte() const { return data_elem == DataElem::kE2M1 ? 2 : 1; }
+  float decode(uint8_t code) const;
+  /// The code of data element (a, b) of the data matrix (b counts elements; FP4: nibble b % 2 of byte b / 2).
+  uint8_t code_at(const uint8_t* data, int64_t a, int64_t b) const {
+    if (data_elem != DataElem::kE2M1) return data[a * data_cols + b];
+    const uint8_t byte = data[a * data_cols + b / 2];
+    return static_cast<uint8_t>(b % 2 == 0 ? byte & 0xF : byte >> 4);
   }
   /// The block of x that element (i, j) of x belongs to in this plane (clipped to [M, K]).
   XRegion block_of(int64_t i, int64_t j) const;

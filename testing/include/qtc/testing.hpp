@@ -10,7 +10,7 @@
 ///   TEST(MyKernel, Nvfp4) {
 ///     const qtc::Recipe r = qtc::testing::recipe({{"recipe", "nvfp4"}});
 ///     qtc::testing::Outputs out;
-///     out.layout = qtc::testing::Layout::kTE;              // TE's padded scale buffers
+///     out.layout = qtc::testing::Layout::kPadded;          // TE's padded scale buffers
 ///     out.rowwise_data = my_data;                          // any contiguous container, a span or {pointer, bytes}
 ///     out.rowwise_scale_inv = my_scales;
 ///     EXPECT_TRUE(qtc::testing::conforms(x, r, out));      // x: qtc::MatrixView{pointer, DType::kBF16, M, K}
@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "qtc/quantized.hpp"
+#include "qtc/layout.hpp"
 #include "qtc/recipe.hpp"
 #include "qtc/tensor.hpp"
 
@@ -63,17 +64,15 @@ struct Buffer {
   bool empty() const { return data == nullptr; }
 };
 
-/// How the caller's scale buffers are laid out (VECTORS.md `layout`; TE_FORMATS.md §5, §6).
-enum class Layout {
-  kCompact,  ///< VECTORS.md shapes, no padding
-  kTE,       ///< TransformerEngine's buffers: padded scales, FP8 block 1x128 scales transposed
-};
+/// How the caller's scale buffers are laid out: qtc::Layout (qtc/layout.hpp), the one layout value: kCompact
+/// (VECTORS.md shapes), kPadded (TransformerEngine's buffers: padded scales, FP8 block 1x128 scales transposed),
+/// kSwizzled (cuBLAS 128x4), kSwizzled8x4 (FlashInfer / TensorRT-LLM), kDeepGemmPackedUe8m0.
+using Layout = ::qtc::Layout;
 
 /// The outputs to check; an empty buffer is not checked (at least one must be given).
 struct Outputs {
   Layout layout = Layout::kCompact;
-  bool swizzled = false;        ///< kTE only: NVFP4 / MXFP8 scales in cuBLAS's 128x4 layout
-  bool strict_padding = false;  ///< kTE only: padding entries must be zero (`qtc verify --strict-padding`)
+  bool strict_padding = false;  ///< not kCompact: padding entries must be zero (`qtc verify --strict-padding`)
   /// Issue 26: bytes that differ from the reference's but decode to the same values (verdict EQUIVALENT, e.g. -0.0
   /// codes, another scale of an all-zero block, a block at half range under half the scale) pass.
   bool accept_equal_values = false;

@@ -7,7 +7,7 @@
 ///   TEST(MyKernel, Mxfp8OnTheGpu) {
 ///     my_kernel<<<grid, block, 0, stream>>>(d_x, d_data, d_scales, M, K);
 ///     qtc::testing::Outputs out;                              // device pointers and their sizes in bytes
-///     out.layout = qtc::testing::Layout::kTE;
+///     out.layout = qtc::testing::Layout::kPadded;
 ///     out.rowwise_data = {d_data, data_bytes};
 ///     out.rowwise_scale_inv = {d_scales, scale_bytes};
 ///     EXPECT_TRUE(qtc::testing::conforms(qtc::testing::on_stream(stream), {d_x, qtc::DType::kBF16, M, K}, recipe, out));

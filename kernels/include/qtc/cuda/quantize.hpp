@@ -59,7 +59,7 @@ struct DevicePlane {
   DeviceBuffer data;
   ScaleType scale_type = ScaleType::kE4M3;
   ScaleLayout scale_layout = ScaleLayout::kCompact;
-  int64_t scale_rows = 0;  ///< shape of the scale matrix in its layout (swizzled: the padded shape)
+  int64_t scale_rows = 0;  ///< shape of the scale buffer in its layout (PlaneSpec::geometry(scale_layout))
   int64_t scale_cols = 0;
   DeviceBuffer scale;      ///< scale_rows * scale_cols elements (E4M3/E8M0 bytes or F32)
   int64_t amax_count = 0;  ///< 0, 1, or M/K (row-scaled)
