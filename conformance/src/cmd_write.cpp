@@ -152,7 +152,7 @@ int run_quantize_hybrid(const QuantizeArgs& a, const std::map<std::string, std::
   io::write_file(a.out, f);
   std::printf("wrote %s: %s, x [%lld, %lld] %s, layout %s: %s\n", a.out.c_str(), h.name().c_str(),
               static_cast<long long>(x.rows), static_cast<long long>(x.cols), std::string(dtype_name(x.dtype)).c_str(),
-              ref::describe(lo).c_str(), tensor_list(f).c_str());
+              std::string(layout_name(lo)).c_str(), tensor_list(f).c_str());
   return 0;
 }
 
