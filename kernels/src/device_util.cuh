@@ -70,7 +70,13 @@ struct InputTraits<__nv_bfloat16> {
 template <>
 struct InputTraits<__half> {
   static constexpr int kVec = 8;
-  __device__ static float to_f32(__half v) { return __half2float(v); }
+  /// As the reference's MatrixView::at reads F16 (codec.hpp f16_to_f32): a NaN keeps its sign and payload (cvt.f32.f16
+  /// makes every NaN canonical; torchao's casts turn payloads into codes). Every other value converts exactly either way.
+  __device__ static float to_f32(__half v) {
+    const uint32_t h = __half_as_ushort(v);
+    if ((h & 0x7C00u) != 0x7C00u || (h & 0x3FFu) == 0u) return __half2float(v);
+    return __uint_as_float(((h & 0x8000u) << 16) | 0x7F800000u | ((h & 0x3FFu) << 13));
+  }
 };
 
 // Scale destinations (compact (r, c) -> offset in the plane's layout): launch.hpp's detail::ScaleOut and scale_index.

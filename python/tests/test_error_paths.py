@@ -83,7 +83,8 @@ def test_the_six_error_paths_raise_and_do_not_crash():
         pytest.fail(f"the interpreter died with signal {-p.returncode} in call '{where}':\n{out[-4000:]}")
     assert p.returncode == 0, f"exit {p.returncode} in call '{where}':\n{out[-4000:]}"
     assert ended == ORDER or (ended == ORDER[:-1] and "SKIP torch" in out), out
-    assert out.count("ValueError:") >= 5, out
+    # four calls raise before torch_first; with torch importable, torch_first raises two more
+    assert out.count("ValueError:") >= (4 if "SKIP torch" in out else 6), out
 
 def _tool(name):
     import shutil
