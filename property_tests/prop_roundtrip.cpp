@@ -47,6 +47,14 @@
 /// 0x0), the tie decided by their own float expressions.
 /// modelopt: a block whose codes are all zero under a scale other than 1.0 (its floor 2^-9 on a tiny block) decodes to
 /// zeros, which modelopt gives the scale 1.0: it changes (values equal).
+/// NVFP4 te row-scaled (one amax per row, §1.11; rowwise only): no amax can be carried back (quantize_with_amax refuses
+/// a row-scaled recipe, tested), so row i comes back under A'_i = max_j |y_ij| (tested: back's amax[i] is that). The
+/// row max block has sf = 448 (A_i * S_enc / 6 = 448 up to float rounding), so A'_i ~ A_i and S_enc' / S_enc = 1 +- a
+/// few 2^-24, which moves no normal E4M3 scale or E2M1 code off its grid point: the codes and block scales follow the
+/// te rule above with the tie at 2^-10 decided under S_enc(A'_i). The decoded values are c * D with D = (sf * amax) *
+/// RN(1/2688) (§1.14): they stay where D(A'_i) == D(A_i); where D moved the block's bytes may stay while its values
+/// change (not claimed: c * D and c * D' can round together for c in {1.5, 3, 6}; tagged
+/// "row_scaled_dequant_factor_moves"). Rows with an amax outside [2^-80, 2^100] (other than 0) are discarded.
 /// NVFP4 torchao (block scale clamped to [2^-6, 448]): c = 6 above the clamp, and a clamped block re-derives the clamp:
 /// every block is a fixed point. NVFP4 modelopt (block scale floored at 2^-9, zero block 1.0): as te, except that k = 1
 /// blocks (the floor) and zero blocks stay.
@@ -133,7 +141,7 @@ struct Block {
 
 TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
   check_property({"mxfp4", "nvfp4", "f32", "bf16", "f16", "changed_equivalent", "changed_lossy", "fixed_point", "mxfp4_c3",
-                  "nvfp4_subnormal_scale", "nvfp4_zero_scale", "f16_inexact"},
+                  "nvfp4_subnormal_scale", "nvfp4_zero_scale", "f16_inexact", "nvfp4_row_scaled", "row_scaled_dequant_factor_moves"},
                  [] {
     const bool mx = pick(2) == 0;
     DType dt = std::vector<DType>{DType::kF32, DType::kBF16, DType::kF16}[static_cast<size_t>(pick(3))];
@@ -145,10 +153,15 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
       const auto& pr = kRules[static_cast<size_t>(pick(static_cast<int>(kRules.size())))];
       md = {{"recipe", "mxfp4"}, {"profile", pr.first}, {"scale_rule", pr.second}};
     } else {
-      static const std::vector<std::string> kProfiles = {"te", "te_pyref", "torchao", "modelopt", "jax", "vllm"};
+      static const std::vector<std::string> kProfiles = {"te", "te_pyref", "torchao", "modelopt", "jax", "vllm", "te+row_scaled"};
       const std::string prof = kProfiles[static_cast<size_t>(pick(static_cast<int>(kProfiles.size())))];
       md = {{"recipe", "nvfp4"}, {"profile", prof}};
       if ((prof == "te" || prof == "te_pyref") && pick(3) == 0) md["tile"] = "16x16";
+      if (prof == "te+row_scaled") {
+        md["profile"] = "te";
+        md["row_scaled"] = "1";  // one amax per row; rowwise (its columnwise plane needs BF16 input, §1.11)
+        md["columnwise"] = "0";
+      }
     }
     // vllm and jax compute NVFP4's global scale in the input's dtype (F16: 2688 / amax overflows for amax < 0.041): their
     // round trip is characterized from F32 only.
@@ -170,6 +183,20 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     const float A = ref::amax(x.view());
     if (!mx && !(A >= 0x1p-80f && A <= 0x1p100f)) RC_DISCARD("NVFP4 tensor amax outside [2^-80, 2^100]");
     const std::string prof(profile_name(r.profile));
+    const bool row_scaled = !mx && r.nvfp4_row_scaled();
+    if (row_scaled) {
+      for (float ra : q.rowwise->amax)
+        if (ra != 0.0f && !(ra >= 0x1p-80f && ra <= 0x1p100f)) RC_DISCARD("row-scaled NVFP4: a row amax outside [2^-80, 2^100]");
+      tag("nvfp4_row_scaled");
+      // Refused by design: a row-scaled tensor computes its own per-row amax; no amax can be carried back.
+      bool refused = false;
+      try {
+        (void)ref::quantize_with_amax(x.view(), r, A, A);
+      } catch (const Error& e) {
+        refused = std::string(e.what()).find("row-scaled") != std::string::npos;
+      }
+      RC_ASSERT(refused);
+    }
     const MxScaleRule rule = mx ? r.mxfp4().scale_rule : MxScaleRule::kRceil;
     int64_t uncharted = 0;
     for (PlaneKind p : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
@@ -178,7 +205,19 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
       rp.rowwise = p == PlaneKind::kRowwise;
       rp.columnwise = !rp.rowwise;
       const HostMatrix y = ref::dequantize(q, p, dt);
-      const QuantizedTensor back = mx ? ref::quantize(y.view(), rp) : ref::quantize_with_amax(y.view(), rp, A, A);
+      const QuantizedTensor back = (mx || row_scaled) ? ref::quantize(y.view(), rp) : ref::quantize_with_amax(y.view(), rp, A, A);
+      // Row-scaled: row i comes back under A'_i = max_j |y_ij| (the rule: checked), i.e. S_enc' = S_enc(A'_i).
+      std::vector<float> row_a2;
+      if (row_scaled) {
+        for (int64_t i = 0; i < M; ++i) {
+          float m2 = 0.0f;
+          for (int64_t j = 0; j < K; ++j) m2 = std::fmax(m2, std::fabs(y.get(i, j)));
+          row_a2.push_back(m2);
+          RC_ASSERT(f32_bits(back.plane(p).amax[static_cast<size_t>(i)]) == f32_bits(m2));
+          if (ref::nvfp4_global_encode_scale(m2, 448, r.profile) != ref::nvfp4_global_encode_scale(q.plane(p).amax[static_cast<size_t>(i)], 448, r.profile))
+            tag("row_scaled_senc_moves");
+        }
+      }
       const Plane& a = q.plane(p);
       const Plane& b = back.plane(p);
       RC_ASSERT(a.data.size() == b.data.size());
@@ -263,7 +302,8 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
               } else if (prof == "vllm") {
                 v = ((1.0f / A) * 2688.0f) * (bl.ymax * (1.0f / 6.0f));  // gs * (bamax * RN(1/6))
               } else {
-                v = bl.ymax * (ref::nvfp4_global_encode_scale(A, 448, r.profile) * (1.0f / 6.0f));  // bamax * (S_enc * RN(1/6))
+                const float Aq = row_scaled ? row_a2[static_cast<size_t>(key.first)] : A;  // the re-quantization's amax
+                v = bl.ymax * (ref::nvfp4_global_encode_scale(Aq, 448, r.profile) * (1.0f / 6.0f));  // bamax * (S_enc * RN(1/6))
               }
               want_change = !(v > 0x1p-10f);
               tag("nvfp4_tie");
@@ -282,9 +322,23 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
             tag("pyref_neg_zero");
           }
         }
+        bool values_claimed = true;
+        if (row_scaled) {
+          // Codes and block scales follow the te rule under S_enc' (S_enc' / S_enc = 1 +- a few 2^-24 moves no E4M3 or E2M1
+          // rounding off its grid point). The decoded value is c * D with D = (sf * amax) * RN(1/2688) (§1.14): the
+          // values stay where D(A'_i) == D(A_i); elsewhere (a nonzero code, sf != 0) they are not claimed (c * D and
+          // c * D' may still round together for c in {1.5, 3, 6}).
+          const size_t ri = static_cast<size_t>(key.first);
+          const float sfv = decode_e4m3(static_cast<uint8_t>(e));
+          const float d1 = (sfv * q.plane(p).amax[ri]) * (1.0f / 2688.0f), d2 = (sfv * row_a2[ri]) * (1.0f / 2688.0f);
+          if (d1 != d2 && c > 0.0f && !want_change) {
+            values_claimed = false;
+            tag("row_scaled_dequant_factor_moves");
+          }
+        }
         tag(!want_change ? "fixed_point" : want_equal ? "changed_equivalent" : "changed_lossy");
         if (bl.changed != want_change || (charted && want_change && bl.values_equal != want_equal) ||
-            (!want_change && !bl.values_equal)) {
+            (!want_change && values_claimed && !bl.values_equal)) {
           std::ostringstream os;
           os << r.name() << " profile " << prof << ", dequantized " << dtype_text(dt) << ", " << (col ? "columnwise" : "rowwise")
              << " block [" << key.first << ", " << key.second << "]: scale byte 0x" << std::hex << e << std::dec << ", largest code "
