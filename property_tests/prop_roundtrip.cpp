@@ -55,6 +55,14 @@
 /// RN(1/2688) (§1.14): they stay where D(A'_i) == D(A_i); where D moved the block's bytes may stay while its values
 /// change (not claimed: c * D and c * D' can round together for c in {1.5, 3, 6}; tagged
 /// "row_scaled_dequant_factor_moves"). Rows with an amax outside [2^-80, 2^100] (other than 0) are discarded.
+/// NVFP4 te with stochastic rounding (1x16, dequantized to F32; the round trip re-quantizes with the same recipe, so
+/// with the same seed: the same random byte rb at each element, Philox at (index / 16, plane)). Block scales are
+/// derived by RN as without SR, so the te rule above decides them. A code under an unchanged scale is
+/// floor((a + rb/256 * step(a)) / step) * step of a = |y * enc|, which F32 puts within a few 2^-24 (relative) of |c|:
+/// a >= |c| gives |c| back for every rb (rb / 256 * step < step - (a - |c|)); a < |c| gives |c| unless rb = 0, which
+/// gives the lower neighbour. So an otherwise fixed block changes iff it holds a nonzero code with a < |c| and rb = 0
+/// (values change: the code moved); tagged "sr_code_moves". (From BF16 / F16, a > |c| by up to 2^-9 relative can also
+/// round up at rb = 255: not characterized here.)
 /// NVFP4 torchao (block scale clamped to [2^-6, 448]): c = 6 above the clamp, and a clamped block re-derives the clamp:
 /// every block is a fixed point. NVFP4 modelopt (block scale floored at 2^-9, zero block 1.0): as te, except that k = 1
 /// blocks (the floor) and zero blocks stay.
@@ -68,6 +76,7 @@
 #include "harness.hpp"
 #include "qtc/codec.hpp"
 #include "qtc/quantize.hpp"
+#include "qtc/rng.hpp"
 #include "qtc/value_equivalence.hpp"
 
 namespace qtc::prop {
@@ -134,6 +143,7 @@ struct Block {
   bool changed = false;
   bool values_equal = true;
   bool neg_zero_code = false;  ///< a code 0x8 (-0)
+  bool sr_moves = false;       ///< SR: a nonzero code whose re-scaled value falls below it, with random byte 0
   std::string first_diff;      ///< the first element whose code changed
 };
 
@@ -141,7 +151,7 @@ struct Block {
 
 TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
   check_property({"mxfp4", "nvfp4", "f32", "bf16", "f16", "changed_equivalent", "changed_lossy", "fixed_point", "mxfp4_c3",
-                  "nvfp4_subnormal_scale", "nvfp4_zero_scale", "f16_inexact", "nvfp4_row_scaled", "row_scaled_dequant_factor_moves"},
+                  "nvfp4_subnormal_scale", "nvfp4_zero_scale", "f16_inexact", "nvfp4_row_scaled", "nvfp4_sr"},
                  [] {
     const bool mx = pick(2) == 0;
     DType dt = std::vector<DType>{DType::kF32, DType::kBF16, DType::kF16}[static_cast<size_t>(pick(3))];
@@ -153,10 +163,15 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
       const auto& pr = kRules[static_cast<size_t>(pick(static_cast<int>(kRules.size())))];
       md = {{"recipe", "mxfp4"}, {"profile", pr.first}, {"scale_rule", pr.second}};
     } else {
-      static const std::vector<std::string> kProfiles = {"te", "te_pyref", "torchao", "modelopt", "jax", "vllm", "te+row_scaled"};
+      static const std::vector<std::string> kProfiles = {"te", "te_pyref", "torchao", "modelopt", "jax", "vllm", "te+row_scaled", "te+sr"};
       const std::string prof = kProfiles[static_cast<size_t>(pick(static_cast<int>(kProfiles.size())))];
       md = {{"recipe", "nvfp4"}, {"profile", prof}};
       if ((prof == "te" || prof == "te_pyref") && pick(3) == 0) md["tile"] = "16x16";
+      if (prof == "te+sr") {
+        md["profile"] = "te";
+        md["stochastic_rounding"] = "1";
+        md["seed"] = std::to_string(*rc::gen::inRange<uint64_t>(0, 1u << 30));
+      }
       if (prof == "te+row_scaled") {
         md["profile"] = "te";
         md["row_scaled"] = "1";  // one amax per row; rowwise (its columnwise plane needs BF16 input, §1.11)
@@ -166,6 +181,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     // vllm and jax compute NVFP4's global scale in the input's dtype (F16: 2688 / amax overflows for amax < 0.041): their
     // round trip is characterized from F32 only.
     if (!mx && (md["profile"] == "vllm" || md["profile"] == "jax")) dt = DType::kF32;
+    if (md.count("stochastic_rounding")) dt = DType::kF32;  // SR's round trip is characterized from F32 (see above)
     Recipe r = Recipe::from_metadata(md);
     const bool torchao_nv = !mx && r.profile == Profile::kTorchAO;
     if (torchao_nv) r.columnwise = false;  // torchao's nvfp4_quantize: rowwise only
@@ -184,6 +200,8 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     if (!mx && !(A >= 0x1p-80f && A <= 0x1p100f)) RC_DISCARD("NVFP4 tensor amax outside [2^-80, 2^100]");
     const std::string prof(profile_name(r.profile));
     const bool row_scaled = !mx && r.nvfp4_row_scaled();
+    const bool sr = !mx && r.nvfp4().stochastic;
+    tag_if(sr, "nvfp4_sr");
     if (row_scaled) {
       for (float ra : q.rowwise->amax)
         if (ra != 0.0f && !(ra >= 0x1p-80f && ra <= 0x1p100f)) RC_DISCARD("row-scaled NVFP4: a row amax outside [2^-80, 2^100]");
@@ -236,6 +254,13 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
           const uint8_t cb = static_cast<uint8_t>((b.data[byte] >> (4 * (j & 1))) & 0xF);
           bl.cmax = std::max(bl.cmax, e2m1_mag(ca));
           bl.neg_zero_code = bl.neg_zero_code || ca == 0x8;
+          if (sr && (ca & 7u) != 0) {
+            // The quantizer's scaled value under the block's (unchanged) scale, and the element's random byte.
+            const float s_dec = 1.0f / ref::nvfp4_global_encode_scale(A, 448, r.profile);
+            const float av = std::fabs(y.get(col ? j : i, col ? i : j) * nvfp4_encode_factor(a.scale.byte(i, j / bs), s_dec));
+            const uint8_t rb = sr_random_byte(r.nvfp4().seed, col ? 1u : 0u, static_cast<uint64_t>(i * len + j));
+            bl.sr_moves = bl.sr_moves || (av < e2m1_mag(ca) && rb == 0);
+          }
           if (ca != cb && bl.first_diff.empty()) {
             std::ostringstream d;
             d << " (first code change at plane element [" << i << ", " << j << "]: 0x" << std::hex << int(ca) << " -> 0x" << int(cb) << ")";
@@ -321,6 +346,11 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
             want_equal = true;
             tag("pyref_neg_zero");
           }
+        }
+        if (sr && !want_change && bl.sr_moves) {
+          want_change = true;
+          want_equal = false;
+          tag("sr_code_moves");
         }
         bool values_claimed = true;
         if (row_scaled) {
