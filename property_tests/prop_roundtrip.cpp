@@ -55,6 +55,12 @@
 /// RN(1/2688) (§1.14): they stay where D(A'_i) == D(A_i); where D moved the block's bytes may stay while its values
 /// change (not claimed: c * D and c * D' can round together for c in {1.5, 3, 6}; tagged
 /// "row_scaled_dequant_factor_moves"). Rows with an amax outside [2^-80, 2^100] (other than 0) are discarded.
+/// NVFP4 te with RHT (1x16, BF16 input, §1.9): the columnwise plane holds RHT(x^T) quantized, and dequantize leaves it in
+/// the Hadamard domain (y^T = decoded RHT(x^T)). Quantizing y with RHT on would transform it a second time (H_s H_s !=
+/// I for a sign mask other than all-plus... and the plane's amax would be amax(H_s y^T)): that is not a round trip
+/// and is not claimed. The round trip of that plane is y re-quantized with RHT off under the plane's own amax
+/// (amax(RHT(x^T))), the same arithmetic as te's plain columnwise plane: the te rule holds with A = that amax. The
+/// rowwise plane of an RHT recipe is the plain one (tagged "nvfp4_rht_columnwise").
 /// NVFP4 te with stochastic rounding (1x16, dequantized to F32; the round trip re-quantizes with the same recipe, so
 /// with the same seed: the same random byte rb at each element, Philox at (index / 16, plane)). Block scales are
 /// derived by RN as without SR, so the te rule above decides them. A code under an unchanged scale is
@@ -151,7 +157,7 @@ struct Block {
 
 TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
   check_property({"mxfp4", "nvfp4", "f32", "bf16", "f16", "changed_equivalent", "changed_lossy", "fixed_point", "mxfp4_c3",
-                  "nvfp4_subnormal_scale", "nvfp4_zero_scale", "f16_inexact", "nvfp4_row_scaled", "nvfp4_sr"},
+                  "nvfp4_subnormal_scale", "nvfp4_zero_scale", "f16_inexact", "nvfp4_row_scaled", "nvfp4_sr", "nvfp4_rht_columnwise"},
                  [] {
     const bool mx = pick(2) == 0;
     DType dt = std::vector<DType>{DType::kF32, DType::kBF16, DType::kF16}[static_cast<size_t>(pick(3))];
@@ -163,10 +169,14 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
       const auto& pr = kRules[static_cast<size_t>(pick(static_cast<int>(kRules.size())))];
       md = {{"recipe", "mxfp4"}, {"profile", pr.first}, {"scale_rule", pr.second}};
     } else {
-      static const std::vector<std::string> kProfiles = {"te", "te_pyref", "torchao", "modelopt", "jax", "vllm", "te+row_scaled", "te+sr"};
+      static const std::vector<std::string> kProfiles = {"te", "te_pyref", "torchao", "modelopt", "jax", "vllm", "te+row_scaled", "te+sr", "te+rht"};
       const std::string prof = kProfiles[static_cast<size_t>(pick(static_cast<int>(kProfiles.size())))];
       md = {{"recipe", "nvfp4"}, {"profile", prof}};
       if ((prof == "te" || prof == "te_pyref") && pick(3) == 0) md["tile"] = "16x16";
+      if (prof == "te+rht") {
+        md["profile"] = "te";
+        md["rht"] = "1";  // the columnwise plane quantizes RHT(x^T) (§1.9)
+      }
       if (prof == "te+sr") {
         md["profile"] = "te";
         md["stochastic_rounding"] = "1";
@@ -192,7 +202,13 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     const int e0 = mx ? *rc::gen::inRange(-150, 125) : (dt == DType::kF16 ? *rc::gen::inRange(-2, 12) : *rc::gen::inRange(-78, 98));
     const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
     const float clamp_abs = mx ? FLT_MAX : (dt == DType::kF16 ? 0x1p14f : 0x1p100f);
-    const HostMatrix x = make_input(M, K, e0, seed, clamp_abs);
+    HostMatrix x = make_input(M, K, e0, seed, clamp_abs);
+    if (!mx && r.nvfp4().rht) {  // RHT is defined for BF16 input only (rule nvfp4-input-rht-bf16)
+      HostMatrix xb(DType::kBF16, M, K);
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < K; ++j) xb.set(i, j, x.get(i, j));
+      x = xb;
+    }
     tag(mx ? "mxfp4" : "nvfp4");
     tag(dtype_text(dt));
     const QuantizedTensor q = ref::quantize(x.view(), r);
@@ -223,7 +239,17 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
       rp.rowwise = p == PlaneKind::kRowwise;
       rp.columnwise = !rp.rowwise;
       const HostMatrix y = ref::dequantize(q, p, dt);
-      const QuantizedTensor back = (mx || row_scaled) ? ref::quantize(y.view(), rp) : ref::quantize_with_amax(y.view(), rp, A, A);
+      // RHT: dequantize leaves the columnwise plane in the Hadamard domain (y^T = the decoded RHT(x^T)); quantizing y with
+      // RHT again would apply the transform twice, so the round trip of that plane re-quantizes y without RHT under the
+      // plane's own amax (amax(RHT(x^T))): the same arithmetic as te's plain columnwise plane, so the te rule holds with
+      // A = that amax.
+      const float Ap = (mx || row_scaled) ? A : q.plane(p).amax[0];
+      if (!mx && !row_scaled && !(Ap >= 0x1p-80f && Ap <= 0x1p100f)) RC_DISCARD("NVFP4 plane amax outside [2^-80, 2^100]");
+      if (!mx && r.nvfp4().rht) {  // (the rowwise plane of an RHT recipe is the plain one: RHT off for both)
+        rp.nvfp4().rht = false;
+        tag_if(p == PlaneKind::kColumnwise, "nvfp4_rht_columnwise");
+      }
+      const QuantizedTensor back = (mx || row_scaled) ? ref::quantize(y.view(), rp) : ref::quantize_with_amax(y.view(), rp, Ap, Ap);
       // Row-scaled: row i comes back under A'_i = max_j |y_ij| (the rule: checked), i.e. S_enc' = S_enc(A'_i).
       std::vector<float> row_a2;
       if (row_scaled) {
@@ -256,7 +282,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
           bl.neg_zero_code = bl.neg_zero_code || ca == 0x8;
           if (sr && (ca & 7u) != 0) {
             // The quantizer's scaled value under the block's (unchanged) scale, and the element's random byte.
-            const float s_dec = 1.0f / ref::nvfp4_global_encode_scale(A, 448, r.profile);
+            const float s_dec = 1.0f / ref::nvfp4_global_encode_scale(Ap, 448, r.profile);
             const float av = std::fabs(y.get(col ? j : i, col ? i : j) * nvfp4_encode_factor(a.scale.byte(i, j / bs), s_dec));
             const uint8_t rb = sr_random_byte(r.nvfp4().seed, col ? 1u : 0u, static_cast<uint64_t>(i * len + j));
             bl.sr_moves = bl.sr_moves || (av < e2m1_mag(ca) && rb == 0);
@@ -327,7 +353,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
               } else if (prof == "vllm") {
                 v = ((1.0f / A) * 2688.0f) * (bl.ymax * (1.0f / 6.0f));  // gs * (bamax * RN(1/6))
               } else {
-                const float Aq = row_scaled ? row_a2[static_cast<size_t>(key.first)] : A;  // the re-quantization's amax
+                const float Aq = row_scaled ? row_a2[static_cast<size_t>(key.first)] : Ap;  // the re-quantization's amax
                 v = bl.ymax * (ref::nvfp4_global_encode_scale(Aq, 448, r.profile) * (1.0f / 6.0f));  // bamax * (S_enc * RN(1/6))
               }
               want_change = !(v > 0x1p-10f);
