@@ -56,9 +56,8 @@
 /// change (not claimed: c * D and c * D' can round together for c in {1.5, 3, 6}; tagged
 /// "row_scaled_dequant_factor_moves"). Rows with an amax outside [2^-80, 2^100] (other than 0) are discarded.
 /// NVFP4 te with RHT (1x16, BF16 input, §1.9): the columnwise plane holds RHT(x^T) quantized, and dequantize leaves it in
-/// the Hadamard domain (y^T = decoded RHT(x^T)). Quantizing y with RHT on would transform it a second time (H_s H_s !=
-/// I for a sign mask other than all-plus... and the plane's amax would be amax(H_s y^T)): that is not a round trip
-/// and is not claimed. The round trip of that plane is y re-quantized with RHT off under the plane's own amax
+/// the Hadamard domain (y^T = decoded RHT(x^T)). Quantizing y with RHT on would transform it a second time (and take
+/// the amax of that): a quantization of RHT(RHT(x^T)), not a round trip, and not claimed here. The round trip of that plane is y re-quantized with RHT off under the plane's own amax
 /// (amax(RHT(x^T))), the same arithmetic as te's plain columnwise plane: the te rule holds with A = that amax. The
 /// rowwise plane of an RHT recipe is the plain one (tagged "nvfp4_rht_columnwise").
 /// NVFP4 te with stochastic rounding (1x16, dequantized to F32; the round trip re-quantizes with the same recipe, so
