@@ -43,8 +43,12 @@
 /// NVFP4 te_pyref and modelopt: as te, and a block holding code 0x8 changes (values equal): a negative x that rounds to
 /// zero is 0x8 (the Py-ref signs a code by x * enc >= 0, modelopt by x < 0), but both map -0.0 itself to 0x0, so the
 /// decoded -0.0 comes back as 0x0.
-/// NVFP4 jax and vllm (F32 only: both compute the global scale in the input's dtype): as te_pyref (vllm maps -0.0 to
-/// 0x0), the tie decided by their own float expressions.
+/// NVFP4 jax and vllm: as te_pyref (vllm maps -0.0 to 0x0), the tie decided by their own float expressions. Both
+/// compute the global scale in the input's dtype, so their BF16 round trip starts from a BF16 input (q of the BF16
+/// tensor, dequantized to BF16, re-quantized with the same amax: the same global scale both times); the same rule
+/// holds (the BF16 decoded values are within 2^-9 of c * sf * S_dec, inside E2M1's and E4M3's half steps; the tie
+/// at 2^-10 is reached only a few times in 5000 cases, tagged "nvfp4_tie_bf16_input"). From F16 not characterized:
+/// a first try found vllm blocks whose all-zero codes came back as 0x8 with values changed (not analysed); F32 there.
 /// modelopt: a block whose codes are all zero under a scale other than 1.0 (its floor 2^-9 on a tiny block) decodes to
 /// zeros, which modelopt gives the scale 1.0: it changes (values equal).
 /// NVFP4 te row-scaled (one amax per row, §1.11; rowwise only): no amax can be carried back (quantize_with_amax refuses
@@ -189,7 +193,11 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     }
     // vllm and jax compute NVFP4's global scale in the input's dtype (F16: 2688 / amax overflows for amax < 0.041): their
     // round trip is characterized from F32 only.
-    if (!mx && (md["profile"] == "vllm" || md["profile"] == "jax")) dt = DType::kF32;
+    // vllm and jax from BF16 / F16: the input itself in that dtype (q and its round trip compute the global scale in it).
+    // From F16 their round trip is not characterized (F32 there).
+    if (!mx && (md["profile"] == "vllm" || md["profile"] == "jax") && dt == DType::kF16) dt = DType::kF32;
+    const bool in_dtype = !mx && (md["profile"] == "vllm" || md["profile"] == "jax") && dt != DType::kF32;
+    tag_if(in_dtype, "nvfp4_peer_bf16_input");
     if (md.count("stochastic_rounding")) dt = DType::kF32;  // SR's round trip is characterized from F32 (see above)
     Recipe r = Recipe::from_metadata(md);
     const bool torchao_nv = !mx && r.profile == Profile::kTorchAO;
@@ -202,8 +210,8 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
     const float clamp_abs = mx ? FLT_MAX : (dt == DType::kF16 ? 0x1p14f : 0x1p100f);
     HostMatrix x = make_input(M, K, e0, seed, clamp_abs);
-    if (!mx && r.nvfp4().rht) {  // RHT is defined for BF16 input only (rule nvfp4-input-rht-bf16)
-      HostMatrix xb(DType::kBF16, M, K);
+    if (in_dtype || (!mx && r.nvfp4().rht)) {  // RHT is defined for BF16 input only (rule nvfp4-input-rht-bf16)
+      HostMatrix xb(in_dtype ? dt : DType::kBF16, M, K);
       for (int64_t i = 0; i < M; ++i)
         for (int64_t j = 0; j < K; ++j) xb.set(i, j, x.get(i, j));
       x = xb;
@@ -357,6 +365,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
               }
               want_change = !(v > 0x1p-10f);
               tag("nvfp4_tie");
+              tag_if(in_dtype, "nvfp4_tie_bf16_input");
             } else {
               want_change = true;
             }
