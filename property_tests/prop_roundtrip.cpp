@@ -192,9 +192,8 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
         md["columnwise"] = "0";
       }
     }
-    // vllm and jax compute NVFP4's global scale in the input's dtype (F16: 2688 / amax overflows for amax < 0.041): their
-    // round trip is characterized from F32 only.
-    // vllm and jax from BF16 / F16: the input itself in that dtype (q and its round trip compute the global scale in it).
+    // vllm and jax compute NVFP4's global scale in the input's dtype: from BF16 / F16 the input itself is in that dtype
+    // (q and its round trip compute the same global scale; F16: 2688 / amax overflows for amax < 0.041, discarded below).
     const bool in_dtype = !mx && (md["profile"] == "vllm" || md["profile"] == "jax") && dt != DType::kF32;
     tag_if(in_dtype, dt == DType::kF16 ? "nvfp4_peer_f16_input" : "nvfp4_peer_bf16_input");
     if (md.count("stochastic_rounding")) dt = DType::kF32;  // SR's round trip is characterized from F32 (see above)
