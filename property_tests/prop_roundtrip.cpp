@@ -85,6 +85,7 @@
 #include <sstream>
 
 #include "harness.hpp"
+#include "roundtrip_util.hpp"
 #include "qtc/codec.hpp"
 #include "qtc/quantize.hpp"
 #include "qtc/rng.hpp"
@@ -93,14 +94,6 @@
 namespace qtc::prop {
 namespace {
 
-uint64_t xorshift(uint64_t& s) {
-  s ^= s << 13;
-  s ^= s >> 7;
-  s ^= s << 17;
-  return s;
-}
-
-const char* dtype_text(DType d) { return d == DType::kF32 ? "f32" : d == DType::kBF16 ? "bf16" : "f16"; }
 
 bool exact_in(float v, DType d) {
   if (d == DType::kF32) return true;
@@ -142,8 +135,6 @@ HostMatrix make_input(int64_t M, int64_t K, int e0, uint64_t seed, float clamp_a
 /// The |value| of E2M1 code `nib` (sign dropped).
 float e2m1_mag(uint8_t nib) { return std::fabs(decode_e2m1(nib & 0xFu)); }
 
-/// A uniform choice in [0, n), whatever the case's size (RapidCheck's inRange leans to small values at small sizes).
-int pick(int n) { return *rc::gen::resize(100, rc::gen::inRange(0, n)); }
 
 struct Block {
   uint8_t scale = 0;
@@ -430,237 +421,6 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
         if (!eq.equal) RC_FAIL("compare_values says not equivalent where every block's values are equal: " + eq.message);
         if (eq.message.find("bytes differ, decoded values equal") == std::string::npos) RC_FAIL("EQUIVALENT message: " + eq.message);
       }
-    }
-  });
-}
-
-namespace {
-
-/// An input for the FP8 formats: per tile of bt x bc elements (the recipe's block, so that a planted maximum decides
-/// its block), a magnitude 2^(e0 - drop), all zero, or a planted maximum 1.75 * 2^k * (1 + u/32) (E4M3 224, E5M2
-/// 28672 times a power of two, rounded down onto max/2 by the quantization: the rceil / pow2 "half range" block).
-HostMatrix make_fp8_input(int64_t M, int64_t K, int64_t bt, int64_t bc, int e0, uint64_t seed) {
-  HostMatrix x(DType::kF32, M, K);
-  uint64_t s = seed | 1;
-  const int drops[] = {0, 0, 0, 1, 2, 3, 5, 8, 10, 12, 16, 20};
-  std::map<std::pair<int64_t, int64_t>, std::pair<int, int>> tile;
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < K; ++j) {
-      const auto key = std::make_pair(i / bt, j / bc);
-      if (!tile.count(key)) {
-        const int mode = static_cast<int>(xorshift(s) % 6);
-        tile[key] = {mode, drops[xorshift(s) % (sizeof(drops) / sizeof(drops[0]))]};
-      }
-      const auto [mode, drop] = tile[key];
-      const uint64_t r = xorshift(s);
-      const double u = static_cast<double>(r >> 11) * 0x1p-53;
-      const double g = (u * 2.0 - 1.0) * (1.0 + static_cast<double>((r >> 3) % 5));
-      double v = std::ldexp(g, e0 - drop);
-      if (mode == 0) v = 0.0;
-      if (mode == 1 && (i % bt) == 0 && (j % bc) == 0) v = std::ldexp(1.75 * (1.0 + u / 32.0), e0 - drop + 3);
-      if (mode == 2 && (r % 5) == 0) v = std::ldexp(g, e0 - drop - 14);  // small elements (F16 underflow below big ones)
-      x.set(i, j, static_cast<float>(v));
-    }
-  return x;
-}
-
-/// The FP8 byte of stored element (a, b) and its block's scale bits (E8M0 byte, F32 scale_inv bits, or 0 for FP8
-/// tensor), for a plane stored [R, C] (MXFP8 both planes as x; FP8 block / tensor rowwise x, columnwise x^T).
-struct Fp8Elem {
-  uint8_t code;
-  uint32_t scale_bits;
-  double scale;  ///< the decoded scale (MXFP8 2^(e-127), FP8 block scale_inv, FP8 tensor scale_inv)
-};
-Fp8Elem fp8_elem(const QuantizedTensor& q, PlaneKind p, int64_t a, int64_t b, int64_t C) {
-  const Plane& pl = q.plane(p);
-  const Recipe& r = q.recipe;
-  Fp8Elem e{pl.data[static_cast<size_t>(a * C + b)], 0, 1.0};
-  if (r.kind() == RecipeKind::kMXFP8) {
-    const uint8_t sb = p == PlaneKind::kColumnwise ? pl.scale.byte(a / 32, b) : pl.scale.byte(a, b / 32);
-    e.scale_bits = sb;
-    e.scale = decode_e8m0(sb);
-  } else if (r.kind() == RecipeKind::kFP8Block) {
-    const float f = pl.scale.f32(r.is_2d() ? a / 128 : a, b / 128);
-    e.scale_bits = f32_bits(f);
-    e.scale = f;
-  } else {
-    e.scale_bits = f32_bits(q.scale_inv);
-    e.scale = q.scale_inv;
-  }
-  return e;
-}
-
-}  // namespace
-
-// Issue 26, item 2 for the FP8 formats: quantize(dequantize(q)) against q for MXFP8 (rceil, ocp_floor; E4M3, E5M2;
-// 1x32, 32x32), FP8 block with power-of-two scales (1x128, 128x128, 1x32) and FP8 tensor (pow2 or not; the amax given
-// back, as TE's Float8Tensor keeps its scale), dequantized to F32, BF16 and F16, profile te. Derivation (s = the block's
-// decoded scale, a power of two except FP8 tensor without pow2, c = a code, m = the block's largest |code|, v = c * s,
-// exact in F32 for the magnitudes drawn, which keep s in [2^-60, 2^60]):
-//  * v exact in the dtype (F32 always; BF16 always, c has at most 4 significant bits; F16 iff |v| <= 65504 and v is a
-//    multiple of 2^-24): as F32. MXFP8 rceil: e' = ceil(log2(m * s / max)) = e iff m > max / 2 (q's own rceil puts
-//    bamax / s in (max/2, max], so m >= max/2, and m = max/2 exactly when bamax / s in (max/2, max/2 + half a step),
-//    which rounds down), else e - 1 and every code doubles: bytes change iff 0 < m <= max/2, values equal. FP8 block pow2:
-//    scale' = 2^-k * pow2floor(max / m): the same iff m > max/2, else doubled (codes double): the same condition. MXFP8
-//    ocp_floor: floor(log2(m * s)) = floor(log2 m) + log2 s, a fixed point. FP8 tensor: the given amax re-derives the
-//    same scale, and RN(v * scale) = c: a fixed point. Zero blocks: amax 0 both times, a fixed point.
-//  * v not exact in F16 and finite there (|v| < 2^-14 with a bit below 2^-24): w = RN16(v) = n * 2^-24 with n <= 16
-//    (v has <= 4 significant bits above 2^-24 * 16); w / s is an FP8 value (its unit 2^-24 / s exceeds the code's
-//    lowest unit >= the FP8 subnormal step). The scale s' re-derived from the block's largest |w| (rceil
-//    2^ceil(log2(wmax / max)), ocp_floor 2^(floor(log2 wmax) - emax), FP8 block 1 / pow2(RN(max / wmax)), FP8 tensor
-//    the given s): s' != s changes the scale bytes; under s' = s every code becomes min(|w| / s, max) with w's sign:
-//    w / s != c, unless w rounded up past max * s, which saturates back to max (FP8 tensor and ocp_floor: a code +-max
-//    whose v F16 rounds up, e.g. 448 * 2^-33 -> 2^-24: a fixed point, tagged "f16_underflow_saturates_back"). The
-//    block changes iff s' != s or a code moves; under s' = s the values stay iff nothing moved (the decoded value is
-//    w); under s' != s values are not claimed.
-//  * |v| >= 65520 (F16 inf): MXFP8 / FP8 block: the block amax is inf, which gives another scale (te: FP8 block scale
-//    1 where q's is <= 448 / 65520; MXFP8 the inf's E8M0): bytes change (values not claimed). FP8 tensor: inf * scale
-//    saturates to the largest code: the element changes iff its code is not +-max.
-//  * FP8 tensor with a non-power-of-two scale: v = RN32(c * scale_inv); a normal F16 (and BF16) w is within a relative
-//    2^-11 (2^-9) of v, far inside FP8's half step (>= 2^-4.9 relative): a fixed point. F16 subnormal (or zero) w of a
-//    nonzero v: not characterized (counted, tagged "fp8_tensor_f16_subnormal").
-// FP8 block with non-power-of-two F32 scales is not characterized (RN(1 / RN(1 / s)) != s for some s: the older
-// RequantizeIsIdentity excludes it too).
-TEST(AlgebraProperty, Fp8RoundTripBytesChangeExactlyWherePredicted) {
-  check_property({"mxfp8", "fp8_block", "fp8_tensor", "f32", "bf16", "f16", "fixed_point", "changed_equivalent",
-                  "changed_f16_underflow", "changed_f16_overflow", "half_range_block"},
-                 [] {
-    const int kind = pick(3);
-    const DType dt = std::vector<DType>{DType::kF32, DType::kBF16, DType::kF16, DType::kF16}[static_cast<size_t>(pick(4))];
-    const char* fp8 = pick(2) == 0 ? "e4m3" : "e5m2";
-    std::map<std::string, std::string> md{{"profile", "te"}, {"fp8_dtype", fp8}};
-    if (kind == 0) {
-      md["recipe"] = "mxfp8";
-      md["scale_rule"] = pick(3) == 0 ? "ocp_floor" : "rceil";
-      if (pick(3) == 0) md["tile"] = "32x32";
-    } else if (kind == 1) {
-      md["recipe"] = "fp8_block";
-      md["pow2_scales"] = "1";
-      md["tile"] = pick(2) == 0 ? "1x128" : "128x128";  // 1x32 is DeepGEMM's, refused under te (rule fp8-block-1x32)
-    } else {
-      md["recipe"] = "fp8_tensor";
-      md["pow2_scales"] = pick(2) == 0 ? "1" : "0";
-    }
-    const Recipe r = Recipe::from_metadata(md);
-    const bool e5 = r.fp8_type() == Fp8Type::kE5M2;
-    const double maxv = e5 ? 57344.0 : 448.0;
-    const bool pow2 = kind != 2 || md["pow2_scales"] == "1";
-    const int64_t M = *rc::gen::inRange<int64_t>(1, kind == 1 ? 260 : 70), K = *rc::gen::inRange<int64_t>(1, kind == 1 ? 260 : 70);
-    const int64_t bt = kind == 0 ? 32 : kind == 1 ? (r.is_2d() ? 128 : 1) : 16, bc = kind == 0 ? 32 : kind == 1 ? 128 : 16;
-    const int e0 = *rc::gen::resize(100, dt == DType::kF16 ? rc::gen::inRange(-24, 20) : rc::gen::inRange(-40, 40));
-    const HostMatrix x = make_fp8_input(M, K, bt, bc, e0, *rc::gen::arbitrary<uint64_t>());
-    tag(recipe_kind_name(r.kind()));
-    tag(dtype_text(dt));
-    const QuantizedTensor q = ref::quantize(x.view(), r);
-    const float A = ref::amax(x.view());
-    for (PlaneKind p : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
-      if (!(p == PlaneKind::kRowwise ? q.rowwise : q.columnwise)) continue;
-      Recipe rp = r;
-      rp.rowwise = p == PlaneKind::kRowwise;
-      rp.columnwise = !rp.rowwise;
-      const HostMatrix y = ref::dequantize(q, p, dt);
-      const QuantizedTensor back = kind == 2 ? ref::quantize_with_amax(y.view(), rp, A, A) : ref::quantize(y.view(), rp);
-      const bool col = p == PlaneKind::kColumnwise;
-      const bool stored_t = col && kind != 0;  // FP8 block / tensor store the columnwise plane as x^T
-      const int64_t R = stored_t ? K : M, C = stored_t ? M : K;
-      RC_ASSERT(back.plane(p).data.size() == q.plane(p).data.size());
-      // Blocks in stored coordinates: MXFP8 rowwise (a, b/32), columnwise (a/32, b), 2-D (a/32, b/32); FP8 block
-      // (a or a/128, b/bc); FP8 tensor: one block per element (its scale is given).
-      std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> blocks;
-      for (int64_t a = 0; a < R; ++a)
-        for (int64_t b = 0; b < C; ++b) {
-          std::pair<int64_t, int64_t> key{a, b};
-          if (kind == 0) key = r.is_2d() ? std::make_pair(a / 32, b / 32) : col ? std::make_pair(a / 32, b) : std::make_pair(a, b / 32);
-          if (kind == 1) key = {r.is_2d() ? a / 128 : a, b / bc};
-          blocks[key].push_back({a, b});
-        }
-      int64_t uncharted = 0;
-      for (const auto& [key, elems] : blocks) {
-        double m = 0.0;
-        bool inexact = false, overflow = false, subnormal16 = false, changed = false, values_equal = true, at_max = true;
-        std::string first;
-        double s = 1.0, wmax = 0.0;
-        std::vector<std::pair<double, double>> wc;  // (|w|, |c|): the dtype's value and q's code
-        for (const auto& [a, b] : elems) {
-          const Fp8Elem ea = fp8_elem(q, p, a, b, C), eb = fp8_elem(back, p, a, b, C);
-          s = ea.scale;
-          const double c = std::fabs(static_cast<double>(decode_fp8(ea.code, e5)));
-          m = std::max(m, c);
-          at_max = at_max && c == maxv;
-          const int64_t xi = stored_t ? b : a, xj = stored_t ? a : b;
-          const float vd = y.get(xi, xj);
-          const float v32 = static_cast<float>(decode_fp8(ea.code, e5) * ea.scale);
-          wc.push_back({std::fabs(static_cast<double>(vd)), c});
-          wmax = std::max(wmax, std::fabs(static_cast<double>(vd)));
-          if (!std::isfinite(vd)) overflow = true;
-          else if (pow2 && vd != v32) inexact = true;
-          if (dt == DType::kF16 && v32 != 0.0f && std::fabs(vd) < 0x1p-14f) subnormal16 = true;  // F16 subnormal or 0
-          const float vb = static_cast<float>(decode_fp8(eb.code, e5) * eb.scale);
-          values_equal = values_equal && (v32 == vb);
-          if ((ea.code != eb.code || ea.scale_bits != eb.scale_bits) && !changed) {
-            changed = true;
-            std::ostringstream d;
-            d << " (first change at stored [" << a << ", " << b << "]: code 0x" << std::hex << int(ea.code) << " -> 0x" << int(eb.code)
-              << ", scale bits 0x" << ea.scale_bits << " -> 0x" << eb.scale_bits << ")";
-            first = d.str();
-          }
-        }
-        bool want_change = false, want_equal = true, claim_values = true;
-        if (overflow) {
-          tag("changed_f16_overflow");
-          want_change = kind == 2 ? !at_max : true;
-          claim_values = false;
-        } else if (kind == 2 && !pow2) {
-          if (subnormal16) {
-            ++uncharted;
-            tag("fp8_tensor_f16_subnormal");
-            continue;
-          }
-          want_change = false;
-        } else if (inexact) {
-          // The re-derived scale s' from the block's F16 maximum, per the rule; under s' = s every code becomes
-          // min(|w| / s, max) (w / s is an FP8 value, see above; saturated where it rounded past max).
-          double s2 = s;
-          if (wmax > 0.0 && kind == 0 && md["scale_rule"] == "rceil") {
-            int k = -140;
-            while (maxv * std::ldexp(1.0, k) < wmax) ++k;  // 2^ceil(log2(wmax / max))
-            s2 = std::ldexp(1.0, k);
-          } else if (wmax > 0.0 && kind == 0) {
-            int ex = 0;
-            (void)std::frexp(wmax, &ex);  // wmax = f * 2^ex, f in [0.5, 1)
-            s2 = std::ldexp(1.0, ex - 1 - (e5 ? 15 : 8));
-          } else if (wmax > 0.0 && kind == 1) {
-            const float sc = static_cast<float>(maxv) / static_cast<float>(wmax);
-            s2 = 1.0 / static_cast<double>(bits_f32(f32_bits(sc) & 0xFF800000u));
-          }
-          bool code_moves = false;
-          for (const auto& [w, c] : wc) code_moves = code_moves || std::min(w / s, maxv) != c;
-          want_change = s2 != s || code_moves;
-          want_equal = !want_change;
-          claim_values = s2 == s;
-          tag(want_change ? "changed_f16_underflow" : "f16_underflow_saturates_back");
-        } else if (kind == 0) {
-          const bool half = m > 0.0 && m <= maxv / 2;
-          tag_if(half, "half_range_block");
-          want_change = md["scale_rule"] == "rceil" && half && s > 0x1p-127;
-        } else if (kind == 1) {
-          const bool half = m > 0.0 && m <= maxv / 2;
-          tag_if(half, "half_range_block");
-          want_change = half;
-        }
-        if (!want_change) want_equal = true;
-        tag(!want_change ? "fixed_point" : !claim_values ? "changed_values_unclaimed" : want_equal ? "changed_equivalent" : "changed_lossy");
-        if (changed != want_change || (claim_values && want_change && values_equal != want_equal) || (!want_change && !values_equal)) {
-          std::ostringstream os;
-          os << r.name() << " profile te, dequantized " << dtype_text(dt) << ", " << (col ? "columnwise" : "rowwise") << " block ["
-             << key.first << ", " << key.second << "]: scale " << std::hexfloat << s << ", largest code " << std::defaultfloat << m
-             << (overflow ? ", a value past F16's range" : inexact ? ", a value F16 does not hold" : "") << ": predicted "
-             << (want_change ? (!claim_values ? "bytes change" : want_equal ? "bytes change, values equal" : "bytes and values change") : "a fixed point")
-             << ", got " << (changed ? "bytes changed" : "bytes equal") << (values_equal ? ", values equal" : ", values changed") << first;
-          RC_FAIL(os.str());
-        }
-      }
-      if (kind == 2) RC_ASSERT(f32_bits(back.scale_inv) == f32_bits(q.scale_inv));
     }
   });
 }
