@@ -155,20 +155,20 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
   check_property({"mxfp4", "nvfp4", "f32", "bf16", "f16", "changed_equivalent", "changed_lossy", "fixed_point", "mxfp4_c3",
                   "nvfp4_subnormal_scale", "nvfp4_zero_scale", "f16_inexact", "nvfp4_row_scaled", "nvfp4_sr", "nvfp4_rht_columnwise"},
                  [] {
-    const bool mx = pick(2) == 0;
-    DType dt = std::vector<DType>{DType::kF32, DType::kBF16, DType::kF16}[static_cast<size_t>(pick(3))];
+    const bool mx = uniform_index(2) == 0;
+    DType dt = std::vector<DType>{DType::kF32, DType::kBF16, DType::kF16}[static_cast<size_t>(uniform_index(3))];
     std::map<std::string, std::string> md;
     if (mx) {
       static const std::vector<std::pair<std::string, std::string>> kRules = {
           {"te", "rceil"}, {"te", "ocp_floor"}, {"ocp", "ocp_floor"}, {"torchao", "rceil"},
           {"torchao", "ocp_floor"}, {"torchao", "ceil"}, {"torchao", "even"}};
-      const auto& pr = kRules[static_cast<size_t>(pick(static_cast<int>(kRules.size())))];
+      const auto& pr = kRules[static_cast<size_t>(uniform_index(static_cast<int>(kRules.size())))];
       md = {{"recipe", "mxfp4"}, {"profile", pr.first}, {"scale_rule", pr.second}};
     } else {
       static const std::vector<std::string> kProfiles = {"te", "te_pyref", "torchao", "modelopt", "jax", "vllm", "te+row_scaled", "te+sr", "te+rht"};
-      const std::string prof = kProfiles[static_cast<size_t>(pick(static_cast<int>(kProfiles.size())))];
+      const std::string prof = kProfiles[static_cast<size_t>(uniform_index(static_cast<int>(kProfiles.size())))];
       md = {{"recipe", "nvfp4"}, {"profile", prof}};
-      if ((prof == "te" || prof == "te_pyref") && pick(3) == 0) md["tile"] = "16x16";
+      if ((prof == "te" || prof == "te_pyref") && uniform_index(3) == 0) md["tile"] = "16x16";
       if (prof == "te+rht") {
         md["profile"] = "te";
         md["rht"] = "1";  // the columnwise plane quantizes RHT(x^T) (§1.9)

@@ -109,21 +109,21 @@ TEST(AlgebraProperty, Fp8RoundTripBytesChangeExactlyWherePredicted) {
   check_property({"mxfp8", "fp8_block", "fp8_tensor", "f32", "bf16", "f16", "fixed_point", "changed_equivalent",
                   "changed_f16_underflow", "changed_f16_overflow", "half_range_block"},
                  [] {
-    const int kind = pick(3);
-    const DType dt = std::vector<DType>{DType::kF32, DType::kBF16, DType::kF16, DType::kF16}[static_cast<size_t>(pick(4))];
-    const char* fp8 = pick(2) == 0 ? "e4m3" : "e5m2";
+    const int kind = uniform_index(3);
+    const DType dt = std::vector<DType>{DType::kF32, DType::kBF16, DType::kF16, DType::kF16}[static_cast<size_t>(uniform_index(4))];
+    const char* fp8 = uniform_index(2) == 0 ? "e4m3" : "e5m2";
     std::map<std::string, std::string> md{{"profile", "te"}, {"fp8_dtype", fp8}};
     if (kind == 0) {
       md["recipe"] = "mxfp8";
-      md["scale_rule"] = pick(3) == 0 ? "ocp_floor" : "rceil";
-      if (pick(3) == 0) md["tile"] = "32x32";
+      md["scale_rule"] = uniform_index(3) == 0 ? "ocp_floor" : "rceil";
+      if (uniform_index(3) == 0) md["tile"] = "32x32";
     } else if (kind == 1) {
       md["recipe"] = "fp8_block";
       md["pow2_scales"] = "1";
-      md["tile"] = pick(2) == 0 ? "1x128" : "128x128";  // 1x32 is DeepGEMM's, refused under te (rule fp8-block-1x32)
+      md["tile"] = uniform_index(2) == 0 ? "1x128" : "128x128";  // 1x32 is DeepGEMM's, refused under te (rule fp8-block-1x32)
     } else {
       md["recipe"] = "fp8_tensor";
-      md["pow2_scales"] = pick(2) == 0 ? "1" : "0";
+      md["pow2_scales"] = uniform_index(2) == 0 ? "1" : "0";
     }
     const Recipe r = Recipe::from_metadata(md);
     const bool e5 = r.fp8_type() == Fp8Type::kE5M2;

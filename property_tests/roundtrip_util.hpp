@@ -20,6 +20,8 @@ inline uint64_t xorshift(uint64_t& s) {
 inline const char* dtype_text(DType d) { return d == DType::kF32 ? "f32" : d == DType::kBF16 ? "bf16" : "f16"; }
 
 /// A uniform choice in [0, n), whatever the case's size (RapidCheck's inRange leans to small values at small sizes).
-inline int pick(int n) { return *rc::gen::resize(100, rc::gen::inRange(0, n)); }
+/// (Not `pick`: support/gen.hpp declares qtc::prop::pick(int) returning a generator, and the two would share one
+/// mangled name.)
+inline int uniform_index(int n) { return *rc::gen::resize(100, rc::gen::inRange(0, n)); }
 
 }  // namespace qtc::prop
