@@ -111,8 +111,13 @@ set(QTC_N_JAX 32)
 set(QTC_N_VLLM 51)  # 15 NVFP4 + 36 FP8 (vllm_fp8_dump.py)
 set(QTC_N_COMPRESSED_TENSORS 99)  # 36 FP8 (compressed_tensors_fp8_dump.py) + 63 NVFP4/MXFP8/MXFP4 (compressed_tensors_dump.py)
 set(QTC_N_DEEPGEMM 36)  # FP8 (deepgemm_fp8_dump.py)
+# MXFP8 / NVFP4 written with the libraries' own casts (conformance/peers/cast_mx_dump.py; profiles torch_cast and
+# ml_dtypes_cast).
+set(QTC_N_TORCH_CAST 21)
+set(QTC_N_ML_DTYPES_CAST 35)
 foreach(impl_count IN ITEMS "modelopt;QTC_N_MODELOPT" "jax;QTC_N_JAX" "vllm;QTC_N_VLLM"
-                           "compressed_tensors;QTC_N_COMPRESSED_TENSORS" "deepgemm;QTC_N_DEEPGEMM")
+                           "compressed_tensors;QTC_N_COMPRESSED_TENSORS" "deepgemm;QTC_N_DEEPGEMM"
+                           "torch_cast;QTC_N_TORCH_CAST" "ml_dtypes_cast;QTC_N_ML_DTYPES_CAST")
   list(GET impl_count 0 impl)
   list(GET impl_count 1 nvar)
   add_test(NAME qtc_verify_${impl} COMMAND qtc verify ${CMAKE_CURRENT_LIST_DIR}/../vectors/${impl})
@@ -126,17 +131,3 @@ endforeach()
 # requantization, written by conformance/peers/te_hybrid_vectors.sh (qtc's CPU reference following TE's code).
 add_test(NAME qtc_verify_te_hybrid COMMAND qtc verify ${CMAKE_CURRENT_LIST_DIR}/../vectors/te_hybrid)
 set_tests_properties(qtc_verify_te_hybrid PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "^15 passed, 0 failed\n$")
-# MXFP8 / NVFP4 written with the libraries' own casts (conformance/peers/cast_mx_dump.py; profiles torch_cast and
-# ml_dtypes_cast): each sample reproduced bit for bit, one IMPL verdict naming the profile.
-set(QTC_N_TORCH_CAST 21)
-set(QTC_N_ML_DTYPES_CAST 35)
-foreach(impl_count IN ITEMS "torch_cast;QTC_N_TORCH_CAST" "ml_dtypes_cast;QTC_N_ML_DTYPES_CAST")
-  list(GET impl_count 0 impl)
-  list(GET impl_count 1 nvar)
-  add_test(NAME qtc_verify_${impl} COMMAND qtc verify ${CMAKE_CURRENT_LIST_DIR}/../vectors/${impl})
-  set_tests_properties(qtc_verify_${impl} PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "^${${nvar}} passed, 0 failed\n$")
-  add_test(NAME qtc_identify_${impl} COMMAND qtc identify ${CMAKE_CURRENT_LIST_DIR}/../vectors/${impl})
-  set_tests_properties(qtc_identify_${impl} PROPERTIES LABELS "vectors;cpu"
-                       PASS_REGULAR_EXPRESSION "\nIMPL  [^\n]*: ${${nvar}} files; ${impl} reproduces ${${nvar}} of ${${nvar}}[^\n]*\n${${nvar}} identified, 0 unmatched\n$"
-                       FAIL_REGULAR_EXPRESSION "(^|\n)(NONE|OTHER|ERROR) ")
-endforeach()
