@@ -115,9 +115,15 @@ set(QTC_N_DEEPGEMM 36)  # FP8 (deepgemm_fp8_dump.py)
 # ml_dtypes_cast).
 set(QTC_N_TORCH_CAST 21)
 set(QTC_N_ML_DTYPES_CAST 35)
+# MXFP4 of two GPU-only engine quantizers, from NumPy readings of their code (conformance/peers/engines_mxfp4_dump.py):
+# triton_kernels' _downcast_to_mxfp (ROUND_UP / ROUND_DOWN x F32/BF16/F16 x 7 input families) and vLLM's UE8M0 FP4
+# quantizer (the threshold rule, BF16/F16 x 7 families).
+set(QTC_N_TRITON_KERNELS 42)
+set(QTC_N_VLLM_CUTLASS 14)
 foreach(impl_count IN ITEMS "modelopt;QTC_N_MODELOPT" "jax;QTC_N_JAX" "vllm;QTC_N_VLLM"
                            "compressed_tensors;QTC_N_COMPRESSED_TENSORS" "deepgemm;QTC_N_DEEPGEMM"
-                           "torch_cast;QTC_N_TORCH_CAST" "ml_dtypes_cast;QTC_N_ML_DTYPES_CAST")
+                           "torch_cast;QTC_N_TORCH_CAST" "ml_dtypes_cast;QTC_N_ML_DTYPES_CAST"
+                           "triton_kernels;QTC_N_TRITON_KERNELS" "vllm_cutlass;QTC_N_VLLM_CUTLASS")
   list(GET impl_count 0 impl)
   list(GET impl_count 1 nvar)
   add_test(NAME qtc_verify_${impl} COMMAND qtc verify ${CMAKE_CURRENT_LIST_DIR}/../vectors/${impl})

@@ -4,7 +4,8 @@
 ///        along M, data [K, ceil(M/2)]. Any M, K: partial blocks reduce over their valid elements, an odd row length
 ///        leaves the last high nibble 0. Every scalar step (scale from the block amax, E2M1 code) is
 ///        reference/include/qtc/mxfp4_codec.hpp's, the functions the CPU reference runs, under the same profile
-///        rules (te / ocp / torchao). One thread per block of 32: it owns the block's 16 data bytes and its scale
+///        rules (te / ocp / torchao / triton_kernels / vllm_cutlass).
+///        One thread per block of 32: it owns the block's 16 data bytes and its scale
 ///        entry, so no two threads write one byte. A straightforward kernel (no tiling): correctness first.
 #include "device_util.cuh"
 #include "launch.hpp"
@@ -24,10 +25,20 @@ using detail::ScaleOut;
 __device__ __forceinline__ bool mx_torchao(const QuantizeArgs& p) { return p.rules.mx_order == MxOrder::kTorchAO; }
 __device__ __forceinline__ bool mx_nan(const QuantizeArgs& p) { return p.rules.mx_nonfinite == MxNonFinite::kNaN; }
 
+/// mxfp4.order triton_kernels and vllm_cutlass: a NaN-ignoring amax from NaN, the scale byte from the bits, data
+/// x * qs (mxfp4_codec.hpp).
+__device__ __forceinline__ bool mx_vllm(const QuantizeArgs& p) { return p.rules.mx_order == MxOrder::kVllmCutlass; }
+__device__ __forceinline__ bool mx_triton(const QuantizeArgs& p) {
+  return p.rules.mx_order == MxOrder::kTritonKernels || mx_vllm(p);
+}
+
 __device__ __forceinline__ uint8_t block_scale(float bamax, const QuantizeArgs& p) {
+  if (mx_vllm(p)) return mxfp4::scale_vllm_cutlass(bamax);
+  if (mx_triton(p)) return mxfp4::scale_triton(bamax, p.mxfp4.scale_rule);
   return mx_torchao(p) ? mxfp4::scale_torchao(bamax, p.mxfp4.scale_rule) : mxfp4::scale_te(bamax, p.mxfp4.scale_rule, mx_nan(p));
 }
 __device__ __forceinline__ uint8_t code(float x, uint8_t e, const QuantizeArgs& p) {
+  if (mx_triton(p)) return mxfp4::code_triton(x, e);
   return mx_torchao(p) ? mxfp4::code_torchao(x, e, p.mxfp4.scale_rule) : mxfp4::code_te(x, e);
 }
 
@@ -56,13 +67,15 @@ __global__ void mxfp4_kernel(QuantizeArgs p) {
     const int64_t a = kTransposed ? idx % rows : idx / nb, b = kTransposed ? idx / rows : idx % nb;
     const int64_t e0 = 32 * b, cnt = len - e0 < 32 ? len - e0 : 32;
     float v[32];
-    float amax = 0.0f;
+    const bool triton = mx_triton(p);
+    float amax = triton ? bits_f32(mxfp4::kTritonAmaxStart) : 0.0f;
     for (int t = 0; t < 32; ++t) {
       const int64_t e = e0 + t;
       v[t] = t < cnt ? load_f32(kTransposed ? x[e * p.K + a] : x[a * p.K + e]) : 0.0f;
-      if (t < cnt) {  // the reference's amax_step: maxNum, or NaN-propagating (0x7FC00000)
+      if (t < cnt) {  // the reference's amax_step: maxNum, or NaN-propagating (0x7FC00000); triton_kernels: fmaxf from NaN
         const float m = fabsf(v[t]);
-        amax = mx_nan(p) ? ((amax != amax || m != m) ? bits_f32(0x7FC00000u) : (m > amax ? m : amax)) : (m > amax ? m : amax);
+        amax = triton ? mxfp4::amax_step_triton(amax, v[t])
+                      : mx_nan(p) ? ((amax != amax || m != m) ? bits_f32(0x7FC00000u) : (m > amax ? m : amax)) : (m > amax ? m : amax);
       }
     }
     const uint8_t e = block_scale(amax, p);

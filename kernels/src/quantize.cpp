@@ -80,7 +80,8 @@ DevicePlane make_plane(const PlaneSpec& spec, ScaleLayout layout, cudaStream_t s
 
 /// The profile rules the CUDA kernels implement besides te's values (path_rules.hpp): the one check the vectorized
 /// CPU path makes too, with its own PathRules. The kernels read each rule under its name (detail::KernelRules).
-constexpr PathRules kCudaRules{.path = "the CUDA kernels", .nvfp4_order_torchao = true, .mx_order_torchao = true};
+constexpr PathRules kCudaRules{
+    .path = "the CUDA kernels", .nvfp4_order_torchao = true, .mx_order_torchao = true, .mx_order_triton_kernels = true};
 
 /// Throws qtc::Error naming the profile rule the kernels do not implement (no silent run of another rule).
 void check_rules(const Recipe& r, const char* what) {

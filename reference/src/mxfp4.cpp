@@ -3,7 +3,7 @@
 ///        the low nibble of byte j), one E8M0 scale per 32 elements. Rowwise: blocks of 32 along K, data [M,
 ///        ceil(K/2)]; columnwise: the quantization of x^T, blocks of 32 along M, data [K, ceil(M/2)]. Partial blocks
 ///        reduce over their valid elements only; an odd row length leaves the last high nibble 0. The scalar
-///        steps are mxfp4_codec.hpp's (te / ocp / torchao orders).
+///        steps are mxfp4_codec.hpp's (te / ocp / torchao / triton_kernels / vllm_cutlass orders).
 #include "internal.hpp"
 #include "qtc/mxfp4_codec.hpp"
 #include "qtc/profile.hpp"
@@ -17,15 +17,25 @@ struct Mx4Rule {
   const ProfileRules& pr = profile_rules(r.profile);
   const MxScaleRule rule = r.mxfp4().scale_rule;
   const bool torchao = pr.mx_order == MxOrder::kTorchAO;
+  const bool vllm = pr.mx_order == MxOrder::kVllmCutlass;
+  /// triton_kernels and vllm_cutlass share the amax (NaN-ignoring max from NaN) and the data step (x * 1/scale).
+  const bool triton = pr.mx_order == MxOrder::kTritonKernels || vllm;
   /// NaN propagates into the block amax where a NaN block gets a NaN scale (OCP, torchao); TE ignores it.
   bool propagate() const { return pr.mx_nonfinite == MxNonFinite::kNaN; }
+  /// The amax fold's start and step: triton_kernels' max.f32 (from NaN: an all-NaN block keeps it), else amax_step.
+  float amax_start() const { return triton ? bits_f32(mxfp4::kTritonAmaxStart) : 0.0f; }
+  float amax(float a, float v, bool prop) const { return triton ? mxfp4::amax_step_triton(a, v) : amax_step(a, v, prop); }
   uint8_t scale(float bamax) const {
     if (torchao) return mxfp4::scale_torchao(bamax, rule);
+    if (vllm) return mxfp4::scale_vllm_cutlass(bamax);
+    if (triton) return mxfp4::scale_triton(bamax, rule);
     QTC_CHECK(rule == MxScaleRule::kRceil || rule == MxScaleRule::kOcpFloor, "MXFP4 scale_rule ", mx_scale_rule_name(rule),
               " is defined by torchao's to_mx only (profile torchao)");
     return mxfp4::scale_te(bamax, rule, pr.mx_nonfinite == MxNonFinite::kNaN);
   }
-  uint8_t code(float x, uint8_t e) const { return torchao ? mxfp4::code_torchao(x, e, rule) : mxfp4::code_te(x, e); }
+  uint8_t code(float x, uint8_t e) const {
+    return torchao ? mxfp4::code_torchao(x, e, rule) : (triton ? mxfp4::code_triton(x, e) : mxfp4::code_te(x, e));
+  }
 };
 
 /// Stores a 4-bit code at element `idx` of a packed row starting at `row`.
@@ -51,8 +61,8 @@ QuantizedTensor quantize_mxfp4(const MatrixView& x, const Recipe& r) {
         uint8_t* drow = p.data.data() + (i0 + i) * p.data_cols;
         for (int64_t c = 0; c < kbs; ++c) {
           const int64_t j0 = c * 32, j1 = std::min(K, j0 + 32);
-          float a = 0.0f;
-          for (int64_t j = j0; j < j1; ++j) a = amax_step(a, s[i * K + j], prop);
+          float a = rule.amax_start();
+          for (int64_t j = j0; j < j1; ++j) a = rule.amax(a, s[i * K + j], prop);
           const uint8_t sc = rule.scale(a);
           p.scale.bytes[static_cast<size_t>((i0 + i) * kbs + c)] = sc;
           for (int64_t j = j0; j < j1; ++j) put_nibble(drow, j, rule.code(s[i * K + j], sc));
@@ -63,8 +73,8 @@ QuantizedTensor quantize_mxfp4(const MatrixView& x, const Recipe& r) {
       Plane& p = *q.columnwise;  // row j holds column j of x; strip g is scale column g
       const int64_t mbs = p.scale.cols;
       for (int64_t j = 0; j < K; ++j) {
-        float a = 0.0f;
-        for (int64_t i = 0; i < n; ++i) a = amax_step(a, s[i * K + j], prop);
+        float a = rule.amax_start();
+        for (int64_t i = 0; i < n; ++i) a = rule.amax(a, s[i * K + j], prop);
         const uint8_t sc = rule.scale(a);
         p.scale.bytes[static_cast<size_t>(j * mbs + g)] = sc;
         uint8_t* drow = p.data.data() + j * p.data_cols;

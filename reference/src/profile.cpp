@@ -230,6 +230,32 @@ std::vector<ProfileRules> make_builtin() {
   md.nvfp4_nan_scale = true;
   md.mx_order = MxOrder::kMlDtypesCast;
   v.push_back(md);
+
+  // triton_kernels' MX quantizer (issue 24): `downcast_to_mxfp(x, torch.uint8, axis)`, the `_downcast_to_mxfp`
+  // Triton kernel that vLLM's gpt-oss MoE path runs; MXFP4 only (mxfp4_codec.hpp: the order, read from the code).
+  ProfileRules tk;
+  tk.id = Profile::kTritonKernels;
+  tk.name = "triton_kernels";
+  tk.follows = "triton_kernels (triton-lang/triton python/triton_kernels) numerics_details/mxfp.py downcast_to_mxfp, "
+               "_downcast_to_mxfp kernel, sm_90 path (E2M1 by bit arithmetic, FP32-source sticky bit); read, not run";
+  tk.nvfp4 = tk.mxfp8 = tk.fp8_block = tk.fp8_tensor = false;
+  tk.mx_scale_rules.clear();
+  tk.nvfp4_stochastic = false;
+  tk.mx_order = MxOrder::kTritonKernels;
+  tk.mx_nonfinite = MxNonFinite::kSatFinite;  // tl.max (max.f32) ignores a NaN unless the whole block is NaN
+  tk.mxfp4_scale_rules = {MxScaleRule::kRceil, MxScaleRule::kOcpFloor};  // DEQUANT_SCALE_ROUNDING_MODE ROUND_UP, ROUND_DOWN
+  v.push_back(tk);
+
+  // vLLM's CUDA FP4 quantizer with UE8M0 scales (issue 24): the MXFP4 W4A4 MoE CUTLASS path's activation quantizer,
+  // the "threshold" scale rule of vLLM PR 43557 (mxfp4_codec.hpp, read from the code; GPU only, sm_100).
+  ProfileRules vc = tk;
+  vc.id = Profile::kVllmCutlass;
+  vc.name = "vllm_cutlass";
+  vc.follows = "vLLM csrc quantization/fp4/nvfp4_utils.cuh cvt_warp_fp16_to_fp4 with UE8M0_SF (after PR 43557; BF16/F16 "
+               "input, sm_100); read, not run";
+  vc.mx_order = MxOrder::kVllmCutlass;
+  vc.mxfp4_scale_rules = {MxScaleRule::kEven};  // the threshold rule: torchao's EVEN on the bits, clamped to [0, 254]
+  v.push_back(vc);
   return v;
 }
 
@@ -324,6 +350,14 @@ std::string_view mx_order_text(MxOrder o) {
     case MxOrder::kMlDtypesCast:
       return "ml_dtypes_cast: f32; e = ml_dtypes float8_e8m0fnu cast of bamax / elem_max (as torch for normals; subnormals to "
              "the nearest of 2^-127, 2^-126; zero, NaN -> 0xFF); data float8(x / float(e)); non-saturating cast, E5M2 NaN 0x7E|s";
+    case MxOrder::kTritonKernels:
+      return "triton_kernels: amax by max.f32 (NaN ignored unless the block is all NaN); rceil (ROUND_UP) byte of "
+             "(bits(bamax * RN(1/6)) + 0x7FFFFF) & 0x7F800000, ocp_floor (ROUND_DOWN) of bits(bamax / 4) & 0x7F800000; data "
+             "x * (1 / 2^(e-127)), 0 for e = 0x00 and 0xFF; E2M1 by bit arithmetic: RN-even, saturating, sign kept, NaN -> 0x7";
+    case MxOrder::kVllmCutlass:
+      return "vllm_cutlass: amax by __hmax2 (NaN ignored unless the block is all NaN: byte 0x00); even (the threshold "
+             "rule) byte = clamp(exponent((bits(bamax) + 2^21) & 0xFF800000) - 2, 0, 254); data x * (1 / 2^(e-127)), 0 "
+             "for e = 0x00; cvt.rn.satfinite.e2m1x2: RN-even, saturating, NaN -> 0x7";
   }
   return "?";
 }
@@ -445,7 +479,9 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
     std::string rules;
     for (MxScaleRule r : mxfp4_scale_rules) rules += (rules.empty() ? "" : ", ") + std::string(mx_scale_rule_name(r));
     d.emplace_back("mxfp4.scale_rules", rules);
-    d.emplace_back("mxfp4.order", mx_order == MxOrder::kCompressedTensors ? std::string(mx_order_text(mx_order))
+    d.emplace_back("mxfp4.order", mx_order == MxOrder::kCompressedTensors || mx_order == MxOrder::kTritonKernels ||
+                                          mx_order == MxOrder::kVllmCutlass
+                                      ? std::string(mx_order_text(mx_order))
                                   : mx_order == MxOrder::kTE
                                       ? "te: rceil E8M0 up from bamax * RN(1/6), ocp_floor floor(log2 bamax) - 2; data x * 2^(127-e); "
                                         "E2M1 RN-even satfinite, NaN -> 0x7, -0 -> 0x8"
@@ -455,6 +491,12 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
                                                 ? "as MXFP8 (the pow2_round scale of a NaN block by lane); NaN data 0x0, BF16 0x8"
                                                 : mx_order == MxOrder::kTorchAO
                                                 ? "NaN -> 0xFF (rceil: codes of the NaN product), Inf -> finite scale, Inf -> +-6"
+                                                : mx_order == MxOrder::kTritonKernels
+                                                ? "NaN ignored unless the block is all NaN (then rceil 0x00, ocp_floor 0xFF); Inf -> "
+                                                  "0xFF; a 0x00 or 0xFF block's codes are +-0, NaN -> 0x7"
+                                                : mx_order == MxOrder::kVllmCutlass
+                                                ? "NaN ignored unless the block is all NaN (then 0x00); Inf -> 253; a 0x00 "
+                                                  "block's codes are +-0, NaN -> 0x7"
                                                 : (mx_nonfinite == MxNonFinite::kNaN ? "NaN propagates; NaN or Inf -> 0xFF, codes 0x7"
                                                                                      : "NaN ignored (maxNum), Inf -> 0xFE, Inf -> +-6"));
   }

@@ -6,6 +6,7 @@
 ///        Part of the test_torchao_rules executable.
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "qtc/gemm.hpp"
 #include "qtc/layouts.hpp"
 #include "qtc/mxfp4_codec.hpp"
+#include "qtc/path_rules.hpp"
 #include "qtc/profile.hpp"
 #include "qtc/quantize.hpp"
 #include "qtc/recipe_policy.hpp"
@@ -144,6 +146,100 @@ TEST(Mxfp4Te, ScaleRulesTiesAndSpecials) {
   EXPECT_EQ(ocp.rowwise->scale.bytes[0], 0xFF);
   EXPECT_EQ(ocp.rowwise->scale.bytes[1], 125);
   EXPECT_TRUE(std::isnan(ref::dequantize(ocp, PlaneKind::kRowwise, DType::kF32).get(0, 0)));
+}
+
+// triton_kernels' _downcast_to_mxfp (profile triton_kernels, mxfp4_codec.hpp): ROUND_UP = rceil from the bits of
+// bamax * RN(1/6) plus 0x7FFFFF, ROUND_DOWN = ocp_floor from the bits of bamax / 4; byte 0x00 and 0xFF zero the data;
+// max.f32 amax (NaN ignored unless the block is all NaN); E2M1 RN-even saturating, NaN -> 0x7 whatever its sign.
+TEST(Mxfp4Triton, ScaleBitsDataAndNaNBlocks) {
+  using mxfp4::scale_triton;
+  EXPECT_EQ(scale_triton(6.0f, MxScaleRule::kRceil), 127);  // 6 * RN(1/6) rounds to exactly 1.0
+  EXPECT_EQ(scale_triton(std::nextafter(6.0f, 7.0f), MxScaleRule::kRceil), 128);
+  EXPECT_EQ(scale_triton(6.0f, MxScaleRule::kOcpFloor), 127);  // 1.5 -> 1.0
+  EXPECT_EQ(scale_triton(7.99f, MxScaleRule::kOcpFloor), 127);
+  EXPECT_EQ(scale_triton(8.0f, MxScaleRule::kOcpFloor), 128);
+  EXPECT_EQ(scale_triton(0.0f, MxScaleRule::kRceil), 0);
+  EXPECT_EQ(scale_triton(0.0f, MxScaleRule::kOcpFloor), 0);
+  EXPECT_EQ(scale_triton(NAN, MxScaleRule::kRceil), 0);  // 0x7FC00000 + 0x7FFFFF carries out of the exponent
+  EXPECT_EQ(scale_triton(NAN, MxScaleRule::kOcpFloor), 0xFF);
+  EXPECT_EQ(scale_triton(INFINITY, MxScaleRule::kRceil), 0xFF);
+  EXPECT_EQ(scale_triton(INFINITY, MxScaleRule::kOcpFloor), 0xFF);
+  EXPECT_EQ(scale_triton(FLT_MAX, MxScaleRule::kRceil), 253);  // 2^125.4 up to 2^126
+  EXPECT_EQ(scale_triton(FLT_MAX, MxScaleRule::kOcpFloor), 252);
+  EXPECT_EQ(scale_triton(1e-38f, MxScaleRule::kRceil), 1);       // a subnormal ds rounds up to 2^-126
+  EXPECT_EQ(scale_triton(0x1p-125f, MxScaleRule::kOcpFloor), 0);  // 2^-127 is subnormal: the exponent field is 0
+  const float ties[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 7.0f, -0.0f, -0.1f, NAN, -NAN, -INFINITY};
+  const uint8_t want[] = {0x0, 0x2, 0x2, 0x4, 0x4, 0x6, 0x6, 0x7, 0x8, 0x8, 0x7, 0x7, 0xF};
+  for (size_t i = 0; i < std::size(ties); ++i) EXPECT_EQ(mxfp4::code_triton(ties[i], 127), want[i]) << ties[i];
+  EXPECT_EQ(mxfp4::code_triton(1.0f, 0x00), 0x0);  // quant_scale 0: the data of a 0x00 block is +-0
+  EXPECT_EQ(mxfp4::code_triton(-1.0f, 0x00), 0x8);
+  EXPECT_EQ(mxfp4::code_triton(-1.0f, 0xFF), 0x8);      // 1 / Inf = 0
+  EXPECT_EQ(mxfp4::code_triton(INFINITY, 0xFF), 0x7);   // Inf * 0 = NaN
+  EXPECT_EQ(mxfp4::code_triton(0x1p-125f, 1), 0x4);     // 2^-125 * 2^126 = 2
+  // Whole tensors: block 0 of 1.0 with one NaN (ignored), block 1 all NaN (the amax stays NaN).
+  std::vector<float> x(64, 1.0f);
+  x[3] = NAN;
+  for (int j = 32; j < 64; ++j) x[j] = j % 2 ? -NAN : NAN;
+  x[7] = -0.0f;
+  const MatrixView v{x.data(), DType::kF32, 1, 64};
+  const QuantizedTensor up = ref::quantize(v, mx4(MxScaleRule::kRceil, Profile::kTritonKernels, true, false));
+  EXPECT_EQ(up.rowwise->scale.bytes[0], 125);  // 1 * RN(1/6) up to 2^-2
+  EXPECT_EQ(up.rowwise->scale.bytes[1], 0);
+  EXPECT_EQ(up.rowwise->data[0], 0x66);
+  EXPECT_EQ(up.rowwise->data[1], 0x76);
+  EXPECT_EQ(up.rowwise->data[3], 0x86);
+  EXPECT_EQ(up.rowwise->data[16], 0x77);
+  const QuantizedTensor down = ref::quantize(v, mx4(MxScaleRule::kOcpFloor, Profile::kTritonKernels, true, false));
+  EXPECT_EQ(down.rowwise->scale.bytes[0], 125);
+  EXPECT_EQ(down.rowwise->scale.bytes[1], 0xFF);
+  EXPECT_EQ(down.rowwise->data[31], 0x77);
+  // A block whose bamax / 4 is subnormal: byte 0 under both triton_kernels' ROUND_DOWN and OCP's floor, but the
+  // kernel zeroes the data where OCP scales it by 2^127.
+  std::vector<float> t(32, 0x1p-125f);
+  const MatrixView tv{t.data(), DType::kF32, 1, 32};
+  EXPECT_EQ(ref::quantize(tv, mx4(MxScaleRule::kOcpFloor, Profile::kTritonKernels, true, false)).rowwise->data[0], 0x00);
+  EXPECT_EQ(ref::quantize(tv, mx4(MxScaleRule::kOcpFloor, Profile::kOCP, true, false)).rowwise->data[0], 0x66);
+  // The profile defines mxfp4 only, with ROUND_UP / ROUND_DOWN; paths without the order refuse it by its name.
+  EXPECT_EQ(rule_of(mx4(MxScaleRule::kRceil, Profile::kTritonKernels)), "");
+  EXPECT_EQ(rule_of(mx4(MxScaleRule::kEven, Profile::kTritonKernels)), "mxfp4-profile-scale-rule");
+  const Recipe r = mx4(MxScaleRule::kOcpFloor, Profile::kTritonKernels);
+  EXPECT_EQ(Recipe::from_metadata(r.to_metadata()), r);
+  EXPECT_EQ(Recipe::from_metadata({{"recipe", "mxfp4"}, {"profile", "triton_kernels"}, {"scale_rule", "rceil"}}),
+            mx4(MxScaleRule::kRceil, Profile::kTritonKernels));
+  EXPECT_EQ(rule_of(Recipe::of(Mxfp8Options{}, Profile::kTritonKernels)), "profile-defines-kind");
+  const std::string why = unimplemented_rule(r, PathRules{.path = "a test path"});
+  EXPECT_NE(why.find("rule mxfp4.order triton_kernels (profile 'triton_kernels') is not implemented by a test path"),
+            std::string::npos) << why;
+  EXPECT_EQ(unimplemented_rule(r, PathRules{.path = "p", .mx_order_triton_kernels = true}), "");
+  EXPECT_NE(unimplemented_rule(Recipe::of(Mxfp8Options{}, Profile::kTritonKernels), PathRules{.path = "p", .mx_order_triton_kernels = true}),
+            "");
+}
+
+// vLLM's UE8M0 FP4 quantizer (profile vllm_cutlass, the threshold rule `even`): bamax rounded up from a mantissa of
+// 0.75, exponent - 2 clamped to [0, 254]; an all-NaN block 0x00; byte 0x00 zeroes the data.
+TEST(Mxfp4VllmCutlass, ThresholdRuleAndZeroScale) {
+  using mxfp4::scale_vllm_cutlass;
+  EXPECT_EQ(scale_vllm_cutlass(6.0f), 127);   // 1.5 * 2^2: below the threshold
+  EXPECT_EQ(scale_vllm_cutlass(7.0f), 128);   // 1.75 * 2^2 rounds up to 2^3
+  EXPECT_EQ(scale_vllm_cutlass(std::nextafter(7.0f, 0.0f)), 127);
+  EXPECT_EQ(scale_vllm_cutlass(0.0f), 0);
+  EXPECT_EQ(scale_vllm_cutlass(0x1p-126f), 0);  // exponent 1 - 2 clamped to 0
+  EXPECT_EQ(scale_vllm_cutlass(0x1p-124f), 1);
+  EXPECT_EQ(scale_vllm_cutlass(INFINITY), 253);
+  EXPECT_EQ(scale_vllm_cutlass(FLT_MAX), 253);
+  EXPECT_EQ(scale_vllm_cutlass(NAN), 0);
+  std::vector<float> x(64, 0x1p-125f);  // block 0: byte 0 (2^-125 -> exponent 2 - 2), data zeroed
+  for (int j = 32; j < 64; ++j) x[j] = j == 40 ? NAN : 7.0f;  // block 1: the NaN is ignored, 7 -> byte 128, 7/2 -> 4
+  x[1] = -0x1p-125f;
+  const MatrixView v{x.data(), DType::kF32, 1, 64};
+  const QuantizedTensor q = ref::quantize(v, mx4(MxScaleRule::kEven, Profile::kVllmCutlass, true, false));
+  EXPECT_EQ(q.rowwise->scale.bytes[0], 0);
+  EXPECT_EQ(q.rowwise->scale.bytes[1], 128);
+  EXPECT_EQ(q.rowwise->data[0], 0x80);
+  EXPECT_EQ(q.rowwise->data[16], 0x66);
+  EXPECT_EQ(q.rowwise->data[20], 0x67);  // element 40: NaN -> 0x7 (low nibble), 41: 4 -> 0x6
+  EXPECT_EQ(rule_of(mx4(MxScaleRule::kRceil, Profile::kVllmCutlass)), "mxfp4-profile-scale-rule");
+  EXPECT_EQ(unimplemented_rule(mx4(MxScaleRule::kEven, Profile::kVllmCutlass), PathRules{.path = "p", .mx_order_triton_kernels = true}), "");
 }
 
 // Ragged shapes: the two planes and their dequantization, against a direct per-block computation, every layout.

@@ -16,6 +16,23 @@
 ///    / EVEN from bamax's bits with F4_E2M1_MAX_POW2 = 2 (EVEN first rounds bamax to 1 mantissa bit: + 2^21,
 ///    masked), unbiased exponent clamped to [-127, 128], NaN -> 0xFF; data x / max(2^(e-127), 2^-126), no clamp
 ///    (the E2M1 cast saturates); the cast is torchao's `f32_to_f4_unpacked` (torchao::f32_to_e2m1).
+///  * triton_kernels order (MxOrder::kTritonKernels): triton_kernels' `_downcast_to_mxfp` Triton kernel (the one
+///    vLLM's gpt-oss MoE path calls through `downcast_to_mxfp`), as read from its code, sm_90 path: the block amax
+///    is tl.max of |x| (max.f32: a NaN is ignored unless the whole block is NaN); DEQUANT_SCALE_ROUNDING_MODE
+///    ROUND_UP (rule rceil): ds = amax / 6, byte = ((bits(ds) + 0x7FFFFF) & 0x7F800000) >> 23; ROUND_DOWN (rule
+///    ocp_floor): ds = amax / 4, byte = (bits(ds) & 0x7F800000) >> 23 (so a NaN amax gives 0x00 under ROUND_UP and
+///    0xFF under ROUND_DOWN, Inf 0xFF, a subnormal ds 0x01 / 0x00). Data: q = x * qs with qs = 0 where the rounded
+///    scale 2^(byte-127) reads as 0 (byte 0x00) and 1 / 2^(byte-127) otherwise (0 for 0xFF: 1 / Inf), so byte 0x00
+///    and 0xFF blocks hold +-0 codes; the E2M1 code by the kernel's bit arithmetic, which is RN-even (guard, sticky
+///    and lsb; the FP32-source sticky of the current kernel) saturating at 6 with the sign kept, a NaN q (the GPU's
+///    canonical NaN, positive) -> 0x7. Division by 6 is modelled as amax * RN(1/6) (Triton's fp32 `/` is
+///    div.full.f32, fp8.form's note in profile.hpp); by 4 it is exact.
+///  * vllm_cutlass order (MxOrder::kVllmCutlass): vLLM's CUDA FP4 quantizer with UE8M0 scales (csrc
+///    quantization/fp4/nvfp4_utils.cuh `cvt_warp_fp16_to_fp4<..., UE8M0_SF = true>`, as fixed by vLLM PR 43557; the
+///    MXFP4 W4A4 MoE CUTLASS path), as read: amax by __hmax2 of |x| (a NaN ignored unless the block is all NaN,
+///    then the canonical NaN); the "threshold" scale rule (qtc `even`): rounded = (bits(amax) + 2^21) & 0xFF800000
+///    (mantissa >= 0.75 rounds up), byte = clamp(exponent(rounded) - 2, 0, 254), an all-NaN block 0x00; data
+///    x * (1 / 2^(byte-127)), 0 for byte 0x00; E2M1 by cvt.rn.satfinite.e2m1x2.f32 (RN-even, saturating, NaN -> 0x7).
 #pragma once
 #include <cstdint>
 
@@ -76,6 +93,36 @@ QTC_HD uint8_t code_torchao(float x, uint8_t e, MxScaleRule rule) {
   // scale_fp32 = (e << 23) as float (0xFF -> +Inf), clamped to at least 2^-126; data_hp / scale_fp32, cast
   const float s = fmaxf(bits_f32(static_cast<uint32_t>(e) << 23), 0x1p-126f);
   return torchao::f32_to_e2m1(torchao::div(x, s));
+}
+
+/// triton_kernels' block amax step: fmaxf (max.f32), started from NaN so that an all-NaN block keeps a NaN amax
+/// while any other NaN is ignored.
+QTC_HD float amax_step_triton(float acc, float v) { return fmaxf(acc, fabsf(v)); }
+inline constexpr uint32_t kTritonAmaxStart = 0x7FC00000u;  ///< the NaN the fold starts from (bits)
+
+/// triton_kernels' E8M0 scale byte of a block with amax `bamax` (ROUND_UP = rceil, ROUND_DOWN = ocp_floor).
+QTC_HD uint8_t scale_triton(float bamax, MxScaleRule rule) {
+  if (rule == MxScaleRule::kRceil) {
+    const uint32_t b = f32_bits(bamax * kNvfp4Rcp6);
+    return static_cast<uint8_t>(((b + 0x007FFFFFu) & 0x7F800000u) >> 23);
+  }
+  return static_cast<uint8_t>((f32_bits(bamax * 0.25f) & 0x7F800000u) >> 23);
+}
+
+/// triton_kernels' E2M1 code of x in a block with scale byte e: encode_e2m1 (RN-even, satfinite, sign kept, NaN
+/// -> 0x7) of x * qs, qs = 0 for e = 0x00 and 0xFF, else 2^(127-e) (exact; e = 254 cannot occur: ROUND_UP reaches 253, ROUND_DOWN 252).
+QTC_HD float quant_scale_triton(uint8_t e) {
+  return (e == 0 || e == 0xFF) ? 0.0f : (e == 254 ? 0x1p-127f : bits_f32(static_cast<uint32_t>(254 - e) << 23));
+}
+QTC_HD uint8_t code_triton(float x, uint8_t e) { return encode_e2m1(x * quant_scale_triton(e)); }
+
+/// vLLM's UE8M0 scale byte of a block with amax `bamax` (the threshold rule; a NaN amax is the all-NaN block's
+/// canonical NaN, whose carry leaves exponent 0).
+QTC_HD uint8_t scale_vllm_cutlass(float bamax) {
+  if (bamax != bamax) return 0;
+  const uint32_t biased = ((f32_bits(bamax) + (1u << 21)) & 0xFF800000u) >> 23 & 0xFFu;
+  const uint32_t e = biased > 2u ? biased - 2u : 0u;
+  return static_cast<uint8_t>(e < 254u ? e : 254u);
 }
 
 /// The dequantized value of code c in a block with scale byte e: 2^(e-127) * E2M1(c) (0x00 -> 2^-127, 0xFF ->

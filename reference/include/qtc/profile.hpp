@@ -58,6 +58,11 @@ enum class MxOrder : uint8_t {
                   ///< mantissa bit 22 is set, a subnormal's exact half down; 0 -> 0x00, NaN/Inf -> 0xFF); data
                   ///< float8(x / float(e)) (float(0x00) = 2^-127, float(0xFF) = NaN), non-saturating cast
   kMlDtypesCast,  ///< as kTorchCast with ml_dtypes' casts: a scale <= 0 (zero blocks) or NaN -> 0xFF; E5M2 NaN 0x7E | s
+  kTritonKernels,  ///< triton_kernels' `_downcast_to_mxfp` (MXFP4 only; mxfp4_codec.hpp): max.f32 amax, scale byte from
+                   ///< the bits of bamax / 6 (rceil = ROUND_UP, + 0x7FFFFF) or bamax / 4 (ocp_floor = ROUND_DOWN); data
+                   ///< x * 1/2^(e-127) (0 for e = 0x00, 0xFF), E2M1 RN-even saturating by bit arithmetic, NaN -> 0x7
+  kVllmCutlass,  ///< vLLM's CUDA FP4 quantizer with UE8M0 scales (MXFP4 only; mxfp4_codec.hpp): __hmax2 amax, byte =
+                 ///< clamp(exponent((bits + 2^21) & 0xFF800000) - 2, 0, 254); data x * 1/2^(e-127) (0 for e = 0x00)
 };
 
 /// What a NaN or Inf block does to an MXFP8 scale under the kTE order.

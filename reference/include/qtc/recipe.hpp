@@ -37,6 +37,8 @@ enum class Profile : uint8_t {
   kTorchCast,     ///< MXFP8 written with PyTorch 2.11's casts: .to(torch.float8_e8m0fnu) scale, .to(float8_*) data
   kMlDtypesCast,  ///< MXFP8 / NVFP4 written with ml_dtypes 0.7's casts (float8_e8m0fnu / float8_e4m3fn scales,
                   ///< float8_* / float4_e2m1fn data)
+  kTritonKernels,  ///< triton_kernels' `downcast_to_mxfp` Triton kernel (vLLM's gpt-oss MoE path), MXFP4 only, as read
+  kVllmCutlass,    ///< vLLM's CUDA FP4 quantizer with UE8M0 scales (MXFP4 W4A4 MoE CUTLASS path), MXFP4 only, as read
 };
 
 enum class Fp8Type : uint8_t { kE4M3, kE5M2 };
