@@ -232,6 +232,45 @@ TEST_P(SimdExact, BundledVectorInputs) {
               files.size());
 }
 
+/// MXFP4 under every profile that defines it and every scale rule it names (the generated cases cover te's order
+/// only): the orders mxfp4_simd.cpp implements give the scalar bits, on ragged shapes, both planes, every input
+/// family and type; the others (torchao, compressed_tensors) are refused by the rule's name and take the scalar path.
+TEST_P(SimdExact, Mxfp4EveryProfileAndRule) {
+  const char* sweep = std::getenv("QTC_SIMD_SWEEP");
+  const bool subset = sweep != nullptr && std::string(sweep) == "sanitizer";
+  struct S {
+    int64_t m, k;
+  };
+  const std::vector<S> shapes = subset ? std::vector<S>{{129, 37}, {33, 1}} : std::vector<S>{{300, 262}, {129, 37}, {64, 96}, {33, 1}};
+  using conformance::InputClass;
+  int64_t compared = 0, vectorized = 0;
+  for (const ProfileRules& pr : all_profiles()) {
+    if (!pr.mxfp4) continue;
+    const bool implemented = pr.mx_order == MxOrder::kTE || pr.mx_order == MxOrder::kTritonKernels || pr.mx_order == MxOrder::kVllmCutlass;
+    for (MxScaleRule rule : pr.mxfp4_scale_rules) {
+      const Recipe r = Recipe::of(Mxfp4Options{.scale_rule = rule}, pr.id);
+      std::string why;
+      EXPECT_EQ(ref::simd_supports(r, DType::kBF16, &why), implemented) << r.name() << ": " << why;
+      if (!implemented) {
+        EXPECT_NE(why.find("rule mxfp4.order "), std::string::npos) << why;
+      }
+      int t = 0;
+      for (const S& s : shapes)
+        for (InputClass ic : {InputClass::kNormal, InputClass::kSpecial, InputClass::kTiny}) {
+          const DType dt = (t++ % 3) == 0 ? DType::kF32 : (t % 3 == 1 ? DType::kBF16 : DType::kF16);
+          const HostMatrix x = conformance::make_input(ic, dt, s.m, s.k, 24 + t);
+          EXPECT_EQ(compare_paths(x.view(), r), "") << r.name() << " " << s.m << "x" << s.k << " "
+                                                     << conformance::input_class_name(ic) << " " << dtype_name(dt);
+          ++compared;
+          vectorized += implemented ? 1 : 0;
+        }
+    }
+  }
+  EXPECT_GT(vectorized, 0);
+  std::printf("[%s] %lld MXFP4 comparisons (%lld on the vectorized path)\n", GetParam().c_str(), static_cast<long long>(compared),
+              static_cast<long long>(vectorized));
+}
+
 INSTANTIATE_TEST_SUITE_P(Targets, SimdExact, testing::ValuesIn(ref::simd_available_targets()),
                          [](const testing::TestParamInfo<std::string>& i) { return i.param; });
 

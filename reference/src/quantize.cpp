@@ -137,7 +137,7 @@ QuantizedTensor quantize(const MatrixView& x, const Recipe& recipe) {
       case RecipeKind::kMXFP8: return simd::quantize_mxfp8(x, recipe);
       case RecipeKind::kFP8Block: return simd::quantize_fp8_block(x, recipe);
       case RecipeKind::kFP8Tensor: return simd::quantize_fp8_tensor(x, recipe, nullptr);
-      case RecipeKind::kMXFP4: break;  // simd_supports() refuses MXFP4: the scalar path below
+      case RecipeKind::kMXFP4: return simd::quantize_mxfp4(x, recipe);
     }
   }
   switch (recipe.kind()) {

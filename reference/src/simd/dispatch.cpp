@@ -48,7 +48,7 @@ namespace {
 
 /// The profile rules the vectorized code implements besides te's values (path_rules.hpp): the check the CUDA backend
 /// makes too, with its own PathRules.
-constexpr PathRules kSimdRules{.path = "the vectorized CPU path"};
+constexpr PathRules kSimdRules{.path = "the vectorized CPU path", .mx_order_triton_kernels = true};
 
 /// The first rule or recipe option the vectorized code does not implement, or an empty string: the profile's rules
 /// through the shared check (a profile or variant whose rules it lacks takes the scalar path), then the options.
@@ -65,7 +65,7 @@ std::string rule_outside_simd(const Recipe& r) {
       if (r.fp8_block_or_null() != nullptr && r.fp8_block().ue8m0_scales) return "FP8 block: the vectorized path writes F32 scales only";
       return {};
     case RecipeKind::kMXFP4:
-      return "MXFP4: no vectorized path (the scalar reference, mxfp4.cpp, quantizes and dequantizes every MXFP4 recipe)";
+      return {};  // mxfp4_simd.cpp: every order the shared check lets through, every scale rule they define
   }
   return "unknown recipe kind";
 }
@@ -82,6 +82,7 @@ bool simd_supports(const Recipe& r, DType input, std::string* why) {
 bool simd_supports_dequantize(const Recipe& r, DType out, std::string* why) {
   if (out != DType::kF32 && out != DType::kBF16) return fail(why, "dequantize: the vectorized path writes F32 and BF16 only");
   if (const std::string rule = rule_outside_simd(r); !rule.empty()) return fail(why, rule + " (dequantize)");
+  if (r.is(RecipeKind::kMXFP4)) return fail(why, "MXFP4 dequantize: no vectorized decode (the scalar reference decodes every MXFP4 plane)");
   return true;
 }
 

@@ -25,6 +25,7 @@ QuantizedTensor quantize_nvfp4(const MatrixView& x, const Recipe& r, const float
 QuantizedTensor quantize_mxfp8(const MatrixView& x, const Recipe& r);
 QuantizedTensor quantize_fp8_block(const MatrixView& x, const Recipe& r);
 QuantizedTensor quantize_fp8_tensor(const MatrixView& x, const Recipe& r, const float* amax_override);
+QuantizedTensor quantize_mxfp4(const MatrixView& x, const Recipe& r);
 HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out);
 float amax(const MatrixView& x, bool propagate_nan);
 /// The instruction set HWY_DYNAMIC_DISPATCH runs now (e.g. "AVX2").
