@@ -210,9 +210,11 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
     case RecipeKind::kMXFP8: detail::launch_mxfp8(a, s); break;
     case RecipeKind::kFP8Block: detail::launch_fp8_block(a, s); break;
     case RecipeKind::kMXFP4:
-      QTC_CHECK(a.rules.mx_order == MxOrder::kTorchAO || a.mxfp4.scale_rule == MxScaleRule::kRceil ||
-                    a.mxfp4.scale_rule == MxScaleRule::kOcpFloor,
-                "MXFP4 scale_rule ", mx_scale_rule_name(a.mxfp4.scale_rule), " is defined by torchao's to_mx only (profile torchao)");
+      // te / ocp / triton_kernels: rceil and ocp_floor; torchao: its four modes; vllm_cutlass: even (its one rule).
+      QTC_CHECK(a.rules.mx_order == MxOrder::kTorchAO || a.rules.mx_order == MxOrder::kVllmCutlass ||
+                    a.mxfp4.scale_rule == MxScaleRule::kRceil || a.mxfp4.scale_rule == MxScaleRule::kOcpFloor,
+                "MXFP4 scale_rule ", mx_scale_rule_name(a.mxfp4.scale_rule),
+                " is defined by torchao's to_mx and vLLM's UE8M0 quantizer only (profiles torchao, vllm_cutlass)");
       detail::launch_mxfp4(a, s);
       break;
     case RecipeKind::kFP8Tensor: {

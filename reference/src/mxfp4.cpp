@@ -30,7 +30,7 @@ struct Mx4Rule {
     if (vllm) return mxfp4::scale_vllm_cutlass(bamax);
     if (triton) return mxfp4::scale_triton(bamax, rule);
     QTC_CHECK(rule == MxScaleRule::kRceil || rule == MxScaleRule::kOcpFloor, "MXFP4 scale_rule ", mx_scale_rule_name(rule),
-              " is defined by torchao's to_mx only (profile torchao)");
+              " is not defined under mxfp4.order te (profiles torchao and vllm_cutlass define more)");
     return mxfp4::scale_te(bamax, rule, pr.mx_nonfinite == MxNonFinite::kNaN);
   }
   uint8_t code(float x, uint8_t e) const {
