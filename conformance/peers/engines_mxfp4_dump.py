@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Dump MXFP4 vectors (VECTORS.md, schema 1, recipe `mxfp4`) of two inference-engine quantizers that run only on a
 GPU, from faithful NumPy readings of their code: profile `triton_kernels` (OUT/triton_kernels) and profile
-`vllm_cutlass` (OUT/vllm_cutlass, below).
+`vllm_cutlass` (OUT/vllm_cutlass, below); and FBGEMM's MX4 reference (profile `fbgemm`, OUT/fbgemm, below), which
+needs fbgemm_gpu and torch: re-stated in NumPy as well.
 
 triton_kernels: a faithful NumPy reading of triton_kernels' `_downcast_to_mxfp` Triton kernel (triton-lang/triton,
 python/triton_kernels/triton_kernels/numerics_details/mxfp_details/_downcast_to_mxfp.py, `_compute_quant_and_scale`),
@@ -37,7 +38,10 @@ byte = clamp(exponent(rounded) - 2, 0, 254) (the canonical NaN carries into bit 
 127)), 0 for byte 0; cvt.rn.satfinite.e2m1x2.f32: the nearest E2M1 value, ties to even, saturating at 6, sign kept,
 NaN -> 0x7 (re-stated here by value, not by bits).
 
-    python3 conformance/peers/engines_mxfp4_dump.py OUT_DIR   (writes OUT_DIR/triton_kernels, OUT_DIR/vllm_cutlass)
+fbgemm: `py_quantize_mx4(a, 32)` step by step (plane_fbgemm below), float32 input only, no NaN blocks; the
+scales and codes are written in qtc's planes (FBGEMM's packed rows put each group's exponent after its 16 bytes).
+
+    python3 conformance/peers/engines_mxfp4_dump.py OUT_DIR   (writes OUT_DIR/{triton_kernels,vllm_cutlass,fbgemm})
     build/conformance/qtc verify OUT_DIR/triton_kernels OUT_DIR/vllm_cutlass
 
 Needs: numpy. Deterministic (fixed seeds).
@@ -141,6 +145,43 @@ def plane_vllm(xf):
     return e2m1_by_value(q).reshape(r, n), sb
 
 
+def plane_fbgemm(xf):
+    """FBGEMM py_quantize_mx4 (fbgemm_gpu/triton/quantize_ref.py at 3cbb3e9b), step by step on [rows, len] float32,
+    the torch int8 / int32 arithmetic re-stated with NumPy's (both wrap); torch.log2 (float32) as the correctly
+    rounded log2 (float64 log2 rounded to float32). Returns codes [rows, len] and the exponent bytes e + 127."""
+    r, n = xf.shape
+    a = xf.reshape(r * n // 32, 32)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shared = np.max(np.abs(a), axis=1, keepdims=True)  # NaN propagates (no NaN blocks are dumped)
+        shared = np.where(shared == 0, np.float32(2.0 ** -126), shared).astype(np.float32)
+        shared = np.ceil(np.log2(shared.astype(np.float64)).astype(np.float32))
+        shared = np.clip(shared - np.float32(2), -127, 125).astype(np.float32)
+        scale = np.exp2(shared.astype(np.float64)).astype(np.float32)
+        v = (a / scale).astype(np.float32).view(np.int32)
+    sign = ((v >> 31).astype(np.int8) & 1).astype(np.int8)
+    biased = ((v & 0x7F800000) >> 23).astype(np.int8)
+    nbe = (biased - np.int8(127) + np.int8(1)).astype(np.int8)
+    with np.errstate(over="ignore"):
+        exp_diff = np.where(nbe <= 0, (np.int8(1) - nbe).astype(np.int8), np.int8(0)).astype(np.int8)
+    exp_diff = np.minimum(exp_diff, np.int8(24))
+    sub = biased == 0
+    mant = np.where(sub, v & 0x7FFFFF, (v & 0x7FFFFF) + (1 << 23)).astype(np.int32)
+    sig = np.where(sub, 23, 24).astype(np.int32)
+    sh = sig + exp_diff.astype(np.int32) - 3
+    sh = np.where((sh < 0) | (sh >= 31), 31, sh)  # torch: a negative or too large shift shifts by 31
+    m = (mant >> sh).astype(np.int8)
+    m = ((m + np.int8(1)).astype(np.int8) >> 1).astype(np.int8)
+    over = m >= 4
+    m = np.where(over & ~sub, m >> 1, m).astype(np.int8)
+    nbe = np.where((nbe <= 0) & (m == 2), np.int8(1), nbe).astype(np.int8)
+    m = (m & 1).astype(np.int8)
+    nbe = np.where(over, (nbe + np.int8(1)).astype(np.int8), nbe).astype(np.int8)
+    m = np.where(nbe >= 4, np.int8(1), m).astype(np.int8)
+    nbe = np.clip(nbe, 0, 3).astype(np.int8)
+    codes = ((sign.astype(np.uint8) << 3) | (nbe.astype(np.uint8) << 1) | m.astype(np.uint8)).astype(np.uint8)
+    return codes.reshape(r, n), (shared + 127).astype(np.int64).astype(np.uint8).reshape(r, n // 32)
+
+
 def pack(codes):
     return (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)
 
@@ -182,6 +223,15 @@ def family(name, m, k, seed):
         x[0, 0:32] = np.nan
         if k >= 64:
             x[1, 32:64] = -np.nan
+    elif name == "inf":  # Inf among finite values (block exponent 125, Inf elements -> +-0), no NaN
+        x[g.random((m, k)) < 0.03] = np.inf
+        x[g.random((m, k)) < 0.03] = -np.inf
+    elif name == "near_pow2":  # block amax 2^k (1 + j 2^-23): where a float32 log2 rounds below k + 1
+        for i in range(m):
+            for b in range(k // 32):
+                a = np.float32(2.0 ** int(g.integers(-20, 20)) * (1 + int(g.integers(0, 5)) * 2.0 ** -23))
+                x[i, 32 * b:32 * b + 32] = np.clip(x[i, 32 * b:32 * b + 32], -a, a)
+                x[i, 32 * b + int(g.integers(0, 32))] = a
     elif name == "zeros":  # zero blocks, -0 elements, blocks of one nonzero value
         x[:, :32] = 0.0
         x[1::2, :32] = -0.0
@@ -217,6 +267,11 @@ def save(path, tensors, md):
 
 CASES = [("normal", (64, 96)), ("ties", (32, 64)), ("pow2", (64, 64)), ("tiny", (32, 64)), ("big", (32, 32)),
          ("nan_inf", (32, 64)), ("zeros", (64, 32))]
+
+
+# FBGEMM's reference takes float32 only; NaN blocks are left out (FBGEMM converts a NaN exponent to int8: undefined).
+FBGEMM_CASES = [("normal", (64, 96)), ("ties", (32, 64)), ("pow2", (64, 64)), ("tiny", (32, 64)), ("big", (32, 32)),
+                ("inf", (32, 64)), ("zeros", (64, 32)), ("near_pow2", (64, 64))]
 
 
 def write(out, name, raw, st, xf, planefn, md):
@@ -258,7 +313,18 @@ def main():
                             "written independently of qtc"}
             write(vc, f"mxfp4_vllm_cutlass_even_{dt}_{fam}_{m}x{k}", raw, st, xf, plane_vllm, md)
             nv += 1
-    print(f"{n} vectors written to {tk}, {nv} to {vc}")
+    fb = os.path.join(sys.argv[1], "fbgemm")
+    os.makedirs(fb, exist_ok=True)
+    nf = 0
+    for ci, (fam, (m, k)) in enumerate(FBGEMM_CASES):
+        x = family(fam, m, k, 25000 + ci)
+        md = {"qtc.schema": "1", "recipe": "mxfp4", "profile": "fbgemm", "scale_rule": "ceil", "case.family": fam,
+              "source": "fbgemm py_quantize_mx4 (fbgemm_gpu/triton/quantize_ref.py at 3cbb3e9b), not run: a faithful "
+                        f"NumPy {np.__version__} reading of it with torch's float32 log2 as the correctly rounded one "
+                        "(conformance/peers/engines_mxfp4_dump.py), in qtc's planes (not FBGEMM's packed rows)"}
+        write(fb, f"mxfp4_fbgemm_ceil_f32_{fam}_{m}x{k}", x, "F32", x, plane_fbgemm, md)
+        nf += 1
+    print(f"{n} vectors written to {tk}, {nv} to {vc}, {nf} to {fb}")
     return 0
 
 

@@ -4,7 +4,7 @@
 ///        along M, data [K, ceil(M/2)]. Any M, K: partial blocks reduce over their valid elements, an odd row length
 ///        leaves the last high nibble 0. Every scalar step (scale from the block amax, E2M1 code) is
 ///        reference/include/qtc/mxfp4_codec.hpp's, the functions the CPU reference runs, under the same profile
-///        rules (te / ocp / torchao / triton_kernels / vllm_cutlass).
+///        rules (te / ocp / torchao / triton_kernels / vllm_cutlass / fbgemm).
 ///        One thread per block of 32: it owns the block's 16 data bytes and its scale
 ///        entry, so no two threads write one byte. A straightforward kernel (no tiling): correctness first.
 #include "device_util.cuh"
@@ -32,12 +32,16 @@ __device__ __forceinline__ bool mx_triton(const QuantizeArgs& p) {
   return p.rules.mx_order == MxOrder::kTritonKernels || mx_vllm(p);
 }
 
+__device__ __forceinline__ bool mx_fbgemm(const QuantizeArgs& p) { return p.rules.mx_order == MxOrder::kFbgemm; }
+
 __device__ __forceinline__ uint8_t block_scale(float bamax, const QuantizeArgs& p) {
+  if (mx_fbgemm(p)) return mxfp4::scale_fbgemm(bamax);
   if (mx_vllm(p)) return mxfp4::scale_vllm_cutlass(bamax);
   if (mx_triton(p)) return mxfp4::scale_triton(bamax, p.mxfp4.scale_rule);
   return mx_torchao(p) ? mxfp4::scale_torchao(bamax, p.mxfp4.scale_rule) : mxfp4::scale_te(bamax, p.mxfp4.scale_rule, mx_nan(p));
 }
 __device__ __forceinline__ uint8_t code(float x, uint8_t e, const QuantizeArgs& p) {
+  if (mx_fbgemm(p)) return mxfp4::code_fbgemm(x, e);
   if (mx_triton(p)) return mxfp4::code_triton(x, e);
   return mx_torchao(p) ? mxfp4::code_torchao(x, e, p.mxfp4.scale_rule) : mxfp4::code_te(x, e);
 }

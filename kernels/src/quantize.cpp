@@ -81,7 +81,8 @@ DevicePlane make_plane(const PlaneSpec& spec, ScaleLayout layout, cudaStream_t s
 /// The profile rules the CUDA kernels implement besides te's values (path_rules.hpp): the one check the vectorized
 /// CPU path makes too, with its own PathRules. The kernels read each rule under its name (detail::KernelRules).
 constexpr PathRules kCudaRules{
-    .path = "the CUDA kernels", .nvfp4_order_torchao = true, .mx_order_torchao = true, .mx_order_triton_kernels = true};
+    .path = "the CUDA kernels", .nvfp4_order_torchao = true, .mx_order_torchao = true, .mx_order_triton_kernels = true,
+    .mx_order_fbgemm = true};
 
 /// Throws qtc::Error naming the profile rule the kernels do not implement (no silent run of another rule).
 void check_rules(const Recipe& r, const char* what) {
@@ -211,10 +212,10 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
     case RecipeKind::kFP8Block: detail::launch_fp8_block(a, s); break;
     case RecipeKind::kMXFP4:
       // te / ocp / triton_kernels: rceil and ocp_floor; torchao: its four modes; vllm_cutlass: even (its one rule).
-      QTC_CHECK(a.rules.mx_order == MxOrder::kTorchAO || a.rules.mx_order == MxOrder::kVllmCutlass ||
+      QTC_CHECK(a.rules.mx_order == MxOrder::kTorchAO || a.rules.mx_order == MxOrder::kVllmCutlass || a.rules.mx_order == MxOrder::kFbgemm ||
                     a.mxfp4.scale_rule == MxScaleRule::kRceil || a.mxfp4.scale_rule == MxScaleRule::kOcpFloor,
                 "MXFP4 scale_rule ", mx_scale_rule_name(a.mxfp4.scale_rule),
-                " is defined by torchao's to_mx and vLLM's UE8M0 quantizer only (profiles torchao, vllm_cutlass)");
+                 " is defined by torchao's to_mx, vLLM's UE8M0 quantizer and FBGEMM's MX4 only (profiles torchao, vllm_cutlass, fbgemm)");
       detail::launch_mxfp4(a, s);
       break;
     case RecipeKind::kFP8Tensor: {

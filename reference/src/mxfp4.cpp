@@ -3,7 +3,7 @@
 ///        the low nibble of byte j), one E8M0 scale per 32 elements. Rowwise: blocks of 32 along K, data [M,
 ///        ceil(K/2)]; columnwise: the quantization of x^T, blocks of 32 along M, data [K, ceil(M/2)]. Partial blocks
 ///        reduce over their valid elements only; an odd row length leaves the last high nibble 0. The scalar
-///        steps are mxfp4_codec.hpp's (te / ocp / torchao / triton_kernels / vllm_cutlass orders).
+///        steps are mxfp4_codec.hpp's (te / ocp / torchao / triton_kernels / vllm_cutlass / fbgemm orders).
 #include "internal.hpp"
 #include "qtc/mxfp4_codec.hpp"
 #include "qtc/profile.hpp"
@@ -18,6 +18,7 @@ struct Mx4Rule {
   const MxScaleRule rule = r.mxfp4().scale_rule;
   const bool torchao = pr.mx_order == MxOrder::kTorchAO;
   const bool vllm = pr.mx_order == MxOrder::kVllmCutlass;
+  const bool fbgemm = pr.mx_order == MxOrder::kFbgemm;
   /// triton_kernels and vllm_cutlass share the amax (NaN-ignoring max from NaN) and the data step (x * 1/scale).
   const bool triton = pr.mx_order == MxOrder::kTritonKernels || vllm;
   /// NaN propagates into the block amax where a NaN block gets a NaN scale (OCP, torchao); TE ignores it.
@@ -28,12 +29,14 @@ struct Mx4Rule {
   uint8_t scale(float bamax) const {
     if (torchao) return mxfp4::scale_torchao(bamax, rule);
     if (vllm) return mxfp4::scale_vllm_cutlass(bamax);
+    if (fbgemm) return mxfp4::scale_fbgemm(bamax);
     if (triton) return mxfp4::scale_triton(bamax, rule);
     QTC_CHECK(rule == MxScaleRule::kRceil || rule == MxScaleRule::kOcpFloor, "MXFP4 scale_rule ", mx_scale_rule_name(rule),
               " is not defined under mxfp4.order te (profiles torchao and vllm_cutlass define more)");
     return mxfp4::scale_te(bamax, rule, pr.mx_nonfinite == MxNonFinite::kNaN);
   }
   uint8_t code(float x, uint8_t e) const {
+    if (fbgemm) return mxfp4::code_fbgemm(x, e);
     return torchao ? mxfp4::code_torchao(x, e, rule) : (triton ? mxfp4::code_triton(x, e) : mxfp4::code_te(x, e));
   }
 };

@@ -41,11 +41,13 @@ std::string unimplemented_rule(const Recipe& r, const PathRules& path) {
     case RecipeKind::kMXFP4: {
       const char* rule = r.is(RecipeKind::kMXFP8) ? "mxfp8.order" : "mxfp4.order";
       const std::string implemented = std::string(path.mx_order_torchao ? "te's and torchao's orders" : "te's order") +
-                                      (path.mx_order_triton_kernels && r.is(RecipeKind::kMXFP4) ? ", triton_kernels' and vllm_cutlass' only" : " only");
+                                      (path.mx_order_triton_kernels && r.is(RecipeKind::kMXFP4) ? ", triton_kernels' and vllm_cutlass'" : "") +
+                                      (path.mx_order_fbgemm && r.is(RecipeKind::kMXFP4) ? ", fbgemm's" : "") + " only";
       if (pr.mx_order == MxOrder::kTorchAO && !path.mx_order_torchao) return refuse(rule, "torchao", implemented);
       if ((pr.mx_order == MxOrder::kTritonKernels || pr.mx_order == MxOrder::kVllmCutlass) && r.is(RecipeKind::kMXFP4) &&
           path.mx_order_triton_kernels)
         return {};
+      if (pr.mx_order == MxOrder::kFbgemm && r.is(RecipeKind::kMXFP4) && path.mx_order_fbgemm) return {};
       if (pr.mx_order != MxOrder::kTE && pr.mx_order != MxOrder::kTorchAO)
         return refuse(rule, order_name(mx_order_text(pr.mx_order)), implemented);
       return {};  // mxfp8.nonfinite_block: both values on every path

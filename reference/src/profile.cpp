@@ -256,6 +256,18 @@ std::vector<ProfileRules> make_builtin() {
   vc.mx_order = MxOrder::kVllmCutlass;
   vc.mxfp4_scale_rules = {MxScaleRule::kEven};  // the threshold rule: torchao's EVEN on the bits, clamped to [0, 254]
   v.push_back(vc);
+
+  // FBGEMM's MX4 (issue 24): the scale and element rules of its reference py_quantize_mx4 (mxfp4_codec.hpp), in qtc's
+  // planes and scale layouts (FBGEMM's own packed rows, each group's exponent after its 16 bytes, are not a layout here).
+  ProfileRules fb = tk;
+  fb.id = Profile::kFbgemm;
+  fb.name = "fbgemm";
+  fb.follows = "FBGEMM fbgemm_gpu/triton/quantize_ref.py py_quantize_mx4 (at 3cbb3e9b; float32, torch's log2), scale and "
+               "element rules; read, not run";
+  fb.mx_order = MxOrder::kFbgemm;
+  fb.mx_nonfinite = MxNonFinite::kNaN;  // torch.max propagates NaN
+  fb.mxfp4_scale_rules = {MxScaleRule::kCeil};
+  v.push_back(fb);
   return v;
 }
 
@@ -358,6 +370,10 @@ std::string_view mx_order_text(MxOrder o) {
       return "vllm_cutlass: amax by __hmax2 (NaN ignored unless the block is all NaN: byte 0x00); even (the threshold "
              "rule) byte = clamp(exponent((bits(bamax) + 2^21) & 0xFF800000) - 2, 0, 254); data x * (1 / 2^(e-127)), 0 "
              "for e = 0x00; cvt.rn.satfinite.e2m1x2: RN-even, saturating, NaN -> 0x7";
+    case MxOrder::kFbgemm:
+      return "fbgemm: amax by torch.max (NaN propagates), 0 -> 2^-126; ceil e = clamp(ceil(log2f(bamax)) - 2, -127, 125) "
+             "(correctly rounded float32 log2); data x / 2^e on 3 significant bits + 1 >> 1 (half away from zero, no sticky), "
+             "saturating at 6, Inf -> +-0; a NaN block 0xFF, codes 0x0 (qtc's choice)";
   }
   return "?";
 }
@@ -480,7 +496,7 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
     for (MxScaleRule r : mxfp4_scale_rules) rules += (rules.empty() ? "" : ", ") + std::string(mx_scale_rule_name(r));
     d.emplace_back("mxfp4.scale_rules", rules);
     d.emplace_back("mxfp4.order", mx_order == MxOrder::kCompressedTensors || mx_order == MxOrder::kTritonKernels ||
-                                          mx_order == MxOrder::kVllmCutlass
+                                          mx_order == MxOrder::kVllmCutlass || mx_order == MxOrder::kFbgemm
                                       ? std::string(mx_order_text(mx_order))
                                   : mx_order == MxOrder::kTE
                                       ? "te: rceil E8M0 up from bamax * RN(1/6), ocp_floor floor(log2 bamax) - 2; data x * 2^(127-e); "
@@ -497,6 +513,8 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
                                                 : mx_order == MxOrder::kVllmCutlass
                                                 ? "NaN ignored unless the block is all NaN (then 0x00); Inf -> 253; a 0x00 "
                                                   "block's codes are +-0, NaN -> 0x7"
+                                                : mx_order == MxOrder::kFbgemm
+                                                ? "NaN propagates: 0xFF, codes 0x0 (qtc's choice); Inf -> 252, Inf elements +-0"
                                                 : (mx_nonfinite == MxNonFinite::kNaN ? "NaN propagates; NaN or Inf -> 0xFF, codes 0x7"
                                                                                      : "NaN ignored (maxNum), Inf -> 0xFE, Inf -> +-6"));
   }

@@ -242,6 +242,38 @@ TEST(Mxfp4VllmCutlass, ThresholdRuleAndZeroScale) {
   EXPECT_EQ(unimplemented_rule(mx4(MxScaleRule::kEven, Profile::kVllmCutlass), PathRules{.path = "p", .mx_order_triton_kernels = true}), "");
 }
 
+// FBGEMM's MX4 (profile fbgemm, scale rule ceil): ceil of the float32 log2 (below k + 1 just above 2^k), clamp
+// [-127, 125]; elements rounded half away from zero on 3 significant bits; Inf elements -> +-0; NaN blocks 0xFF.
+TEST(Mxfp4Fbgemm, Log2CeilAndHalfAwayRounding) {
+  using mxfp4::scale_fbgemm;
+  EXPECT_EQ(scale_fbgemm(16.0f), 129);
+  EXPECT_EQ(scale_fbgemm(16.0f * (1.0f + 0x1p-23f)), 129);  // log2 = 4 + 1.7e-7 rounds to 4 in float32 (exact: 5)
+  EXPECT_EQ(scale_fbgemm(2.0f * (1.0f + 0x1p-23f)), 127);   // at k = 1 the float32 log2 keeps the excess: ceil 2
+  EXPECT_EQ(scale_fbgemm(17.0f), 130);
+  EXPECT_EQ(scale_fbgemm(0.0f), 0);  // 2^-126: -126 - 2 clamped to -127
+  EXPECT_EQ(scale_fbgemm(FLT_MAX), 252);
+  EXPECT_EQ(scale_fbgemm(INFINITY), 252);
+  EXPECT_EQ(scale_fbgemm(NAN), 0xFF);
+  const float v[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.5f, 7.0f, -0.0f, 0.2f, 0.3f, 0.74f, -1.25f,
+                     INFINITY, -INFINITY, 0x1p-130f};
+  const uint8_t want[] = {0x1, 0x2, 0x3, 0x4, 0x5, 0x6, 0x7, 0x7, 0x7, 0x8, 0x0, 0x1, 0x1, 0xB, 0x0, 0x8, 0x0};
+  for (size_t i = 0; i < std::size(v); ++i) EXPECT_EQ(mxfp4::code_fbgemm(v[i], 127), want[i]) << v[i];
+  EXPECT_EQ(mxfp4::code_fbgemm(3e38f, 252), 0x7);  // 3e38 / 2^125 = 7.05 saturates
+  EXPECT_EQ(mxfp4::code_fbgemm(-1.0f, 0xFF), 0x0);
+  std::vector<float> x(64, 1.0f);
+  x[5] = NAN;  // block 0: NaN propagates (torch.max) -> 0xFF, codes 0 (qtc's choice where FBGEMM is undefined)
+  x[40] = 1.25f;  // block 1: amax 1.25 -> ceil(0.32) - 2 = -1: 1.25 * 2 = 2.5 -> 3 (half away), 1.0 * 2 -> 2
+  const MatrixView mv{x.data(), DType::kF32, 1, 64};
+  const QuantizedTensor q = ref::quantize(mv, mx4(MxScaleRule::kCeil, Profile::kFbgemm, true, false));
+  EXPECT_EQ(q.rowwise->scale.bytes[0], 0xFF);
+  EXPECT_EQ(q.rowwise->data[2], 0x00);
+  EXPECT_EQ(q.rowwise->scale.bytes[1], 126);
+  EXPECT_EQ(q.rowwise->data[20], 0x45);
+  EXPECT_EQ(rule_of(mx4(MxScaleRule::kRceil, Profile::kFbgemm)), "mxfp4-profile-scale-rule");
+  EXPECT_EQ(unimplemented_rule(mx4(MxScaleRule::kCeil, Profile::kFbgemm), PathRules{.path = "p", .mx_order_fbgemm = true}), "");
+  EXPECT_NE(unimplemented_rule(mx4(MxScaleRule::kCeil, Profile::kFbgemm), PathRules{.path = "p", .mx_order_triton_kernels = true}), "");
+}
+
 // Ragged shapes: the two planes and their dequantization, against a direct per-block computation, every layout.
 TEST(Mxfp4Te, RaggedPlanesLayoutsAndDequantize) {
   const int64_t M = 37, K = 45;

@@ -33,6 +33,14 @@
 ///    then the canonical NaN); the "threshold" scale rule (qtc `even`): rounded = (bits(amax) + 2^21) & 0xFF800000
 ///    (mantissa >= 0.75 rounds up), byte = clamp(exponent(rounded) - 2, 0, 254), an all-NaN block 0x00; data
 ///    x * (1 / 2^(byte-127)), 0 for byte 0x00; E2M1 by cvt.rn.satfinite.e2m1x2.f32 (RN-even, saturating, NaN -> 0x7).
+///  * fbgemm order (MxOrder::kFbgemm): FBGEMM's MX4 reference `py_quantize_mx4` (fbgemm_gpu/triton/quantize_ref.py at
+///    3cbb3e9b), float32: amax = torch.max(|x|) (NaN propagates), 0 -> 2^-126; e = clamp(ceil(torch.log2(amax)) - 2,
+///    -127, 125), byte e + 127 (torch's float32 log2 modelled as the correctly rounded one: it then gives k, not k + 1,
+///    for the same 3654 of the 16192 values 2^k (1 + j 2^-23), |k| <= 126, j <= 64, as torch 2.11 measured); data
+///    x / 2^e, then its bit arithmetic in int8 (exponent wrap included): 3 significant bits, + 1, >> 1 (ties and above
+///    round away from zero, no sticky bit: 0.25 -> 0.5, 1.25 -> 1.5, 2.5 -> 3, 5 -> 6), saturating at 6; Inf -> +-0
+///    (its exponent field wraps). A NaN block (FBGEMM converts the NaN exponent to int8: undefined) is qtc's choice:
+///    byte 0xFF, codes 0x0.
 #pragma once
 #include <cstdint>
 
@@ -123,6 +131,41 @@ QTC_HD uint8_t scale_vllm_cutlass(float bamax) {
   const uint32_t biased = ((f32_bits(bamax) + (1u << 21)) & 0xFF800000u) >> 23 & 0xFFu;
   const uint32_t e = biased > 2u ? biased - 2u : 0u;
   return static_cast<uint8_t>(e < 254u ? e : 254u);
+}
+
+/// FBGEMM MX4's scale byte e + 127 of a block with amax `bamax` (NaN-propagating amax).
+QTC_HD uint8_t scale_fbgemm(float bamax) {
+  if (bamax != bamax) return 0xFF;  // qtc's choice (FBGEMM: a NaN converted to int8)
+  const float m = bamax == 0.0f ? 0x1p-126f : bamax;
+  const float l = static_cast<float>(log2(static_cast<double>(m)));  // torch.log2 (float32), correctly rounded
+  const float e = fminf(fmaxf(ceilf(l) - 2.0f, -127.0f), 125.0f);   // Inf -> 125
+  return static_cast<uint8_t>(static_cast<int>(e) + 127);
+}
+
+/// FBGEMM MX4's E2M1 code of x in a block with scale byte e (<= 252, or 0xFF for a NaN block).
+QTC_HD uint8_t code_fbgemm(float x, uint8_t e) {
+  if (e == 0xFF) return 0x0;
+  const uint32_t a = f32_bits(x * bits_f32(static_cast<uint32_t>(254 - e) << 23));  // x / 2^(e-127), exact as the division
+  if ((a & 0x7FFFFFFFu) > 0x7F800000u) return 0x0;  // a NaN (only from a NaN element, whose block is NaN)
+  const int sign = static_cast<int>(a >> 31);
+  const int biased = static_cast<int>((a >> 23) & 0xFFu);
+  const auto i8 = [](int v) { return static_cast<int>(static_cast<int8_t>(static_cast<uint8_t>(v & 0xFF))); };
+  int nbe = i8(biased - 126);                          // int8(biased) - 127 + 1, int8 arithmetic
+  int exp_diff = nbe <= 0 ? i8(1 - nbe) : 0;           // Inf: int8(128) = -128
+  exp_diff = exp_diff < 24 ? exp_diff : 24;
+  const bool subnorm = biased == 0;
+  const int64_t mant = subnorm ? (a & 0x7FFFFFu) : ((a & 0x7FFFFFu) + (1u << 23));
+  const int shift = (subnorm ? 23 : 24) + exp_diff - 3;  // torch: a negative or >= 31 shift gives a >> 31 (0 here)
+  int m = (shift < 0 || shift >= 31) ? 0 : i8(static_cast<int>(mant >> shift));
+  m = i8(m + 1) >> 1;
+  const bool overflow = m >= 4;
+  if (overflow && !subnorm) m >>= 1;
+  if (nbe <= 0 && m == 2) nbe = 1;
+  m &= 1;
+  if (overflow) nbe = i8(nbe + 1);
+  if (nbe >= 4) m = 1;
+  nbe = nbe < 0 ? 0 : (nbe > 3 ? 3 : nbe);
+  return static_cast<uint8_t>((sign << 3) | (nbe << 1) | m);
 }
 
 /// The dequantized value of code c in a block with scale byte e: 2^(e-127) * E2M1(c) (0x00 -> 2^-127, 0xFF ->

@@ -63,6 +63,8 @@ enum class MxOrder : uint8_t {
                    ///< x * 1/2^(e-127) (0 for e = 0x00, 0xFF), E2M1 RN-even saturating by bit arithmetic, NaN -> 0x7
   kVllmCutlass,  ///< vLLM's CUDA FP4 quantizer with UE8M0 scales (MXFP4 only; mxfp4_codec.hpp): __hmax2 amax, byte =
                  ///< clamp(exponent((bits + 2^21) & 0xFF800000) - 2, 0, 254); data x * 1/2^(e-127) (0 for e = 0x00)
+  kFbgemm,  ///< FBGEMM MX4 (MXFP4 only; mxfp4_codec.hpp): e = clamp(ceil(log2f(amax)) - 2, -127, 125) with torch's float32
+            ///< log2, zero blocks as 2^-126; data x / 2^e rounded half away from zero on 3 significant bits, saturating
 };
 
 /// What a NaN or Inf block does to an MXFP8 scale under the kTE order.
