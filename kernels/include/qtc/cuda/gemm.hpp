@@ -114,7 +114,7 @@ struct GroupedRowsDevice {
 /// Nothing reads them on the host, so a call taking them can be captured in a CUDA graph once and replayed with
 /// other sizes written into the same arrays. Caller contract: groups in order, not overlapping, inside
 /// [0, capacity). It cannot be checked on the host without a sync; on the device every call first rewrites the
-/// routing (kernels/src/grouped_routing.hpp): a group with a negative size, overlapping the previous kept group or
+/// routing (kernels/src/grouped/grouped_routing.hpp): a group with a negative size, overlapping the previous kept group or
 /// passing the capacity is computed as empty (fprop: its rows untouched; wgrad: zeros), so hostile sizes never
 /// make a kernel read or write outside the buffers.
 struct GroupedRowsOnDevice {
