@@ -13,8 +13,9 @@
 ///    free of bank conflicts;
 ///  * a rowwise thread owns two whole 16-element blocks of one row, a columnwise thread two whole 16-row
 ///    columns (its 16 words): no shuffle for 1x16 block amaxes; the amaxes are packed bf16x2/half2 maxima of
-///    |x| (__hmax2 returns the other operand for a NaN, as fmaxf does, and the maximum of exact values is
-///    exact; balanced trees keep the dependency chains short); 16x16 blocks combine the 8 column threads of a block with three shuffles;
+///    |x| (max.xorsign.abs: one instruction per word pair; max returns the other operand for a NaN, as fmaxf
+///    does, and the maximum of exact values is exact; balanced trees keep the dependency chains short); 16x16
+///    blocks combine the 8 column threads of a block with three shuffles;
 ///  * S_enc, S_dec, S_enc * RN(1/6) once per CTA, and enc = fminf(1 / (dec(sf) * S_dec), FLT_MAX) from a
 ///    128-entry shared table per plane built once per CTA with the reference's division (sf is never
 ///    negative or NaN here). Row-scaled tensors keep one division per block, with the per-row and per-column

@@ -3,8 +3,8 @@
 # Run from the checkout root on the GPU machine: bash .carry/p27/run.sh   (unpacks .carry/p27.tar.xz)
 # Binaries (built on the development machine, sm_90, nvcc 13.0; the lead's main build 6c5490b with
 # nvfp4_fast.cu.o / nvfp4_fast_check.cu.o recompiled): base/ (main), v1/ (encoder), v2/ (encoder + absmax tree).
-# Steps: v2 test_quantize_cuda (every case, QTC_REQUIRE_GPU=1), memcheck + racecheck on the fast-kernel NVFP4
-# cases (QTC_SMALL=1), benchmark of the NVFP4 rows for base / v2 / v1 / base / v2 (medians of 3), ncu (base, v2).
+# Steps: v2 test_quantize_cuda (every NVFP4 case, QTC_REQUIRE_GPU=1), memcheck + racecheck on the fast-kernel NVFP4
+# cases (QTC_SMALL=1), benchmark of the NVFP4 rows for base / v2 / v1 / v2 (medians of 3), ncu (base, v2).
 set -uo pipefail
 D=/tmp/p27
 mkdir -p $D && tar -C $D -xJf .carry/p27.tar.xz
@@ -18,8 +18,8 @@ say "date $(date -u +%FT%TZ) commits $(cat $D/commits.txt)"
 say "gpu $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader 2>/dev/null)"
 FAST='*Nvfp41x16BF16*:*Nvfp416x16BF16*:*Nvfp4RowScaledBF16*:*Nvfp41x16ColOnlyBF16*:*Nvfp41x16RowOnlyBF16*:*Nvfp416x16F16*:*Nvfp41x16F16*:*Nvfp4RowScaledF16*'
 ROWS='Copy4GiB|NVFP4_1x16_BF16|NVFP4_1x16_BF16_amax_given|NVFP4_16x16_BF16|NVFP4_16x16_BF16_amax_given|NVFP4_rowscaled_BF16'
-step "v2 test_quantize_cuda, every case"
-timeout 200 $D/v2/test_quantize_cuda --gtest_brief=1 > $L/test_full_v2.log 2>&1
+step "v2 test_quantize_cuda, every NVFP4 case + determinism + QuantizeWithAmax + CudaBackend"
+timeout 200 $D/v2/test_quantize_cuda --gtest_brief=1 --gtest_filter="${P27_TESTS:-*Nvfp4*:Determinism.*:QuantizeWithAmax.*:CudaBackend.*}" > $L/test_full_v2.log 2>&1
 rc=$?; say "v2 full tests rc=$rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' $L/test_full_v2.log | tr '\n' ' ')"
 grep -E '^\[  FAILED  \]' $L/test_full_v2.log | head -20 | tee -a "$S"
 if [ $rc -ne 0 ]; then
@@ -36,7 +36,7 @@ QTC_SMALL=1 timeout 100 compute-sanitizer --tool racecheck --error-exitcode 99 -
   --gtest_brief=1 --gtest_filter='*Nvfp416x16BF16*Normal*:*Nvfp41x16BF16*Normal*:*Nvfp4RowScaledBF16*Normal*' > $L/racecheck_v2.log 2>&1
 say "racecheck rc=$? $(grep -E 'RACECHECK SUMMARY' $L/racecheck_v2.log | tail -1) $(grep -E '^\[  (PASSED|FAILED) ' $L/racecheck_v2.log | tr '\n' ' ')"
 n=0
-for v in base v2 v1 base v2; do
+for v in ${P27_BENCH:-base v2 v1 v2}; do
   n=$((n+1)); step "bench $v (#$n)"
   timeout 100 $D/$v/bench_quantize_cuda --benchmark_filter="^($ROWS)/" --benchmark_repetitions=3 --benchmark_format=json \
     > $L/bench_${n}_$v.json 2> $L/bench_${n}_$v.err
@@ -55,8 +55,8 @@ for r in barrier long_scoreboard math_pipe_throttle mio_throttle not_selected sh
   ST="$ST,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio"
 done
 M="gpu__time_duration.sum,smsp__thread_inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_fmaheavy_cycles_active.avg.pct_of_peak_sustained_active,lts__throughput.avg.pct_of_peak_sustained_elapsed$ST"
-for v in base v2; do
-  for row in NVFP4_1x16_BF16_amax_given NVFP4_16x16_BF16_amax_given NVFP4_rowscaled_BF16; do
+for vr in ${P27_NCU:-base:NVFP4_1x16_BF16_amax_given v2:NVFP4_1x16_BF16_amax_given base:NVFP4_16x16_BF16_amax_given v2:NVFP4_16x16_BF16_amax_given}; do
+  v=${vr%%:*}; row=${vr#*:}; {
     step "ncu $v $row"
     timeout 60 "$NCU" --clock-control none --cache-control none --csv --page raw --metrics "$M" -k regex:nvfp4_fast \
       --launch-skip 6 --launch-count 2 $D/$v/bench_quantize_cuda --benchmark_filter="^$row/" --benchmark_repetitions=1 \
@@ -75,7 +75,7 @@ for d in rows[2:]:
             out.append(k.replace("smsp__average_warps_issue_stalled_", "stall_").replace("_per_issue_active.ratio", "").replace(".avg.pct_of_peak_sustained_active", "%").replace(".avg.pct_of_peak_sustained_elapsed", "%") + "=" + g[k])
     print("  ncu " + sys.argv[2] + ": " + " ".join(out))
 PY
-  done
+  }
 done
 step "done"
 cp $L/bench_*.json $L/../ 2>/dev/null; tar -C $OUT -czf $OUT/logs.tgz logs && rm -rf $L
