@@ -340,8 +340,18 @@ void launch_nvfp4_to_bf16_linear(const Nvfp4Linear* planes, int n, cudaStream_t 
   }
 }
 
+/// Both kernels read whole 16-element blocks (8 code bytes) and store 16 bytes at a time.
+void check_nvfp4_to_bf16(const uint8_t* data, int64_t k, const void* out) {
+  QTC_CHECK(k % 16 == 0, "NVFP4 -> BF16: k = ", k, " is not a whole number of 16-element blocks");
+  QTC_CHECK(reinterpret_cast<uintptr_t>(out) % 16 == 0 && reinterpret_cast<uintptr_t>(data) % 8 == 0,
+            "NVFP4 -> BF16: the BF16 destination must be 16-byte aligned and the code bytes 8-byte aligned (16-byte "
+            "stores, 8-byte block loads); got destination % 16 = ", reinterpret_cast<uintptr_t>(out) % 16,
+            ", codes % 8 = ", reinterpret_cast<uintptr_t>(data) % 8);
+}
+
 void launch_nvfp4_to_bf16(const uint8_t* data, const uint8_t* scale, int64_t rows, int64_t k, const ScaleGeometry& sg,
                           void* out, cudaStream_t stream, int max_blocks) {
+  check_nvfp4_to_bf16(data, k, out);
   if (max_blocks == 0 && nvfp4_linear_ok(data, sg, k, out)) {
     const Nvfp4Linear p{data, scale, rows * k, out};
     launch_nvfp4_to_bf16_linear(&p, 1, stream);
@@ -430,7 +440,8 @@ void launch_nvfp4_to_bf16_grouped(const uint8_t* const* data, const uint8_t* con
                                   const int64_t* sizes, int64_t stride, int64_t rows, int64_t k, const ScaleGeometry& sg,
                                   void* out, cudaStream_t stream) {
   const int threads = 256;
-  bool linear = k % 16 == 0;
+  for (int g = 0; g < groups; ++g) check_nvfp4_to_bf16(data[g], k, out);
+  bool linear = true;
   for (int g = 0; g < groups && linear; ++g) linear = nvfp4_linear_ok(data[g], sg, k, out);
   for (int g0 = 0; g0 < groups; g0 += kWeightChunk) {
     const int cnt = std::min(kWeightChunk, groups - g0);
