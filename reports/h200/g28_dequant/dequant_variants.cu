@@ -1,7 +1,10 @@
-// Standalone microbenchmark (g28, issue 28): NVFP4 (compact scales) -> BF16 kernel variants against a device copy,
-// on the grouped benchmark's shapes. Built by hand: nvcc -O3 -arch=sm_90 -ftz=false --fmad=false dequant_variants.cu
-// Prints TB/s = (0.5 + 1/16 + 2) bytes per element over the median of 15 timed launches, and checks every variant's
-// bytes against variant "block16_div" (the library's kernel before g28).
+/// \file dequant_variants.cu
+/// \brief Standalone microbenchmark (g28, issue 28): NVFP4 (compact scales) -> BF16 kernel variants against a device
+///        copy, on the grouped benchmark's shapes; not part of the build. By hand:
+///        nvcc -O3 -std=c++17 -gencode=arch=compute_90,code=sm_90 -ftz=false --fmad=false dequant_variants.cu
+///        Prints TB/s = (0.5 + 1/16 + 2) bytes per element over the median of 15 timed launches, and counts every
+///        variant's 4-byte words that differ from variant "block16_div" (the library's kernel before g28).
+///        Results: ../run_2026-12-07T1709Z_g28/dequant_variants_h100*.txt, summarised in ../gemm.md.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
