@@ -38,8 +38,14 @@
 /// 2^-9 that the float rounding of the decoded max decides (te: RN(y_max * RN(S_enc * RN(1/6))) <= 2^-10 -> 0, changed;
 /// jax and vllm round their own expressions of the same value); (k >=
 /// 2, c <= 4) -> a smaller scale (changed). sf = 0 (the block scale underflowed): codes +-6 decode to zeros and come back
-/// as 0 (changed, values equal). F16: blocks holding a decoded value outside F16's normal range are not characterized
-/// (counted, tagged); the generator keeps A in [2^-2, 2^14] there.
+/// as 0 (changed, values equal). F16: a block holding a decoded value c * D outside F16's normal range that F16 does not
+/// hold (a subnormal off F16's 2^-24 grid, or |c * D| >= 65520: inf) sees w = RN16(c * D) there, errors that are not
+/// relative 2^-11, so the te rule's derivation does not reach it; its round trip is §1.4 on the F16 values under the
+/// carried amax, which the property evaluates from q's decoded values alone: sf' = E4M3(min(w_max * (S_enc * RN(1/6)),
+/// FLT_MAX)), codes e2m1(w * enc(sf')) (te_pyref: clamped to +-6, -0.0 -> 0x0), bytes and values both ways. An inf makes
+/// sf' = 448 and its own code +-6 (checked). te / te_pyref draw A in [2^-20, 2^22] for F16 (both edges reached); a
+/// block F16 holds exactly, subnormals included, follows the rule above. Other profiles keep A in [2^-2, 2^14] for F16
+/// and count such blocks as not characterized (tagged "nvfp4_f16_uncharted").
 /// NVFP4 te_pyref and modelopt: as te, and a block holding code 0x8 changes (values equal): a negative x that rounds to
 /// zero is 0x8 (the Py-ref signs a code by x * enc >= 0, modelopt by x < 0), but both map -0.0 itself to 0x0, so the
 /// decoded -0.0 comes back as 0x0.
@@ -47,9 +53,11 @@
 /// compute the global scale in the input's dtype, so their BF16 / F16 round trip starts from an input in that dtype
 /// (q of the BF16 / F16 tensor, dequantized to it, re-quantized with the same amax: the same global scale both times);
 /// the same rule holds (the decoded values are within 2^-9 / 2^-11 of c * sf * S_dec, inside E2M1's and E4M3's half
-/// steps; F16 blocks outside its normal range are counted as below). The tie at 2^-10 (k = 1, c = 3) is decided by
-/// their expressions in the input dtype and is not characterized there (counted, tagged
-/// "nvfp4_tie_input_dtype_uncharted": the F32 expressions mispredicted a vllm BF16 block). F16 input with amax < 2688 / 65520: 2688 / amax overflows F16, q is
+/// steps; F16 blocks outside its normal range are counted as below). The tie at 2^-10 (k = 1, c = 3) is decided by each
+/// profile's own float expression of the block scale, evaluated on the decoded block max: jax converts the input to
+/// float32 and computes max|x * RN(1 / (amax / 2688))| / 6, vllm gs * (bamax * RN(1/6)) with gs = T(T(1 / amax) * 2688)
+/// rounded to the input dtype T (with F32's gs a vllm BF16 block was mispredicted; tagged "nvfp4_tie_input_dtype").
+/// F16 input with amax < 2688 / 65520: 2688 / amax overflows F16, q is
 /// all-zero codes under scale 448 and its round trip changes them (discarded, not a tensor to round-trip).
 /// modelopt: a block whose codes are all zero under a scale other than 1.0 (its floor 2^-9 on a tiny block) decodes to
 /// zeros, which modelopt gives the scale 1.0: it changes (values equal).
@@ -66,14 +74,16 @@
 /// the amax of that): a quantization of RHT(RHT(x^T)), not a round trip, and not claimed here. The round trip of that plane is y re-quantized with RHT off under the plane's own amax
 /// (amax(RHT(x^T))), the same arithmetic as te's plain columnwise plane: the te rule holds with A = that amax. The
 /// rowwise plane of an RHT recipe is the plain one (tagged "nvfp4_rht_columnwise").
-/// NVFP4 te with stochastic rounding (1x16, dequantized to F32; the round trip re-quantizes with the same recipe, so
-/// with the same seed: the same random byte rb at each element, Philox at (index / 16, plane)). Block scales are
-/// derived by RN as without SR, so the te rule above decides them. A code under an unchanged scale is
-/// floor((a + rb/256 * step(a)) / step) * step of a = |y * enc|, which F32 puts within a few 2^-24 (relative) of |c|:
-/// a >= |c| gives |c| back for every rb (rb / 256 * step < step - (a - |c|)); a < |c| gives |c| unless rb = 0, which
-/// gives the lower neighbour. So an otherwise fixed block changes iff it holds a nonzero code with a < |c| and rb = 0
-/// (values change: the code moved); tagged "sr_code_moves". (From BF16 / F16, a > |c| by up to 2^-9 relative can also
-/// round up at rb = 255: not characterized here.)
+/// NVFP4 te with stochastic rounding (1x16, dequantized to F32, BF16 or F16; the round trip re-quantizes with the same
+/// recipe, so with the same seed: the same random byte rb at each element, Philox at (index / 16, plane)). Block scales
+/// are derived by RN as without SR, so the te rule above decides them. Under an unchanged scale the code of a = |y * enc|
+/// is TE's emulation: t = fma(rb / 256, step(a), a), code floor(t / step(t)) * step(t), at most 6 (step 0.5 below 2, 1
+/// below 4, else 2). a is |c| times 1 +- a few 2^-24 (F32), 2^-9 (BF16) or 2^-11 (F16), never a whole step away, so the
+/// code is |c| or a neighbour: a < |c| gives the lower neighbour iff t < |c| (from F32: only rb = 0), a > |c| the upper
+/// one iff t >= |c| + step(|c|) and |c| < 6 (from F32 never: rb / 256 * step < step - (a - |c|); from BF16 / F16 the
+/// dtype's rounding can put a far enough above |c| for the largest random bytes: tagged "sr_code_moves_up"), a = |c|
+/// keeps |c|. So an otherwise
+/// fixed block changes iff one of its nonzero codes moves so (values change); tagged "sr_code_moves".
 /// NVFP4 torchao (block scale clamped to [2^-6, 448]): c = 6 above the clamp, and a clamped block re-derives the clamp:
 /// every block is a fixed point. NVFP4 modelopt (block scale floored at 2^-9, zero block 1.0): as te, except that k = 1
 /// blocks (the floor) and zero blocks stay.
@@ -83,6 +93,7 @@
 #include <cmath>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "harness.hpp"
 #include "roundtrip_util.hpp"
@@ -94,6 +105,13 @@
 namespace qtc::prop {
 namespace {
 
+
+/// v rounded to dtype d (RN-even) and back.
+float round_to_dtype(float v, DType d) {
+  if (d == DType::kBF16) return bf16_to_f32(f32_to_bf16(v));
+  if (d == DType::kF16) return f16_to_f32(f32_to_f16(v));
+  return v;
+}
 
 bool exact_in(float v, DType d) {
   if (d == DType::kF32) return true;
@@ -140,12 +158,14 @@ struct Block {
   uint8_t scale = 0;
   float cmax = 0.0f;          ///< largest |code value|
   bool f16_inexact = false;   ///< MXFP4: a decoded value the dtype does not hold exactly (F16), or past FLT_MAX
-  bool f16_uncharted = false; ///< NVFP4: a nonzero decoded value outside F16's normal range
+  bool f16_uncharted = false; ///< NVFP4: a decoded value outside F16's normal range that F16 does not hold (or inf)
+  uint8_t scale_b = 0;        ///< the round trip's scale byte
+  std::vector<std::tuple<float, uint8_t, uint8_t>> f16_elems;  ///< NVFP4 to F16: (F16 value, code of q, code of back)
   float ymax = 0.0f;          ///< largest |decoded value| in the dequantized dtype
   bool changed = false;
   bool values_equal = true;
   bool neg_zero_code = false;  ///< a code 0x8 (-0)
-  bool sr_moves = false;       ///< SR: a nonzero code whose re-scaled value falls below it, with random byte 0
+  bool sr_moves = false;       ///< SR: a nonzero code that the re-quantization's stochastic rounding moves (see above)
   std::string first_diff;      ///< the first element whose code changed
 };
 
@@ -153,7 +173,8 @@ struct Block {
 
 TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
   check_property({"mxfp4", "nvfp4", "f32", "bf16", "f16", "changed_equivalent", "changed_lossy", "fixed_point", "mxfp4_c3",
-                  "nvfp4_subnormal_scale", "nvfp4_zero_scale", "f16_inexact", "nvfp4_row_scaled", "nvfp4_sr", "nvfp4_rht_columnwise"},
+                  "nvfp4_subnormal_scale", "nvfp4_zero_scale", "f16_inexact", "nvfp4_row_scaled", "nvfp4_sr", "nvfp4_sr_16bit", "nvfp4_rht_columnwise",
+                  "nvfp4_f16_overflow", "nvfp4_f16_subnormal"},
                  [] {
     const bool mx = uniform_index(2) == 0;
     DType dt = std::vector<DType>{DType::kF32, DType::kBF16, DType::kF16}[static_cast<size_t>(uniform_index(3))];
@@ -188,7 +209,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     // (q and its round trip compute the same global scale; F16: 2688 / amax overflows for amax < 0.041, discarded below).
     const bool in_dtype = !mx && (md["profile"] == "vllm" || md["profile"] == "jax") && dt != DType::kF32;
     tag_if(in_dtype, dt == DType::kF16 ? "nvfp4_peer_f16_input" : "nvfp4_peer_bf16_input");
-    if (md.count("stochastic_rounding")) dt = DType::kF32;  // SR's round trip is characterized from F32 (see above)
+    tag_if(md.count("stochastic_rounding") && dt != DType::kF32, "nvfp4_sr_16bit");
     Recipe r = Recipe::from_metadata(md);
     const bool torchao_nv = !mx && r.profile == Profile::kTorchAO;
     if (torchao_nv) r.columnwise = false;  // torchao's nvfp4_quantize: rowwise only
@@ -196,9 +217,17 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     const int64_t K = mx ? *rc::gen::inRange<int64_t>(1, 100) : 16 * *rc::gen::inRange<int64_t>(1, 7);
     // Magnitudes: MXFP4 anywhere in float's range (F16 then sees underflow and overflow); NVFP4 with A in [2^-80, 2^100]
     // (F16: [2^-2, 2^14]).
-    const int e0 = mx ? *rc::gen::inRange(-150, 125) : (dt == DType::kF16 ? *rc::gen::inRange(-2, 12) : *rc::gen::inRange(-78, 98));
+    // NVFP4 te / te_pyref to F16 (no SR, not row-scaled): A in [2^-20, 2^22], past F16's range both ways (predicted by
+    // §1.4 on the F16 values, below).
+    const bool f16_wide = !mx && dt == DType::kF16 && (md["profile"] == "te" || md["profile"] == "te_pyref") &&
+                          !md.count("stochastic_rounding") && !md.count("row_scaled");
+    const int e0 = mx ? *rc::gen::inRange(-150, 125)
+                      : (dt == DType::kF16 ? (f16_wide ? std::vector<int>{*rc::gen::inRange(-22, -12), *rc::gen::inRange(-2, 12),
+                                                                          *rc::gen::inRange(14, 20)}[static_cast<size_t>(uniform_index(3))]
+                                                       : *rc::gen::inRange(-2, 12))
+                                           : *rc::gen::inRange(-78, 98));
     const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
-    const float clamp_abs = mx ? FLT_MAX : (dt == DType::kF16 ? 0x1p14f : 0x1p100f);
+    const float clamp_abs = mx ? FLT_MAX : (dt == DType::kF16 ? (f16_wide ? 0x1p22f : 0x1p14f) : 0x1p100f);
     HostMatrix x = make_input(M, K, e0, seed, clamp_abs);
     if (in_dtype || (!mx && r.nvfp4().rht)) {  // RHT is defined for BF16 input only (rule nvfp4-input-rht-bf16)
       HostMatrix xb(in_dtype ? dt : DType::kBF16, M, K);
@@ -232,6 +261,8 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
       RC_ASSERT(refused);
     }
     const MxScaleRule rule = mx ? r.mxfp4().scale_rule : MxScaleRule::kRceil;
+    // NVFP4 te / te_pyref to F16: blocks F16 cannot hold are predicted by §1.4 on the F16 values (below).
+    const bool f16_formula = !mx && dt == DType::kF16 && (prof == "te" || prof == "te_pyref") && !sr && !row_scaled;
     int64_t uncharted = 0;
     for (PlaneKind p : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
       if (!(p == PlaneKind::kRowwise ? q.rowwise : q.columnwise)) continue;
@@ -285,7 +316,14 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
             const float s_dec = 1.0f / ref::nvfp4_global_encode_scale(Ap, 448, r.profile);
             const float av = std::fabs(y.get(col ? j : i, col ? i : j) * nvfp4_encode_factor(a.scale.byte(i, j / bs), s_dec));
             const uint8_t rb = sr_random_byte(r.nvfp4().seed, col ? 1u : 0u, static_cast<uint64_t>(i * len + j));
-            bl.sr_moves = bl.sr_moves || (av < e2m1_mag(ca) && rb == 0);
+            // TE's emulation: t = fma(rb / 256, step(a), a), the code floor(t / step(t)) * step(t) (at most 6). a
+            // below |c|: the lower neighbour iff t < |c|; above: the upper one iff t reaches it (|c| < 6).
+            const float c = e2m1_mag(ca), u = static_cast<float>(rb) * (1.0f / 256.0f);
+            auto step = [](float v) { return v >= 4.0f ? 2.0f : v >= 2.0f ? 1.0f : 0.5f; };
+            const bool down = av < c && std::fmaf(u, step(av), av) < c;
+            const bool up = av > c && c < 6.0f && std::fmaf(u, step(c), av) >= c + step(c);
+            tag_if(up, "sr_code_moves_up");
+            bl.sr_moves = bl.sr_moves || down || up;
           }
           if (ca != cb && bl.first_diff.empty()) {
             std::ostringstream d;
@@ -298,7 +336,10 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
           bl.values_equal = bl.values_equal && va == vb;
           bl.ymax = std::max(bl.ymax, std::fabs(y.get(xi, xj)));
           if (mx && (!std::isfinite(va) || !exact_in(va, dt))) bl.f16_inexact = true;
-          if (!mx && dt == DType::kF16 && va != 0.0f && !(std::fabs(va) >= 0x1p-14f && std::fabs(va) <= 65504.0f)) bl.f16_uncharted = true;
+          if (!mx && dt == DType::kF16 && y.get(xi, xj) != va && !(std::fabs(va) >= 0x1p-14f && std::fabs(va) <= 65504.0f))
+            bl.f16_uncharted = true;
+          bl.scale_b = b.scale.byte(i, j / bs);
+          if (!mx && dt == DType::kF16) bl.f16_elems.emplace_back(y.get(xi, xj), ca, cb);
         }
       for (const auto& [key, bl] : blocks) {
         bool want_change = false, want_equal = true, charted = true;
@@ -324,9 +365,41 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
           tag_if(c == 3.0f && e >= 1, "mxfp4_c3");
         } else {
           const float sf = decode_e4m3(static_cast<uint8_t>(e));
-          if (bl.f16_uncharted) {
+          if (bl.f16_uncharted && !f16_formula) {
             ++uncharted;
             tag("nvfp4_f16_uncharted");
+            continue;
+          }
+          if (bl.f16_uncharted) {
+            // te / te_pyref: the block's F16 values w re-quantized by §1.4 under the carried amax (the te rule's
+            // derivation does not hold: F16's rounding below 2^-14 and its overflow are not relative errors of 2^-11).
+            const float s_enc = ref::nvfp4_global_encode_scale(Ap, 448, r.profile);
+            const uint8_t sf2 = nvfp4_block_scale(bl.ymax, s_enc, false);
+            const float enc = nvfp4_encode_factor(sf2, 1.0f / s_enc);
+            const float d1 = (sf * Ap) * (1.0f / 2688.0f), d2 = (decode_e4m3(sf2) * Ap) * (1.0f / 2688.0f);
+            bool pchange = sf2 != e, pequal = true, bytes_ok = sf2 == bl.scale_b;
+            for (const auto& [w, ca, cb] : bl.f16_elems) {
+              const float v = w * enc;
+              const uint8_t c2 = prof == "te_pyref" ? encode_e2m1(std::fmin(std::fmax(v, -6.0f), 6.0f), NegZero::kPositiveZero)
+                                                    : encode_e2m1(v);
+              pchange = pchange || c2 != ca;
+              pequal = pequal && decode_e2m1(c2) * d2 == decode_e2m1(ca) * d1;
+              bytes_ok = bytes_ok && c2 == cb;
+              tag_if(std::isinf(w), "nvfp4_f16_overflow");
+              tag_if(w != 0.0f && std::fabs(w) < 0x1p-14f, "nvfp4_f16_subnormal");
+              // An infinite F16 value makes the block amax inf: scale 448 (E4M3 of FLT_MAX), the element's code +-6.
+              if (std::isinf(w) && (sf2 != 0x7E || (c2 & 7u) != 7u)) RC_FAIL("F16 overflow: block scale or code not 448 / 6");
+            }
+            if (!bytes_ok || bl.changed != pchange || bl.values_equal != pequal) {
+              std::ostringstream os;
+              os << r.name() << " profile " << prof << ", dequantized f16, block [" << key.first << ", " << key.second
+                 << "] outside F16's normal range: scale 0x" << std::hex << e << " -> 0x" << int(bl.scale_b) << ", predicted 0x"
+                 << int(sf2) << std::dec << (bytes_ok ? "" : ", codes or scale not as predicted by §1.4 on the F16 values")
+                 << (bl.changed != pchange ? ", change mispredicted" : "") << (bl.values_equal != pequal ? ", values mispredicted" : "")
+                 << bl.first_diff;
+              RC_FAIL(os.str());
+            }
+            tag(!pchange ? "fixed_point" : pequal ? "changed_equivalent" : "changed_lossy");
             continue;
           }
           if (prof == "torchao") {
@@ -347,17 +420,16 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
               want_change = false;
             } else if (k == 1 && c == 3.0f) {
               // The E4M3 tie at 2^-10: sf' = 0 unless the float value the profile rounds to E4M3 lands above it.
-              if (in_dtype) {
-                // vllm / jax from BF16 / F16: their expressions in the input dtype decide this tie: not characterized.
-                ++uncharted;
-                tag("nvfp4_tie_input_dtype_uncharted");
-                continue;
-              }
+              // Each profile's own float expression of the block scale decides it; vllm's global scale is computed in
+              // the input's dtype (Tensor.__rtruediv__: T(T(1 / amax) * 2688)), jax converts the input to float32 first.
+              tag_if(in_dtype, "nvfp4_tie_input_dtype");
               float v = 0.0f;
               if (prof == "jax") {
                 v = (bl.ymax * (1.0f / (A / 2688.0f))) / 6.0f;  // max|x * RN(1 / (amax / 2688))| / 6
               } else if (prof == "vllm") {
-                v = ((1.0f / A) * 2688.0f) * (bl.ymax * (1.0f / 6.0f));  // gs * (bamax * RN(1/6))
+                const DType gt = in_dtype ? dt : DType::kF32;
+                const float gs = round_to_dtype(round_to_dtype(1.0f / A, gt) * 2688.0f, gt);
+                v = gs * (bl.ymax * (1.0f / 6.0f));  // gs * (bamax * RN(1/6))
               } else {
                 const float Aq = row_scaled ? row_a2[static_cast<size_t>(key.first)] : Ap;  // the re-quantization's amax
                 v = bl.ymax * (ref::nvfp4_global_encode_scale(Aq, 448, r.profile) * (1.0f / 6.0f));  // bamax * (S_enc * RN(1/6))
