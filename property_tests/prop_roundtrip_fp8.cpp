@@ -75,8 +75,13 @@ Fp8Elem fp8_elem(const QuantizedTensor& q, PlaneKind p, int64_t a, int64_t b, in
 //  * FP8 tensor with a non-power-of-two scale: v = RN32(c * scale_inv); a normal F16 (and BF16) w is within a relative
 //    2^-11 (2^-9) of v, far inside FP8's half step (>= 2^-4.9 relative): a fixed point. F16 subnormal (or zero) w of a
 //    nonzero v: not characterized (counted, tagged "fp8_tensor_f16_subnormal").
-// FP8 block with non-power-of-two F32 scales is not characterized (RN(1 / RN(1 / s)) != s for some s: the older
-// RequantizeIsIdentity excludes it too).
+// FP8 block with F32 scales (pow2 off, TE's default), dequantized to F32: s = RN(max / amax), si = RN(1 / s) stored,
+// codes RN8(x * s), so the largest |code| of a nonzero block is m = max (amax * RN(max / amax) rounds onto max or
+// saturates there). Decoded y = RN(c * si); the round trip re-derives from RN(m * si): si' = RN(1 / RN(max / RN(m * si))),
+// and si' != si for some si (the older RequantizeIsIdentity excludes these scales for that reason). The codes come back
+// whatever si' (RN(c * si) * s' is c within a few 2^-24). So a block changes iff si' != si (only its scale), and its
+// values stay iff RN(c * si') == RN(c * si) for each code. BF16 / F16 with F32 scales: not characterized (the
+// dtype's rounding of m * si moves s' by more than ulps; the generator keeps pow2 there).
 TEST(AlgebraProperty, Fp8RoundTripBytesChangeExactlyWherePredicted) {
   check_property({"mxfp8", "fp8_block", "fp8_tensor", "f32", "bf16", "f16", "fixed_point", "changed_equivalent",
                   "changed_f16_underflow", "changed_f16_overflow", "half_range_block"},
@@ -91,7 +96,7 @@ TEST(AlgebraProperty, Fp8RoundTripBytesChangeExactlyWherePredicted) {
       if (uniform_index(3) == 0) md["tile"] = "32x32";
     } else if (kind == 1) {
       md["recipe"] = "fp8_block";
-      md["pow2_scales"] = "1";
+      md["pow2_scales"] = (dt != DType::kF32 || uniform_index(2) == 0) ? "1" : "0";  // F32 scales: F32 dequantized (below)
       md["tile"] = uniform_index(2) == 0 ? "1x128" : "128x128";  // 1x32 is DeepGEMM's, refused under te (rule fp8-block-1x32)
     } else {
       md["recipe"] = "fp8_tensor";
@@ -100,7 +105,7 @@ TEST(AlgebraProperty, Fp8RoundTripBytesChangeExactlyWherePredicted) {
     const Recipe r = Recipe::from_metadata(md);
     const bool e5 = r.fp8_type() == Fp8Type::kE5M2;
     const double maxv = e5 ? 57344.0 : 448.0;
-    const bool pow2 = kind != 2 || md["pow2_scales"] == "1";
+    const bool pow2 = kind == 0 || md["pow2_scales"] == "1";
     const int64_t M = *rc::gen::inRange<int64_t>(1, kind == 1 ? 260 : 70), K = *rc::gen::inRange<int64_t>(1, kind == 1 ? 260 : 70);
     const int64_t bt = kind == 0 ? 32 : kind == 1 ? (r.is_2d() ? 128 : 1) : 16, bc = kind == 0 ? 32 : kind == 1 ? 128 : 16;
     const int e0 = *rc::gen::resize(100, dt == DType::kF16 ? rc::gen::inRange(-24, 20) : rc::gen::inRange(-40, 40));
@@ -199,6 +204,19 @@ TEST(AlgebraProperty, Fp8RoundTripBytesChangeExactlyWherePredicted) {
           const bool half = m > 0.0 && m <= maxv / 2;
           tag_if(half, "half_range_block");
           want_change = md["scale_rule"] == "rceil" && half && s > 0x1p-127;
+        } else if (kind == 1 && !pow2) {
+          // F32 scales (TE's default): codes come back (RN(c * si) * s' is c within a few 2^-24, far inside E4M3's and
+          // E5M2's half steps); the scale is re-derived from the decoded block max RN(m * si): si' = RN(1 / RN(max /
+          // RN(m * si))), which is not si for some si. The block changes iff si' != si; its values stay iff
+          // RN(c * si') == RN(c * si) for every code.
+          tag("fp8_block_f32_scale");
+          const float si = static_cast<float>(s);
+          float si2 = si;
+          if (m > 0.0) si2 = 1.0f / (static_cast<float>(maxv) / (static_cast<float>(m) * si));
+          want_change = f32_bits(si2) != f32_bits(si);
+          for (const auto& [w, c] : wc)
+            want_equal = want_equal && static_cast<float>(c) * si2 == static_cast<float>(c) * si;
+          tag_if(want_change, want_equal ? "fp8_block_scale_moves_values_equal" : "fp8_block_scale_moves");
         } else if (kind == 1) {
           const bool half = m > 0.0 && m <= maxv / 2;
           tag_if(half, "half_range_block");

@@ -219,8 +219,9 @@ Equivalence compare_values(const QuantizedTensor& want, const QuantizedTensor& g
                               "block again picks map-to-6)",
                               std::max(a, b), std::min(a, b));
         else
-          why = ::fmt::format("the scales differ by the factor {} and the codes compensate: every value of the block lies "
-                              "on both scales' grids",
+          why = ::fmt::format("the scales differ by the factor {} and every decoded value of the block is the same under "
+                              "both (each code times its scale rounds to the same float: codes that compensate the factor, or "
+                              "F32 scales a few ulps apart, as FP8 block's re-derived RN(1 / RN(max / RN(max * scale_inv))))",
                               std::max(a, b) / std::min(a, b));
       } else {
         why = "two NaN encodings of the scale";

@@ -15,8 +15,8 @@
 ///    elem_max], the same rule as rceil: the bytes change iff c <= elem_max / 2.
 /// The dequantized values are exact in F32 and BF16 (E4M3 / E5M2 times a power of two within range), so both dtypes give the
 /// same prediction. NVFP4's two-level scale and MXFP4 (every profile and scale rule, F32 / BF16 / F16) are characterized in
-/// property_tests/prop_roundtrip.cpp; non-power-of-two FP8 scales (amax' = 448 * (1 / (448 / amax)) is one rounding away
-/// from amax) are not.
+/// property_tests/prop_roundtrip.cpp; non-power-of-two FP8 block scales (amax' = 448 * (1 / (448 / amax)) is one rounding
+/// away from amax) in property_tests/prop_roundtrip_fp8.cpp (F32 dequantized), the MXFP8 peers in prop_roundtrip_mx.cpp.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
