@@ -161,7 +161,9 @@ TEST(AlgebraProperty, Nvfp4FourOverSixRoundTripFlipsExactlyWherePredicted) {
       // §1.14: y = RN(c * RN(RN(sf * A) * RN(1 / (6 * E4M3_MAX)))).
       const float k6 = 1.0f / (6.0f * static_cast<float>(e4m3_max));
       auto decoded = [&](uint8_t code, double sfv) { return decode_e2m1(code) * ((static_cast<float>(sfv) * Ap) * k6); };
-      for (const auto& [key, elems] : blocks) {
+      for (const auto& kv : blocks) {
+        const auto& key = kv.first;
+        const std::vector<Elem>& elems = kv.second;  // (not a structured binding: the lambdas below capture it)
         const int64_t i0 = elems.front().i, j0 = elems.front().j;
         const uint8_t sa = a.scale.byte(i0, j0 / 16), sb = b.scale.byte(i0, j0 / 16);
         const double S = decode_e4m3(sa);
