@@ -94,7 +94,10 @@
 /// one iff t >= |c| + step(|c|) and |c| < 6 (from F32 never: rb / 256 * step < step - (a - |c|); from BF16 / F16 the
 /// dtype's rounding can put a far enough above |c| for the largest random bytes: tagged "sr_code_moves_up"), a = |c|
 /// keeps |c|. So an otherwise
-/// fixed block changes iff one of its nonzero codes moves so (values change); tagged "sr_code_moves".
+/// fixed block changes iff one of its nonzero codes moves so (values change); tagged "sr_code_moves". A block whose
+/// largest code is below 6 (SR rounded its max down, under any scale) re-derives a smaller scale from c * sf, under which
+/// SR acts again: not characterized (counted, tagged "sr_block_max_below_6"; under seed 11 such a block came back under
+/// 2/3 of its scale with equal values, as 4over6's flips do).
 /// NVFP4 torchao (block scale clamped to [2^-6, 448]): c = 6 above the clamp, and a clamped block re-derives the clamp:
 /// every block is a fixed point. NVFP4 modelopt (block scale floored at 2^-9, zero block 1.0): as te, except that k = 1
 /// blocks (the floor) and zero blocks stay.
@@ -440,6 +443,13 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
             // torchao's clamp 2^-6 holds both times (te never writes this).
             want_change = (prof == "modelopt" && e != 0x38) || (prof == "compressed_tensors" && e != 0x20);
             tag_if(want_change, "modelopt_zero_block");
+          } else if (c < 6.0f && sr) {
+            // SR can round a block's max down (a in (4, 6) -> 4 with probability (6 - a) / 2), so c < 6 under a normal
+            // scale too, and its scale re-derives from c * sf (4over6's situation: a map-to-4-like block may come back
+            // under 2/3 sf with equal values); with SR on the codes again, not characterized (counted, tagged).
+            ++uncharted;
+            tag("sr_block_max_below_6");
+            continue;
           } else if (c < 6.0f) {
             tag("nvfp4_subnormal_scale");
             const int k = e;  // subnormal E4M3 bytes 1..7 are k * 2^-9
