@@ -113,7 +113,9 @@ TEST(ValueEquivalence, RoundTripBytesChangeExactlyWhereTheBlockMaxIsHalfTheRange
           EXPECT_EQ(differs, want) << "block [" << bi << ", " << bj << "]: largest code " << cmax;
         }
       }
-      if (c.halves_change) EXPECT_GT(predicted, 0) << "the input must reach the case";
+      if (c.halves_change) {
+        EXPECT_GT(predicted, 0) << "the input must reach the case";
+      }
       changed_total += changed;
     }
   EXPECT_GT(changed_total, 0);
