@@ -158,7 +158,9 @@ std::vector<ProfileRules> make_builtin() {
   vt.follows = "vLLM 0.33.0 Triton _per_token_group_quant_fp8 (GPU; read from the code, eps 1e-10 is the recipe's eps)";
   vt.nan_amax = false;  // tl.max ignores NaN
   vt.fp8_torch_nan = false;
-  vt.version = 2;  // 1: data x / s (IEEE), a NaN data value NaN (0x7F); the H200 dumps of 2026-12-03 refuted both
+  // 1: data x / s (IEEE), a NaN data value NaN (0x7F); the H200 dumps of 2026-12-03 refuted both. 2: rcp.approx
+  // modelled as RN(1 / s) (534 of 540 H200 dumps). 3: rcp.approx from its measured table (qtc/rcp_approx.hpp).
+  vt.version = 3;
   vt.fp8_form = vt.fp8_tensor_form = Fp8Form::kRcpMaxMulRcp;  // y / y_s is div.full.f32: y * rcp.approx(y_s)
   vt.fp8_clamp_nan = Fp8ClampNaN::kPlusMax;  // tl.clamp(NaN, fp8_min, fp8_max) -> +448 on sm_90 (NaN and Inf / Inf)
   vt.fp8_satfinite = true;  // tl.clamp to +-448
@@ -211,7 +213,15 @@ std::vector<ProfileRules> make_builtin() {
   tc.id = Profile::kTorchCast;
   tc.name = "torch_cast";
   tc.follows = "PyTorch 2.11 casts: MXFP8 (amax / elem_max).to(torch.float8_e8m0fnu), (x / scale.float()).to(torch.float8_*)";
-  tc.nvfp4 = tc.fp8_block = tc.fp8_tensor = tc.mxfp4 = false;
+  tc.nvfp4 = tc.fp8_block = tc.mxfp4 = false;
+  // FP8 per tensor as users write it with the casts (conformance/peers/cast_dump.py): amax = torch.max(|x|) (float32,
+  // NaN 0xFFFFFFFF from the full reduction), scale = 448 / amax, (x * scale).to(float8), scale_inv = 1 / scale.
+  tc.fp8_tensor = true;
+  tc.fp8_tensor_form = Fp8Form::kCast;
+  tc.fp8_tensor_amax_full_reduction = true;
+  tc.fp8_torch_nan = true;
+  tc.fp8_satfinite = false;
+  tc.version = 2;  // 1: MXFP8 only
   tc.mxfp4_scale_rules.clear();
   tc.nan_amax = true;  // torch.amax propagates NaN
   tc.nvfp4_stochastic = false;
@@ -229,6 +239,8 @@ std::vector<ProfileRules> make_builtin() {
   md.nvfp4_order = Nvfp4Order::kMlDtypesCast;
   md.nvfp4_nan_scale = true;
   md.mx_order = MxOrder::kMlDtypesCast;
+  md.fp8_tensor_amax_full_reduction = false;  // np.max(np.abs(x)) returns the input's NaN, sign cleared
+  md.version = 2;                             // 1: MXFP8 and NVFP4 only
   v.push_back(md);
   return v;
 }
@@ -266,7 +278,11 @@ std::string_view fp8_form_name(Fp8Form f) {
     case Fp8Form::kInvMulRcp: return "s = amax / fp8_max, data x * (1 / s), stored s";
     case Fp8Form::kRcpMaxDiv: return "s = amax * RN(1 / fp8_max), data x / s, stored s";
     case Fp8Form::kRcpMaxMulRcp:
-      return "s = amax * RN(1 / fp8_max), data x * RN(1 / s) (Triton's div.full.f32 on sm_90), stored s";
+      return "s = amax * rcp(fp8_max), data x * rcp(s), rcp = sm_90's rcp.approx.f32 (RN(1 / s) +- 1 ulp by its measured "
+             "table; Triton's float32 `/` is div.full.f32 = a * rcp.approx(b)), stored s";
+    case Fp8Form::kCast:
+      return "cast: scale = fp8_max / amax unguarded (0 -> Inf, Inf -> 0), data the library's float8 cast of x * scale "
+             "(not saturating), stored 1 / scale";
   }
   return "?";
 }
@@ -510,6 +526,7 @@ std::span<const RuleToggle> rule_toggles() {
          // x / s <-> x * (1 / s), for the forms that store s (te's form has its own toggle, fp8.scale_order)
          if ((!r.fp8_block && !r.fp8_tensor) || r.fp8_form == Fp8Form::kTE) return false;
          auto swap = [](Fp8Form f) {
+           if (f == Fp8Form::kCast) return f;  // the libraries' casts multiply: no division form to swap with
            if (f == Fp8Form::kRcpMaxDiv || f == Fp8Form::kRcpMaxMulRcp)
              return f == Fp8Form::kRcpMaxDiv ? Fp8Form::kRcpMaxMulRcp : Fp8Form::kRcpMaxDiv;
            return f == Fp8Form::kInvMulRcp ? Fp8Form::kInvDiv : Fp8Form::kInvMulRcp;
