@@ -107,7 +107,7 @@ set_tests_properties(qtc_identify_ocp_mxfp4 PROPERTIES LABELS "vectors;cpu" PASS
 # each implementation's sample is reproduced bit for bit by its profile, and identify's per-implementation verdict
 # (the IMPL line) names that profile for all of its files.
 set(QTC_N_MODELOPT 66)  # 30 NVFP4/MXFP8 + 36 FP8 (modelopt_fp8_dump.py)
-set(QTC_N_JAX 32)
+set(QTC_N_JAX 38)  # 32 + 6 NVFP4 BF16 / F16 of 4096 elements with NaN, Inf, zeros (jax_dump.py --lanes)
 set(QTC_N_VLLM 51)  # 15 NVFP4 + 36 FP8 (vllm_fp8_dump.py)
 set(QTC_N_COMPRESSED_TENSORS 99)  # 36 FP8 (compressed_tensors_fp8_dump.py) + 63 NVFP4/MXFP8/MXFP4 (compressed_tensors_dump.py)
 set(QTC_N_DEEPGEMM 36)  # FP8 (deepgemm_fp8_dump.py)

@@ -192,7 +192,10 @@ std::vector<ProfileRules> make_builtin() {
   ProfileRules jx;
   jx.id = Profile::kJax;
   jx.name = "jax";
-  jx.version = 2;  // 1: NaN propagated into every F32 block amax (XLA's vectorized reduce drops it: 403 of 405 dumps)
+  // 1: NaN propagated into every F32 block amax (XLA's vectorized reduce drops it: 403 of 405 dumps). 2: NVFP4 block
+  // maxima of BF16 / F16 inputs still propagated NaN (their xs = x / global_scale is float32: the 8-lane rule too),
+  // and their block scale divided by 6 (MAX is then a constant of the input dtype: max|xs| * RN(1/6)).
+  jx.version = 3;
   jx.follows = "JAX 0.10.2 / 0.11.0 jax._src.cudnn.scaled_matmul_stablehlo.quantize (mxfp8, nvfp4 with global_scale "
                "amax / 2688) on XLA CPU";
   jx.fp8_block = jx.fp8_tensor = jx.mxfp4 = false;
@@ -298,9 +301,10 @@ std::string_view nvfp4_order_text(Nvfp4Order o) {
       return "modelopt: f32; S = amax / 2688; sf = e4m3(clamp(bamax / (6 * S), 2^-9, 448)); data x / (sf * S), "
              "E2M1 by searchsorted (-0.0 -> 0x0, NaN -> 0x7)";
     case Nvfp4Order::kJax:
-      return "jax: XLA CPU f32 with denormals flushed; xs = x * RN(1 / (amax / 2688)); sf = e4m3(clip(max|xs| / 6, 0, 448)); "
-             "data XLA E2M1 of clip(xs * RN(1 / sf), -6, 6) (NaN -> 0x8; a zero block is 0 * Inf); F32 tensors of >= 4096 "
-             "elements: block amax by XLA's 8-lane maxps reduction";
+      return "jax: XLA CPU f32 with denormals flushed; xs = x * RN(1 / (amax / 2688)); sf = e4m3(clip(max|xs| / 6, 0, 448)) "
+             "(BF16 / F16 x: max|xs| * RN(1/6)); "
+             "data XLA E2M1 of clip(xs * RN(1 / sf), -6, 6) (NaN -> 0x8; a zero block is 0 * Inf); tensors of >= 4096 "
+             "elements (any input dtype: x / global_scale is float32): block amax by XLA's 8-lane maxps reduction";
     case Nvfp4Order::kVllm:
       return "vllm: gs = T(T(1 / amax) * 2688) in the input dtype T; sf = e4m3(clamp(gs * (bamax * RN(1/6)), +-448)); data "
              "x * rcp(sf * rcp(gs)), rcp(0) = 1e-8; clamp +-6; value buckets (-0.0 -> 0x0, NaN -> 0x8)";
