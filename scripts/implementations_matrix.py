@@ -51,6 +51,9 @@ IMPLEMENTATIONS = [
     ("compressed-tensors 0.20.0", "conformance/vectors/compressed_tensors", r"^compressed-tensors",
      "presets NVFP4, MXFP8, MXFP4 (conformance/peers/compressed_tensors_dump.py) and FP8, FP8_BLOCK "
      "(compressed_tensors_fp8_dump.py) on the CPU"),
+    ("compressed-tensors 0.20.0 on CUDA (Triton)", "reports/h200/run_r25_triton/ct_gpu", r"^compressed-tensors",
+     "the same presets on CUDA tensors: its Triton _quantize_kernel and pack_fp4_to_uint8 (compressed_tensors_dump.py "
+     "--device cuda on an H100; 18 of the 432 dumps, chosen among those that differ from the CPU path; no profile yet)"),
     ("DeepGEMM", "conformance/vectors/deepgemm", r"^DeepGEMM",
      "per_token_cast_to_fp8 (1x128, 1x32 UE8M0), per_block_cast_to_fp8, fp32 and UE8M0 scales (deepgemm_fp8_dump.py)"),
     ("vLLM 0.33.0 Triton (sm_90)", "conformance/vectors/vllm_triton", r"^vLLM",
