@@ -329,14 +329,13 @@ std::string_view mx_order_text(MxOrder o) {
       return "modelopt: e = ceil(log2f(bamax / 448)) if > 0 else -127, clamp [-127, 127]; data clamp(x * 2^(127-e), +-448)";
     case MxOrder::kJax:
       return "jax: in the input dtype T, E8M0 rounded up from T(bamax / elem_max) (F16: T(bamax * T(1 / elem_max))), a NaN "
-             "-> 0x00; data T(x * T(1 / T(2^(e-127)))) (e = 0: 2^-127, F16 2^-15), clip +-elem_max; XLA CPU flushes denormals";
+             "-> 0x00; data T(x * T(1 / T(2^(e-127)))) (e = 0: 2^-127, F16 2^-15), clip +-elem_max; XLA CPU flushes denormals; "
+             "F32 tensors of >= 4096 elements: block amax by XLA's 8-lane maxps reduction (a NaN drops its lane's earlier "
+             "values, one reaching the last step gives -Inf: 0xFF)";
     case MxOrder::kCompressedTensors:
       return "compressed_tensors: in the input dtype T, scale rule pow2_round: bpos rounded to a power of two on its bits "
              "(mantissa >= 0.75 up), e = clamp(127 + floor(log2) - emax_elem, 0, 255), scale T(2^(e-127)), 0 -> 1, stored "
              "127 + floor(log2(scale)); data T(x / scale) + 0, clamp +-elem_max, PyTorch's cast (E2M1: value buckets)";
-             "-> 0x00; data T(x * T(1 / T(2^(e-127)))) (e = 0: 2^-127, F16 2^-15), clip +-elem_max; XLA CPU flushes denormals; "
-             "F32 tensors of >= 4096 elements: block amax by XLA's 8-lane maxps reduction (a NaN drops its lane's earlier "
-             "values, one reaching the last step gives -Inf: 0xFF)";
     case MxOrder::kTorchCast:
       return "torch_cast: f32; e = torch float8_e8m0fnu cast of bamax / elem_max (up iff mantissa bit 22 set and the value is "
              "normal or has lower bits; sign dropped; NaN/Inf -> 0xFF); data float8(x / float(e)), float(0x00) = 2^-127, "
