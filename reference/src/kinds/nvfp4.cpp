@@ -119,12 +119,17 @@ void quantize_rows_1d(const Nvfp4Block& nb, const float* src, int64_t n, int64_t
           xs[k] = peer::jax::mul(x[k], rcp);
           sam = amax_step(sam, xs[k], true);
         }
-        if (nb.input == DType::kF32 && nb.plane_blocks * 16 >= peer::jax::kJaxLaneReduceMinElements) {
-          float v[16];  // XLA CPU's vectorized reduce-max of a large float32 tensor (peer::jax::lane_block_amax)
+        // `x /= global_scale` (a float32 array) promotes a BF16 / F16 x to float32: the block maxima are a float32
+        // reduction whatever the input dtype, in XLA CPU's vector lanes from 4096 elements (peer::jax::lane_block_amax)
+        if (nb.plane_blocks * 16 >= peer::jax::kJaxLaneReduceMinElements) {
+          float v[16];
           for (int k = 0; k < 16; ++k) v[k] = std::fabs(xs[k]);
           sam = peer::jax::lane_block_amax(v, 16);
         }
-        sf = peer::jax::nvfp4_scale(sam);
+        // MAX (6) is a constant of the input's dtype: for a BF16 / F16 x, max|xs| / convert(MAX) is rewritten as
+        // max|xs| * RN(1/6) (XLA's A / B -> A * (1 / B)); a float32 x keeps the true division by the constant.
+        sf = nb.input == DType::kF32 ? peer::jax::nvfp4_scale(sam)
+                                     : torchao::cast_fp8(torchao::clamp(peer::jax::mul(sam, 1.0f / 6.0f), 0.0f, 448.0f), Fp8Type::kE4M3);
         for (int k = 0; k < 16; ++k) codes[k] = peer::jax::nvfp4_code(xs[k], sf);
       } else if (nb.pr.nvfp4_order == Nvfp4Order::kVllm) {
         // vLLM ref_nvfp4_quant: gs = 2688 / amax (input dtype), sf = e4m3(clamp(gs * (bamax * RN(1/6)), +-448)),

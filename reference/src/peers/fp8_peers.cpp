@@ -8,7 +8,9 @@
 
 #include "internal.hpp"
 #include "qtc/codec.hpp"
+#include "qtc/peer_codec.hpp"
 #include "qtc/profile.hpp"
+#include "qtc/rcp_approx.hpp"
 #include "qtc/torchao_codec.hpp"
 
 namespace qtc::ref::detail {
@@ -54,11 +56,16 @@ struct PeerFp8 {
 
   float div(float a, float b) const { return pr.fp8_torch_nan ? torchao::div(a, b) : a / b; }
   float mul(float a, float b) const { return pr.fp8_torch_nan ? torchao::mul(a, b) : a * b; }
+  /// 1 / s as the form computes it: Triton's float32 `/` on sm_90 (kRcpMaxMulRcp) is a * rcp.approx(b), whose
+  /// reciprocal is RN(1 / b) +- 1 ulp for 13% of the mantissas (qtc/rcp_approx.hpp); else IEEE (or PyTorch's) 1 / s.
+  float recip(float s, Fp8Form f) const { return f == Fp8Form::kRcpMaxMulRcp ? rcp_approx_sm90(s) : div(1.0f, s); }
 
   /// The stored scale of a block (or tensor) whose absolute maximum is `a`.
   float scale(float a, Fp8Form f) const {
     if (a < eps) a = eps;  // torch.clamp(min=eps) / tl.maximum(amax, eps): a NaN stays NaN
-    float s = (f == Fp8Form::kRcpMaxDiv || f == Fp8Form::kRcpMaxMulRcp) ? mul(a, static_cast<float>(1.0 / static_cast<double>(fp8max))) : div(a, fp8max);
+    float s = f == Fp8Form::kRcpMaxDiv     ? mul(a, static_cast<float>(1.0 / static_cast<double>(fp8max)))
+              : f == Fp8Form::kRcpMaxMulRcp ? mul(a, rcp_approx_sm90(fp8max))  // = RN(1/448) (table entry 0)
+                                            : div(a, fp8max);
     s = round_to_input(s, false);
     if (pr.fp8_scale_min > 0.0f && s < pr.fp8_scale_min) s = pr.fp8_scale_min;  // torch.clamp(min=): NaN stays
     if (pow2) {
@@ -76,8 +83,9 @@ struct PeerFp8 {
     return s;
   }
 
-  /// The FP8 code of element x of a block with stored scale s (rcp = 1 / s, used by kInvMulRcp).
+  /// The FP8 code of element x of a block with stored scale s (rcp = recip(s), used by kInvMulRcp / kRcpMaxMulRcp).
   uint8_t code(float x, float s, float rcp, Fp8Form f, bool vector_lane) const {
+    if (f == Fp8Form::kCast) return peer::cast::fp8(mul(x, rcp), type, pr.mx_order == MxOrder::kTorchCast);  // rcp: the scale
     float y = (f == Fp8Form::kInvMulRcp || f == Fp8Form::kRcpMaxMulRcp) ? mul(x, rcp) : div(x, s);
     y = round_to_input(y, vector_lane);
     if (pr.fp8_zero_point_add && y == 0.0f) y = 0.0f;  // (x / s) + 0: -0.0 + 0.0 = +0.0
@@ -138,7 +146,7 @@ QuantizedTensor quantize_fp8_block_peer(const MatrixView& x, const Recipe& r) {
         for (int64_t i = mb * 128; i < i1; ++i)
           for (int64_t j = kb * 128; j < j1; ++j) a = amax_step(a, at(i, j), prop);
         const float s = p.scale(p.block_amax(a, mb * kbs + kb, mbs * kbs), p.form);
-        const float rcp = p.div(1.0f, s);
+        const float rcp = p.recip(s, p.form);
         if (r.rowwise) q.rowwise->scale.set_f32(mb, kb, s);
         if (r.columnwise) q.columnwise->scale.set_f32(kb, mb, s);
         for (int64_t i = mb * 128; i < i1; ++i)
@@ -161,7 +169,7 @@ QuantizedTensor quantize_fp8_block_peer(const MatrixView& x, const Recipe& r) {
         float am = 0.0f;
         for (int64_t e = kb * b; e < e1; ++e) am = amax_step(am, elem(a, e), prop);
         const float s = p.scale(p.block_amax(am, a * nb + kb, rows * nb), p.form);
-        const float rcp = p.div(1.0f, s);
+        const float rcp = p.recip(s, p.form);
         pl.scale.set_f32(a, kb, s);
         for (int64_t e = kb * b; e < e1; ++e) pl.data[static_cast<size_t>(a * len + e)] = p.code(elem(a, e), s, rcp, p.form, true);
       }
@@ -182,8 +190,15 @@ QuantizedTensor quantize_fp8_tensor_peer(const MatrixView& x, const Recipe& r, c
   // (a one-element tensor returns its own |NaN|, 0x7FC00000)
   if (a != a && p.pr.fp8_tensor_amax_full_reduction) a = bits_f32(x.dtype == DType::kF32 && M * K > 1 ? 0xFFFFFFFFu : 0x7FC00000u);
   const Fp8Form f = p.pr.fp8_tensor_form;
-  const float s = p.scale(a, f);
-  const float rcp = p.div(1.0f, s);
+  float s, rcp;
+  if (f == Fp8Form::kCast) {  // scale = fp8_max / amax (no guard), data cast(x * scale), stored 1 / scale
+    // PyTorch's `448.0 / amax` is Tensor.__rtruediv__: amax.reciprocal() * 448; numpy's a true division
+    rcp = p.pr.mx_order == MxOrder::kTorchCast ? p.mul(p.div(1.0f, a), p.fp8max) : p.div(p.fp8max, a);
+    s = p.div(1.0f, rcp);
+  } else {
+    s = p.scale(a, f);
+    rcp = p.recip(s, f);
+  }
   q.scale_inv = s;
   for (auto* pl : {&q.rowwise, &q.columnwise})
     if (*pl) {

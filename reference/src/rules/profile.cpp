@@ -158,7 +158,9 @@ std::vector<ProfileRules> make_builtin() {
   vt.follows = "vLLM 0.33.0 Triton _per_token_group_quant_fp8 (GPU; read from the code, eps 1e-10 is the recipe's eps)";
   vt.nan_amax = false;  // tl.max ignores NaN
   vt.fp8_torch_nan = false;
-  vt.version = 2;  // 1: data x / s (IEEE), a NaN data value NaN (0x7F); the H200 dumps of 2026-12-03 refuted both
+  // 1: data x / s (IEEE), a NaN data value NaN (0x7F); the H200 dumps of 2026-12-03 refuted both. 2: rcp.approx
+  // modelled as RN(1 / s) (534 of 540 H200 dumps). 3: rcp.approx from its measured table (qtc/rcp_approx.hpp).
+  vt.version = 3;
   vt.fp8_form = vt.fp8_tensor_form = Fp8Form::kRcpMaxMulRcp;  // y / y_s is div.full.f32: y * rcp.approx(y_s)
   vt.fp8_clamp_nan = Fp8ClampNaN::kPlusMax;  // tl.clamp(NaN, fp8_min, fp8_max) -> +448 on sm_90 (NaN and Inf / Inf)
   vt.fp8_satfinite = true;  // tl.clamp to +-448
@@ -190,7 +192,10 @@ std::vector<ProfileRules> make_builtin() {
   ProfileRules jx;
   jx.id = Profile::kJax;
   jx.name = "jax";
-  jx.version = 2;  // 1: NaN propagated into every F32 block amax (XLA's vectorized reduce drops it: 403 of 405 dumps)
+  // 1: NaN propagated into every F32 block amax (XLA's vectorized reduce drops it: 403 of 405 dumps). 2: NVFP4 block
+  // maxima of BF16 / F16 inputs still propagated NaN (their xs = x / global_scale is float32: the 8-lane rule too),
+  // and their block scale divided by 6 (MAX is then a constant of the input dtype: max|xs| * RN(1/6)).
+  jx.version = 3;
   jx.follows = "JAX 0.10.2 / 0.11.0 jax._src.cudnn.scaled_matmul_stablehlo.quantize (mxfp8, nvfp4 with global_scale "
                "amax / 2688) on XLA CPU";
   jx.fp8_block = jx.fp8_tensor = jx.mxfp4 = false;
@@ -211,7 +216,15 @@ std::vector<ProfileRules> make_builtin() {
   tc.id = Profile::kTorchCast;
   tc.name = "torch_cast";
   tc.follows = "PyTorch 2.11 casts: MXFP8 (amax / elem_max).to(torch.float8_e8m0fnu), (x / scale.float()).to(torch.float8_*)";
-  tc.nvfp4 = tc.fp8_block = tc.fp8_tensor = tc.mxfp4 = false;
+  tc.nvfp4 = tc.fp8_block = tc.mxfp4 = false;
+  // FP8 per tensor as users write it with the casts (conformance/peers/cast_dump.py): amax = torch.max(|x|) (float32,
+  // NaN 0xFFFFFFFF from the full reduction), scale = 448 / amax, (x * scale).to(float8), scale_inv = 1 / scale.
+  tc.fp8_tensor = true;
+  tc.fp8_tensor_form = Fp8Form::kCast;
+  tc.fp8_tensor_amax_full_reduction = true;
+  tc.fp8_torch_nan = true;
+  tc.fp8_satfinite = false;
+  tc.version = 2;  // 1: MXFP8 only
   tc.mxfp4_scale_rules.clear();
   tc.nan_amax = true;  // torch.amax propagates NaN
   tc.nvfp4_stochastic = false;
@@ -229,6 +242,8 @@ std::vector<ProfileRules> make_builtin() {
   md.nvfp4_order = Nvfp4Order::kMlDtypesCast;
   md.nvfp4_nan_scale = true;
   md.mx_order = MxOrder::kMlDtypesCast;
+  md.fp8_tensor_amax_full_reduction = false;  // np.max(np.abs(x)) returns the input's NaN, sign cleared
+  md.version = 2;                             // 1: MXFP8 and NVFP4 only
   v.push_back(md);
   return v;
 }
@@ -266,7 +281,11 @@ std::string_view fp8_form_name(Fp8Form f) {
     case Fp8Form::kInvMulRcp: return "s = amax / fp8_max, data x * (1 / s), stored s";
     case Fp8Form::kRcpMaxDiv: return "s = amax * RN(1 / fp8_max), data x / s, stored s";
     case Fp8Form::kRcpMaxMulRcp:
-      return "s = amax * RN(1 / fp8_max), data x * RN(1 / s) (Triton's div.full.f32 on sm_90), stored s";
+      return "s = amax * rcp(fp8_max), data x * rcp(s), rcp = sm_90's rcp.approx.f32 (RN(1 / s) +- 1 ulp by its measured "
+             "table; Triton's float32 `/` is div.full.f32 = a * rcp.approx(b)), stored s";
+    case Fp8Form::kCast:
+      return "cast: scale = fp8_max / amax unguarded (0 -> Inf, Inf -> 0), data the library's float8 cast of x * scale "
+             "(not saturating), stored 1 / scale";
   }
   return "?";
 }
@@ -282,9 +301,10 @@ std::string_view nvfp4_order_text(Nvfp4Order o) {
       return "modelopt: f32; S = amax / 2688; sf = e4m3(clamp(bamax / (6 * S), 2^-9, 448)); data x / (sf * S), "
              "E2M1 by searchsorted (-0.0 -> 0x0, NaN -> 0x7)";
     case Nvfp4Order::kJax:
-      return "jax: XLA CPU f32 with denormals flushed; xs = x * RN(1 / (amax / 2688)); sf = e4m3(clip(max|xs| / 6, 0, 448)); "
-             "data XLA E2M1 of clip(xs * RN(1 / sf), -6, 6) (NaN -> 0x8; a zero block is 0 * Inf); F32 tensors of >= 4096 "
-             "elements: block amax by XLA's 8-lane maxps reduction";
+      return "jax: XLA CPU f32 with denormals flushed; xs = x * RN(1 / (amax / 2688)); sf = e4m3(clip(max|xs| / 6, 0, 448)) "
+             "(BF16 / F16 x: max|xs| * RN(1/6)); "
+             "data XLA E2M1 of clip(xs * RN(1 / sf), -6, 6) (NaN -> 0x8; a zero block is 0 * Inf); tensors of >= 4096 "
+             "elements (any input dtype: x / global_scale is float32): block amax by XLA's 8-lane maxps reduction";
     case Nvfp4Order::kVllm:
       return "vllm: gs = T(T(1 / amax) * 2688) in the input dtype T; sf = e4m3(clamp(gs * (bamax * RN(1/6)), +-448)); data "
              "x * rcp(sf * rcp(gs)), rcp(0) = 1e-8; clamp +-6; value buckets (-0.0 -> 0x0, NaN -> 0x8)";
@@ -309,14 +329,13 @@ std::string_view mx_order_text(MxOrder o) {
       return "modelopt: e = ceil(log2f(bamax / 448)) if > 0 else -127, clamp [-127, 127]; data clamp(x * 2^(127-e), +-448)";
     case MxOrder::kJax:
       return "jax: in the input dtype T, E8M0 rounded up from T(bamax / elem_max) (F16: T(bamax * T(1 / elem_max))), a NaN "
-             "-> 0x00; data T(x * T(1 / T(2^(e-127)))) (e = 0: 2^-127, F16 2^-15), clip +-elem_max; XLA CPU flushes denormals";
+             "-> 0x00; data T(x * T(1 / T(2^(e-127)))) (e = 0: 2^-127, F16 2^-15), clip +-elem_max; XLA CPU flushes denormals; "
+             "F32 tensors of >= 4096 elements: block amax by XLA's 8-lane maxps reduction (a NaN drops its lane's earlier "
+             "values, one reaching the last step gives -Inf: 0xFF)";
     case MxOrder::kCompressedTensors:
       return "compressed_tensors: in the input dtype T, scale rule pow2_round: bpos rounded to a power of two on its bits "
              "(mantissa >= 0.75 up), e = clamp(127 + floor(log2) - emax_elem, 0, 255), scale T(2^(e-127)), 0 -> 1, stored "
              "127 + floor(log2(scale)); data T(x / scale) + 0, clamp +-elem_max, PyTorch's cast (E2M1: value buckets)";
-             "-> 0x00; data T(x * T(1 / T(2^(e-127)))) (e = 0: 2^-127, F16 2^-15), clip +-elem_max; XLA CPU flushes denormals; "
-             "F32 tensors of >= 4096 elements: block amax by XLA's 8-lane maxps reduction (a NaN drops its lane's earlier "
-             "values, one reaching the last step gives -Inf: 0xFF)";
     case MxOrder::kTorchCast:
       return "torch_cast: f32; e = torch float8_e8m0fnu cast of bamax / elem_max (up iff mantissa bit 22 set and the value is "
              "normal or has lower bits; sign dropped; NaN/Inf -> 0xFF); data float8(x / float(e)), float(0x00) = 2^-127, "
@@ -510,6 +529,7 @@ std::span<const RuleToggle> rule_toggles() {
          // x / s <-> x * (1 / s), for the forms that store s (te's form has its own toggle, fp8.scale_order)
          if ((!r.fp8_block && !r.fp8_tensor) || r.fp8_form == Fp8Form::kTE) return false;
          auto swap = [](Fp8Form f) {
+           if (f == Fp8Form::kCast) return f;  // the libraries' casts multiply: no division form to swap with
            if (f == Fp8Form::kRcpMaxDiv || f == Fp8Form::kRcpMaxMulRcp)
              return f == Fp8Form::kRcpMaxDiv ? Fp8Form::kRcpMaxMulRcp : Fp8Form::kRcpMaxDiv;
            return f == Fp8Form::kInvMulRcp ? Fp8Form::kInvDiv : Fp8Form::kInvMulRcp;
