@@ -68,19 +68,22 @@ def test_a_mismatch_found_on_the_gpu_reads_as_on_the_cpu(recipe, params):
     torch.manual_seed(2)
     x = torch.randn(64, 256, device="cuda", dtype=torch.float32)
     outs = qtc.quantize(x, recipe, layout="te", **params)
+    failed = 0
     for name in sorted(outs):  # every output corrupted once, at an element past the first
         bad = {k: v.clone() for k, v in outs.items()}
         flat = bad[name].view(-1).view(torch.uint8)
         flat[min(37, flat.numel() - 1)] ^= 0x11
         on_gpu = qtc.verify({"x": x, **bad}, recipe=recipe, layout="te", **params)
         on_cpu = qtc.verify({"x": x.cpu(), **{k: v.cpu() for k, v in bad.items()}}, recipe=recipe, layout="te", **params)
-        assert on_cpu.verdict in ("fail", "equivalent"), (name, on_cpu.line)
+        assert "[cuda]" in on_gpu.line and "[cpu]" in on_cpu.line, (on_gpu.line, on_cpu.line)
         if on_cpu.verdict == "equivalent":  # the device path has no value-equivalence tier: a failure there
             assert on_gpu.verdict == "fail", on_gpu.line
             continue
-        assert on_gpu.verdict == "fail" and "[cuda]" in on_gpu.line, on_gpu.line
-        assert on_gpu.message == on_cpu.message, name
+        # A byte of TE's padding is no value (pass on both); every other one fails with the same text and fields.
+        assert on_gpu.verdict == on_cpu.verdict and on_gpu.message == on_cpu.message, (name, on_gpu.line, on_cpu.line)
         assert on_gpu.records == on_cpu.records and on_gpu.mismatches == on_cpu.mismatches, name
+        failed += on_cpu.verdict == "fail"
+    assert failed >= len(outs) - 2, failed  # at most the two TE-padded scale buffers hit padding
 
 
 def test_the_gpu_path_copies_no_tensor_to_the_host(no_host_path):
@@ -88,7 +91,7 @@ def test_the_gpu_path_copies_no_tensor_to_the_host(no_host_path):
     out = qtc.quantize(x, "nvfp4", layout="swizzled_128x4")
     assert qtc.verify({"x": x, **out}, recipe="nvfp4", layout="swizzled_128x4").passed
     assert assert_conforms(x, "nvfp4", out, layout="swizzled_128x4").passed
-    out["rowwise_scale_inv"].view(torch.uint8)[5] += 1
+    out["rowwise_scale_inv"].view(torch.uint8).view(-1)[5] += 1
     with pytest.raises(ConformanceError) as e:  # the failure too: only its elements and block inputs are read
         assert_conforms(x, "nvfp4", out, layout="swizzled_128x4")
     assert e.value.tensor == "rowwise_scale_inv" and e.value.count == 1 and e.value.rule is None
