@@ -155,6 +155,25 @@ def test_the_caller_stream_and_a_second_device_rule():
         qtc.verify({"x": x, "rowwise_data": out["rowwise_data"].cpu()}, recipe="mxfp8", columnwise=False)
 
 
+def test_error_verdicts_on_the_gpu_read_as_on_the_cpu():
+    x = torch.randn(64, 128, device="cuda", dtype=torch.float32)
+    q = qtc.quantize(x, "nvfp4", columnwise=False)
+    bad = [({"x": x, **q}, {"recipe": "nvfp5"}),                                      # unknown recipe
+           ({k: v for k, v in q.items()}, {"recipe": "nvfp4"}),                       # no x
+           ({"x": x.view(-1), **q}, {"recipe": "nvfp4"}),                             # 1-D x
+           ({"x": x.int(), **q}, {"recipe": "nvfp4"}),                                # integer x
+           ({"x": x, **q, "foo": q["amax_rowwise"]}, {"recipe": "nvfp4"}),            # not an output
+           ({"x": x, **q, "rowwise_data": q["rowwise_data"][:32]}, {"recipe": "nvfp4"}),  # wrong shape
+           ({"x": x, **q, "rowwise_data": q["rowwise_data"].float()}, {"recipe": "nvfp4"}),  # wrong dtype
+           ({"x": x, **q}, {"recipe": "nvfp4", "layout": "deepgemm_packed_ue8m0"}),   # layout the recipe lacks
+           ({"x": x}, {"recipe": "nvfp4"})]                                           # nothing to check
+    for tensors, md in bad:
+        on_gpu = qtc.verify(tensors, **md)
+        on_cpu = qtc.verify({k: v.cpu() for k, v in tensors.items()}, **md)
+        assert on_gpu.verdict == on_cpu.verdict == "error", (on_gpu.line, on_cpu.line)
+        assert on_gpu.message == on_cpu.message and "internal error" not in on_gpu.message, (on_gpu.line, on_cpu.line)
+
+
 def test_te_mxfp8_tensor_on_the_gpu():
     te = pytest.importorskip("transformer_engine.pytorch", reason="TransformerEngine is not installed")
     x = torch.randn(256, 512, device="cuda", dtype=torch.bfloat16)
