@@ -59,17 +59,27 @@ class DeviceGuard {
   int prev_ = -1;
 };
 
-qtc::DType input_dtype(const std::string& d) {
+/// Which call reads x: its messages are those of the host path's same call (quantize's or verify's).
+enum class XFor { kQuantize, kVerify };
+
+qtc::DType input_dtype(const std::string& d, XFor f) {
   if (d == "F32") return qtc::DType::kF32;
   if (d == "BF16") return qtc::DType::kBF16;
   if (d == "F16") return qtc::DType::kF16;
+  if (f == XFor::kQuantize) QTC_FAIL("x has dtype ", d, "; the quantizers take F32, BF16 or F16");
   QTC_FAIL("tensor 'x' has dtype ", d, "; VECTORS.md allows F32, BF16 or F16");
 }
 
-qtc::cuda::DeviceMatrixView x_view(const CudaArg& x) {
+qtc::cuda::DeviceMatrixView x_view(const CudaArg& x, XFor f) {
   check_itemsize("x", x.first, x.second);
-  QTC_CHECK(x.first.ndim() == 2, "tensor 'x' has shape ", shape_str(shape_of(x.first)), "; VECTORS.md needs 2-D [M, K]");
-  return {x.first.data(), input_dtype(x.second), static_cast<int64_t>(x.first.shape(0)), static_cast<int64_t>(x.first.shape(1))};
+  const std::string shape = shape_str(shape_of(x.first));
+  if (f == XFor::kQuantize) {  // qtc_python.cpp's view_2d: the dtype first
+    const qtc::DType dt = input_dtype(x.second, f);
+    QTC_CHECK(x.first.ndim() == 2, "x has shape ", shape, "; VECTORS.md needs 2-D [M, K]");
+    return {x.first.data(), dt, static_cast<int64_t>(x.first.shape(0)), static_cast<int64_t>(x.first.shape(1))};
+  }
+  QTC_CHECK(x.first.ndim() == 2, "tensor 'x' has shape ", shape, "; VECTORS.md needs 2-D [M, K]");  // verify.cpp's order
+  return {x.first.data(), input_dtype(x.second, f), static_cast<int64_t>(x.first.shape(0)), static_cast<int64_t>(x.first.shape(1))};
 }
 
 cudaStream_t as_stream(uintptr_t s) { return reinterpret_cast<cudaStream_t>(s); }
@@ -89,8 +99,8 @@ nb::dict quantize_cuda(const CudaArg& x_arg, const Metadata& md, uintptr_t strea
   QTC_CHECK(!qtc::HybridRecipe::is_hybrid(md),
             "recipe=hybrid: CUDA tensors are not quantized as hybrid planes by this module (pass x.cpu() for the CPU "
             "reference)");
+  const qtc::cuda::DeviceMatrixView x = x_view(x_arg, XFor::kQuantize);
   auto [r, layout] = recipe_and_layout(md);
-  const qtc::cuda::DeviceMatrixView x = x_view(x_arg);
   r.validate_input(x.dtype, x.rows, x.cols);
   const DeviceGuard guard(x_arg.first.device_id());  // x's device: the capability the gating table reads, the buffers
   if (const std::string why = qtc::cuda::unsupported_reason(r, x.dtype, x.rows, x.cols); !why.empty())
@@ -211,7 +221,7 @@ class DeviceVerify {
     auto xi = tensors_.find("x");
     if (xi == tensors_.end()) return Stop{cv::Verdict::kError, "missing required tensor 'x' (the input)"};
     try {
-      x_ = x_view(xi->second);
+      x_ = x_view(xi->second, XFor::kVerify);
     } catch (const qtc::Error& e) {
       return Stop{cv::Verdict::kError, e.what()};
     }

@@ -172,6 +172,14 @@ def test_error_verdicts_on_the_gpu_read_as_on_the_cpu():
         on_cpu = qtc.verify({k: v.cpu() for k, v in tensors.items()}, **md)
         assert on_gpu.verdict == on_cpu.verdict == "error", (on_gpu.line, on_cpu.line)
         assert on_gpu.message == on_cpu.message and "internal error" not in on_gpu.message, (on_gpu.line, on_cpu.line)
+    for call in (lambda t: qtc.quantize(t.view(-1), "nvfp4"), lambda t: qtc.quantize(t.int(), "nvfp4"),
+                 lambda t: qtc.quantize(t, "nvfp5"), lambda t: qtc.quantize(t[:30], "nvfp4"),
+                 lambda t: qtc.quantize(t, "nvfp4", layout="deepgemm_packed_ue8m0")):
+        with pytest.raises(ValueError) as on_gpu:
+            call(x)
+        with pytest.raises(ValueError) as on_cpu:
+            call(x.cpu())
+        assert str(on_gpu.value) == str(on_cpu.value)
 
 
 def test_te_mxfp8_tensor_on_the_gpu():
