@@ -47,7 +47,11 @@ class DeviceGuard {
  public:
   explicit DeviceGuard(int dev) {
     if (cudaGetDevice(&prev_) != cudaSuccess) prev_ = -1;
-    QTC_CUDA_CHECK(cudaSetDevice(dev));
+    if (const cudaError_t e = cudaSetDevice(dev); e != cudaSuccess) {
+      (void)cudaGetLastError();
+      QTC_FAIL("the tensors are on cuda:", dev, ", which this process cannot use (", cudaGetErrorName(e), ": ",
+               cudaGetErrorString(e), ")");
+    }
   }
   ~DeviceGuard() {
     if (prev_ >= 0) (void)cudaSetDevice(prev_);
@@ -261,7 +265,12 @@ class DeviceVerify {
     } catch (const qtc::Error& e) {
       return Stop{cv::Verdict::kError, e.what()};
     }
-    if (const std::string why = qtc::cuda::unsupported_reason(r_, x_.dtype, M, K); !why.empty())
+    return std::nullopt;
+  }
+
+  /// A recipe the kernels do not run on the current device (the tensors' one): skipped with the reason.
+  std::optional<Stop> unsupported() const {
+    if (const std::string why = qtc::cuda::unsupported_reason(r_, x_.dtype, x_.rows, x_.cols); !why.empty())
       return Stop{cv::Verdict::kSkipped, why + " (pass CPU tensors for the CPU reference)"};
     return std::nullopt;
   }
@@ -411,9 +420,17 @@ nb::dict verify_cuda(const std::map<std::string, CudaArg>& tensors, const Metada
     dev = arg.first.device_id();
   }
   try {
-    const DeviceGuard guard(dev < 0 ? 0 : dev);
+    // Read and expect first: every error of the arguments is found on the host, before any CUDA call (CI checks them
+    // without a GPU: python/tests/test_cuda_args.py).
+    std::optional<DeviceGuard> guard;  // declared first: the device buffers of `v` are freed on the tensors' device
     DeviceVerify v(tensors, md, strict_padding, as_stream(stream));
     if (auto s = v.prepare(res)) return stop(*s);
+    try {
+      guard.emplace(dev < 0 ? 0 : dev);
+    } catch (const qtc::Error& e) {
+      return stop({cv::Verdict::kError, e.what()});
+    }
+    if (auto s = v.unsupported()) return stop(*s);
     std::optional<Stop> s;
     {
       nb::gil_scoped_release release;
