@@ -32,6 +32,86 @@ __device__ __forceinline__ void nvfp4_block_to_bf16(const uint8_t* __restrict__ 
   dst[1] = reinterpret_cast<const uint4*>(v)[1];
 }
 
+// ---- Fast path: compact scales (scale byte of element e is e / 16), one linear stream per plane ----
+// One unit = 8 elements: 4 code bytes and (shared by two units) one scale byte -> 16 BF16 bytes. Thread t of a
+// block takes units base + i·256 + t (i < kUnitsPerThread): every load and 16-byte store of a warp is contiguous,
+// all loads are issued before the first use, and no division is left (the old kernel's 64-bit r / kb split of
+// every block cost more than the bytes it moved).
+constexpr int kLinThreads = 256;
+constexpr int kUnitsPerThread = 4;
+constexpr int64_t kUnitsPerBlock = static_cast<int64_t>(kLinThreads) * kUnitsPerThread;
+
+/// E2M1 code (low 4 bits) -> its value, exactly decode_e2m1: the three magnitude bits become exponent bits 0-1
+/// and the top mantissa bit of a float whose exponent bias is off by 126 (code 1 lands on the subnormal 2^-127),
+/// then one exact multiply by 2^126 (no FTZ: the TU is built with -ftz=false).
+__device__ __forceinline__ float e2m1_fast(uint32_t q) {
+  return __fmul_rn(__uint_as_float(((q & 7u) << 22) | ((q & 8u) << 28)), 0x1p126f);
+}
+
+/// 4 code bytes (8 elements, low nibble first) · sf -> 8 BF16 (exact: <= 6 significant bits).
+__device__ __forceinline__ uint4 unit_to_bf16(uint32_t codes, float sf) {
+  uint32_t w[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t byte = codes >> (8 * j);
+    const __nv_bfloat162 v = __floats2bfloat162_rn(__fmul_rn(e2m1_fast(byte & 0xFu), sf),
+                                                   __fmul_rn(e2m1_fast((byte >> 4) & 0xFu), sf));
+    w[j] = *reinterpret_cast<const uint32_t*>(&v);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/// Units [u0, u0 + kUnitsPerBlock) ∩ [0, units) of one plane, by the calling block.
+__device__ __forceinline__ void linear_block(const uint32_t* __restrict__ codes, const uint8_t* __restrict__ scale,
+                                             int64_t units, int64_t u0, uint4* __restrict__ out) {
+  uint32_t c[kUnitsPerThread];
+  uint32_t s[kUnitsPerThread];
+#pragma unroll
+  for (int i = 0; i < kUnitsPerThread; ++i) {
+    const int64_t u = u0 + i * kLinThreads + threadIdx.x;
+    c[i] = u < units ? __ldg(codes + u) : 0u;
+    s[i] = u < units ? __ldg(scale + u / 2) : 0u;
+  }
+#pragma unroll
+  for (int i = 0; i < kUnitsPerThread; ++i) {
+    const int64_t u = u0 + i * kLinThreads + threadIdx.x;
+    if (u < units) out[u] = unit_to_bf16(c[i], decode_e4m3(s[i]));
+  }
+}
+
+/// alpha = alpha_in·amax_A·amax_B·(1/(36·maxA·maxB)), fp32 left to right (§7.4); beta copied. With
+/// neutralised operands (row-scaled, §7.5) the amaxes are 1 and the pointers are null.
+__device__ __forceinline__ void nvfp4_alpha(const Nvfp4AlphaArgs& a) {
+  const float x = a.amax_a != nullptr ? *a.amax_a : 1.0f;
+  const float y = a.amax_b != nullptr ? *a.amax_b : 1.0f;
+  float v = __fmul_rn(a.alpha_in, x);
+  v = __fmul_rn(v, y);
+  a.out[0] = __fmul_rn(v, a.factor);
+  a.out[1] = a.beta;
+}
+
+/// Up to kLinPlanes planes in one launch: block b belongs to the plane p with first_block[p] <= b < first_block[p+1].
+/// Block 0's first thread also writes the GEMM's device alpha/beta when alpha.out is set (one launch less).
+constexpr int kLinPlanes = 4;
+struct LinearJob {
+  const uint32_t* codes[kLinPlanes];
+  const uint8_t* scale[kLinPlanes];
+  uint4* out[kLinPlanes];
+  int64_t units[kLinPlanes];
+  int64_t first_block[kLinPlanes + 1];
+  int planes;
+  Nvfp4AlphaArgs alpha;
+};
+
+__global__ void __launch_bounds__(kLinThreads) nvfp4_linear_to_bf16_kernel(LinearJob job) {
+  const int64_t b = blockIdx.x;
+  if (job.alpha.out != nullptr && b == 0 && threadIdx.x == 0) nvfp4_alpha(job.alpha);
+  int p = 0;
+#pragma unroll
+  for (int i = 1; i < kLinPlanes; ++i) p += (i < job.planes && b >= job.first_block[i]) ? 1 : 0;
+  linear_block(job.codes[p], job.scale[p], job.units[p], (b - job.first_block[p]) * kUnitsPerBlock, job.out[p]);
+}
+
 /// One thread per 16-element block: 8 packed bytes and one scale -> 16 BF16 values code·sf.
 __global__ void nvfp4_to_bf16_kernel(const uint8_t* __restrict__ data, const uint8_t* __restrict__ scale,
                                      int64_t rows, int64_t k, ScaleGeometry sg, __nv_bfloat16* __restrict__ out) {
@@ -45,17 +125,7 @@ __global__ void nvfp4_to_bf16_kernel(const uint8_t* __restrict__ data, const uin
   }
 }
 
-/// alpha = alpha_in·amax_A·amax_B·(1/(36·maxA·maxB)), fp32 left to right (§7.4); beta copied. With
-/// neutralised operands (row-scaled, §7.5) the amaxes are 1 and the pointers are null.
-__global__ void nvfp4_alpha_kernel(const float* amax_a, const float* amax_b, float alpha_in, float factor, float beta,
-                                   float* out) {
-  const float a = amax_a != nullptr ? *amax_a : 1.0f;
-  const float b = amax_b != nullptr ? *amax_b : 1.0f;
-  float x = __fmul_rn(alpha_in, a);
-  x = __fmul_rn(x, b);
-  out[0] = __fmul_rn(x, factor);
-  out[1] = beta;
-}
+__global__ void nvfp4_alpha_kernel(Nvfp4AlphaArgs a) { nvfp4_alpha(a); }
 
 template <typename T>
 __device__ __forceinline__ float load_f(const T* p, int64_t i);
@@ -156,6 +226,18 @@ __global__ void nvfp4_to_bf16_grouped_kernel(WeightChunk w, int g0, const int64_
   }
 }
 
+/// Fast grouped path (compact scales): blockIdx.y = group of the chunk, blockIdx.x = unit block of its weight;
+/// groups without rows are skipped as above.
+__global__ void __launch_bounds__(kLinThreads) nvfp4_linear_to_bf16_grouped_kernel(WeightChunk w, int g0,
+                                                                                   const int64_t* __restrict__ sizes,
+                                                                                   int64_t stride, int64_t units,
+                                                                                   uint4* __restrict__ out) {
+  const int g = g0 + static_cast<int>(blockIdx.y);
+  if (sizes != nullptr && sizes[g * stride] == 0) return;
+  linear_block(reinterpret_cast<const uint32_t*>(w.data[blockIdx.y]), w.scale[blockIdx.y], units,
+               static_cast<int64_t>(blockIdx.x) * kUnitsPerBlock, out + static_cast<int64_t>(g) * units);
+}
+
 /// s[r] = row_scales[n_row == 1 ? 0 : r] · col_scales[g] for every row r of group g (the fused §7.5 factor of
 /// the grouped epilogue); rows in no group are not written.
 __global__ void grouped_row_factors_kernel(const int64_t* __restrict__ sizes, const int64_t* __restrict__ offsets,
@@ -227,8 +309,54 @@ int grid_for(int64_t work, int threads) {
 
 }  // namespace
 
+bool nvfp4_linear_ok(const uint8_t* data, const ScaleGeometry& sg, int64_t k, const void* out) {
+  return sg.layout == Layout::kCompact && k % 16 == 0 && reinterpret_cast<uintptr_t>(data) % 4 == 0 &&
+         reinterpret_cast<uintptr_t>(out) % 16 == 0;
+}
+
+void launch_nvfp4_to_bf16_linear(const Nvfp4Linear* planes, int n, cudaStream_t stream, const Nvfp4AlphaArgs* alpha) {
+  QTC_CHECK(alpha == nullptr || n <= kLinPlanes, "NVFP4 -> BF16 with the GEMM's alpha: at most ", kLinPlanes, " planes");
+  for (int p0 = 0; p0 < n || (p0 == 0 && alpha != nullptr); p0 += kLinPlanes) {
+    LinearJob job{};
+    if (alpha != nullptr) job.alpha = *alpha;
+    job.planes = std::min(kLinPlanes, n - p0);
+    int64_t blocks = 0;
+    for (int i = 0; i < job.planes; ++i) {
+      const Nvfp4Linear& q = planes[p0 + i];
+      QTC_CHECK(q.elems % 16 == 0, "NVFP4 -> BF16: ", q.elems, " elements are not whole 16-element blocks");
+      job.codes[i] = reinterpret_cast<const uint32_t*>(q.data);
+      job.scale[i] = q.scale;
+      job.out[i] = static_cast<uint4*>(q.out);
+      job.units[i] = q.elems / 8;
+      job.first_block[i] = blocks;
+      blocks += (job.units[i] + kUnitsPerBlock - 1) / kUnitsPerBlock;
+    }
+    for (int i = job.planes; i <= kLinPlanes; ++i) job.first_block[i] = blocks;
+    if (blocks == 0 && alpha == nullptr) continue;
+    blocks = std::max<int64_t>(blocks, 1);  // the alpha of an empty GEMM still written
+    QTC_CHECK(blocks <= 0x7FFFFFFF, "NVFP4 -> BF16: ", blocks, " blocks exceed one launch");
+    nvfp4_linear_to_bf16_kernel<<<static_cast<unsigned>(blocks), kLinThreads, 0, stream>>>(job);
+    QTC_CUDA_CHECK_LAUNCH();
+  }
+}
+
+/// Both kernels read whole 16-element blocks (8 code bytes) and store 16 bytes at a time.
+void check_nvfp4_to_bf16(const uint8_t* data, int64_t k, const void* out) {
+  QTC_CHECK(k % 16 == 0, "NVFP4 -> BF16: k = ", k, " is not a whole number of 16-element blocks");
+  QTC_CHECK(reinterpret_cast<uintptr_t>(out) % 16 == 0 && reinterpret_cast<uintptr_t>(data) % 8 == 0,
+            "NVFP4 -> BF16: the BF16 destination must be 16-byte aligned and the code bytes 8-byte aligned (16-byte "
+            "stores, 8-byte block loads); got destination % 16 = ", reinterpret_cast<uintptr_t>(out) % 16,
+            ", codes % 8 = ", reinterpret_cast<uintptr_t>(data) % 8);
+}
+
 void launch_nvfp4_to_bf16(const uint8_t* data, const uint8_t* scale, int64_t rows, int64_t k, const ScaleGeometry& sg,
                           void* out, cudaStream_t stream, int max_blocks) {
+  check_nvfp4_to_bf16(data, k, out);
+  if (max_blocks == 0 && nvfp4_linear_ok(data, sg, k, out)) {
+    const Nvfp4Linear p{data, scale, rows * k, out};
+    launch_nvfp4_to_bf16_linear(&p, 1, stream);
+    return;
+  }
   const int threads = 256;
   int grid = grid_for(rows * (k / 16), threads);
   if (max_blocks > 0) grid = std::min(grid, max_blocks);
@@ -249,7 +377,7 @@ void launch_gather_scalars(const float* const* ptrs, int64_t n, float* out, cuda
 
 void launch_nvfp4_alpha(const float* amax_a, const float* amax_b, float alpha_in, float factor, float beta,
                         float* out, cudaStream_t stream) {
-  nvfp4_alpha_kernel<<<1, 1, 0, stream>>>(amax_a, amax_b, alpha_in, factor, beta, out);
+  nvfp4_alpha_kernel<<<1, 1, 0, stream>>>(Nvfp4AlphaArgs{amax_a, amax_b, alpha_in, factor, beta, out});
   QTC_CUDA_CHECK_LAUNCH();
 }
 
@@ -312,12 +440,25 @@ void launch_nvfp4_to_bf16_grouped(const uint8_t* const* data, const uint8_t* con
                                   const int64_t* sizes, int64_t stride, int64_t rows, int64_t k, const ScaleGeometry& sg,
                                   void* out, cudaStream_t stream) {
   const int threads = 256;
+  for (int g = 0; g < groups; ++g) check_nvfp4_to_bf16(data[g], k, out);
+  bool linear = true;
+  for (int g = 0; g < groups && linear; ++g) linear = nvfp4_linear_ok(data[g], sg, k, out);
   for (int g0 = 0; g0 < groups; g0 += kWeightChunk) {
     const int cnt = std::min(kWeightChunk, groups - g0);
     WeightChunk w{};
     for (int i = 0; i < cnt; ++i) {
       w.data[i] = data[g0 + i];
       w.scale[i] = scale[g0 + i];
+    }
+    if (linear) {  // every weight of the chunk in one launch, 16-byte coalesced stores
+      const int64_t units = rows * k / 8;
+      const int64_t bx = (units + kUnitsPerBlock - 1) / kUnitsPerBlock;
+      if (bx == 0) continue;
+      QTC_CHECK(bx <= 0x7FFFFFFF, "NVFP4 -> BF16: ", bx, " blocks per weight exceed one launch");
+      nvfp4_linear_to_bf16_grouped_kernel<<<dim3(static_cast<unsigned>(bx), static_cast<unsigned>(cnt)), kLinThreads, 0,
+                                            stream>>>(w, g0, sizes, stride, units, static_cast<uint4*>(out));
+      QTC_CUDA_CHECK_LAUNCH();
+      continue;
     }
     const int gx = std::min(grid_for(rows * (k / 16), threads), 1024);
     nvfp4_to_bf16_grouped_kernel<<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(cnt)), threads, 0, stream>>>(

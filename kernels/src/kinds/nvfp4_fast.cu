@@ -13,8 +13,9 @@
 ///    free of bank conflicts;
 ///  * a rowwise thread owns two whole 16-element blocks of one row, a columnwise thread two whole 16-row
 ///    columns (its 16 words): no shuffle for 1x16 block amaxes; the amaxes are packed bf16x2/half2 maxima of
-///    |x| (__hmax2 returns the other operand for a NaN, as fmaxf does, and the maximum of exact values is
-///    exact; balanced trees keep the dependency chains short); 16x16 blocks combine the 8 column threads of a block with three shuffles;
+///    |x| (max.xorsign.abs: one instruction per word pair; max returns the other operand for a NaN, as fmaxf
+///    does, and the maximum of exact values is exact; balanced trees keep the dependency chains short); 16x16
+///    blocks combine the 8 column threads of a block with three shuffles;
 ///  * S_enc, S_dec, S_enc * RN(1/6) once per CTA, and enc = fminf(1 / (dec(sf) * S_dec), FLT_MAX) from a
 ///    128-entry shared table per plane built once per CTA with the reference's division (sf is never
 ///    negative or NaN here). Row-scaled tensors keep one division per block, with the per-row and per-column
@@ -64,7 +65,12 @@ struct Pk<__nv_bfloat16> {
     hi = __uint_as_float(w & 0xFFFF0000u);
   }
   __device__ static __forceinline__ uint32_t max2(uint32_t a, uint32_t b) { return bf22u(__hmax2(u2bf2(a), u2bf2(b))); }
-  __device__ static __forceinline__ uint32_t abs2(uint32_t a) { return bf22u(__habs2(u2bf2(a))); }
+  /// max(|a|, |b|) per half, the sign the XOR of the operands' signs (one HMNMX2.XORSIGN with |.| operands)
+  __device__ static __forceinline__ uint32_t maxabs2(uint32_t a, uint32_t b) {
+    uint32_t d;
+    asm("max.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+  }
 };
 template <>
 struct Pk<__half> {
@@ -84,29 +90,28 @@ struct Pk<__half> {
     memcpy(&u, &r, 4);
     return u;
   }
-  __device__ static __forceinline__ uint32_t abs2(uint32_t a) {
-    __half2 x;
-    memcpy(&x, &a, 4);
-    const __half2 r = __habs2(x);
-    uint32_t u;
-    memcpy(&u, &r, 4);
-    return u;
+  __device__ static __forceinline__ uint32_t maxabs2(uint32_t a, uint32_t b) {
+    uint32_t d;
+    asm("max.xorsign.abs.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
   }
 };
 
-/// Packed max |x| over n words as a balanced tree (short dependency chains), then against +0: a NaN operand
-/// loses every comparison, as in the reference's fmaxf chain from 0, so an all-NaN set gives 0.
+/// Packed max |x| over n words as a balanced tree of max(|a|, |b|) (short dependency chains; each step takes the
+/// magnitudes of its operands, so the XORed sign bits the steps leave behind never matter), then against +0 with
+/// the sign cleared: a NaN operand loses every comparison (max without .NaN returns the other operand), as in the
+/// reference's fmaxf chain from 0, so an all-NaN set gives +0.
 template <typename In, int n>
 __device__ __forceinline__ uint32_t absmax_tree(const uint32_t* w) {
   uint32_t t[n / 2];
 #pragma unroll
-  for (int i = 0; i < n / 2; ++i) t[i] = Pk<In>::max2(Pk<In>::abs2(w[2 * i]), Pk<In>::abs2(w[2 * i + 1]));
+  for (int i = 0; i < n / 2; ++i) t[i] = Pk<In>::maxabs2(w[2 * i], w[2 * i + 1]);
 #pragma unroll
   for (int len = n / 2; len > 1; len /= 2) {
 #pragma unroll
-    for (int i = 0; i < len / 2; ++i) t[i] = Pk<In>::max2(t[2 * i], t[2 * i + 1]);
+    for (int i = 0; i < len / 2; ++i) t[i] = Pk<In>::maxabs2(t[2 * i], t[2 * i + 1]);
   }
-  return Pk<In>::max2(0u, t[0]);
+  return Pk<In>::max2(0u, t[0] & 0x7FFF7FFFu);
 }
 
 /// Two non-negative, non-NaN floats -> two E4M3 bytes (RN, satfinite): lo in bits 7:0, hi in bits 15:8.

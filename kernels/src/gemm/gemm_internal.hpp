@@ -41,6 +41,29 @@ inline ScaleGeometry nvfp4_scale_geometry(const DevicePlane& p, int64_t rows, in
 /// max_blocks > 0 caps the grid (grid-stride loop), so the pass leaves SMs to GEMMs running beside it.
 void launch_nvfp4_to_bf16(const uint8_t* data, const uint8_t* scale, int64_t rows, int64_t k, const ScaleGeometry& sg,
                           void* out, cudaStream_t stream, int max_blocks = 0);
+/// One NVFP4 plane with compact scales, read as a linear stream: element e is nibble e of `data` (low nibble first)
+/// scaled by E4M3 byte scale[e / 16]; `elems` (a multiple of 16) BF16 values -> out (exact).
+struct Nvfp4Linear {
+  const uint8_t* data = nullptr;
+  const uint8_t* scale = nullptr;
+  int64_t elems = 0;
+  void* out = nullptr;
+};
+/// Whether a [rows, k] plane with scale geometry sg can take the linear path: compact scales, k % 16 == 0, data
+/// 4-byte and out 16-byte aligned.
+bool nvfp4_linear_ok(const uint8_t* data, const ScaleGeometry& sg, int64_t k, const void* out);
+/// The NVFP4 GEMM's device alpha/beta (§7.4): out[0] = alpha_in·amax_a·amax_b·factor (null amax = 1), out[1] = beta.
+struct Nvfp4AlphaArgs {
+  const float* amax_a = nullptr;
+  const float* amax_b = nullptr;
+  float alpha_in = 1.0f, factor = 1.0f, beta = 0.0f;
+  float* out = nullptr;
+};
+/// Planes -> BF16 in one launch per 4 planes (the emulated GEMM's two operands together); bandwidth-bound: 4 code
+/// bytes per thread per step, 16-byte coalesced stores. launch_nvfp4_to_bf16 takes it by itself where it applies.
+/// `alpha` (at most 4 planes): the same launch also writes the GEMM's alpha/beta.
+void launch_nvfp4_to_bf16_linear(const Nvfp4Linear* planes, int n, cudaStream_t stream,
+                                 const Nvfp4AlphaArgs* alpha = nullptr);
 /// out[0] = alpha (§7.4, amax pointers may be null = 1), out[1] = beta.
 void launch_nvfp4_alpha(const float* amax_a, const float* amax_b, float alpha_in, float factor, float beta,
                         float* out, cudaStream_t stream);
