@@ -1,7 +1,7 @@
 # \file qtc_rcp_table.cmake
 # \brief qtc_add_rcp_table(target data_file): sm_90's rcp.approx.f32 exception table (reference/data/
 #        rcp_approx_sm90.deflate, written by scripts/rcp_table.py) as the byte array qtc_rcp_table of a generated
-#        source added to `target` (reference/src/rcp_approx.cpp inflates it). The source is rewritten only when the
+#        source added to `target` (reference/src/peers/rcp_approx.cpp inflates it). The source is rewritten only when the
 #        data changes; the data file is a configure dependency. Used by reference/ and by the Python module's build.
 function(qtc_add_rcp_table target data_file)
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${data_file})

@@ -6,7 +6,7 @@ PTX rcp.approx / div.full.f32 is not RN(1 / b)) and `ulp` (int8, the signed diff
 RN's, +-1), as reports/h200/run_s25b_triton/rcp_probe.py measured them on the H200 (the same set at exponents 0,
 -100 and +100). Output: the table of 2^23 two-bit entries (0: RN, 1: RN + 1 ulp, 2: RN - 1 ulp; entry m in bits
 2(m % 4) of byte m / 4), compressed as a raw DEFLATE stream (RFC 1951, Python's zlib with wbits -15), which
-reference/src/rcp_approx.cpp inflates; reference/CMakeLists.txt embeds the file in qtc_ref.
+reference/src/peers/rcp_approx.cpp inflates; reference/CMakeLists.txt embeds the file in qtc_ref.
 
     python3 scripts/rcp_table.py reports/h200/run_s25b_triton/rcp_exceptions.npz reference/data/rcp_approx_sm90.deflate
 """
