@@ -38,8 +38,14 @@
 /// 2^-9 that the float rounding of the decoded max decides (te: RN(y_max * RN(S_enc * RN(1/6))) <= 2^-10 -> 0, changed;
 /// jax and vllm round their own expressions of the same value); (k >=
 /// 2, c <= 4) -> a smaller scale (changed). sf = 0 (the block scale underflowed): codes +-6 decode to zeros and come back
-/// as 0 (changed, values equal). F16: blocks holding a decoded value outside F16's normal range are not characterized
-/// (counted, tagged); the generator keeps A in [2^-2, 2^14] there.
+/// as 0 (changed, values equal). F16: a block holding a decoded value c * D outside F16's normal range that F16 does not
+/// hold (a subnormal off F16's 2^-24 grid, or |c * D| >= 65520: inf) sees w = RN16(c * D) there, errors that are not
+/// relative 2^-11, so the te rule's derivation does not reach it; its round trip is §1.4 on the F16 values under the
+/// carried amax, which the property evaluates from q's decoded values alone: sf' = E4M3(min(w_max * (S_enc * RN(1/6)),
+/// FLT_MAX)), codes e2m1(w * enc(sf')) (te_pyref: clamped to +-6, -0.0 -> 0x0), bytes and values both ways. An inf makes
+/// sf' = 448 and its own code +-6 (checked). te / te_pyref draw A in [2^-20, 2^22] for F16 (both edges reached); a
+/// block F16 holds exactly, subnormals included, follows the rule above. Other profiles keep A in [2^-2, 2^14] for F16
+/// and count such blocks as not characterized (tagged "nvfp4_f16_uncharted").
 /// NVFP4 te_pyref and modelopt: as te, and a block holding code 0x8 changes (values equal): a negative x that rounds to
 /// zero is 0x8 (the Py-ref signs a code by x * enc >= 0, modelopt by x < 0), but both map -0.0 itself to 0x0, so the
 /// decoded -0.0 comes back as 0x0.
@@ -47,12 +53,25 @@
 /// compute the global scale in the input's dtype, so their BF16 / F16 round trip starts from an input in that dtype
 /// (q of the BF16 / F16 tensor, dequantized to it, re-quantized with the same amax: the same global scale both times);
 /// the same rule holds (the decoded values are within 2^-9 / 2^-11 of c * sf * S_dec, inside E2M1's and E4M3's half
-/// steps; F16 blocks outside its normal range are counted as below). The tie at 2^-10 (k = 1, c = 3) is decided by
-/// their expressions in the input dtype and is not characterized there (counted, tagged
-/// "nvfp4_tie_input_dtype_uncharted": the F32 expressions mispredicted a vllm BF16 block). F16 input with amax < 2688 / 65520: 2688 / amax overflows F16, q is
+/// steps; F16 blocks outside its normal range are counted as below). The tie at 2^-10 (k = 1, c = 3) is decided by each
+/// profile's own float expression of the block scale, evaluated on the decoded block max: jax converts the input to
+/// float32 and computes max|x * RN(1 / (amax / 2688))| / 6, vllm gs * (bamax * RN(1/6)) with gs = T(T(1 / amax) * 2688)
+/// rounded to the input dtype T (with F32's gs a vllm BF16 block was mispredicted; tagged "nvfp4_tie_input_dtype").
+/// F16 input with amax < 2688 / 65520: 2688 / amax overflows F16, q is
 /// all-zero codes under scale 448 and its round trip changes them (discarded, not a tensor to round-trip).
 /// modelopt: a block whose codes are all zero under a scale other than 1.0 (its floor 2^-9 on a tiny block) decodes to
 /// zeros, which modelopt gives the scale 1.0: it changes (values equal).
+/// NVFP4 compressed_tensors: as te_pyref (its zero point maps -0.0 to 0x0, a negative rounding to zero is 0x8), its
+/// global scale T(T(1 / amax) * 2688) in the input dtype T as vllm's (so BF16 / F16 round trips start from T, as above),
+/// the tie decided by gs * T(bamax / 6) (float32 product; an E4M3 0 becomes 0.125), and an all-zero-code block under a scale other than 0.125 (0x20, its zero
+/// block's) changes (values equal). NVFP4 ml_dtypes_cast: as te (its casts keep -0.0's sign), the tie decided by
+/// (bamax / 6) / (amax / 2688) in float32.
+/// MXFP4 compressed_tensors (pow2_round): bamax rounded to a power of two (up iff its mantissa >= 1.75) then floor(log2)
+/// - 2 puts bamax / s in [3.5, 7), c in {4, 6}; 4 s and 6 s round to the same power of two: a fixed point, except code
+/// 0x8 (a negative that rounded to zero), whose decoded -0.0 plus the zero point is 0x0 (values equal). From F16 it
+/// computes in F16: an all-zero block's scale 2^-127 underflows to 0 and becomes 1.0 (byte 127: changed, values equal);
+/// a block whose F16 max is subnormal is not characterized (pow2_round on a subnormal's bits, a scale below 2^-24 -> 1.0;
+/// counted, tagged "ct_f16_subnormal_uncharted").
 /// NVFP4 te row-scaled (one amax per row, §1.11; rowwise only): no amax can be carried back (quantize_with_amax refuses
 /// a row-scaled recipe, tested), so row i comes back under A'_i = max_j |y_ij| (tested: back's amax[i] is that). The
 /// row max block has sf = 448 (A_i * S_enc / 6 = 448 up to float rounding), so A'_i ~ A_i and S_enc' / S_enc = 1 +- a
@@ -66,14 +85,19 @@
 /// the amax of that): a quantization of RHT(RHT(x^T)), not a round trip, and not claimed here. The round trip of that plane is y re-quantized with RHT off under the plane's own amax
 /// (amax(RHT(x^T))), the same arithmetic as te's plain columnwise plane: the te rule holds with A = that amax. The
 /// rowwise plane of an RHT recipe is the plain one (tagged "nvfp4_rht_columnwise").
-/// NVFP4 te with stochastic rounding (1x16, dequantized to F32; the round trip re-quantizes with the same recipe, so
-/// with the same seed: the same random byte rb at each element, Philox at (index / 16, plane)). Block scales are
-/// derived by RN as without SR, so the te rule above decides them. A code under an unchanged scale is
-/// floor((a + rb/256 * step(a)) / step) * step of a = |y * enc|, which F32 puts within a few 2^-24 (relative) of |c|:
-/// a >= |c| gives |c| back for every rb (rb / 256 * step < step - (a - |c|)); a < |c| gives |c| unless rb = 0, which
-/// gives the lower neighbour. So an otherwise fixed block changes iff it holds a nonzero code with a < |c| and rb = 0
-/// (values change: the code moved); tagged "sr_code_moves". (From BF16 / F16, a > |c| by up to 2^-9 relative can also
-/// round up at rb = 255: not characterized here.)
+/// NVFP4 te with stochastic rounding (1x16, dequantized to F32, BF16 or F16; the round trip re-quantizes with the same
+/// recipe, so with the same seed: the same random byte rb at each element, Philox at (index / 16, plane)). Block scales
+/// are derived by RN as without SR, so the te rule above decides them. Under an unchanged scale the code of a = |y * enc|
+/// is TE's emulation: t = fma(rb / 256, step(a), a), code floor(t / step(t)) * step(t), at most 6 (step 0.5 below 2, 1
+/// below 4, else 2). a is |c| times 1 +- a few 2^-24 (F32), 2^-9 (BF16) or 2^-11 (F16), never a whole step away, so the
+/// code is |c| or a neighbour: a < |c| gives the lower neighbour iff t < |c| (from F32: only rb = 0), a > |c| the upper
+/// one iff t >= |c| + step(|c|) and |c| < 6 (from F32 never: rb / 256 * step < step - (a - |c|); from BF16 / F16 the
+/// dtype's rounding can put a far enough above |c| for the largest random bytes: tagged "sr_code_moves_up"), a = |c|
+/// keeps |c|. So an otherwise
+/// fixed block changes iff one of its nonzero codes moves so (values change); tagged "sr_code_moves". A block whose
+/// largest code is below 6 (SR rounded its max down, under any scale) re-derives a smaller scale from c * sf, under which
+/// SR acts again: not characterized (counted, tagged "sr_block_max_below_6"; under seed 11 such a block came back under
+/// 2/3 of its scale with equal values, as 4over6's flips do).
 /// NVFP4 torchao (block scale clamped to [2^-6, 448]): c = 6 above the clamp, and a clamped block re-derives the clamp:
 /// every block is a fixed point. NVFP4 modelopt (block scale floored at 2^-9, zero block 1.0): as te, except that k = 1
 /// blocks (the floor) and zero blocks stay.
@@ -83,6 +107,7 @@
 #include <cmath>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "harness.hpp"
 #include "roundtrip_util.hpp"
@@ -94,6 +119,13 @@
 namespace qtc::prop {
 namespace {
 
+
+/// v rounded to dtype d (RN-even) and back.
+float round_to_dtype(float v, DType d) {
+  if (d == DType::kBF16) return bf16_to_f32(f32_to_bf16(v));
+  if (d == DType::kF16) return f16_to_f32(f32_to_f16(v));
+  return v;
+}
 
 bool exact_in(float v, DType d) {
   if (d == DType::kF32) return true;
@@ -140,12 +172,14 @@ struct Block {
   uint8_t scale = 0;
   float cmax = 0.0f;          ///< largest |code value|
   bool f16_inexact = false;   ///< MXFP4: a decoded value the dtype does not hold exactly (F16), or past FLT_MAX
-  bool f16_uncharted = false; ///< NVFP4: a nonzero decoded value outside F16's normal range
+  bool f16_uncharted = false; ///< NVFP4: a decoded value outside F16's normal range that F16 does not hold (or inf)
+  uint8_t scale_b = 0;        ///< the round trip's scale byte
+  std::vector<std::tuple<float, uint8_t, uint8_t>> f16_elems;  ///< NVFP4 to F16: (F16 value, code of q, code of back)
   float ymax = 0.0f;          ///< largest |decoded value| in the dequantized dtype
   bool changed = false;
   bool values_equal = true;
   bool neg_zero_code = false;  ///< a code 0x8 (-0)
-  bool sr_moves = false;       ///< SR: a nonzero code whose re-scaled value falls below it, with random byte 0
+  bool sr_moves = false;       ///< SR: a nonzero code that the re-quantization's stochastic rounding moves (see above)
   std::string first_diff;      ///< the first element whose code changed
 };
 
@@ -153,7 +187,8 @@ struct Block {
 
 TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
   check_property({"mxfp4", "nvfp4", "f32", "bf16", "f16", "changed_equivalent", "changed_lossy", "fixed_point", "mxfp4_c3",
-                  "nvfp4_subnormal_scale", "nvfp4_zero_scale", "f16_inexact", "nvfp4_row_scaled", "nvfp4_sr", "nvfp4_rht_columnwise"},
+                  "nvfp4_subnormal_scale", "nvfp4_zero_scale", "f16_inexact", "nvfp4_row_scaled", "nvfp4_sr", "nvfp4_sr_16bit", "nvfp4_rht_columnwise",
+                  "nvfp4_f16_overflow", "nvfp4_f16_subnormal"},
                  [] {
     const bool mx = uniform_index(2) == 0;
     DType dt = std::vector<DType>{DType::kF32, DType::kBF16, DType::kF16}[static_cast<size_t>(uniform_index(3))];
@@ -161,11 +196,12 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     if (mx) {
       static const std::vector<std::pair<std::string, std::string>> kRules = {
           {"te", "rceil"}, {"te", "ocp_floor"}, {"ocp", "ocp_floor"}, {"torchao", "rceil"},
-          {"torchao", "ocp_floor"}, {"torchao", "ceil"}, {"torchao", "even"}};
+          {"torchao", "ocp_floor"}, {"torchao", "ceil"}, {"torchao", "even"}, {"compressed_tensors", "pow2_round"}};
       const auto& pr = kRules[static_cast<size_t>(uniform_index(static_cast<int>(kRules.size())))];
       md = {{"recipe", "mxfp4"}, {"profile", pr.first}, {"scale_rule", pr.second}};
     } else {
-      static const std::vector<std::string> kProfiles = {"te", "te_pyref", "torchao", "modelopt", "jax", "vllm", "te+row_scaled", "te+sr", "te+rht"};
+      static const std::vector<std::string> kProfiles = {"te", "te_pyref", "torchao", "modelopt", "jax", "vllm", "compressed_tensors", "ml_dtypes_cast",
+                                                         "te+row_scaled", "te+sr", "te+rht"};
       const std::string prof = kProfiles[static_cast<size_t>(uniform_index(static_cast<int>(kProfiles.size())))];
       md = {{"recipe", "nvfp4"}, {"profile", prof}};
       if ((prof == "te" || prof == "te_pyref") && uniform_index(3) == 0) md["tile"] = "16x16";
@@ -186,9 +222,10 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     }
     // vllm and jax compute NVFP4's global scale in the input's dtype: from BF16 / F16 the input itself is in that dtype
     // (q and its round trip compute the same global scale; F16: 2688 / amax overflows for amax < 0.041, discarded below).
-    const bool in_dtype = !mx && (md["profile"] == "vllm" || md["profile"] == "jax") && dt != DType::kF32;
+    const bool in_dtype =
+        !mx && (md["profile"] == "vllm" || md["profile"] == "jax" || md["profile"] == "compressed_tensors") && dt != DType::kF32;
     tag_if(in_dtype, dt == DType::kF16 ? "nvfp4_peer_f16_input" : "nvfp4_peer_bf16_input");
-    if (md.count("stochastic_rounding")) dt = DType::kF32;  // SR's round trip is characterized from F32 (see above)
+    tag_if(md.count("stochastic_rounding") && dt != DType::kF32, "nvfp4_sr_16bit");
     Recipe r = Recipe::from_metadata(md);
     const bool torchao_nv = !mx && r.profile == Profile::kTorchAO;
     if (torchao_nv) r.columnwise = false;  // torchao's nvfp4_quantize: rowwise only
@@ -196,9 +233,17 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     const int64_t K = mx ? *rc::gen::inRange<int64_t>(1, 100) : 16 * *rc::gen::inRange<int64_t>(1, 7);
     // Magnitudes: MXFP4 anywhere in float's range (F16 then sees underflow and overflow); NVFP4 with A in [2^-80, 2^100]
     // (F16: [2^-2, 2^14]).
-    const int e0 = mx ? *rc::gen::inRange(-150, 125) : (dt == DType::kF16 ? *rc::gen::inRange(-2, 12) : *rc::gen::inRange(-78, 98));
+    // NVFP4 te / te_pyref to F16 (no SR, not row-scaled): A in [2^-20, 2^22], past F16's range both ways (predicted by
+    // §1.4 on the F16 values, below).
+    const bool f16_wide = !mx && dt == DType::kF16 && (md["profile"] == "te" || md["profile"] == "te_pyref") &&
+                          !md.count("stochastic_rounding") && !md.count("row_scaled");
+    const int e0 = mx ? *rc::gen::inRange(-150, 125)
+                      : (dt == DType::kF16 ? (f16_wide ? std::vector<int>{*rc::gen::inRange(-22, -12), *rc::gen::inRange(-2, 12),
+                                                                          *rc::gen::inRange(14, 20)}[static_cast<size_t>(uniform_index(3))]
+                                                       : *rc::gen::inRange(-2, 12))
+                                           : *rc::gen::inRange(-78, 98));
     const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
-    const float clamp_abs = mx ? FLT_MAX : (dt == DType::kF16 ? 0x1p14f : 0x1p100f);
+    const float clamp_abs = mx ? FLT_MAX : (dt == DType::kF16 ? (f16_wide ? 0x1p22f : 0x1p14f) : 0x1p100f);
     HostMatrix x = make_input(M, K, e0, seed, clamp_abs);
     if (in_dtype || (!mx && r.nvfp4().rht)) {  // RHT is defined for BF16 input only (rule nvfp4-input-rht-bf16)
       HostMatrix xb(in_dtype ? dt : DType::kBF16, M, K);
@@ -213,7 +258,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     if (!mx && !(A >= 0x1p-80f && A <= 0x1p100f)) RC_DISCARD("NVFP4 tensor amax outside [2^-80, 2^100]");
     // F16 input: 2688 / amax computed in F16 overflows to inf for amax < 2688 / 65520 (q is then all-zero codes under
     // scale 448: no tensor to round-trip).
-    if (in_dtype && dt == DType::kF16 && !(2688.0f / A < 65520.0f)) RC_DISCARD("vllm/jax F16: global scale 2688/amax overflows F16");
+    if (in_dtype && dt == DType::kF16 && !(2688.0f / A < 65520.0f)) RC_DISCARD("vllm/jax/compressed_tensors F16: global scale 2688/amax overflows F16");
     const std::string prof(profile_name(r.profile));
     const bool row_scaled = !mx && r.nvfp4_row_scaled();
     const bool sr = !mx && r.nvfp4().stochastic;
@@ -232,6 +277,8 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
       RC_ASSERT(refused);
     }
     const MxScaleRule rule = mx ? r.mxfp4().scale_rule : MxScaleRule::kRceil;
+    // NVFP4 te / te_pyref to F16: blocks F16 cannot hold are predicted by §1.4 on the F16 values (below).
+    const bool f16_formula = !mx && dt == DType::kF16 && (prof == "te" || prof == "te_pyref") && !sr && !row_scaled;
     int64_t uncharted = 0;
     for (PlaneKind p : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
       if (!(p == PlaneKind::kRowwise ? q.rowwise : q.columnwise)) continue;
@@ -285,7 +332,14 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
             const float s_dec = 1.0f / ref::nvfp4_global_encode_scale(Ap, 448, r.profile);
             const float av = std::fabs(y.get(col ? j : i, col ? i : j) * nvfp4_encode_factor(a.scale.byte(i, j / bs), s_dec));
             const uint8_t rb = sr_random_byte(r.nvfp4().seed, col ? 1u : 0u, static_cast<uint64_t>(i * len + j));
-            bl.sr_moves = bl.sr_moves || (av < e2m1_mag(ca) && rb == 0);
+            // TE's emulation: t = fma(rb / 256, step(a), a), the code floor(t / step(t)) * step(t) (at most 6). a
+            // below |c|: the lower neighbour iff t < |c|; above: the upper one iff t reaches it (|c| < 6).
+            const float c = e2m1_mag(ca), u = static_cast<float>(rb) * (1.0f / 256.0f);
+            auto step = [](float v) { return v >= 4.0f ? 2.0f : v >= 2.0f ? 1.0f : 0.5f; };
+            const bool down = av < c && std::fmaf(u, step(av), av) < c;
+            const bool up = av > c && c < 6.0f && std::fmaf(u, step(c), av) >= c + step(c);
+            tag_if(up, "sr_code_moves_up");
+            bl.sr_moves = bl.sr_moves || down || up;
           }
           if (ca != cb && bl.first_diff.empty()) {
             std::ostringstream d;
@@ -298,7 +352,10 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
           bl.values_equal = bl.values_equal && va == vb;
           bl.ymax = std::max(bl.ymax, std::fabs(y.get(xi, xj)));
           if (mx && (!std::isfinite(va) || !exact_in(va, dt))) bl.f16_inexact = true;
-          if (!mx && dt == DType::kF16 && va != 0.0f && !(std::fabs(va) >= 0x1p-14f && std::fabs(va) <= 65504.0f)) bl.f16_uncharted = true;
+          if (!mx && dt == DType::kF16 && y.get(xi, xj) != va && !(std::fabs(va) >= 0x1p-14f && std::fabs(va) <= 65504.0f))
+            bl.f16_uncharted = true;
+          bl.scale_b = b.scale.byte(i, j / bs);
+          if (!mx && dt == DType::kF16) bl.f16_elems.emplace_back(y.get(xi, xj), ca, cb);
         }
       for (const auto& [key, bl] : blocks) {
         bool want_change = false, want_equal = true, charted = true;
@@ -309,6 +366,16 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
             want_change = true;
             charted = false;  // bytes predicted; values not claimed
             tag(dt == DType::kF16 ? "f16_inexact" : "f32_overflow");
+          } else if (prof == "compressed_tensors" && dt == DType::kF16 && bl.ymax == 0.0f) {
+            // An all-zero block: its scale 2^-127 computed in F16 underflows to 0, which becomes 1.0 (byte 127).
+            want_change = e != 127;
+            tag("ct_f16_zero_block");
+          } else if (prof == "compressed_tensors" && dt == DType::kF16 && bl.ymax < 0x1p-14f) {
+            // A block max below F16's normal range: pow2_round on F16 bits of a subnormal gives 0 or 2^-14 (the carry),
+            // and a scale below 2^-24 becomes 1.0: not characterized.
+            ++uncharted;
+            tag("ct_f16_subnormal_uncharted");
+            continue;
           } else if (prof != "torchao") {
             want_change = rule == MxScaleRule::kRceil && c > 0.0f && c <= 3.0f && e >= 1;
           } else if (rule == MxScaleRule::kRceil) {
@@ -322,11 +389,49 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
             want_equal = !want_change;
           }
           tag_if(c == 3.0f && e >= 1, "mxfp4_c3");
+          // compressed_tensors: a negative x that rounds to zero is 0x8; its decoded -0.0 plus the zero point is 0x0.
+          if (prof == "compressed_tensors" && bl.neg_zero_code && !want_change) {
+            want_change = true;
+            want_equal = true;
+            tag("ct_neg_zero");
+          }
         } else {
           const float sf = decode_e4m3(static_cast<uint8_t>(e));
-          if (bl.f16_uncharted) {
+          if (bl.f16_uncharted && !f16_formula) {
             ++uncharted;
             tag("nvfp4_f16_uncharted");
+            continue;
+          }
+          if (bl.f16_uncharted) {
+            // te / te_pyref: the block's F16 values w re-quantized by §1.4 under the carried amax (the te rule's
+            // derivation does not hold: F16's rounding below 2^-14 and its overflow are not relative errors of 2^-11).
+            const float s_enc = ref::nvfp4_global_encode_scale(Ap, 448, r.profile);
+            const uint8_t sf2 = nvfp4_block_scale(bl.ymax, s_enc, false);
+            const float enc = nvfp4_encode_factor(sf2, 1.0f / s_enc);
+            const float d1 = (sf * Ap) * (1.0f / 2688.0f), d2 = (decode_e4m3(sf2) * Ap) * (1.0f / 2688.0f);
+            bool pchange = sf2 != e, pequal = true, bytes_ok = sf2 == bl.scale_b;
+            for (const auto& [w, ca, cb] : bl.f16_elems) {
+              const float v = w * enc;
+              const uint8_t c2 = prof == "te_pyref" ? encode_e2m1(std::fmin(std::fmax(v, -6.0f), 6.0f), NegZero::kPositiveZero)
+                                                    : encode_e2m1(v);
+              pchange = pchange || c2 != ca;
+              pequal = pequal && decode_e2m1(c2) * d2 == decode_e2m1(ca) * d1;
+              bytes_ok = bytes_ok && c2 == cb;
+              tag_if(std::isinf(w), "nvfp4_f16_overflow");
+              tag_if(w != 0.0f && std::fabs(w) < 0x1p-14f, "nvfp4_f16_subnormal");
+              // An infinite F16 value makes the block amax inf: scale 448 (E4M3 of FLT_MAX), the element's code +-6.
+              if (std::isinf(w) && (sf2 != 0x7E || (c2 & 7u) != 7u)) RC_FAIL("F16 overflow: block scale or code not 448 / 6");
+            }
+            if (!bytes_ok || bl.changed != pchange || bl.values_equal != pequal) {
+              std::ostringstream os;
+              os << r.name() << " profile " << prof << ", dequantized f16, block [" << key.first << ", " << key.second
+                 << "] outside F16's normal range: scale 0x" << std::hex << e << " -> 0x" << int(bl.scale_b) << ", predicted 0x"
+                 << int(sf2) << std::dec << (bytes_ok ? "" : ", codes or scale not as predicted by §1.4 on the F16 values")
+                 << (bl.changed != pchange ? ", change mispredicted" : "") << (bl.values_equal != pequal ? ", values mispredicted" : "")
+                 << bl.first_diff;
+              RC_FAIL(os.str());
+            }
+            tag(!pchange ? "fixed_point" : pequal ? "changed_equivalent" : "changed_lossy");
             continue;
           }
           if (prof == "torchao") {
@@ -336,8 +441,15 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
           } else if (c == 0.0f) {
             // Every code zero under a nonzero scale: decoded, an all-zero block, whose scale modelopt sets to 1.0 (0x38);
             // torchao's clamp 2^-6 holds both times (te never writes this).
-            want_change = prof == "modelopt" && e != 0x38;
+            want_change = (prof == "modelopt" && e != 0x38) || (prof == "compressed_tensors" && e != 0x20);
             tag_if(want_change, "modelopt_zero_block");
+          } else if (c < 6.0f && sr) {
+            // SR can round a block's max down (a in (4, 6) -> 4 with probability (6 - a) / 2), so c < 6 under a normal
+            // scale too, and its scale re-derives from c * sf (4over6's situation: a map-to-4-like block may come back
+            // under 2/3 sf with equal values); with SR on the codes again, not characterized (counted, tagged).
+            ++uncharted;
+            tag("sr_block_max_below_6");
+            continue;
           } else if (c < 6.0f) {
             tag("nvfp4_subnormal_scale");
             const int k = e;  // subnormal E4M3 bytes 1..7 are k * 2^-9
@@ -347,17 +459,22 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
               want_change = false;
             } else if (k == 1 && c == 3.0f) {
               // The E4M3 tie at 2^-10: sf' = 0 unless the float value the profile rounds to E4M3 lands above it.
-              if (in_dtype) {
-                // vllm / jax from BF16 / F16: their expressions in the input dtype decide this tie: not characterized.
-                ++uncharted;
-                tag("nvfp4_tie_input_dtype_uncharted");
-                continue;
-              }
+              // Each profile's own float expression of the block scale decides it; vllm's global scale is computed in
+              // the input's dtype (Tensor.__rtruediv__: T(T(1 / amax) * 2688)), jax converts the input to float32 first.
+              tag_if(in_dtype, "nvfp4_tie_input_dtype");
               float v = 0.0f;
               if (prof == "jax") {
                 v = (bl.ymax * (1.0f / (A / 2688.0f))) / 6.0f;  // max|x * RN(1 / (amax / 2688))| / 6
               } else if (prof == "vllm") {
-                v = ((1.0f / A) * 2688.0f) * (bl.ymax * (1.0f / 6.0f));  // gs * (bamax * RN(1/6))
+                const DType gt = in_dtype ? dt : DType::kF32;
+                const float gs = round_to_dtype(round_to_dtype(1.0f / A, gt) * 2688.0f, gt);
+                v = gs * (bl.ymax * (1.0f / 6.0f));  // gs * (bamax * RN(1/6))
+              } else if (prof == "compressed_tensors") {
+                const DType gt = in_dtype ? dt : DType::kF32;  // every step in the input's dtype
+                const float gs = round_to_dtype(round_to_dtype(1.0f / A, gt) * 2688.0f, gt);
+                v = gs * round_to_dtype(bl.ymax / 6.0f, gt);  // gs * T(bamax / 6), the product in float32
+              } else if (prof == "ml_dtypes_cast") {
+                v = (bl.ymax / 6.0f) / (A / 2688.0f);  // (bamax / 6) / S, float32
               } else {
                 const float Aq = row_scaled ? row_a2[static_cast<size_t>(key.first)] : Ap;  // the re-quantization's amax
                 v = bl.ymax * (ref::nvfp4_global_encode_scale(Aq, 448, r.profile) * (1.0f / 6.0f));  // bamax * (S_enc * RN(1/6))
@@ -373,7 +490,8 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
           if (e == 0) want_equal = true;
           // te_pyref / modelopt: a negative x that rounds to zero gets code 0x8, its decoded -0.0 then gets 0x0 (values
           // equal).
-          if ((prof == "te_pyref" || prof == "modelopt" || prof == "vllm") && bl.neg_zero_code && !want_change) {
+          if ((prof == "te_pyref" || prof == "modelopt" || prof == "vllm" || prof == "compressed_tensors") && bl.neg_zero_code &&
+              !want_change) {
             want_change = true;
             want_equal = true;
             tag("pyref_neg_zero");

@@ -4,7 +4,10 @@
 #pragma once
 #include <rapidcheck.h>
 
+#include <cmath>
 #include <cstdint>
+#include <map>
+#include <utility>
 
 #include "qtc/tensor.hpp"
 
@@ -23,5 +26,33 @@ inline const char* dtype_text(DType d) { return d == DType::kF32 ? "f32" : d == 
 /// (Not `pick`: support/gen.hpp declares qtc::prop::pick(int) returning a generator, and the two would share one
 /// mangled name.)
 inline int uniform_index(int n) { return *rc::gen::resize(100, rc::gen::inRange(0, n)); }
+
+/// An input for the FP8 formats: per tile of bt x bc elements (the recipe's block, so that a planted maximum decides
+/// its block), a magnitude 2^(e0 - drop), all zero, or a planted maximum 1.75 * 2^k * (1 + u/32) (E4M3 224, E5M2
+/// 28672 times a power of two, rounded down onto max/2 by the quantization: the rceil / pow2 "half range" block).
+inline HostMatrix make_fp8_input(int64_t M, int64_t K, int64_t bt, int64_t bc, int e0, uint64_t seed) {
+  HostMatrix x(DType::kF32, M, K);
+  uint64_t s = seed | 1;
+  const int drops[] = {0, 0, 0, 1, 2, 3, 5, 8, 10, 12, 16, 20};
+  std::map<std::pair<int64_t, int64_t>, std::pair<int, int>> tile;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < K; ++j) {
+      const auto key = std::make_pair(i / bt, j / bc);
+      if (!tile.count(key)) {
+        const int mode = static_cast<int>(xorshift(s) % 6);
+        tile[key] = {mode, drops[xorshift(s) % (sizeof(drops) / sizeof(drops[0]))]};
+      }
+      const auto [mode, drop] = tile[key];
+      const uint64_t r = xorshift(s);
+      const double u = static_cast<double>(r >> 11) * 0x1p-53;
+      const double g = (u * 2.0 - 1.0) * (1.0 + static_cast<double>((r >> 3) % 5));
+      double v = std::ldexp(g, e0 - drop);
+      if (mode == 0) v = 0.0;
+      if (mode == 1 && (i % bt) == 0 && (j % bc) == 0) v = std::ldexp(1.75 * (1.0 + u / 32.0), e0 - drop + 3);
+      if (mode == 2 && (r % 5) == 0) v = std::ldexp(g, e0 - drop - 14);  // small elements (F16 underflow below big ones)
+      x.set(i, j, static_cast<float>(v));
+    }
+  return x;
+}
 
 }  // namespace qtc::prop

@@ -5,7 +5,8 @@
 #          1. error-path probe: each call whose C++ side raises is run in its own interpreter and its exit status
 #             logged (a SIGSEGV shows as -11 instead of a ValueError), for the source-built module;
 #          2. `pip install ./python` into a fresh venv (--system-site-packages: torch), then pytest python/tests
-#             with QTC_REQUIRE_GPU=1 (tests/test_cuda.py must run, not skip);
+#             with QTC_REQUIRE_GPU=1 (tests/test_cuda.py must run, not skip: the image's nvcc makes the install
+#             compile the module's CUDA kernels; CMAKE_ARGS=-DCMAKE_CUDA_ARCHITECTURES=90-real halves their compile);
 #          3. scripts/build_wheel.sh (auditwheel repair), the wheel installed into another fresh venv, pytest again,
 #             and the `qtc` console script.
 #        Everything the image lacks comes from the folder `--stage` fills here: cp312 wheels (scikit-build-core,

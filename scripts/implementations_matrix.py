@@ -9,8 +9,11 @@ Vectors read (only small samples are committed; the dump scripts in conformance/
   * TransformerEngine's PyTorch references, its C++ test reference, microxcaling: the shared vectors
     (conformance/vectors/te, a copy of shared/vectors/te), told apart by their `source` metadata;
   * torchao 0.18.0: conformance/vectors/torchao (conformance/peers/torchao_dump.py);
-  * PyTorch's float8 casts and ml_dtypes' casts: conformance/vectors/peers/{torch_cast,ml_dtypes}
-    (conformance/peers/cast_dump.py);
+  * the model toolkits and inference engines: conformance/vectors/{modelopt,jax,vllm,compressed_tensors,deepgemm}
+    (their dump scripts in conformance/peers/); the Triton group quantizers of vLLM and SGLang, dumped on sm_90:
+    conformance/vectors/{vllm_triton,sglang_triton_colmajor};
+  * PyTorch's and ml_dtypes' casts (MXFP8, NVFP4, FP8 per tensor): conformance/vectors/{torch_cast,ml_dtypes_cast}
+    (conformance/peers/cast_mx_dump.py, cast_dump.py);
   * TransformerEngine's CUDA kernels: conformance/vectors/peers/te_cuda when its dumps are there.
 Standard library only.
 """
@@ -25,7 +28,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROFILES = ["te", "te_pyref", "ocp", "torchao", "modelopt", "jax", "vllm", "compressed_tensors", "torch_cast", "ml_dtypes_cast"]
+PROFILES = ["te", "te_pyref", "ocp", "torchao", "modelopt", "jax", "vllm", "compressed_tensors", "deepgemm", "vllm_triton",
+            "sglang_triton", "sglang_triton_colmajor", "torch_cast", "ml_dtypes_cast"]
 
 IMPLEMENTATIONS = [
     ("TransformerEngine PyTorch references", "conformance/vectors/te", r"^TransformerEngine (tests/pytorch|transformer_engine/pytorch)",
@@ -36,10 +40,6 @@ IMPLEMENTATIONS = [
      "microsoft/microxcaling mx_ops._quantize_mx (not on PyPI: vectors from the shared set only)"),
     ("torchao 0.18.0", "conformance/vectors/torchao", r"^torchao",
      "to_mx (FLOOR, RCEIL, CEIL, EVEN) and nvfp4_quantize (with and without per-tensor scale)"),
-    ("PyTorch float8 casts", "conformance/vectors/peers/torch_cast", r"^PyTorch",
-     "current scaling written with Tensor.to(torch.float8_e4m3fn / float8_e5m2), a non-saturating cast"),
-    ("ml_dtypes casts", "conformance/vectors/peers/ml_dtypes", r"^ml_dtypes",
-     "current scaling written with numpy astype(ml_dtypes.float8_e4m3fn / float8_e5m2)"),
     ("TransformerEngine CUDA kernels", "conformance/vectors/peers/te_cuda", r"^TransformerEngine",
      "TE's own CUDA quantize kernels (dumped on a GPU machine)"),
     ("nvidia-modelopt 0.47.0", "conformance/vectors/modelopt", r"^nvidia-modelopt",
@@ -51,10 +51,23 @@ IMPLEMENTATIONS = [
     ("compressed-tensors 0.20.0", "conformance/vectors/compressed_tensors", r"^compressed-tensors",
      "presets NVFP4, MXFP8, MXFP4 (conformance/peers/compressed_tensors_dump.py) and FP8, FP8_BLOCK "
      "(compressed_tensors_fp8_dump.py) on the CPU"),
-    ("PyTorch 2.11 casts (MXFP8)", "conformance/vectors/torch_cast", r"^torch ",
-     "MXFP8 written with .to(torch.float8_e8m0fnu) scales and .to(torch.float8_*) data (conformance/peers/cast_mx_dump.py)"),
-    ("ml_dtypes 0.7 casts (MXFP8, NVFP4)", "conformance/vectors/ml_dtypes_cast", r"^ml_dtypes ",
-     "MXFP8 with float8_e8m0fnu scales, NVFP4 with float8_e4m3fn scales and float4_e2m1fn data (cast_mx_dump.py)"),
+    ("compressed-tensors 0.20.0 on CUDA (Triton)", "reports/h200/run_r25_triton/ct_gpu", r"^compressed-tensors",
+     "the same presets on CUDA tensors: its Triton _quantize_kernel and pack_fp4_to_uint8 (compressed_tensors_dump.py "
+     "--device cuda on an H100; 18 of the 432 dumps, chosen among those that differ from the CPU path; no profile yet)"),
+    ("DeepGEMM", "conformance/vectors/deepgemm", r"^DeepGEMM",
+     "per_token_cast_to_fp8 (1x128, 1x32 UE8M0), per_block_cast_to_fp8, fp32 and UE8M0 scales (deepgemm_fp8_dump.py)"),
+    ("vLLM 0.33.0 Triton (sm_90)", "conformance/vectors/vllm_triton", r"^vLLM",
+     "_per_token_group_quant_fp8 (fp32 and UE8M0 scales) dumped on the GPU machine (triton_group_fp8_dump.py; "
+     "reports/h200/run_r25_triton)"),
+    ("SGLang 0.5.23 Triton (sm_90)", "conformance/vectors/sglang_triton_colmajor", r"^SGLang",
+     "_per_token_group_quant_8bit and its column-major variant (fp32 and UE8M0 scales) dumped on the GPU machine "
+     "(triton_group_fp8_dump.py)"),
+    ("PyTorch 2.11 casts (MXFP8, FP8 per tensor)", "conformance/vectors/torch_cast", r"^torch ",
+     "MXFP8 written with .to(torch.float8_e8m0fnu) scales and .to(torch.float8_*) data (conformance/peers/cast_mx_dump.py); "
+     "FP8 current scaling with Tensor.to(torch.float8_e4m3fn / float8_e5m2), a non-saturating cast (cast_dump.py)"),
+    ("ml_dtypes 0.7 casts (MXFP8, NVFP4, FP8 per tensor)", "conformance/vectors/ml_dtypes_cast", r"^ml_dtypes ",
+     "MXFP8 with float8_e8m0fnu scales, NVFP4 with float8_e4m3fn scales and float4_e2m1fn data (cast_mx_dump.py); "
+     "FP8 current scaling with astype(ml_dtypes.float8_e4m3fn / float8_e5m2) (cast_dump.py)"),
 ]
 
 

@@ -6,7 +6,8 @@ pkgs=(cmake g++ make ninja-build libeigen3-dev libgtest-dev libgmock-dev googlet
       libbenchmark-tools nlohmann-json3-dev libcli11-dev libfmt-dev libopenmpi-dev openmpi-bin libxxhash-dev libhwy-dev
       python3 python3-scipy gnuplot-nox chromium python3-venv python3-dev  # compare.py needs scipy; the report: gnuplot,
       # headless Chromium; the Python module (python/): venv and the headers it compiles against
-      clang libclang-rt-dev)  # the sanitizer stage: ASan, UBSan, libFuzzer
+      clang libclang-rt-dev  # the sanitizer stage: ASan, UBSan, libFuzzer
+      ccache)  # compiles of unchanged sources (a rebuild, another worktree) come from the cache (CMake option QTC_CCACHE)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

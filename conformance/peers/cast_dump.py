@@ -2,14 +2,17 @@
 """Dump FP8 per-tensor current-scaling vectors (VECTORS.md recipe fp8_tensor) made with a library's own float8
 cast, to see which qtc profile (if any) reproduces it:
 
-    python3 conformance/peers/cast_dump.py --impl torch OUT_DIR       # Tensor.to(torch.float8_e4m3fn / e5m2)
-    python3 conformance/peers/cast_dump.py --impl ml_dtypes OUT_DIR   # numpy astype(ml_dtypes.float8_e4m3fn / e5m2)
+    python3 conformance/peers/cast_dump.py --impl torch conformance/vectors/torch_cast          # Tensor.to(torch.float8_e4m3fn / e5m2)
+    python3 conformance/peers/cast_dump.py --impl ml_dtypes conformance/vectors/ml_dtypes_cast  # astype(ml_dtypes.float8_*)
 
 Each file quantizes x the way a user of that library writes current scaling: amax = max|x| (float32),
 scale = fp8_max / amax, data = cast(x * scale), scale_inv = 1 / scale, all in float32 with that library's
 arithmetic; the cast is the library's own (PyTorch's and ml_dtypes' casts do not saturate: a value past the
 format's range becomes NaN (E4M3) or Inf (E5M2)). Inputs: normal, heavy-tailed, BF16, and the edge
-families where the rules differ (Inf, NaN, an all-zero tensor, -0.0). Deterministic (fixed seeds).
+families where the rules differ (Inf, NaN, an all-zero tensor, -0.0). Deterministic (fixed seeds). Profiles
+torch_cast / ml_dtypes_cast (fp8.form cast) reproduce them; `source` begins with the implementation and version as
+cast_mx_dump.py's does ("torch 2.11.0", "ml_dtypes 0.7.0"), so that identify counts both scripts' files as one.
+(The files of 2026-12-01 under conformance/vectors/peers/ said "PyTorch 2.15.0": the same bytes, a wrong version.)
 """
 import argparse
 import json
@@ -64,7 +67,7 @@ def quantize_torch(x32, fp8, bf16):
     q = (xf * scale).to(dt).view(torch.uint8)
     x_raw = x.view(torch.int16).numpy().tobytes() if bf16 else xf.numpy().tobytes()
     return (x_raw, q.numpy().tobytes(), amax.reshape(1).numpy().tobytes(),
-            (1.0 / scale).reshape(1).numpy().tobytes(), f"PyTorch {torch.__version__.split('+')[0]} Tensor.to(float8_{fp8})")
+            (1.0 / scale).reshape(1).numpy().tobytes(), f"torch {torch.__version__.split('+')[0]} Tensor.to(float8_{fp8})")
 
 
 def quantize_ml_dtypes(x32, fp8, bf16):
@@ -99,7 +102,8 @@ def main():
             x_raw, q, amax, inv, source = fn(x32, fp8, bf16)
             tensors = {"x": ("BF16" if bf16 else "F32", (m, k), x_raw), "rowwise_data": ("U8", (m, k), q),
                        "amax": ("F32", (1,), amax), "scale_inv": ("F32", (1,), inv)}
-            md = {"qtc.schema": "1", "recipe": "fp8_tensor", "profile": "te", "fp8_dtype": fp8, "columnwise": "0", "pow2_scales": "0",
+            prof = "torch_cast" if args.impl == "torch" else "ml_dtypes_cast"
+            md = {"qtc.schema": "1", "recipe": "fp8_tensor", "profile": prof, "fp8_dtype": fp8, "columnwise": "0", "pow2_scales": "0",
                   "eps": "0", "source": source + ", current scaling: amax = max|x|, data = cast(x * (fp8_max / amax))",
                   "case.family": fam}
             write_safetensors(os.path.join(args.out, f"{args.impl}_fp8tensor_{fp8}_{fam}_{m}x{k}.safetensors"), tensors, md)

@@ -22,6 +22,11 @@ the group size: K is one; a ragged M is dumped rowwise only. Inputs go in their 
 scales are computed in it. The FP4 cast on the CPU is the eager `cast_to_fp4` (compressed-tensors 0.20.0 registers
 the Triton kernel for CUDA tensors only; no torch.compile on this path). Metadata profile=compressed_tensors.
 Deterministic (fixed seeds, one thread).
+
+`--device cuda` runs the same calls on CUDA tensors (on the H200): the scales by PyTorch's CUDA ops, `quantize` by
+compressed-tensors' Triton `_quantize_kernel` (float32 div_rn, tl.clamp, _round_to_fp4 / tl.float8e4nv) and
+`pack_fp4_to_uint8` by its Triton kernel; files named ctgpu_*, `source` naming the device (metadata profile
+compressed_tensors: `qtc verify` shows where the GPU path differs from the CPU path's profile).
 """
 import argparse
 import os
@@ -43,11 +48,12 @@ from compressed_tensors.quantization.utils.helpers import compute_dynamic_scales
 torch.set_num_threads(1)
 CT = f"compressed-tensors {version('compressed-tensors')}"
 TORCH = f"torch {torch.__version__.split('+')[0]}, CPU"
+DEVICE = "cpu"
 TDT = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
 
 def u8(t):
-    return t.contiguous().view(torch.uint8).numpy().copy()
+    return t.contiguous().view(torch.uint8).cpu().numpy().copy()
 
 
 def nvfp4_plane(t):
@@ -57,7 +63,7 @@ def nvfp4_plane(t):
     scale, zp = compute_dynamic_scales_and_zp(t, args, module=None, global_scale=gs)
     values = quantize(t, scale, zp, args, global_scale=gs)
     amax = torch.max(torch.abs(torch.min(lo, torch.zeros_like(lo))), torch.abs(torch.max(hi, torch.zeros_like(hi))))
-    return u8(pack_fp4_to_uint8(values)), u8(scale.to(torch.float8_e4m3fn)), amax.float().reshape(1).numpy().copy()
+    return u8(pack_fp4_to_uint8(values)), u8(scale.to(torch.float8_e4m3fn)), amax.float().reshape(1).cpu().numpy().copy()
 
 
 def nvfp4(x):
@@ -161,7 +167,12 @@ def main():
     ap.add_argument("--sample")
     ap.add_argument("--stress", type=int, default=0)
     ap.add_argument("--kinds", default=",".join(SHAPES), help="nvfp4,mxfp8,mxfp4")
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda: compressed-tensors' Triton path")
     args = ap.parse_args()
+    global TORCH, DEVICE
+    if args.device != "cpu":
+        DEVICE = args.device
+        TORCH = f"torch {torch.__version__.split('+')[0]}, {torch.cuda.get_device_name()}, Triton"
     kinds = args.kinds.split(",")
     n = sampled = 0
     for name, kind, dt, fam, shape, seed in cases(args.stress):
@@ -169,10 +180,11 @@ def main():
             continue
         x32 = family(fam, shape[0], shape[1], seed, ELEM_MAX[kind]).astype(np.float32)
         x = torch.from_numpy(x32).to(TDT[dt])
-        tensors, md = nvfp4(x) if kind == "nvfp4" else mx(x, kind.upper())
+        xd = x.to(DEVICE)
+        tensors, md = nvfp4(xd) if kind == "nvfp4" else mx(xd, kind.upper())
         tensors["x"] = pc.stored_input(x.numpy() if dt == "f32" else x.view(torch.int16).numpy(), dt)
         md.update({"qtc.schema": "1", "profile": "compressed_tensors", "case.family": fam, "case.dtype": dt})
-        path = pc.out_path(args.out, name)
+        path = pc.out_path(args.out, name if DEVICE == "cpu" else "ctgpu" + name[2:])
         pc.write_safetensors(path, tensors, md)
         n += 1
         if args.sample and in_sample(kind, dt, fam, shape):

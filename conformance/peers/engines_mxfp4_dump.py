@@ -17,8 +17,8 @@ below sm_100; sm_100 converts with cvt.rn.satfinite.e2m1x2.f32 instead, the same
   drops a NaN operand: a NaN is ignored unless every element of the block is NaN (np.fmax.reduce).
 * DEQUANT_SCALE_ROUNDING_MODE ROUND_UP (qtc scale_rule `rceil`): ds = amax / 6; bits = (bits(ds) + 0x7FFFFF) &
   0x7F800000. ROUND_DOWN (`ocp_floor`): ds = amax / 4 (`_get_max_power_of_2_quant_val`); bits = bits(ds) &
-  0x7F800000. Scale byte = bits >> 23. Triton's fp32 `/` is PTX div.full.f32; the division by 6 is modelled as
-  amax * RN(1/6) (as profile vllm_triton models it), the one by 4 is exact.
+  0x7F800000. Scale byte = bits >> 23. Triton's fp32 `/` is PTX div.full.f32 = a * rcp.approx(b); the division by 6 is
+  amax * RN(1/6) (sm_90's measured rcp.approx(6) is RN(1/6): qtc/rcp_approx.hpp), the one by 4 is exact.
 * quant_scale = 0 where the rounded scale reads as 0.0 (byte 0x00), else 1 / scale (0 for byte 0xFF: 1 / Inf).
   q = x * quant_scale in float32 (a NaN result is the GPU's canonical NaN 0x7FFFFFFF).
 * E2M1 by the kernel's bit arithmetic: sign, exponent, mantissa of q; below 1.0 the implicit bit is shifted in;

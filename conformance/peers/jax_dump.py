@@ -8,7 +8,7 @@
     global_scale = float32(max|x|) / (6 * 448)), the global scale of JAX's own tests (create_nvfp4_configs); the
     file carries that amax as `amax_rowwise` / `amax_columnwise`.
 
-    /work/venv-peers/bin/python conformance/peers/jax_dump.py OUT_DIR [--sample SAMPLE_DIR] [--stress N]
+    /work/venv-peers/bin/python conformance/peers/jax_dump.py OUT_DIR [--sample SAMPLE_DIR] [--stress N | --lanes]
 
 JAX 0.11 needs Python >= 3.12; /work/venv-peers has jax 0.10.2, whose `quantize`, `cast_to_e8m0_with_rounding_up`
 and `e8m0_to_dtype` are the same text as in the jax 0.11.0 wheel; `source` names the version that ran. Rowwise planes
@@ -84,8 +84,19 @@ NV_SHAPES = [(32, 64), (16, 48), (33, 32)]
 MX_SHAPES = [(64, 96), (32, 64), (40, 32)]
 
 
-def cases(stress):
+LANE_SHAPES = [(256, 512), (64, 64), (128, 48), (96, 160), (32, 128)]
+
+
+def cases(stress, lanes=False):
     seed = 3000
+    if lanes:  # NVFP4 of tensors of >= 4096 elements with NaN / Inf / zero / large inputs: XLA CPU's lane reductions
+        seed = 9100
+        for dt in pc.DT_NAMES:
+            for fam in ("allzero", "nan", "inf", "big", "f16edge"):
+                for shape in LANE_SHAPES:
+                    seed += 1
+                    yield f"jax_lanes_nvfp4_{dt}_{fam}_{shape[0]}x{shape[1]}", "nvfp4", dt, fam, shape, seed
+        return
     if stress:
         for i in range(stress):
             for dt in pc.DT_NAMES:
@@ -121,9 +132,10 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--sample")
     ap.add_argument("--stress", type=int, default=0)
+    ap.add_argument("--lanes", action="store_true", help="NVFP4 NaN / Inf / zero tensors of >= 4096 elements (75 files)")
     args = ap.parse_args()
     n = sampled = 0
-    for name, kind, dt, fam, shape, seed in cases(args.stress):
+    for name, kind, dt, fam, shape, seed in cases(args.stress, args.lanes):
         emax = 6.0 if kind == "nvfp4" else (448.0 if kind.endswith("e4m3") else 57344.0)
         x32 = pc.family(fam, shape[0], shape[1], seed, emax).astype(np.float32)
         x = jnp.asarray(x32).astype(JDT[dt])

@@ -42,8 +42,10 @@ SrResult check_stochastic_rounding(const io::File& file, const SrOptions& opts) 
   SrResult res;
   try {
     Recipe r = Recipe::from_metadata(file.metadata);
-    if (!r.is(RecipeKind::kNVFP4) || r.nvfp4().tile_2d || r.nvfp4().rht || r.nvfp4().row_scaled || r.nvfp4().fourover6) {
-      res.message = "admissible stochastic rounding is judged for NVFP4 1x16 (no RHT, row scaling or 4over6) only; recipe " + r.name();
+    if (!r.is(RecipeKind::kNVFP4) || r.nvfp4().row_scaled || r.nvfp4().fourover6) {
+      res.message = "admissible stochastic rounding is judged for NVFP4 (1x16 or 16x16, with or without RHT), the stochastic "
+                    "rounding qtc has (row-scaled and 4over6 NVFP4 have none: rules nvfp4-row-scaled-no-sr, nvfp4-4over6-no-sr); "
+                    "recipe " + r.name();
       return res;
     }
     if (file.metadata.count("layout") != 0 && file.metadata.at("layout") != "compact") {
@@ -65,6 +67,8 @@ SrResult check_stochastic_rounding(const io::File& file, const SrOptions& opts) 
       return res;
     }
     const QuantizedTensor q = ref::quantize(x.view(), r);
+    // RHT (§1.9): the columnwise plane quantizes RHT(x^T) ([K, M], BF16), whose elements are the ones scaled.
+    const HostMatrix xr = r.nvfp4().rht && r.columnwise ? ref::rht_transform(x.view(), r.nvfp4().rht_sign_mask) : HostMatrix();
     const double eps = std::ldexp(1.0, -opts.random_bits);
     const double log_term = std::log(2.0 * opts.bins / opts.alpha);
     bool ok = true;
@@ -102,7 +106,7 @@ SrResult check_stochastic_rounding(const io::File& file, const SrOptions& opts) 
       std::vector<Bin> bins(static_cast<size_t>(opts.bins));
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < len; ++j) {
-          const float xv = row ? x.get(i, j) : x.get(j, i);
+          const float xv = row ? x.get(i, j) : (r.nvfp4().rht ? xr.get(i, j) : x.get(j, i));
           const float enc = nvfp4_encode_factor(p.scale.bytes[static_cast<size_t>(i * nb + j / 16)], s_dec);
           const float v = xv * enc;
           const size_t byte = static_cast<size_t>(i * ((len + 1) / 2) + j / 2);

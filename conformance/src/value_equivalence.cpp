@@ -92,6 +92,23 @@ int64_t inconsistent_tile_copy(const Recipe& r, PlaneKind pk, const ScaleMatrix&
 
 bool same_value(float a, float b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
 
+/// NVFP4: where code * block scale is the same exact product under both encodings (4over6's map-to-4 and map-to-6
+/// candidates of one block, or any scale pair the codes compensate), the decoded floats can still differ: §1.14 rounds
+/// sf * amax and its product with 1 / (6 * E4M3_MAX) before the code multiplies. Empty elsewhere.
+std::string nvfp4_rounding_note(const QuantizedTensor& want, const QuantizedTensor& got, const Plane& pw, const Plane& pg, PlaneKind pk,
+                                int64_t xi, int64_t xj) {
+  if (!want.recipe.is(RecipeKind::kNVFP4) || pw.scale.type != ScaleType::kE4M3) return "";
+  const int64_t r = pk == PlaneKind::kRowwise ? xi : xj, c = pk == PlaneKind::kRowwise ? xj : xi;
+  const int64_t len = pw.data_cols * 2, si = r * pw.scale.cols + c / 16;
+  if (c >= len || si < 0 || static_cast<size_t>(si) >= pw.scale.bytes.size()) return "";
+  const float pa = code_value(want, pw, r * len + c) * scale_value(pw.scale, static_cast<size_t>(si));
+  const float pb = code_value(got, pg, r * len + c) * scale_value(pg.scale, static_cast<size_t>(si));
+  if (pa != pb || pw.scale.bytes[static_cast<size_t>(si)] == pg.scale.bytes[static_cast<size_t>(si)]) return "";
+  return ::fmt::format(" (code x block scale is {} under both encodings{}, but the dequantization rounds sf * amax first "
+                       "(TE_FORMATS.md 1.14), so the two decoded floats differ by rounding)",
+                       pa, want.recipe.nvfp4().fourover6 ? ": the block's 4over6 map-to-4 and map-to-6 candidates" : "");
+}
+
 }  // namespace
 
 Equivalence compare_values(const QuantizedTensor& want, const QuantizedTensor& got, const std::vector<PlaneKind>& planes) {
@@ -143,8 +160,8 @@ Equivalence compare_values(const QuantizedTensor& want, const QuantizedTensor& g
     const HostMatrix dw = ref::dequantize(want, pk, DType::kF32), dg = ref::dequantize(got, pk, DType::kF32);
     for (int64_t i = 0; i < dw.numel() && value_diff.empty(); ++i)
       if (!same_value(dw.as<float>()[i], dg.as<float>()[i]))
-        value_diff = ::fmt::format("{} plane: decoded values differ at [{}, {}]: {} vs {}", plane_text(pk), i / dw.cols, i % dw.cols,
-                                   dw.as<float>()[i], dg.as<float>()[i]);
+        value_diff = ::fmt::format("{} plane: decoded values differ at [{}, {}]: {} vs {}{}", plane_text(pk), i / dw.cols, i % dw.cols,
+                                   dw.as<float>()[i], dg.as<float>()[i], nvfp4_rounding_note(want, got, *pw, *pg, pk, i / dw.cols, i % dw.cols));
     if (!e.first.empty() || (first_code < 0 && first_scale < 0 && first_amax < 0)) continue;
     // Why two encodings exist at the first difference.
     if (first_scale >= 0) {
@@ -168,7 +185,15 @@ Equivalence compare_values(const QuantizedTensor& want, const QuantizedTensor& g
         const float cbig = block_max_code(a_big ? want : got, a_big ? *pw : *pg, pk, r, c);
         const float csmall = block_max_code(a_big ? got : want, a_big ? *pg : *pw, pk, r, c);
         const float emax = elem_max(want.recipe);
-        if (cbig == 0.0f && csmall == 0.0f)
+        const bool pow2_round = (want.recipe.is(RecipeKind::kMXFP8) && want.recipe.mxfp8().scale_rule == MxScaleRule::kPow2Round) ||
+                                (want.recipe.is(RecipeKind::kMXFP4) && want.recipe.mxfp4().scale_rule == MxScaleRule::kPow2Round);
+        if (pow2_round && ma == mb && cbig != 0.0f)
+          why = ::fmt::format("the scales are 2^{} apart and the codes compensate: compressed-tensors' pow2_round rounds a "
+                              "block max whose mantissa is 1.75 or more up to the next power of two, so a block whose largest "
+                              "code is the element maximum {} (1.75 * 2^{}) derives the scale one binade higher from its "
+                              "decoded values, under which every code halves exactly",
+                              ea - eb, emax, std::ilogb(emax));
+        else if (cbig == 0.0f && csmall == 0.0f)
           why = "every code of the block is zero under both scales: an all-zero block has no canonical scale (TE writes 0, "
                 "torchao 2^-6, modelopt 1.0; a tiny block whose codes all round to zero decodes to such a block)";
         else if (ma == mb && cbig >= 0.0f && cbig <= emax / 2 && cbig > 0.0f)
@@ -186,8 +211,18 @@ Equivalence compare_values(const QuantizedTensor& want, const QuantizedTensor& g
                               "scales' grids (its largest magnitude rounds onto a power-of-two boundary, or the block is all "
                               "zero)",
                               ea - eb);
+        else if (want.recipe.is(RecipeKind::kNVFP4) && want.recipe.nvfp4().fourover6 && (a * 2.0f == b * 3.0f || b * 2.0f == a * 3.0f))
+          why = ::fmt::format("4over6 (TE_FORMATS.md 1.12): {} and {} are a block's map-to-4 and map-to-6 candidates (the "
+                              "larger is 1.5 times the smaller) and every code under the larger is 0, 1, 2 or 4 in magnitude, "
+                              "which the smaller holds as 0, 1.5, 3, 6: both candidates decode to the same values, their "
+                              "quantization errors tie, and TE breaks the tie toward map-to-6 (so quantizing the decoded "
+                              "block again picks map-to-6)",
+                              std::max(a, b), std::min(a, b));
         else
-          why = "the scales differ and every code of the block is zero under both";
+          why = ::fmt::format("the scales differ by the factor {} and every decoded value of the block is the same under "
+                              "both (each code times its scale rounds to the same float: codes that compensate the factor, or "
+                              "F32 scales a few ulps apart, as FP8 block's re-derived RN(1 / RN(max / RN(max * scale_inv))))",
+                              std::max(a, b) / std::min(a, b));
       } else {
         why = "two NaN encodings of the scale";
       }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 #include <variant>
@@ -88,13 +89,16 @@ using Region = XRegion;
 
 std::string range_text(int64_t a, int64_t b) { return b == a + 1 ? std::to_string(a) : ::fmt::format("{}:{}", a, b); }
 
-std::string describe_region(const MatrixView& x, const Region& g, const std::string& note) {
+/// Reads element (i, j) of x as a float: a host matrix (MatrixView::at), or device memory read one shown value at a time.
+using XAt = std::function<float(int64_t, int64_t)>;
+
+std::string describe_region(const XAt& at, const Region& g, const std::string& note) {
   constexpr int64_t kMaxValues = 32;
   std::string out = ::fmt::format("x[{}, {}]{} = {{", range_text(g.r0, g.r1), range_text(g.c0, g.c1), note);
   int64_t n = 0;
   const int64_t total = (g.r1 - g.r0) * (g.c1 - g.c0);
   for (int64_t a = g.r0; a < g.r1 && n < kMaxValues; ++a)
-    for (int64_t b = g.c0; b < g.c1 && n < kMaxValues; ++b, ++n) out += ::fmt::format("{}{}", n ? ", " : "", x.at(a, b));
+    for (int64_t b = g.c0; b < g.c1 && n < kMaxValues; ++b, ++n) out += ::fmt::format("{}{}", n ? ", " : "", at(a, b));
   if (total > n) out += ::fmt::format(", ... {} more", total - n);
   return out + "}";
 }
@@ -145,7 +149,8 @@ std::optional<TensorMismatch> compare(const Spec& s, const Grid& want, const Gri
   t.at = s.shape.size() == 1 ? std::vector<int64_t>{m.first} : std::vector<int64_t>{a, b};
   if (s.layout && !s.layout->is_identity())  // where the file holds it, besides its compact place
     t.file_at = ref::OutputLayout::coords(s.layout->layout_index(m.first), s.file_shape);
-  t.block_inputs = describe_region(x, region_of(s, r, a, b, x.rows, x.cols), region_note(s, r));
+  t.block_inputs = describe_region([&x](int64_t i, int64_t j) { return x.at(i, j); }, region_of(s, r, a, b, x.rows, x.cols),
+                                   region_note(s, r));
   return t;
 }
 
@@ -486,7 +491,16 @@ std::string block_inputs_text(const Recipe& r, std::string_view tensor, int64_t 
   std::string why;
   const auto s = spec_for(std::string(tensor), r, x.rows, x.cols, why);
   if (!s) return {};
-  return describe_region(x, region_of(*s, r, a, b, x.rows, x.cols), region_note(*s, r));
+  return describe_region([&x](int64_t i, int64_t j) { return x.at(i, j); }, region_of(*s, r, a, b, x.rows, x.cols),
+                         region_note(*s, r));
+}
+
+std::string block_inputs_text(const Recipe& r, std::string_view tensor, int64_t a, int64_t b, int64_t M, int64_t K,
+                              const std::function<float(int64_t, int64_t)>& at) {
+  std::string why;
+  const auto s = spec_for(std::string(tensor), r, M, K, why);
+  if (!s) return {};
+  return describe_region(at, region_of(*s, r, a, b, M, K), region_note(*s, r));
 }
 
 }  // namespace qtc::conformance

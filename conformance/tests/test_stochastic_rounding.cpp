@@ -1,6 +1,6 @@
 /// \file test_stochastic_rounding.cpp
-/// \brief Admissible stochastic rounding (issue 26): qtc's own SR output is admissible (seeds 1..3); round-to-nearest,
-///        all-zero codes, always-down rounding and a changed scale are not.
+/// \brief Admissible stochastic rounding (issue 26): qtc's own SR output is admissible (seeds 1..3; 1x16, 16x16, RHT);
+///        round-to-nearest, all-zero codes, always-down rounding and a changed scale are not.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -11,12 +11,16 @@
 namespace qtc::conformance {
 namespace {
 
-io::File sr_file(int64_t M, int64_t K, bool stochastic, uint64_t seed) {
-  HostMatrix x(DType::kF32, M, K);
+/// variant 0: NVFP4 1x16; 1: 16x16; 2: 1x16 with RHT (BF16 input, as the rule nvfp4-input-rht-bf16 requires).
+io::File sr_file(int64_t M, int64_t K, bool stochastic, uint64_t seed, int variant = 0) {
+  HostMatrix x(variant == 2 ? DType::kBF16 : DType::kF32, M, K);
   std::mt19937_64 rng(seed + 100);
   std::normal_distribution<float> n(0.0f, 1.0f);
-  for (int64_t i = 0; i < M * K; ++i) x.as<float>()[i] = n(rng);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < K; ++j) x.set(i, j, n(rng));
   Recipe r;  // NVFP4 1x16, te
+  r.nvfp4().tile_2d = variant == 1;
+  r.nvfp4().rht = variant == 2;
   r.nvfp4().stochastic = stochastic;
   r.nvfp4().seed = seed;
   const QuantizedTensor q = ref::quantize(x.view(), r);
@@ -47,6 +51,27 @@ TEST(StochasticRounding, QtcOwnSrIsAdmissible) {
     EXPECT_TRUE(r.admissible) << r.message;
     EXPECT_EQ(r.elements, 2 * 128 * 256);
     EXPECT_LT(r.worst_excess, 1.0);
+  }
+}
+
+// The SR qtc has beyond 1x16: 16x16 tiles and RHT's columnwise plane (the scaled values of RHT(x^T)); round-to-nearest
+// is rejected there too.
+TEST(StochasticRounding, TwoDimensionalAndRhtAreJudged) {
+  for (int variant : {1, 2}) {
+    const SrResult ok = check_stochastic_rounding(sr_file(128, 256, true, 4, variant));
+    EXPECT_TRUE(ok.admissible) << "variant " << variant << ": " << ok.message;
+    EXPECT_EQ(ok.elements, 2 * 128 * 256);
+    const SrResult rn = check_stochastic_rounding(sr_file(128, 256, false, 4, variant));
+    EXPECT_FALSE(rn.admissible) << "variant " << variant << ": " << rn.message;
+    EXPECT_EQ(rn.non_neighbour, 0) << rn.message;
+    EXPECT_NE(rn.message.find("unbiasedness rejected"), std::string::npos) << rn.message;
+  }
+  {  // the RHT plane's codes are judged: every magnitude moved (0..7 -> 7..0) is found
+    io::File f = sr_file(64, 128, true, 5, 2);
+    for (auto& b : tensor(f, "columnwise_data").bytes) b = static_cast<uint8_t>(b ^ 0x77u);  // every magnitude moved
+    const SrResult r = check_stochastic_rounding(f);
+    EXPECT_FALSE(r.admissible);
+    EXPECT_GT(r.non_neighbour, 0) << r.message;
   }
 }
 

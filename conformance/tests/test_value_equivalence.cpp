@@ -15,8 +15,8 @@
 ///    elem_max], the same rule as rceil: the bytes change iff c <= elem_max / 2.
 /// The dequantized values are exact in F32 and BF16 (E4M3 / E5M2 times a power of two within range), so both dtypes give the
 /// same prediction. NVFP4's two-level scale and MXFP4 (every profile and scale rule, F32 / BF16 / F16) are characterized in
-/// property_tests/prop_roundtrip.cpp; non-power-of-two FP8 scales (amax' = 448 * (1 / (448 / amax)) is one rounding away
-/// from amax) are not.
+/// property_tests/prop_roundtrip.cpp; non-power-of-two FP8 block scales (amax' = 448 * (1 / (448 / amax)) is one rounding
+/// away from amax) in property_tests/prop_roundtrip_fp8.cpp (F32 dequantized), the MXFP8 peers in prop_roundtrip_mx.cpp.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -113,7 +113,9 @@ TEST(ValueEquivalence, RoundTripBytesChangeExactlyWhereTheBlockMaxIsHalfTheRange
           EXPECT_EQ(differs, want) << "block [" << bi << ", " << bj << "]: largest code " << cmax;
         }
       }
-      if (c.halves_change) EXPECT_GT(predicted, 0) << "the input must reach the case";
+      if (c.halves_change) {
+        EXPECT_GT(predicted, 0) << "the input must reach the case";
+      }
       changed_total += changed;
     }
   EXPECT_GT(changed_total, 0);
@@ -187,6 +189,51 @@ TEST(ValueEquivalence, VerifyVerdictAndExitCode) {
   EXPECT_EQ(r.verdict, Verdict::kFail) << r.message;
   sum.add(r.verdict);
   EXPECT_EQ(sum.exit_code(), 1);
+}
+
+// NVFP4 4over6 (property_tests/prop_roundtrip_4over6.cpp has the derivation): a block x chose map-to-4 for (its own
+// map-to-6 scale was 0.9375 u) whose codes are 0, 1, 2, 4 under 1.5 u decodes to values map-to-6 holds under u; quantized
+// again, both candidates reproduce them, their errors tie and TE takes map-to-6: the bytes change. Where the decoded floats
+// are equal, `qtc verify` says EQUIVALENT naming the two candidates; where §1.14's rounding of sf * amax puts them apart,
+// verify fails and compare_values says why.
+TEST(ValueEquivalence, Nvfp4FourOverSixFlip) {
+  const Recipe r = Recipe::from_metadata({{"recipe", "nvfp4"}, {"fourover6", "1"}, {"e4m3_max", "256"}, {"columnwise", "0"}});
+  auto cpu = make_cpu_backend();
+  bool equal_seen = false, apart_seen = false;
+  for (float am : {1.5f, 1.25f, 1.1f, 1.7f, 1.3f})
+    for (int j = -5; j <= 7; ++j) {  // (at j = -6 S6 = E4M3(0.965 * 2^-6) is 2^-6 itself: map-to-6)
+      const int p = j % 3;
+      const float A = std::ldexp(am, p), s_enc = 1536.0f / A;  // 6 * 256 / A
+      HostMatrix x(DType::kF32, 16, 32);  // row 0 holds the blocks; rows 1-15 are zero (M % 16 == 0)
+      const float u = std::ldexp(1.0f, j);
+      const float w[16] = {6.0f * u * (1.0f - 0.035f), 3.0f * u, -3.0f * u, 1.5f * u, 3.0f * u, 0.0f, -1.5f * u, 3.0f * u,
+                           3.0f * u, -3.0f * u, 1.5f * u, 0.0f, 3.0f * u, 3.0f * u, -1.5f * u, 3.0f * u};
+      x.set(0, 0, A);
+      for (int k = 0; k < 16; ++k) x.set(0, 16 + k, w[k] / s_enc);
+      const QuantizedTensor q = ref::quantize(x.view(), r);
+      ASSERT_EQ(kE4M3Table[q.rowwise->scale.bytes[1]], 1.5f * u) << "map-to-4 under 1.5u expected (p " << p << ", j " << j << ")";
+      const HostMatrix y = ref::dequantize(q, PlaneKind::kRowwise, DType::kF32);
+      const QuantizedTensor back = ref::quantize_with_amax(y.view(), r, A, A);
+      ASSERT_EQ(kE4M3Table[back.rowwise->scale.bytes[1]], u) << "the round trip takes map-to-6 (p " << p << ", j " << j << ")";
+      io::File f;
+      f.metadata = r.to_metadata();
+      f.put(io::from_matrix("x", x));
+      f.put(io::Tensor{"rowwise_data", "U8", {16, 16}, back.rowwise->data});
+      f.put(io::Tensor{"rowwise_scale_inv", "U8", {16, 2}, back.rowwise->scale.bytes});
+      f.put(io::from_f32("amax_rowwise", back.rowwise->amax, {1}));
+      const FileResult res = verify_vector(f, "4over6", *cpu);
+      const Equivalence eq = compare_values(q, back, {PlaneKind::kRowwise});
+      if (eq.equal) {
+        equal_seen = true;
+        EXPECT_EQ(res.verdict, Verdict::kEquivalent) << res.message;
+        EXPECT_NE(res.message.find("are a block's map-to-4 and map-to-6 candidates"), std::string::npos) << res.message;
+      } else {
+        apart_seen = true;
+        EXPECT_EQ(res.verdict, Verdict::kFail) << res.message;
+        EXPECT_NE(eq.message.find("the dequantization rounds sf * amax first"), std::string::npos) << eq.message;
+      }
+    }
+  EXPECT_TRUE(equal_seen && apart_seen) << "both outcomes occur over these scales";
 }
 
 TEST(ValueEquivalence, Mxfp4HalfRangeBlockAndNvfp4UnderflowedScale) {

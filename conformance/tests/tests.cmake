@@ -107,14 +107,19 @@ set_tests_properties(qtc_identify_ocp_mxfp4 PROPERTIES LABELS "vectors;cpu" PASS
 # each implementation's sample is reproduced bit for bit by its profile, and identify's per-implementation verdict
 # (the IMPL line) names that profile for all of its files.
 set(QTC_N_MODELOPT 66)  # 30 NVFP4/MXFP8 + 36 FP8 (modelopt_fp8_dump.py)
-set(QTC_N_JAX 32)
+set(QTC_N_JAX 38)  # 32 + 6 NVFP4 BF16 / F16 of 4096 elements with NaN, Inf, zeros (jax_dump.py --lanes)
 set(QTC_N_VLLM 51)  # 15 NVFP4 + 36 FP8 (vllm_fp8_dump.py)
 set(QTC_N_COMPRESSED_TENSORS 99)  # 36 FP8 (compressed_tensors_fp8_dump.py) + 63 NVFP4/MXFP8/MXFP4 (compressed_tensors_dump.py)
 set(QTC_N_DEEPGEMM 36)  # FP8 (deepgemm_fp8_dump.py)
 # MXFP8 / NVFP4 written with the libraries' own casts (conformance/peers/cast_mx_dump.py; profiles torch_cast and
-# ml_dtypes_cast).
-set(QTC_N_TORCH_CAST 21)
-set(QTC_N_ML_DTYPES_CAST 35)
+# ml_dtypes_cast), and FP8 per tensor (conformance/peers/cast_dump.py: 14 each, fp8.form cast).
+set(QTC_N_TORCH_CAST 35)
+set(QTC_N_ML_DTYPES_CAST 49)
+# The Triton FP8 group quantizers of vLLM 0.33.0 and SGLang 0.5.23, dumped on sm_90 (conformance/peers/
+# triton_group_fp8_dump.py; reports/h200/run_r25_triton): samples of the 540 dumps, the six whose codes need
+# rcp.approx's table among them.
+set(QTC_N_VLLM_TRITON 27)
+set(QTC_N_SGLANG_TRITON_COLMAJOR 39)
 # MXFP4 of two GPU-only engine quantizers, from NumPy readings of their code (conformance/peers/engines_mxfp4_dump.py):
 # triton_kernels' _downcast_to_mxfp (ROUND_UP / ROUND_DOWN x F32/BF16/F16 x 7 input families) and vLLM's UE8M0 FP4
 # quantizer (the threshold rule, BF16/F16 x 7 families).
@@ -124,8 +129,8 @@ set(QTC_N_FBGEMM 8)  # FBGEMM's MX4 reference py_quantize_mx4 (NumPy reading; fl
 foreach(impl_count IN ITEMS "modelopt;QTC_N_MODELOPT" "jax;QTC_N_JAX" "vllm;QTC_N_VLLM"
                            "compressed_tensors;QTC_N_COMPRESSED_TENSORS" "deepgemm;QTC_N_DEEPGEMM"
                            "torch_cast;QTC_N_TORCH_CAST" "ml_dtypes_cast;QTC_N_ML_DTYPES_CAST"
-                           "triton_kernels;QTC_N_TRITON_KERNELS" "vllm_cutlass;QTC_N_VLLM_CUTLASS"
-                           "fbgemm;QTC_N_FBGEMM")
+                           "vllm_triton;QTC_N_VLLM_TRITON" "sglang_triton_colmajor;QTC_N_SGLANG_TRITON_COLMAJOR"
+                           "triton_kernels;QTC_N_TRITON_KERNELS" "vllm_cutlass;QTC_N_VLLM_CUTLASS" "fbgemm;QTC_N_FBGEMM")
   list(GET impl_count 0 impl)
   list(GET impl_count 1 nvar)
   add_test(NAME qtc_verify_${impl} COMMAND qtc verify ${CMAKE_CURRENT_LIST_DIR}/../vectors/${impl})

@@ -1,5 +1,5 @@
 /// \file grouped_gemm_sm90_unavailable.cpp
-/// \brief The grouped GEMM entry points of kernels/src/grouped_gemm_sm90.hpp in a build without QTC_CUTLASS: every
+/// \brief The grouped GEMM entry points of kernels/src/grouped/grouped_gemm_sm90.hpp in a build without QTC_CUTLASS: every
 ///        call says why (the gating row gemm.grouped_nvfp4_row_scaled_sm90 refuses it first, with the same reason).
 #include "grouped_gemm_sm90.hpp"
 

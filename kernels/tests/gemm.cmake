@@ -1,5 +1,5 @@
 # \file gemm.cmake
-# \brief GPU GEMM and grouped tests (kernels/src/gemm_*.cpp|cu, grouped_quantize.cu) against the exact reference; one
+# \brief GPU GEMM and grouped tests (kernels/src/gemm/, kernels/src/grouped/) against the exact reference; one
 #        executable, one file per path (helpers and the CUDA-graph fixture: gemm_cuda_test_util.hpp); label gpu.
 qtc_add_test(test_gemm_cuda CUDA
              SOURCES ${CMAKE_CURRENT_LIST_DIR}/gemm_cuda_fp8_test.cpp

@@ -70,6 +70,73 @@ TEST(GemmCudaExact, Nvfp4EmulatedReadsEveryScaleLayout) {
     }
 }
 
+// The Hopper emulation's NVFP4 -> BF16 pass (nvfp4_plane_to_bf16) against code·sf decoded on the host, for every
+// E2M1 code under every E4M3 scale byte (NaN scales included): the compact layout takes the linear kernel (16-byte
+// stores, one stream per plane), the padded one the per-block kernel; a shape whose element count is no multiple
+// of the linear kernel's block (37 x 1104) covers its tail. Every output element starts as a sentinel, and nothing
+// past the plane may be written. A destination off 16-byte alignment is refused before any work (both kernels
+// store 16 bytes at a time; before g28 such a call died with a misaligned-address fault).
+TEST(GemmCudaExact, Nvfp4ToBf16EveryCodeAndScale) {
+  QTC_GPU_GATE(device_reason());
+  constexpr int64_t R = 37, K = 1104, E = R * K;
+  std::mt19937_64 g(seed() + 28);
+  std::vector<uint8_t> codes(static_cast<size_t>(E / 2)), sf(static_cast<size_t>(E / 16));
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i < 128 ? (i * 17) & 0xFF : g() & 0xFF);
+  for (size_t i = 0; i < sf.size(); ++i) sf[i] = static_cast<uint8_t>(i < 256 ? i : g() & 0xFF);  // every byte
+  auto bf16_of = [](float v) { return static_cast<uint16_t>(f32_bits(v) >> 16); };  // exact values: truncation is RN
+  const int64_t pad = 64;  // sentinel elements after the plane
+  for (ScaleLayout lay : {ScaleLayout::kCompact, ScaleLayout::kPadded}) {
+    SCOPED_TRACE(layout_name(lay));
+    QuantizedTensor q;
+    q.recipe.set_options(Nvfp4Options{});
+    q.rows = R;
+    q.cols = K;
+    Plane p;
+    p.data_rows = R;
+    p.data_cols = K / 2;
+    p.data = codes;
+    p.scale.type = ScaleType::kE4M3;
+    p.scale.rows = R;
+    p.scale.cols = K / 16;
+    p.scale.bytes = sf;
+    p.amax = {1.0f};
+    q.rowwise = p;
+    ref::convert_layout(q, lay);
+    const DeviceQuantized dq = from_host(q, nullptr);
+    DeviceBuffer out(static_cast<size_t>(E + pad) * 2, nullptr);
+    QTC_CUDA_CHECK(cudaMemset(out.data(), 0xA5, out.bytes()));
+    nvfp4_plane_to_bf16(*dq.rowwise, R, K, out.data(), nullptr);
+    QTC_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<uint16_t> got = to_host_vec<uint16_t>(out, nullptr);
+    int64_t bad = 0;
+    for (int64_t e = 0; e < E && bad < 5; ++e) {
+      const uint32_t c = (codes[static_cast<size_t>(e / 2)] >> (4 * (e % 2))) & 0xFu;
+      const float want = decode_e2m1(c) * decode_e4m3(sf[static_cast<size_t>(e / 16)]);
+      const uint16_t w = got[static_cast<size_t>(e)];
+      const bool ok = want != want ? (w & 0x7F80u) == 0x7F80u && (w & 0x7Fu) != 0 : w == bf16_of(want);
+      if (!ok) ADD_FAILURE() << "element " << e << " code " << c << " scale 0x" << std::hex
+                             << int(sf[static_cast<size_t>(e / 16)]) << ": got 0x" << w << std::dec;
+      bad += ok ? 0 : 1;
+    }
+    for (int64_t i = 0; i < pad; ++i) EXPECT_EQ(got[static_cast<size_t>(E + i)], 0xA5A5u) << "past the plane";
+    // 8 bytes off alignment: refused, nothing written
+    QTC_CUDA_CHECK(cudaMemset(out.data(), 0xA5, out.bytes()));
+    try {
+      nvfp4_plane_to_bf16(*dq.rowwise, R, K, out.as<uint16_t>() + 4, nullptr);
+      ADD_FAILURE() << "a destination 8 bytes off 16-byte alignment was accepted";
+    } catch (const qtc::Error& ex) {
+      EXPECT_NE(std::string(ex.what()).find("16-byte aligned"), std::string::npos) << ex.what();
+    }
+    QTC_CUDA_CHECK(cudaDeviceSynchronize());
+    got = to_host_vec<uint16_t>(out, nullptr);
+    for (size_t i = 0; i < got.size(); ++i)
+      if (got[i] != 0xA5A5u) {
+        ADD_FAILURE() << "refused call wrote element " << i;
+        break;
+      }
+  }
+}
+
 // MXFP4 on Hopper: exact BF16 decode + BF16 GEMM (gemm.mxfp4_emulated_bf16); natively where gemm.mxfp4 holds.
 // Elements from the E2M1 grid with block amax 3 or 6: every decoded value is exact and every sum of products is an
 // integer multiple of 2^-2 below 2^24, so FP32 accumulation is exact and the result equals the exact reference.

@@ -1,5 +1,5 @@
 /// \file grouped_args_test.cpp
-/// \brief group_args (kernels/src/grouped_gemm_sm90.hpp): what the fill kernel of the device-driven grouped GEMM
+/// \brief group_args (kernels/src/grouped/grouped_gemm_sm90.hpp): what the fill kernel of the device-driven grouped GEMM
 ///        writes for one group, checked on the CPU for fprop and wgrad, uneven, empty and misaligned groups; and the
 ///        routing rule every device-driven grouped call applies first (sanitize_routing, grouped_routing.hpp).
 #include <gtest/gtest.h>

@@ -27,7 +27,7 @@
 #include <cstdlib>
 #include <memory>
 
-#include "../src/launch.hpp"  // the packed-encoder test hook
+#include "../src/common/launch.hpp"  // the packed-encoder test hook
 #include "gpu_test_util.hpp"
 #include "qtc/cuda/backend.hpp"
 #include "qtc/cuda/check.hpp"
@@ -338,7 +338,7 @@ INSTANTIATE_TEST_SUITE_P(Quantize, Conformance, ::testing::ValuesIn(all_cases())
 // ---------------------------------------------------------------------------------------------------------
 // quantize_with_amax: the global amax supplied (FSDP2 shards, fused norms): NVFP4 and FP8 tensor.
 
-// The fast NVFP4 kernel's packed eight-at-a-time E2M1 encoder (kernels/src/nvfp4_fast.cuh) against the scalar
+// The fast NVFP4 kernel's packed eight-at-a-time E2M1 encoder (kernels/src/kinds/nvfp4_fast.cuh) against the scalar
 // encoder of the generic kernel, on every float in each of its 8 slots.
 TEST(Nvfp4PackedEncoder, MatchesScalarOnAllFloats) {
   QTC_GPU_GATE(gpu_unavailable_reason());

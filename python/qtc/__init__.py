@@ -61,35 +61,116 @@ def _torch_tensor(a: Any) -> bool:
     return type(a).__module__.startswith("torch") and hasattr(a, "device") and hasattr(a, "dtype")
 
 
-def _as_arg(name: str, a: Any) -> Tuple[Any, str]:
-    """(C-contiguous CPU buffer, safetensors dtype name) without copying when the array already is one."""
+def _device(a: Any) -> str:
+    """Where an array's data is: 'cpu', 'cuda:N', or another device's name (torch's, or DLPack's device type)."""
     if _torch_tensor(a):
+        d = a.device
+        return "cpu" if d.type == "cpu" else f"{d.type}:{0 if d.index is None else d.index}"
+    f = getattr(a, "__dlpack_device__", None)
+    if f is None or isinstance(a, np.ndarray):
+        return "cpu"
+    kind, index = (int(v) for v in f())
+    if kind in (1, 3):  # kDLCPU, kDLCUDAHost (pinned host memory)
+        return "cpu"
+    return f"cuda:{index}" if kind == 2 else f"DLPack device type {kind}:{index}"
+
+
+def _on_device(tensors: Mapping[str, Any]) -> str | None:
+    """The one CUDA device that every tensor of a call is on, or None when all are host arrays. Refuses a mix (qtc
+    compares on the device that holds the data), another device type, and CUDA tensors in a module built without the
+    kernels library."""
+    devices = {k: _device(v) for k, v in tensors.items()}
+    cuda = sorted({d for d in devices.values() if d != "cpu"})
+    if not cuda:
+        return None
+    for k, d in devices.items():
+        if d != "cpu" and not d.startswith("cuda:"):
+            raise ValueError(f"tensor '{k}' is on {d}; qtc takes CPU and CUDA tensors")
+    if len(cuda) > 1 or len(set(devices.values())) > 1:
+        where = ", ".join(f"'{k}' on {d}" for k, d in sorted(devices.items()))
+        raise ValueError(f"tensors on several devices ({where}): pass every tensor on one device (CUDA tensors are "
+                         "checked on their GPU, host arrays by the CPU reference)")
+    if not getattr(_qtc, "cuda_built", False):
+        first = sorted(devices)[0]
+        raise ValueError(f"tensor '{first}' is on {cuda[0]}, and this qtc module was built without CUDA (no kernels "
+                         "library: QTC_ENABLE_CUDA off, or no CUDA compiler found when it was installed): pass "
+                         "tensor.cpu() to check it with the CPU reference, or reinstall qtc where nvcc is found")
+    return cuda[0]
+
+
+_TORCH_NAMES: Dict[Any, str] = {}
+_TORCH_RAW8: set = set()
+
+
+def _torch_names() -> Tuple[Dict[Any, str], set]:
+    """torch dtype -> safetensors name; the float8 / float4 dtypes, passed as their bytes (a same-size integer view)."""
+    if not _TORCH_NAMES:
         import torch
 
-        if a.device.type == "cuda":
-            # This module runs the CPU reference: a CUDA tensor is copied to the host here (the comparison on the
-            # GPU without that copy, through the CUDA backend, is not part of this build).
-            a = a.detach().cpu()
-        elif a.device.type != "cpu":
-            raise ValueError(f"tensor '{name}' is on {a.device}; qtc takes CPU and CUDA tensors")
-        names = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.uint8: "U8",
-                 torch.int8: "I8", torch.int16: "I16", torch.int32: "I32", torch.int64: "I64", torch.float64: "F64",
-                 torch.bool: "BOOL"}
-        raw8 = set()  # float8 / float4 dtypes: passed as their bytes
+        _TORCH_NAMES.update({torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.uint8: "U8",
+                             torch.int8: "I8", torch.int16: "I16", torch.int32: "I32", torch.int64: "I64",
+                             torch.float64: "F64", torch.bool: "BOOL"})
         for attr, st in (("float8_e4m3fn", "F8_E4M3"), ("float8_e5m2", "F8_E5M2"), ("float8_e8m0fnu", "F8_E8M0"),
                          ("float4_e2m1fn_x2", "U8")):  # FP4 pairs: the packed bytes VECTORS.md stores as U8
             if hasattr(torch, attr):
-                names[getattr(torch, attr)] = st
-                raw8.add(getattr(torch, attr))
-        if a.dtype not in names:
-            raise ValueError(f"tensor '{name}' has torch dtype {a.dtype}; qtc takes {sorted(set(names.values()))}")
-        st = names[a.dtype]
-        t = a.detach()
-        if not t.is_contiguous():
-            t = t.contiguous()
-        if st == "BF16" or a.dtype in raw8:  # a same-size integer view: no copy, any DLPack version
-            t = t.view(torch.int16 if st == "BF16" else torch.uint8)
-        return _flat2d(t), st
+                _TORCH_NAMES[getattr(torch, attr)] = st
+                _TORCH_RAW8.add(getattr(torch, attr))
+    return _TORCH_NAMES, _TORCH_RAW8
+
+
+def _torch_view(name: str, a: Any) -> Tuple[Any, str]:
+    """A torch tensor as (C-contiguous tensor on its own device, safetensors dtype name): BF16 and the float8 / float4
+    dtypes as a same-size integer view (no copy; any DLPack version takes it), (..., K) flattened to 2-D."""
+    import torch
+
+    names, raw8 = _torch_names()
+    if a.dtype not in names:
+        raise ValueError(f"tensor '{name}' has torch dtype {a.dtype}; qtc takes {sorted(set(names.values()))}")
+    st = names[a.dtype]
+    t = a.detach()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    if st == "BF16" or a.dtype in raw8:
+        t = t.view(torch.int16 if st == "BF16" else torch.uint8)
+    return _flat2d(t), st
+
+
+def _to_torch(name: str, a: Any) -> Any:
+    """A CUDA array of another DLPack producer (CuPy, JAX, ...) as a torch tensor (torch.from_dlpack, no copy)."""
+    if _torch_tensor(a):
+        return a
+    try:
+        import torch
+    except ImportError:
+        raise ValueError(f"tensor '{name}' is a CUDA array: qtc takes CUDA arrays through torch (torch.from_dlpack), "
+                         "which is not installed") from None
+    return torch.from_dlpack(a)
+
+
+def _cuda_arg(name: str, a: Any) -> Tuple[Any, str]:
+    """A CUDA array for the device path, as _torch_view makes it: the data stays on the device."""
+    return _torch_view(name, _to_torch(name, a))
+
+
+def _stream(device: str) -> int:
+    """The current torch stream of the device: qtc's kernels run on it, after the work that made the tensors."""
+    import torch
+
+    return int(torch.cuda.current_stream(torch.device(device)).cuda_stream)
+
+
+def _as_arg(name: str, a: Any) -> Tuple[Any, str]:
+    """(C-contiguous CPU buffer, safetensors dtype name) without copying when the array already is one. A CUDA tensor is
+    copied to the host here: what takes this path (identify, dequantize, save_vector, check_stochastic_rounding) runs
+    the CPU reference; quantize, verify and assert_conforms check CUDA tensors on their GPU instead."""
+    if _torch_tensor(a):
+        if a.device.type == "cuda":
+            a = a.detach().cpu()
+        elif a.device.type != "cpu":
+            raise ValueError(f"tensor '{name}' is on {a.device}; qtc takes CPU and CUDA tensors")
+        return _torch_view(name, a)
+    if _device(a).startswith("cuda:"):
+        return _as_arg(name, _to_torch(name, a))
     arr = a if isinstance(a, np.ndarray) else np.asarray(a)
     if isinstance(arr, BF16Bits):
         return _flat2d(np.ascontiguousarray(arr).view(np.uint16)), "BF16"
@@ -181,12 +262,23 @@ def quantize(x: Any, recipe: str, *, layout: str = "compact", **params: Any) -> 
     recipe as a dict: ``rowwise={'recipe': 'mxfp8'}, columnwise={'recipe': 'nvfp4'}``, with
     ``columnwise_source='rowwise_dequantized'`` (and ``columnwise_source_dtype='f32'``, ``group_rows='128,256'``);
     an FP8 tensor plane's scale is returned as ``'<plane>.scale_inv'``, the dequantized source as ``columnwise_source``.
-    Returns the VECTORS.md tensors (``rowwise_data``, ``rowwise_scale_inv``, ``columnwise_data``, ...). With
-    ``layout='te'`` the scales are TransformerEngine's padded buffers, ``'swizzled_128x4'`` cuBLAS's 128x4 order of
+    Returns the VECTORS.md tensors (``rowwise_data``, ``rowwise_scale_inv``, ``columnwise_data``, ...): NumPy arrays,
+    or for a CUDA ``x`` torch tensors on its device, quantized there by the CUDA kernels (same bytes; uint8 for
+    byte tensors as on the host). With ``layout='te'`` the scales are TransformerEngine's padded buffers, ``'swizzled_128x4'`` cuBLAS's 128x4 order of
     them, ``'swizzled_8x4'`` FlashInfer's 8x4 order (``LAYOUTS``).
     """
     md = _metadata(recipe, params)
     md.update(_layout_md(layout))
+    device = _on_device({"x": x})
+    if device is not None:  # on the GPU with the CUDA kernels; the outputs are torch tensors on x's device
+        import torch
+
+        dtypes = {"U8": torch.uint8, "F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
+
+        def alloc(name: str, dtype: str, shape: List[int]) -> Any:
+            return torch.empty(tuple(shape), dtype=dtypes[dtype], device=device)
+
+        return dict(_qtc.quantize_cuda(_cuda_arg("x", x), md, _stream(device), alloc))
     out = _qtc.quantize(_as_arg("x", x), md)
     return {k: _from_out(v) for k, v in out.items()}
 
@@ -245,6 +337,13 @@ class _Unreadable(Exception):
 
 
 def _tensors_and_md(tensors: Any, metadata: Mapping[str, Any]) -> Tuple[Dict[str, Tuple[Any, str]], Dict[str, str], str]:
+    raw, md, source = _raw_tensors_and_md(tensors, metadata)
+    return {k: _as_arg(k, v) for k, v in raw.items()}, md, source
+
+
+def _raw_tensors_and_md(tensors: Any, metadata: Mapping[str, Any]) -> Tuple[Dict[str, Any], Dict[str, str], str]:
+    """The tensors of a call (a mapping, a vector file's, or a framework object's with x=...) as the caller's arrays,
+    the metadata and the source name."""
     source = "<memory>"
     if frameworks.is_framework_object(tensors):  # verify(obj, x=x, **overrides)
         metadata = dict(metadata)
@@ -253,7 +352,7 @@ def _tensors_and_md(tensors: Any, metadata: Mapping[str, Any]) -> Tuple[Dict[str
             raise ValueError(f"{type(tensors).__name__}: pass the input as x=... (the tensor the object quantizes)")
         obj_tensors, md = frameworks.framework_outputs(tensors, **metadata)
         obj_tensors["x"] = x
-        return {k: _as_arg(k, v) for k, v in obj_tensors.items()}, md, type(tensors).__name__
+        return dict(obj_tensors), md, type(tensors).__name__
     if isinstance(tensors, (str, bytes, os.PathLike)):
         source = _path(tensors)
         try:
@@ -264,7 +363,7 @@ def _tensors_and_md(tensors: Any, metadata: Mapping[str, Any]) -> Tuple[Dict[str
         md = file_md
     else:
         md = _metadata(None, metadata)
-    return {k: _as_arg(k, v) for k, v in tensors.items()}, md, source
+    return dict(tensors), md, source
 
 
 def verify(tensors: Any, source: str | None = None, strict_padding: bool = False, **metadata: Any) -> VerifyResult:
@@ -272,7 +371,11 @@ def verify(tensors: Any, source: str | None = None, strict_padding: bool = False
     check (VECTORS.md names), ``metadata`` the recipe keys (``recipe='nvfp4'``, ``layout='swizzled_128x4'``,
     ``profile=...``). ``tensors`` may also be the path of a vector file (its metadata, updated by ``metadata``), or a
     TransformerEngine / torchao quantized tensor object with its input as ``x=...`` (``qtc.frameworks``).
-    Padding of TE-layout buffers is not compared unless ``strict_padding`` (then it must be zero)."""
+    Padding of TE-layout buffers is not compared unless ``strict_padding`` (then it must be zero).
+    CUDA tensors (all on one GPU) are checked there: the CUDA kernels quantize x and a device pass compares the
+    outputs; only the first mismatch's elements and block inputs reach the host (the verdict's backend is ``cuda``;
+    a recipe the kernels do not run is ``skipped`` with the reason; bytes that differ with equal decoded values are a
+    failure there, ``equivalent`` on the host)."""
     if isinstance(tensors, (str, bytes, os.PathLike)):
         # The file is read and checked by the C++ side exactly as `qtc verify PATH` does (shapes NumPy cannot hold,
         # e.g. [2^62, 0], included).
@@ -283,9 +386,14 @@ def verify(tensors: Any, source: str | None = None, strict_padding: bool = False
             u = _Unreadable(path, str(e))
             return VerifyResult(verdict="error", message=u.message, line=f"ERROR {u.path}: {u.message}")
     try:
-        args, md, src = _tensors_and_md(tensors, metadata)
+        raw, md, src = _raw_tensors_and_md(tensors, metadata)
     except _Unreadable as e:
         return VerifyResult(verdict="error", message=e.message, line=f"ERROR {e.path}: {e.message}")
+    device = _on_device(raw)
+    if device is not None:  # on the GPU: the CUDA kernels quantize x there and the outputs are compared there
+        args = {k: _cuda_arg(k, v) for k, v in raw.items()}
+        return VerifyResult(**_qtc.verify_cuda(args, md, source or src, bool(strict_padding), _stream(device)))
+    args = {k: _as_arg(k, v) for k, v in raw.items()}
     return VerifyResult(**_qtc.verify(args, md, source or src, bool(strict_padding)))
 
 

@@ -121,7 +121,7 @@ def _torchao_per_tensor_scale_problem(x: Any, obj: Any) -> Optional[str]:
 
 def assert_conforms(x: Any, recipe: Any, outputs: Optional[Mapping[str, Any]] = None, *, layout: str = "compact",
                     strict_padding: bool = False, name: Optional[str] = None,
-                    explain: bool = True, **params: Any) -> "qtc.VerifyResult":
+                    explain: Optional[bool] = None, **params: Any) -> "qtc.VerifyResult":
     """Quantizes ``x`` with the reference and compares the outputs bit for bit.
 
     Either ``assert_conforms(x, "mxfp8", {"rowwise_data": ..., "rowwise_scale_inv": ...}, layout=..., **params)``
@@ -129,7 +129,9 @@ def assert_conforms(x: Any, recipe: Any, outputs: Optional[Mapping[str, Any]] = 
     object (``qtc.frameworks``: recipe, profile and layout are read from it; ``params`` override them). Padding
     of TE buffers is not compared unless ``strict_padding``. Raises ``ConformanceError`` (an AssertionError) with
     qtc's message and the first mismatch's fields; returns the ``VerifyResult`` otherwise. ``explain``: on failure,
-    ask ``qtc identify`` which profile rule explains it (``ConformanceError.rule``)."""
+    ask ``qtc identify`` which profile rule explains it (``ConformanceError.rule``); by default for host arrays only:
+    CUDA tensors are checked on their GPU (``qtc.verify``), and identify, which runs every profile on the CPU, would
+    copy them to the host (``explain=True`` does)."""
     __tracebackhide__ = True
     extra: List[str] = []
     if frameworks.is_framework_object(recipe):
@@ -152,6 +154,8 @@ def assert_conforms(x: Any, recipe: Any, outputs: Optional[Mapping[str, Any]] = 
         source = name or f"{recipe} outputs"
     tensors = dict(tensors)
     tensors["x"] = x
+    if explain is None:
+        explain = all(qtc._device(v) == "cpu" for v in tensors.values())
     result = qtc.verify(tensors, source=source, strict_padding=strict_padding, **md)
     if result.passed and not extra:
         return result

@@ -1,6 +1,6 @@
 /// \file qtc_python.cpp
 /// \brief The extension module qtc._qtc (nanobind): the CPU reference, verify/identify and safetensors I/O on
-///        raw buffers. Python (qtc/__init__.py) maps arrays to (buffer, safetensors dtype name) pairs, so every
+///        raw buffers (CUDA tensors: qtc_python_cuda.cpp). Python (qtc/__init__.py) maps arrays to (buffer, safetensors dtype name) pairs, so every
 ///        array type arrives here as a C-contiguous CPU buffer without a copy (DLPack or the buffer protocol), and
 ///        every qtc::Error leaves as ValueError with the rule's message. The GIL is released while the reference
 ///        runs.
@@ -31,13 +31,13 @@
 #include "qtc/untrusted.hpp"
 #include "qtc/verify.hpp"
 
-namespace nb = nanobind;
+#include "qtc_python.hpp"
+
 using namespace nb::literals;
 
-namespace {
+namespace qtcpy {
 
 using Array = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
-using Metadata = std::map<std::string, std::string>;
 /// A tensor from Python: the buffer and its safetensors dtype name ("F32", "BF16", "U8", ...).
 using TensorArg = std::pair<Array, std::string>;
 
@@ -48,25 +48,12 @@ std::string rule(std::string m) {
   return m;
 }
 
-std::vector<int64_t> shape_of(const Array& a) {
-  std::vector<int64_t> s(a.ndim());
-  for (size_t i = 0; i < a.ndim(); ++i) s[i] = static_cast<int64_t>(a.shape(i));
-  return s;
-}
-
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + "]";
 }
 
-/// Checks that the buffer's element size is the dtype's.
-void check_itemsize(const std::string& name, const Array& a, const std::string& dtype) {
-  const auto sz = qtc::io::dtype_size(dtype);
-  QTC_CHECK(sz.has_value(), "tensor '", name, "': unknown or unsupported dtype ", dtype);
-  QTC_CHECK(a.itemsize() == *sz, "tensor '", name, "': dtype ", dtype, " has ", *sz, "-byte elements, the array ", a.itemsize(),
-            "-byte ones");
-}
 
 qtc::io::Tensor to_tensor(const std::string& name, const TensorArg& t) {
   check_itemsize(name, t.first, t.second);
@@ -464,7 +451,9 @@ void save_vector(const std::string& path, const std::map<std::string, TensorArg>
   qtc::io::write_file(path, f);
 }
 
-}  // namespace
+}  // namespace qtcpy
+
+using namespace qtcpy;
 
 NB_MODULE(_qtc, m) {
   m.doc() = "qtc: bit-exact CPU reference quantizers (NVFP4, MXFP8, FP8 block, FP8 tensor) and conformance checks";
@@ -489,4 +478,10 @@ NB_MODULE(_qtc, m) {
   m.def("check_checkpoint", &check_checkpoint, "path"_a, "reference"_a, "profile"_a);
   m.def("check_stochastic_rounding", &check_stochastic_rounding, "tensors"_a, "metadata"_a, "alpha"_a, "random_bits"_a);
   m.def("save_vector", &save_vector, "path"_a, "tensors"_a, "metadata"_a);
+  // CUDA tensors (issue 23 item 3): quantize_cuda / verify_cuda when the kernels library is compiled in.
+  m.attr("cuda_built") = register_cuda(m);
 }
+
+#ifndef QTC_PY_CUDA
+bool qtcpy::register_cuda(nb::module_&) { return false; }  // built without the kernels library: CUDA tensors refused
+#endif

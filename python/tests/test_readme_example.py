@@ -1,4 +1,5 @@
-"""The Python example of README.md ("Use it from your tests"): one qtc.verify of a dump, one assert_conforms."""
+"""The Python example of README.md ("Use it from your tests"): one qtc.verify of a dump, assert_conforms on host
+arrays, on a TransformerEngine object and on CUDA tensors (checked on the GPU)."""
 import pathlib
 
 import numpy as np
@@ -31,6 +32,17 @@ def test_a_te_tensor_on_the_gpu_conforms():
     x = torch.randn(4, 128, 512, device="cuda", dtype=torch.bfloat16)  # (..., K): checked as 512 x 512, as TE does
     q = te.MXFP8Quantizer(te.DType.kFloat8E4M3)(x)  # TE's MXFP8Tensor, taken as it is
     assert_conforms(x, q)  # recipe and layout read from the object; raises ConformanceError
+
+
+def test_cuda_tensors_are_checked_on_the_gpu():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    x = torch.randn(4, 128, 512, device="cuda", dtype=torch.bfloat16)
+    out = qtc.quantize(x, "nvfp4", layout="swizzled_128x4")  # stands in for your CUDA kernel: torch tensors on the GPU
+    data = out["rowwise_data"].view(torch.float4_e2m1fn_x2)  # float4 / float8 dtypes are read as their bytes
+    assert_conforms(x, "nvfp4", {"rowwise_data": data, "rowwise_scale_inv": out["rowwise_scale_inv"],
+                                 "amax_rowwise": out["amax_rowwise"]}, layout="swizzled_128x4")  # compared on the GPU
 
 
 def test_readme_quotes_these_examples_as_they_are():

@@ -102,8 +102,8 @@ def test_nvfp4(cls, swizzled, tile):
         "_nvfp4_use_4over6": False, "_nvfp4_e4m3_max": 448, "_dtype": torch.float32}, misses,
         tensor_class=cls)
     md = frameworks.framework_outputs(obj)[1]
-    assert (md["recipe"], md["profile"], md["layout"], md["swizzled"], md["tile"]) == (
-        "nvfp4", "te", "te", "1" if swizzled else "0", tile)
+    assert (md["recipe"], md["profile"], md["layout"], md["tile"]) == (
+        "nvfp4", "te", "swizzled_128x4" if swizzled else "te", tile) and "swizzled" not in md
     assert assert_conforms(torch.from_numpy(x), obj).passed
     assert misses <= KIND_PROBES, f"qtc.frameworks read attributes TE's classes do not have: {sorted(misses - KIND_PROBES)}"
     q["rowwise_data"][3, 2] ^= 0x01
@@ -123,8 +123,9 @@ def test_mxfp8(swizzled):
         "_quantizer": quantizer("MXFP8Quantizer", misses, dtype=DType.kFloat8E5M2), "_fp8_dtype": DType.kFloat8E5M2,
         "_with_gemm_swizzled_scales": swizzled, "_dtype": torch.bfloat16}, misses)
     md = frameworks.framework_outputs(obj)[1]
-    assert (md["recipe"], md["fp8_dtype"], md["scale_rule"], md["swizzled"]) == ("mxfp8", "e5m2", "rceil",
-                                                                                "1" if swizzled else "0")
+    assert (md["recipe"], md["fp8_dtype"], md["scale_rule"], md["layout"]) == ("mxfp8", "e5m2", "rceil",
+                                                                              "swizzled_128x4" if swizzled else "te")
+    assert "swizzled" not in md
     assert assert_conforms(x, obj).passed
     assert misses <= KIND_PROBES, sorted(misses - KIND_PROBES)
 

@@ -105,7 +105,7 @@ TEST(CompressedTensors, Nvfp4AgainstMeasured) {
 }
 
 TEST(CompressedTensors, RulesItDoesNotDefineAreRefusedByName) {
-  // The CUDA kernels' rule set (kernels/src/quantize.cpp): te's and torchao's orders only (path_rules.hpp).
+  // The CUDA kernels' rule set (kernels/src/backend/quantize.cpp): te's and torchao's orders only (path_rules.hpp).
   const PathRules kernels{.path = "the CUDA kernels", .nvfp4_order_torchao = true, .mx_order_torchao = true};
   auto starts = [](const std::string& s, const std::string& head) { return s.rfind(head, 0) == 0; };
   Recipe nv = Recipe::of(Nvfp4Options{});

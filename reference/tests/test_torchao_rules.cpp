@@ -11,6 +11,7 @@
 #include "qtc/peer_codec.hpp"
 #include "qtc/profile.hpp"
 #include "qtc/quantize.hpp"
+#include "qtc/rcp_approx.hpp"
 #include "qtc/torchao_codec.hpp"
 
 using namespace qtc;
@@ -333,6 +334,54 @@ TEST(TritonProfiles, ClampNaNAndReciprocalForm) {
   r.profile = Profile::kSglangTritonColMajor;
   const auto q = ref::quantize(MatrixView{y.data(), DType::kF32, 1, 128}, r);
   EXPECT_EQ(f32_bits(q.rowwise->scale.f32(0, 0)), 0x40636DB8u);
+}
+
+// sm_90's rcp.approx.f32 (qtc/rcp_approx.hpp): the measured table's counts and entries, and the six H200 dumps
+// (reports/h200/run_s25b_triton) that RN(1 / s) missed: the first differing code of each file, written here as its
+// group's amax and the element (F32 holds the F16 / BF16 inputs exactly; the kernels compute in float32). With
+// rcp = RN(1 / s) the six codes are 0x5c, 0x83, 0xe0, 0x04, 0x39, 0x68.
+TEST(TritonProfiles, RcpApproxTableReproducesTheH200) {
+  int plus = 0, minus = 0;
+  for (uint32_t m = 0; m < (1u << 23); ++m) {
+    const int e = rcp_approx_sm90_ulp(m);
+    plus += e == 1;
+    minus += e == -1;
+  }
+  EXPECT_EQ(plus, 733799);  // rcp_exceptions.npz: 1,108,522 mantissas
+  EXPECT_EQ(minus, 374723);
+  EXPECT_EQ(rcp_approx_sm90_ulp(0x5A9u), -1);     // the first exception
+  EXPECT_EQ(rcp_approx_sm90_ulp(0x7FF410u), 1);   // the last
+  EXPECT_EQ(rcp_approx_sm90_ulp(0x600000u), 0);   // 448: rcp.approx(448) = RN(1/448)
+  EXPECT_EQ(rcp_approx_sm90_ulp(0u), 0);          // powers of two
+  const float b = bits_f32(0x3F8005A9u);
+  EXPECT_EQ(f32_bits(rcp_approx_sm90(b)), f32_bits(1.0f / b) - 1);
+  const float c = -b * 0x1p-100f;  // the sign kept, the same entry at another exponent
+  EXPECT_EQ(f32_bits(rcp_approx_sm90(c)), f32_bits(1.0f / c) - 1);
+  EXPECT_EQ(rcp_approx_sm90(0.0f), INFINITY);
+  EXPECT_EQ(f32_bits(rcp_approx_sm90(-INFINITY)), 0x80000000u);
+  EXPECT_TRUE(std::isnan(rcp_approx_sm90(NAN)));
+  struct Case {
+    Profile p;
+    uint32_t amax, x;
+    uint8_t code;
+  };
+  const Case cases[] = {{Profile::kSglangTritonColMajor, 0x3E818000u, 0x3C54C000u, 0x5B},  // f16 heavy [50, 132]
+                        {Profile::kSglangTriton, 0x7F220000u, 0xF7220000u, 0x84},          // bf16 flt_max [1, 59]
+                        {Profile::kSglangTriton, 0x46E70000u, 0xC4FFC000u, 0xDF},          // f16 huge [112, 364]
+                        {Profile::kVllmTriton, 0x7F6D0000u, 0x776D0000u, 0x03},            // bf16 flt_max [115, 107]
+                        {Profile::kVllmTriton, 0x3E29C000u, 0x39E66000u, 0x3A},            // f16 heavy [45, 51]
+                        {Profile::kVllmTriton, 0x47018000u, 0x458F6000u, 0x67}};           // f16 huge [19, 113]
+  Fp8BlockOptions o;
+  o.eps = 1e-10f;
+  for (const Case& k : cases) {
+    std::vector<float> x(128, 0.0f);
+    x[0] = bits_f32(k.amax);
+    x[1] = bits_f32(k.x);
+    Recipe r = Recipe::of(o);
+    r.profile = k.p;
+    const auto q = ref::quantize(MatrixView{x.data(), DType::kF32, 1, 128}, r);
+    EXPECT_EQ(q.rowwise->data[1], k.code) << profile_rules(k.p).name << " amax 0x" << std::hex << k.amax << " x 0x" << k.x;
+  }
 }
 
 }  // namespace

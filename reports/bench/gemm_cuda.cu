@@ -9,6 +9,8 @@
 /// | Nvfp4Emulated      | qtc::cuda::gemm, NVFP4 (BF16 emulation)    | cuBLASLt BF16 GEMM, same shape (frac_of_bf16) |
 /// | GroupedRowScaled   | grouped row-scaled NVFP4 fprop, device group sizes, 8/64/128 uneven experts, 32768 tokens, N = K = 4096 (cached / per-call weights, graph replay) | one dense cuBLASLt BF16 GEMM of equal FLOPs (frac_of_dense) |
 /// Shapes (M, N, K): 4096³, 8192³, M = 4096 with (N, K) ∈ {(7168, 16384), (4096, 7168), (2112, 7168)}.
+/// Nvfp4Emulated also reports its own pass alone: us_dequant (both operands NVFP4 -> BF16), dequant_TBps (bytes
+/// read + written over that time) and us_bf16_gemm (the baseline's time).
 /// Timing: CUDA events around batches of back-to-back calls (manual time = mean per call), warm-up outside
 /// the timed loop; the baseline is timed the same way (20 calls after 5 warm-ups) in the same process just
 /// before. Operands are filled on the
@@ -247,6 +249,16 @@ void BM_Gemm(benchmark::State& state, Path path) {
     const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
     state.counters["TFLOPs"] = benchmark::Counter(flops / 1e12, benchmark::Counter::kIsIterationInvariantRate);
     const double t_qtc = total / static_cast<double>(n);
+    if (path == Path::kNvfp4) {  // the emulation's own pass alone: both operands NVFP4 -> BF16 (one launch each here)
+      DeviceBuffer a16(static_cast<size_t>(N * K) * 2, nullptr), b16(static_cast<size_t>(M * K) * 2, nullptr);
+      const double t_deq = time_calls([&] {
+        qtc::cuda::nvfp4_plane_to_bf16(*a.rowwise, N, K, a16.data(), nullptr);
+        qtc::cuda::nvfp4_plane_to_bf16(*b.rowwise, M, K, b16.data(), nullptr);
+      });
+      state.counters["us_dequant"] = t_deq * 1e6;
+      state.counters["dequant_TBps"] = static_cast<double>(M + N) * static_cast<double>(K) * (0.5 + 1.0 / 16 + 2) / t_deq / 1e12;
+      state.counters["us_bf16_gemm"] = t_base * 1e6;
+    }
     state.counters[path == Path::kNvfp4 ? "frac_of_bf16" : "frac_of_cublaslt"] = t_base / t_qtc;
     state.counters["baseline_TFLOPs"] = flops / t_base / 1e12;
   } catch (const std::exception& e) {
@@ -272,7 +284,8 @@ BENCHMARK_CAPTURE(BM_Gemm, Nvfp4Emulated, Path::kNvfp4)->Apply(shapes);
 ///   graph    the cached call captured once in a CUDA graph, replayed (us_eager: the same call launched eagerly)
 /// Breakdown counters (each part alone, microseconds per call): us_x_dequant (all tokens to BF16), us_w_dequant
 /// (every weight to BF16, what percall adds), us_gemm_epilogue (the rest of the cached call: row factors, vectors,
-/// the grouped GEMM with the fused epilogue).
+/// the grouped GEMM with the fused epilogue); x_dequant_TBps / w_dequant_TBps: those passes' bytes read + written
+/// (0.5625 B in, 2 B out per element) over their time.
 enum class GroupedMode { kCached, kPerCall, kGraph };
 
 void BM_GroupedRowScaled(benchmark::State& state, GroupedMode mode) {
@@ -371,6 +384,8 @@ void BM_GroupedRowScaled(benchmark::State& state, GroupedMode mode) {
       const double t_w = time_calls([&] { qtc::cuda::dequantize_grouped_weights_into(ctx, wp, cache); }, 1, 3, st);
       state.counters["us_x_dequant"] = t_x * 1e6;
       state.counters["us_w_dequant"] = t_w * 1e6;
+      state.counters["w_dequant_TBps"] = static_cast<double>(kGroups * N * K) * (0.5 + 1.0 / 16 + 2) / t_w / 1e12;
+      state.counters["x_dequant_TBps"] = static_cast<double>(kTokens * K) * (0.5 + 1.0 / 16 + 2) / t_x / 1e12;
       state.counters["us_gemm_epilogue"] = (t_call - t_x) * 1e6;
     }
     QTC_CUDA_CHECK(cudaStreamSynchronize(st));

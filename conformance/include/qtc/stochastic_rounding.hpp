@@ -14,7 +14,8 @@
 ///     with a probability within 2^-r of p: the test allows that (S measured against p - 2^-r and p + 2^-r).
 ///     Round-to-nearest puts U = [p > 1/2]: the bins above and below 1/2 drift by about n_b / 8, found once
 ///     n_b / 8 > t_b (about 600 elements per bin at alpha = 1e-6); an all-zero output fails rule 2.
-/// NVFP4 1x16 without RHT (the SR qtc has), both planes, compact layout.
+/// NVFP4 1x16 and 16x16 (the 2-D tile's scale copies per row), with or without RHT (the columnwise plane's scaled values
+/// are those of RHT(x^T), §1.9): the SR qtc has; both planes, compact layout.
 #pragma once
 #include <cstdint>
 #include <string>

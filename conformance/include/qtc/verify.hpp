@@ -3,6 +3,7 @@
 ///        compare every expected output the file carries, bit for bit.
 #pragma once
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -135,5 +136,9 @@ std::string mismatch_line(std::string_view name, ElementCode e, const Mismatch& 
 /// output `tensor` of recipe r on x: "x[0, 0:16] = {...}" as `qtc verify` prints it; empty when `tensor` is not an
 /// output of r.
 std::string block_inputs_text(const Recipe& r, std::string_view tensor, int64_t a, int64_t b, const MatrixView& x);
+/// The same for an x that is not in host memory (the Python module's CUDA tensors): `at(i, j)` reads x's element
+/// (i, j) of an [M, K] input as a float; only the values the text shows (at most 32) are read.
+std::string block_inputs_text(const Recipe& r, std::string_view tensor, int64_t a, int64_t b, int64_t M, int64_t K,
+                              const std::function<float(int64_t, int64_t)>& at);
 
 }  // namespace qtc::conformance

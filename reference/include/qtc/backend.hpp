@@ -35,7 +35,7 @@ class BackendError : public Error {
   Kind kind;
 };
 
-/// The CPU reference as a backend (reference/src/backend_cpu.cpp). The CUDA kernels' backend is
+/// The CPU reference as a backend (reference/src/core/backend_cpu.cpp). The CUDA kernels' backend is
 /// make_cuda_backend() in qtc/cuda/backend.hpp (kernels/).
 std::unique_ptr<QuantizeBackend> make_cpu_backend();
 

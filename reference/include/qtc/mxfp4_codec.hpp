@@ -25,8 +25,9 @@
 ///    scale 2^(byte-127) reads as 0 (byte 0x00) and 1 / 2^(byte-127) otherwise (0 for 0xFF: 1 / Inf), so byte 0x00
 ///    and 0xFF blocks hold +-0 codes; the E2M1 code by the kernel's bit arithmetic, which is RN-even (guard, sticky
 ///    and lsb; the FP32-source sticky of the current kernel) saturating at 6 with the sign kept, a NaN q (the GPU's
-///    canonical NaN, positive) -> 0x7. Division by 6 is modelled as amax * RN(1/6) (Triton's fp32 `/` is
-///    div.full.f32, fp8.form's note in profile.hpp); by 4 it is exact.
+///    canonical NaN, positive) -> 0x7. Triton's fp32 `/` is div.full.f32 = a * rcp.approx(b) (fp8.form's
+///    note in profile.hpp); sm_90's measured rcp.approx (qtc/rcp_approx.hpp) gives RN(1/6) for 6 and is exact for
+///    powers of two, so ds = amax * RN(1/6), amax / 4 and 1 / 2^(e-127) are exact models.
 ///  * vllm_cutlass order (MxOrder::kVllmCutlass): vLLM's CUDA FP4 quantizer with UE8M0 scales (csrc
 ///    quantization/fp4/nvfp4_utils.cuh `cvt_warp_fp16_to_fp4<..., UE8M0_SF = true>`, as fixed by vLLM PR 43557; the
 ///    MXFP4 W4A4 MoE CUTLASS path), as read: amax by __hmax2 of |x| (a NaN ignored unless the block is all NaN,

@@ -81,9 +81,12 @@ enum class Fp8Form : uint8_t {
   kInvDiv,      ///< s = amax / fp8_max, data x / s (ModelOpt, compressed-tensors, vLLM `_quantize_group_native`)
   kInvMulRcp,   ///< s = amax / fp8_max, data x * RN(1 / s) (DeepGEMM, vLLM `QuantFP8.forward_native` per tensor)
   kRcpMaxDiv,   ///< s = amax * RN(1 / fp8_max), data x / s
-  kRcpMaxMulRcp,  ///< s = amax * RN(1 / fp8_max), data x * RN(1 / s): the Triton group quantizers on sm_90, whose fp32
-                  ///< `/` is PTX div.full.f32 (a * rcp.approx(b)); rcp.approx(448) = RN(1 / 448) (seen on the H200),
-                  ///< rcp.approx(s) modelled as RN(1 / s)
+  kRcpMaxMulRcp,  ///< s = amax * rcp(fp8_max), data x * rcp(s), rcp = sm_90's rcp.approx.f32 (qtc/rcp_approx.hpp: RN(1 / s)
+                  ///< +- 1 ulp by its measured table; rcp(448) = RN(1 / 448)): the Triton group quantizers on sm_90,
+                  ///< whose fp32 `/` is PTX div.full.f32 (a * rcp.approx(b), seen on the H200)
+  kCast,  ///< scale = fp8_max / amax unguarded (amax 0 -> Inf, Inf -> 0, NaN -> NaN), data the library's own float8 cast
+          ///< of x * scale (not saturating, NaN sign kept), stored 1 / scale: current scaling written with PyTorch's /
+          ///< ml_dtypes' casts (profiles torch_cast, ml_dtypes_cast; conformance/peers/cast_dump.py)
 };
 
 /// What the Triton group quantizers' tl.clamp(y, fp8_min, fp8_max) makes of a NaN y (rule `fp8.clamp_nan`).

@@ -5,7 +5,7 @@
 ///        E2M1 cast (`_f32_to_floatx_unpacked`). Every input is the float32 value torchao computes on
 ///        (to_mx and nvfp4_quantize convert the input to float32 before any arithmetic; amax of BF16/F16
 ///        values is exact in either dtype). Host and device (QTC_HD): the CUDA kernels of profile torchao call
-///        these same functions (kernels/src/torchao_device.cuh adapts their argument types), so the two
+///        these same functions (kernels/src/common/torchao_device.cuh adapts their argument types), so the two
 ///        paths cannot drift. Every NaN is chosen explicitly, so a GPU's canonical NaN results never leak.
 #pragma once
 #include <cmath>

@@ -9,7 +9,7 @@
 
 namespace qtc {
 
-/// The CUDA kernels as a backend (kernels/src/backend_cuda.cpp). In a build without CUDA (kernels/stub/) its
+/// The CUDA kernels as a backend (kernels/src/backend/backend_cuda.cpp). In a build without CUDA (kernels/stub/) its
 /// unavailable_reason() says so. A CUDA error while quantizing throws BackendError kError; a recipe the gating
 /// table refuses on this device throws BackendError kNotSupported with the table's reason.
 std::unique_ptr<QuantizeBackend> make_cuda_backend();

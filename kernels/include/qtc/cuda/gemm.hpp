@@ -91,7 +91,8 @@ void gemm_nvfp4_row_scaled(GemmContext& ctx, const DeviceQuantized& A, const Dev
 void gemm_bf16(GemmContext& ctx, const void* a, const void* b, int64_t m, int64_t n, int64_t k, DType out, void* d,
                const float* alpha_device = nullptr, float alpha_host = 1.0f);
 
-/// The NVFP4 emulation's first step on its own: plane -> BF16 [rows, k] of code·sf (exact).
+/// The NVFP4 emulation's first step on its own: plane -> BF16 [rows, k] of code·sf (exact). k % 16 == 0, out_bf16
+/// 16-byte aligned (throws otherwise, before any work); compact scales take a bandwidth-bound linear kernel.
 void nvfp4_plane_to_bf16(const DevicePlane& p, int64_t rows, int64_t k, void* out_bf16, cudaStream_t stream);
 
 }  // namespace qtc::cuda
@@ -114,7 +115,7 @@ struct GroupedRowsDevice {
 /// Nothing reads them on the host, so a call taking them can be captured in a CUDA graph once and replayed with
 /// other sizes written into the same arrays. Caller contract: groups in order, not overlapping, inside
 /// [0, capacity). It cannot be checked on the host without a sync; on the device every call first rewrites the
-/// routing (kernels/src/grouped_routing.hpp): a group with a negative size, overlapping the previous kept group or
+/// routing (kernels/src/grouped/grouped_routing.hpp): a group with a negative size, overlapping the previous kept group or
 /// passing the capacity is computed as empty (fprop: its rows untouched; wgrad: zeros), so hostile sizes never
 /// make a kernel read or write outside the buffers.
 struct GroupedRowsOnDevice {

@@ -44,7 +44,7 @@ struct DeviceGroupedQuantized {
   DeviceBuffer scale_inv;  ///< FP8 per-tensor: [groups] F32
   /// [2·groups] int64: the routing as the kernels read it, rewritten from the caller's sizes and offsets by every
   /// quantize (a group that is negative, overlaps the previous kept group or passes the capacity reads as empty;
-  /// kernels/src/grouped_routing.hpp), so hostile device sizes cannot make a kernel leave the buffers.
+  /// kernels/src/grouped/grouped_routing.hpp), so hostile device sizes cannot make a kernel leave the buffers.
   DeviceBuffer routing;
 };
 
