@@ -10,6 +10,13 @@
 
 namespace qtc {
 
+namespace detail {
+/// Appends the MXFP4 profiles of the inference engines' quantizers (issue 24), in Profile order after ml_dtypes_cast.
+void append_mxfp4_engine_profiles(std::vector<ProfileRules>& v);
+/// mx_order_text of those profiles' orders.
+std::string_view engine_mx_order_text(MxOrder o);
+}  // namespace detail
+
 namespace {
 
 std::vector<ProfileRules> make_builtin() {
@@ -246,43 +253,7 @@ std::vector<ProfileRules> make_builtin() {
   md.version = 2;                             // 1: MXFP8 and NVFP4 only
   v.push_back(md);
 
-  // triton_kernels' MX quantizer (issue 24): `downcast_to_mxfp(x, torch.uint8, axis)`, the `_downcast_to_mxfp`
-  // Triton kernel that vLLM's gpt-oss MoE path runs; MXFP4 only (mxfp4_codec.hpp: the order, read from the code).
-  ProfileRules tk;
-  tk.id = Profile::kTritonKernels;
-  tk.name = "triton_kernels";
-  tk.follows = "triton_kernels (triton-lang/triton python/triton_kernels) numerics_details/mxfp.py downcast_to_mxfp, "
-               "_downcast_to_mxfp kernel, sm_90 path (E2M1 by bit arithmetic, FP32-source sticky bit); read, not run";
-  tk.nvfp4 = tk.mxfp8 = tk.fp8_block = tk.fp8_tensor = false;
-  tk.mx_scale_rules.clear();
-  tk.nvfp4_stochastic = false;
-  tk.mx_order = MxOrder::kTritonKernels;
-  tk.mx_nonfinite = MxNonFinite::kSatFinite;  // tl.max (max.f32) ignores a NaN unless the whole block is NaN
-  tk.mxfp4_scale_rules = {MxScaleRule::kRceil, MxScaleRule::kOcpFloor};  // DEQUANT_SCALE_ROUNDING_MODE ROUND_UP, ROUND_DOWN
-  v.push_back(tk);
-
-  // vLLM's CUDA FP4 quantizer with UE8M0 scales (issue 24): the MXFP4 W4A4 MoE CUTLASS path's activation quantizer,
-  // the "threshold" scale rule of vLLM PR 43557 (mxfp4_codec.hpp, read from the code; GPU only, sm_100).
-  ProfileRules vc = tk;
-  vc.id = Profile::kVllmCutlass;
-  vc.name = "vllm_cutlass";
-  vc.follows = "vLLM csrc quantization/fp4/nvfp4_utils.cuh cvt_warp_fp16_to_fp4 with UE8M0_SF (after PR 43557; BF16/F16 "
-               "input, sm_100); read, not run";
-  vc.mx_order = MxOrder::kVllmCutlass;
-  vc.mxfp4_scale_rules = {MxScaleRule::kEven};  // the threshold rule: torchao's EVEN on the bits, clamped to [0, 254]
-  v.push_back(vc);
-
-  // FBGEMM's MX4 (issue 24): the scale and element rules of its reference py_quantize_mx4 (mxfp4_codec.hpp), in qtc's
-  // planes and scale layouts (FBGEMM's own packed rows, each group's exponent after its 16 bytes, are not a layout here).
-  ProfileRules fb = tk;
-  fb.id = Profile::kFbgemm;
-  fb.name = "fbgemm";
-  fb.follows = "FBGEMM fbgemm_gpu/triton/quantize_ref.py py_quantize_mx4 (at 3cbb3e9b; float32, torch's log2), scale and "
-               "element rules; read, not run";
-  fb.mx_order = MxOrder::kFbgemm;
-  fb.mx_nonfinite = MxNonFinite::kNaN;  // torch.max propagates NaN
-  fb.mxfp4_scale_rules = {MxScaleRule::kCeil};
-  v.push_back(fb);
+  detail::append_mxfp4_engine_profiles(v);  // triton_kernels, vllm_cutlass, fbgemm (profile_engines.cpp)
   return v;
 }
 
@@ -382,17 +353,8 @@ std::string_view mx_order_text(MxOrder o) {
       return "ml_dtypes_cast: f32; e = ml_dtypes float8_e8m0fnu cast of bamax / elem_max (as torch for normals; subnormals to "
              "the nearest of 2^-127, 2^-126; zero, NaN -> 0xFF); data float8(x / float(e)); non-saturating cast, E5M2 NaN 0x7E|s";
     case MxOrder::kTritonKernels:
-      return "triton_kernels: amax by max.f32 (NaN ignored unless the block is all NaN); rceil (ROUND_UP) byte of "
-             "(bits(bamax * RN(1/6)) + 0x7FFFFF) & 0x7F800000, ocp_floor (ROUND_DOWN) of bits(bamax / 4) & 0x7F800000; data "
-             "x * (1 / 2^(e-127)), 0 for e = 0x00 and 0xFF; E2M1 by bit arithmetic: RN-even, saturating, sign kept, NaN -> 0x7";
     case MxOrder::kVllmCutlass:
-      return "vllm_cutlass: amax by __hmax2 (NaN ignored unless the block is all NaN: byte 0x00); even (the threshold "
-             "rule) byte = clamp(exponent((bits(bamax) + 2^21) & 0xFF800000) - 2, 0, 254); data x * (1 / 2^(e-127)), 0 "
-             "for e = 0x00; cvt.rn.satfinite.e2m1x2: RN-even, saturating, NaN -> 0x7";
-    case MxOrder::kFbgemm:
-      return "fbgemm: amax by torch.max (NaN propagates), 0 -> 2^-126; ceil e = clamp(ceil(log2f(bamax)) - 2, -127, 125) "
-             "(correctly rounded float32 log2); data x / 2^e on 3 significant bits + 1 >> 1 (half away from zero, no sticky), "
-             "saturating at 6, Inf -> +-0; a NaN block 0xFF, codes 0x0 (qtc's choice)";
+    case MxOrder::kFbgemm: return detail::engine_mx_order_text(o);  // profile_engines.cpp
   }
   return "?";
 }
