@@ -42,7 +42,7 @@ SrResult check_stochastic_rounding(const io::File& file, const SrOptions& opts) 
   SrResult res;
   try {
     Recipe r = Recipe::from_metadata(file.metadata);
-    if (!r.is(RecipeKind::kNVFP4) || r.nvfp4().tile_2d || r.nvfp4().rht || r.nvfp4().row_scaled || r.nvfp4().fourover6) {
+    if (r.nvfp4_or_null() == nullptr || r.nvfp4().tile_2d || r.nvfp4().rht || r.nvfp4().row_scaled || r.nvfp4().fourover6) {
       res.message = "admissible stochastic rounding is judged for NVFP4 1x16 (no RHT, row scaling or 4over6) only; recipe " + r.name();
       return res;
     }
