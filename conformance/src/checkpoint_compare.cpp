@@ -13,6 +13,7 @@
 #include "checkpoint_internal.hpp"
 #include "qtc/codec.hpp"
 #include "qtc/error.hpp"
+#include "qtc/kind.hpp"
 #include "qtc/profile.hpp"
 #include "qtc/quantize.hpp"
 #include "qtc/recipe.hpp"
@@ -151,9 +152,10 @@ void Checker::compare_profile(const Group& gr, CheckpointTensor& out, const Deco
     HostMatrix x(DType::kF32, out.rows, out.cols);
     std::memcpy(x.bytes.data(), ref.data(), ref.size() * 4);
     QuantizedTensor q;
-    if (r.is(RecipeKind::kNVFP4)) {
+    const KindInfo& kind = kind_info(r);
+    if (kind.plane_amax) {  // NVFP4: the checkpoint's global amax
       q = ref::quantize_with_amax(x.view(), r, d.global_amax, d.global_amax);
-    } else if (r.is(RecipeKind::kFP8Tensor)) {
+    } else if (kind.per_tensor_scale) {
       const float amax = d.scale_f32[0] * 448.0f;
       q = ref::quantize_with_amax(x.view(), r, amax, amax);
     } else {
@@ -166,15 +168,15 @@ void Checker::compare_profile(const Group& gr, CheckpointTensor& out, const Deco
       if (p.data[i] != d.codes[i] && code_diff++ == 0) first_code = static_cast<int64_t>(i);
     int64_t scale_diff = 0, scale_total = 0;
     std::string first_scale;
-    if (r.is(RecipeKind::kNVFP4) || r.is(RecipeKind::kMXFP4)) {
-      const bool mx = r.is(RecipeKind::kMXFP4);
+    if (kind.e2m1_data) {  // one byte per block scale: E4M3 (NVFP4) or E8M0 (MXFP4)
+      const bool mx = kind.e8m0_scales;
       auto value = [&](uint8_t b) { return mx ? e8m0(b) : e4m3(b); };
       scale_total = static_cast<int64_t>(p.scale.bytes.size());
       for (size_t i = 0; i < p.scale.bytes.size() && i < d.scale_bytes.size(); ++i)
         if (p.scale.bytes[i] != d.scale_bytes[i] && scale_diff++ == 0)
           first_scale = ::fmt::format("block [{}, {}]: stored 0x{:02x} ({}), {} gives 0x{:02x} ({})", i / p.scale.cols, i % p.scale.cols,
                                     d.scale_bytes[i], g(value(d.scale_bytes[i])), opts.profile, p.scale.bytes[i], g(value(p.scale.bytes[i])));
-    } else if (r.is(RecipeKind::kFP8Block)) {
+    } else if (!kind.per_tensor_scale) {  // FP8 block: F32 scales
       scale_total = p.scale.rows * p.scale.cols;
       for (int64_t i = 0; i < scale_total && i < static_cast<int64_t>(d.scale_f32.size()); ++i) {
         const float mine = p.scale.f32(i / p.scale.cols, i % p.scale.cols);

@@ -6,6 +6,7 @@
 
 #include "cases.hpp"
 #include "qtc/error.hpp"
+#include "qtc/kind.hpp"
 #include "qtc/quantize.hpp"
 
 namespace qtc::conformance {
@@ -31,7 +32,7 @@ io::File make_hybrid_vector(const HybridRecipe& h, const HostMatrix& x, Quantize
     Recipe r = h.plane_recipe(pk);
     // FP8 tensor keeps scale_inv and amax with its rowwise plane in a vector: quantize both planes (they share the
     // one scale of the plane's input) and keep the columnwise plane's tensors and those two.
-    if (!row && r.is(RecipeKind::kFP8Tensor)) r.rowwise = true;
+    if (!row && kind_info(r).per_tensor_scale) r.rowwise = true;
     const HostMatrix& in = row || h.source == ColumnwiseSource::kOriginal ? x : source;
     const QuantizedTensor q = backend.quantize(in.view(), r);
     if (row && h.source == ColumnwiseSource::kRowwiseDequantized)
@@ -93,7 +94,7 @@ io::File convert_hybrid_vector(const io::File& in, Layout to, uint8_t pad) {
     const bool row = pk == PlaneKind::kRowwise;
     const std::string pre = row ? "rowwise." : "columnwise.";
     Recipe r = h.plane_recipe(pk);
-    if (!row && r.is(RecipeKind::kFP8Tensor)) r.rowwise = true;  // its scale_inv / amax go with the rowwise plane
+    if (!row && kind_info(r).per_tensor_scale) r.rowwise = true;  // its scale_inv / amax go with the rowwise plane
     io::File sub;
     sub.metadata = r.to_metadata();
     ref::layout_to_metadata(from, sub.metadata);

@@ -42,7 +42,7 @@ SrResult check_stochastic_rounding(const io::File& file, const SrOptions& opts) 
   SrResult res;
   try {
     Recipe r = Recipe::from_metadata(file.metadata);
-    if (!r.is(RecipeKind::kNVFP4) || r.nvfp4().row_scaled || r.nvfp4().fourover6) {
+    if (r.nvfp4_or_null() == nullptr || r.nvfp4().row_scaled || r.nvfp4().fourover6) {
       res.message = "admissible stochastic rounding is judged for NVFP4 (1x16 or 16x16, with or without RHT), the stochastic "
                     "rounding qtc has (row-scaled and 4over6 NVFP4 have none: rules nvfp4-row-scaled-no-sr, nvfp4-4over6-no-sr); "
                     "recipe " + r.name();

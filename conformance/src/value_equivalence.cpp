@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "qtc/codec.hpp"
+#include "qtc/kind.hpp"
 #include "qtc/quantize.hpp"
 
 namespace qtc::conformance {
@@ -32,7 +33,7 @@ float scale_value(const ScaleMatrix& s, size_t i) {
 }
 
 /// E2M1 data (NVFP4, MXFP4): two 4-bit codes per byte, element 2j in the low nibble.
-bool e2m1_data(const Recipe& r) { return r.is(RecipeKind::kNVFP4) || r.is(RecipeKind::kMXFP4); }
+bool e2m1_data(const Recipe& r) { return kind_info(r).e2m1_data; }
 
 /// The value of data element i of a plane (E2M1 nibble or FP8 byte), without the scale.
 float code_value(const QuantizedTensor& q, const Plane& p, int64_t i) {
@@ -53,11 +54,12 @@ uint32_t code_bits(const QuantizedTensor& q, const Plane& p, int64_t i) {
 /// scale rows (NVFP4 1x16 and MXFP4 both planes, MXFP8 rowwise), or -1 where the block is not laid out that way.
 float block_max_code(const QuantizedTensor& q, const Plane& p, PlaneKind pk, int64_t r, int64_t c) {
   const Recipe& rc = q.recipe;
-  int64_t bs = 0;
-  if (rc.is(RecipeKind::kMXFP4)) bs = 32;
-  else if (rc.is(RecipeKind::kNVFP4) && !rc.is_2d()) bs = 16;
-  else if (rc.is(RecipeKind::kMXFP8) && !rc.is_2d() && pk == PlaneKind::kRowwise) bs = 32;
-  if (bs == 0) return -1.0f;
+  // Byte-scaled kinds (not FP8 block / tensor) with 1-D blocks along the plane's data rows (the columnwise plane of
+  // MXFP8 keeps x's orientation: its blocks run down the data's columns).
+  const KindInfo& kind = kind_info(rc);
+  const bool along_data_rows = kind.columnwise_transposed || pk == PlaneKind::kRowwise;
+  if (kind.fp8_scaling_options || rc.is_2d() || !along_data_rows) return -1.0f;
+  const int64_t bs = rc.block_cols();
   const int64_t len = e2m1_data(rc) ? p.data_cols * 2 : p.data_cols;
   const int64_t logical = pk == PlaneKind::kRowwise ? q.cols : q.rows;
   float m = 0.0f;
@@ -78,8 +80,8 @@ float elem_max(const Recipe& r) {
 /// 2-D tiles (NVFP4 16x16, MXFP8 32x32) keep one copy of the tile's scale per row (rowwise) or per column (MXFP8
 /// columnwise) of the compact matrix: the index of the first copy that differs from its tile's first, or -1.
 int64_t inconsistent_tile_copy(const Recipe& r, PlaneKind pk, const ScaleMatrix& s) {
-  const int64_t t = r.is(RecipeKind::kNVFP4) ? 16 : 32;
-  const bool along_rows = !(r.is(RecipeKind::kMXFP8) && pk == PlaneKind::kColumnwise);
+  const int64_t t = r.block_cols();  // the tile's side (NVFP4 16, MXFP8 32)
+  const bool along_rows = kind_info(r).columnwise_transposed || pk == PlaneKind::kRowwise;  // MXFP8 columnwise: columns
   for (int64_t i = 0; i < s.rows; ++i)
     for (int64_t j = 0; j < s.cols; ++j) {
       const int64_t i0 = along_rows ? (i / t) * t : i, j0 = along_rows ? j : (j / t) * t;
@@ -145,7 +147,7 @@ Equivalence compare_values(const QuantizedTensor& want, const QuantizedTensor& g
     if (pk == PlaneKind::kRowwise && !same_value(want.scale_inv, got.scale_inv)) ++e.differing_bytes;
     // NVFP4 16x16 and MXFP8 32x32 tiles keep one scale copy per row of the tile (compact [rows, blocks]); dequantization
     // reads one of them, a GEMM reads each row's. A copy that differs is an inconsistent tile, never an equivalent encoding.
-    if (first_scale >= 0 && want.recipe.is_2d() && !want.recipe.is(RecipeKind::kFP8Block)) {
+    if (first_scale >= 0 && want.recipe.is_2d() && want.recipe.fp8_block_or_null() == nullptr) {
       for (const Plane* pl : {&*pw, &*pg}) {
         const int64_t bad = inconsistent_tile_copy(want.recipe, pk, pl->scale);
         if (bad < 0) continue;
@@ -172,7 +174,7 @@ Equivalence compare_values(const QuantizedTensor& want, const QuantizedTensor& g
       // Codes under this scale entry in the same plane: rowwise 1-D blocks along the row; otherwise the data differences
       // in general.
       if (a == 0.0f || b == 0.0f) {
-        why = want.recipe.is(RecipeKind::kNVFP4)
+        why = want.recipe.nvfp4_or_null() != nullptr
                   ? "one E4M3 block scale is 0 (the block scale underflowed E4M3, or the block is all zero): every code under it "
                     "decodes to 0, whatever it holds (TE writes +-6 there), so any codes equal the zeros of the other"
                   : "one scale is zero: the block decodes to zeros under both (an all-zero block has no canonical scale)";
@@ -201,7 +203,7 @@ Equivalence compare_values(const QuantizedTensor& want, const QuantizedTensor& g
                               "scale is {}, at most half the element maximum {}, so the scale one binade lower holds the same "
                               "values with every code doubled ({})",
                               ea - eb, cbig, emax,
-                              want.recipe.is(RecipeKind::kNVFP4)
+                              want.recipe.nvfp4_or_null() != nullptr
                                   ? "NVFP4: an E4M3 block scale and its half; quantize(dequantize(q)) derives the half where "
                                     "the largest code is 3"
                                   : "a block max that rounds onto elem_max/2 * 2^k: the rceil / CEIL rules derive the larger "
@@ -231,9 +233,9 @@ Equivalence compare_values(const QuantizedTensor& want, const QuantizedTensor& g
       const float a = code_value(want, *pw, first_code), b = code_value(got, *pg, first_code);
       const uint32_t ca = code_bits(want, *pw, first_code), cb = code_bits(got, *pg, first_code);
       const int64_t cols = e2m1_data(want.recipe) ? pw->data_cols * 2 : pw->data_cols;
-      const bool rowwise_zero = pk == PlaneKind::kRowwise && !want.recipe.is(RecipeKind::kFP8Block) && first_code < dw.numel() &&
+      const bool rowwise_zero = pk == PlaneKind::kRowwise && want.recipe.fp8_block_or_null() == nullptr && first_code < dw.numel() &&
                                 dw.as<float>()[first_code] == 0.0f && (a != 0.0f || b != 0.0f);
-      const char* why = rowwise_zero ? (want.recipe.is(RecipeKind::kNVFP4)
+      const char* why = rowwise_zero ? (want.recipe.nvfp4_or_null() != nullptr
                                             ? "the block's scale is zero (an all-zero block, or an E4M3 block scale that "
                                               "underflowed: TE writes +-6 there): every code decodes to 0"
                                             : "the block's scale is zero (an all-zero block): every code decodes to 0")

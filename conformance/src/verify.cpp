@@ -17,6 +17,7 @@
 #include "qtc/error.hpp"
 #include "qtc/footprint.hpp"
 #include "qtc/hybrid.hpp"
+#include "qtc/kind.hpp"
 #include "qtc/native_layout.hpp"
 #include "qtc/recipe.hpp"
 #include "qtc/recipe_policy.hpp"
@@ -128,7 +129,7 @@ Region region_of(const Spec& s, const Recipe& r, int64_t a, int64_t b, int64_t M
 /// What a block's inputs need said beside them.
 std::string region_note(const Spec& s, const Recipe& r) {
   if (r.nvfp4_rht() && s.plane == PlaneKind::kColumnwise && s.role != Role::kAmax) return " (before the RHT)";
-  if (r.kind() == RecipeKind::kFP8Tensor && (s.role == Role::kData || s.role == Role::kDequant)) return " (per-tensor scale)";
+  if (kind_info(r).per_tensor_scale && (s.role == Role::kData || s.role == Role::kDequant)) return " (per-tensor scale)";
   return {};
 }
 

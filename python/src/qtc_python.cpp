@@ -24,6 +24,7 @@
 #include "qtc/footprint.hpp"
 #include "qtc/hybrid.hpp"
 #include "qtc/identify.hpp"
+#include "qtc/kind.hpp"
 #include "qtc/native_layout.hpp"
 #include "qtc/quantize.hpp"
 #include "qtc/recipe_policy.hpp"
@@ -185,7 +186,7 @@ std::map<std::string, TensorOut> quantize_hybrid(const TensorArg& x_arg, const M
   for (qtc::PlaneKind pk : {qtc::PlaneKind::kRowwise, qtc::PlaneKind::kColumnwise}) {
     const bool row = pk == qtc::PlaneKind::kRowwise;
     qtc::Recipe r = h.plane_recipe(pk);
-    if (!row && r.is(qtc::RecipeKind::kFP8Tensor)) r.rowwise = true;  // its scale_inv / amax travel with the rowwise plane
+    if (!row && qtc::kind_info(r).per_tensor_scale) r.rowwise = true;  // its scale_inv / amax travel with the rowwise plane
     Metadata pmd = r.to_metadata();
     for (const char* k : {"layout", "swizzled"})
       if (auto it = md.find(k); it != md.end()) pmd[k] = it->second;
@@ -216,7 +217,7 @@ TensorOut dequantize(const std::map<std::string, TensorArg>& tensors, const Meta
   const qtc::PlaneKind pk = col ? qtc::PlaneKind::kColumnwise : qtc::PlaneKind::kRowwise;
   r.rowwise = !col;
   r.columnwise = col;
-  QTC_CHECK(!(col && r.kind() == qtc::RecipeKind::kFP8Tensor), "per-tensor FP8 dequantizes its rowwise plane only");
+  QTC_CHECK(!(col && qtc::kind_info(r).per_tensor_scale), "per-tensor FP8 dequantizes its rowwise plane only");
   auto get = [&](const std::string& name, bool f32) -> qtc::io::Tensor {
     auto it = tensors.find(name);
     QTC_CHECK(it != tensors.end(), "dequantize ", plane, " needs tensor '", name, "'");

@@ -30,6 +30,7 @@
 
 #include "qtc/cuda/check.hpp"
 #include "qtc/cuda/quantize.hpp"
+#include "qtc/kind.hpp"
 #include "te_peer.hpp"
 #ifdef QTC_HAVE_BENCH_CONTEXT
 #include "qtc/bench_context.hpp"
@@ -254,7 +255,7 @@ void BM_Quantize(benchmark::State& state, Recipe r, DType t, float given_amax) {
     std::snprintf(label, sizeof(label), "%s %s %lldx%lld; bytes: %.1f MiB read + %.1f MiB written%s%s", r.name().c_str(),
                   std::string(dtype_name(t)).c_str(), static_cast<long long>(kM), static_cast<long long>(kK),
                   static_cast<double>(in_bytes) / 1048576.0, static_cast<double>(out_bytes) / 1048576.0,
-                  (r.kind() == RecipeKind::kNVFP4 || r.kind() == RecipeKind::kFP8Tensor) && !with_amax
+                  kind_info(r).global_amax && !with_amax
                       ? " (+ device amax pass: input read again, not counted)"
                       : (with_amax ? " (amax given)" : ""),
                   te_note.c_str());
@@ -264,7 +265,7 @@ void BM_Quantize(benchmark::State& state, Recipe r, DType t, float given_amax) {
     state.counters["copy_GBps"] = copy_rate / 1e9;
     state.counters["bytes"] = bytes;
     // With the amax computed on the device, the input is read twice: the bytes actually moved.
-    const bool amax_pass = (r.kind() == RecipeKind::kNVFP4 || r.kind() == RecipeKind::kFP8Tensor) && !with_amax;
+    const bool amax_pass = kind_info(r).global_amax && !with_amax;
     const double moved = bytes + (amax_pass ? static_cast<double>(in_bytes) : 0.0);
     state.counters["frac_of_copy_moved"] = moved * static_cast<double>(state.iterations()) / total / copy_rate;
   }

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "qtc/codec.hpp"
+#include "qtc/kind.hpp"
 
 namespace qtc::testing {
 
@@ -47,7 +48,7 @@ ElementCode scale_code(ScaleType t) {
 }
 
 ElementCode data_code(const Recipe& r) {
-  if (r.kind() == RecipeKind::kNVFP4 || r.kind() == RecipeKind::kMXFP4) return ElementCode::kE2M1;
+  if (kind_info(r).e2m1_data) return ElementCode::kE2M1;
   return r.fp8_type() == Fp8Type::kE4M3 ? ElementCode::kE4M3 : ElementCode::kE5M2;
 }
 
@@ -77,7 +78,7 @@ Buffer f32_buffer(const std::vector<float>& v) { return Buffer(v.data(), v.size(
 std::vector<std::string> plane_diffs(const Recipe& r, PlaneKind kind, const Plane& w, const Plane& g, const MatrixView* x, NanRule nan) {
   std::vector<std::string> out;
   const std::string p = kind == PlaneKind::kRowwise ? "rowwise" : "columnwise";
-  const bool ten = r.kind() == RecipeKind::kFP8Tensor;
+  const bool ten = kind_info(r).per_tensor_scale;
   auto block_of = [&](const std::string& tensor) -> std::function<std::string(int64_t, int64_t)> {
     if (x == nullptr) return {};
     return [&r, x, tensor](int64_t a, int64_t b) { return conformance::block_inputs_text(r, tensor, a, b, *x); };
@@ -94,10 +95,11 @@ std::vector<std::string> plane_diffs(const Recipe& r, PlaneKind kind, const Plan
   }
   const std::string sname = p + "_scale_inv";
   if (std::string d = scales_diff(sname, w.scale, g.scale, nan, ten ? nullptr : block_of(sname)); !d.empty()) out.push_back(std::move(d));
-  const std::string aname = r.kind() == RecipeKind::kNVFP4 ? "amax_" + p : ten ? (kind == PlaneKind::kRowwise ? "amax" : "columnwise amax") : p + " amax";
+  const bool plane_amax = kind_info(r).plane_amax;
+  const std::string aname = plane_amax ? "amax_" + p : ten ? (kind == PlaneKind::kRowwise ? "amax" : "columnwise amax") : p + " amax";
   const int64_t na = static_cast<int64_t>(w.amax.size());
   if (std::string d = buffer_diff(aname, ElementCode::kF32, f32_buffer(w.amax), f32_buffer(g.amax), 1, na, nan,
-                                  r.kind() == RecipeKind::kNVFP4 || (ten && kind == PlaneKind::kRowwise) ? block_of(aname) : nullptr);
+                                  plane_amax || (ten && kind == PlaneKind::kRowwise) ? block_of(aname) : nullptr);
       !d.empty())
     out.push_back(std::move(d));
   return out;
@@ -170,7 +172,7 @@ void output_diffs(const QuantizedTensor& want, const QuantizedTensor& got, const
     conformance::Mismatch m;
     m.count = 1, m.first = 0, m.want = a, m.got = b;
     std::string block;
-    if (x != nullptr && want.recipe.kind() == RecipeKind::kFP8Tensor) block = conformance::block_inputs_text(want.recipe, "scale_inv", 0, 0, *x);
+    if (x != nullptr && kind_info(want.recipe).per_tensor_scale) block = conformance::block_inputs_text(want.recipe, "scale_inv", 0, 0, *x);
     diffs.push_back(conformance::mismatch_line("scale_inv", ElementCode::kF32, m, 1, "[0]", block));
   }
 }

@@ -13,6 +13,7 @@
 
 #include "qtc/codec.hpp"
 #include "qtc/error.hpp"
+#include "qtc/kind.hpp"
 #include "qtc/quantize.hpp"
 #include "qtc/safetensors.hpp"
 #include "qtc/native_layout.hpp"
@@ -52,7 +53,7 @@ struct ElemFormat {
 };
 
 ElemFormat elem_format(const Recipe& r) {
-  if (r.kind() == RecipeKind::kNVFP4 || r.kind() == RecipeKind::kMXFP4) return {1, 0, 6.0};
+  if (kind_info(r).e2m1_data) return {1, 0, 6.0};
   return r.fp8_type() == Fp8Type::kE4M3 ? ElemFormat{3, -6, 448.0} : ElemFormat{2, -14, 57344.0};
 }
 
@@ -157,32 +158,28 @@ double element_error_bound(const Recipe& r, float x, double s, DType out, float 
     QTC_CHECK(dq.dtype != DType::kU8, "dequantized must be F32, BF16 or F16");
     QTC_CHECK(!(col && r_in.nvfp4_rht()), "the RHT columnwise plane is the quantization of RHT(x^T), not of x: no error bound in x's "
               "coordinates (check it bit for bit with conforms)");
-    QTC_CHECK(!(col && r_in.kind() == RecipeKind::kFP8Tensor), "per-tensor FP8 has one dequantized output (rowwise)");
+    QTC_CHECK(!(col && kind_info(r_in).per_tensor_scale), "per-tensor FP8 has one dequantized output (rowwise)");
     Recipe r = r_in;
     r.rowwise = !col || r.nvfp4_row_scaled();  // row-scaled NVFP4's columnwise plane needs the rowwise one (§1.11)
     r.columnwise = col;
     const QuantizedTensor q = ref::quantize(x, r);
     const Plane& p = q.plane(plane);
     const int64_t M = x.rows, K = x.cols;
-    // The effective scale of x(i, j)'s block, as ref::dequantize applies it.
+    // The effective scale of x(i, j)'s block, as ref::dequantize applies it: the compact scale entry of x(i, j) in the
+    // plane's description, decoded by its type; NVFP4's block scale with its plane's amax (one, or one per plane row).
+    const PlaneSpec spec = describe_plane(r, plane, M, K);
     const std::optional<ref::Nvfp4BlockDequant> nvfp4_scale =
-        r.kind() == RecipeKind::kNVFP4 ? std::optional<ref::Nvfp4BlockDequant>(ref::Nvfp4BlockDequant(r)) : std::nullopt;
+        kind_info(r).plane_amax ? std::optional<ref::Nvfp4BlockDequant>(ref::Nvfp4BlockDequant(r)) : std::nullopt;
     auto scale_of = [&](int64_t i, int64_t j) -> double {
-      switch (r.kind()) {
-        case RecipeKind::kNVFP4: {
-          const int64_t a = col ? j : i, b = col ? i : j;  // plane row, element along it
-          const float am = p.amax.size() > 1 ? p.amax[static_cast<size_t>(a)] : p.amax.at(0);
-          return (*nvfp4_scale)(am, p.scale.byte(a, b / 16));
-        }
-        case RecipeKind::kMXFP8: return decode_e8m0(col ? p.scale.byte(i / 32, j) : p.scale.byte(i, j / 32));
-        case RecipeKind::kFP8Block: {
-          const int64_t a = col ? j : i, b = col ? i : j;
-          return r.is_2d() ? p.scale.f32(a / 128, b / 128) : p.scale.f32(a, b / 128);
-        }
-        case RecipeKind::kFP8Tensor: return q.scale_inv;
-        case RecipeKind::kMXFP4: return decode_e8m0(col ? p.scale.byte(j, i / 32) : p.scale.byte(i, j / 32));
+      if (spec.per_tensor) return q.scale_inv;
+      const Index2 e = spec.scale_entry(i, j);
+      if (nvfp4_scale) {
+        const int64_t a = col ? j : i;  // plane row
+        const float am = p.amax.size() > 1 ? p.amax[static_cast<size_t>(a)] : p.amax.at(0);
+        return (*nvfp4_scale)(am, p.scale.byte(e.row, e.col));
       }
-      return 0.0;
+      return spec.scale_type == ScaleType::kF32 ? static_cast<double>(p.scale.f32(e.row, e.col))
+                                                : static_cast<double>(decode_e8m0(p.scale.byte(e.row, e.col)));
     };
     int64_t bad = 0, first_i = -1, first_j = -1;
     double first_bound = 0, first_scale = 0;

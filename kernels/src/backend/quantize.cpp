@@ -6,10 +6,12 @@
 #include <cstring>
 #include <vector>
 
+#include "kind_launch.hpp"
 #include "launch.hpp"
 #include "qtc/cuda/check.hpp"
 #include "qtc/cuda/quantize.hpp"
 #include "qtc/gating.hpp"
+#include "qtc/kind.hpp"
 #include "qtc/layouts.hpp"
 #include "qtc/path_rules.hpp"
 #include "qtc/profile.hpp"
@@ -43,6 +45,10 @@ void DeviceBuffer::reset() noexcept {
   if (ptr_ != nullptr) (void)cudaFreeAsync(ptr_, stream_);
   ptr_ = nullptr;
   bytes_ = 0;
+}
+
+void detail::copy_f32(float* dst, const float* src, cudaStream_t s) {
+  if (dst != src) QTC_CUDA_CHECK(cudaMemcpyAsync(dst, src, sizeof(float), cudaMemcpyDeviceToDevice, s));
 }
 
 int device_count() {
@@ -121,7 +127,7 @@ detail::QuantizeArgs make_quantize_args(const DeviceMatrixView& x, DeviceQuantiz
   const RecipeOptions opts = r.options();
   float* ws = out.workspace.as<float>();  // the amaxes no plane holds
   // NVFP4: rowwise amax [1] or [M], columnwise [1] or [K]; FP8 tensor: the global amax in the first plane's buffer.
-  float* ar = rp ? rp->amax.as<float>() : (r.is(RecipeKind::kFP8Tensor) && cp ? cp->amax.as<float>() : ws);
+  float* ar = rp ? rp->amax.as<float>() : (kind_info(r).per_tensor_scale && cp ? cp->amax.as<float>() : ws);
   float* ac = cp ? cp->amax.as<float>() : ws + 1;
   return {.x = x.data,
           .dtype = x.dtype,
@@ -162,14 +168,6 @@ void check_launch(const LaunchOptions& l) {
             "LaunchOptions.nvfp4_strip: strips of 1..64 tiles (0: the default), got ", l.nvfp4_strip);
 }
 
-void copy_f32(float* dst, const float* src, cudaStream_t s) {
-  if (dst != src) QTC_CUDA_CHECK(cudaMemcpyAsync(dst, src, sizeof(float), cudaMemcpyDeviceToDevice, s));
-}
-
-/// The amax pass over the call's input with the profile's NaN rule; the caller names the outputs.
-detail::AmaxParams amax_over(const detail::QuantizeArgs& a) {
-  return {.x = a.x, .dtype = a.dtype, .rows = a.M, .cols = a.K, .nan_amax = a.rules.nan_amax};
-}
 
 void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float* host_amax, cudaStream_t s,
                    const LaunchOptions& launch) {
@@ -181,59 +179,7 @@ void quantize_impl(const DeviceMatrixView& x, DeviceQuantized& out, const float*
   for (const std::optional<DevicePlane>* p : {&out.rowwise, &out.columnwise})
     if (p->has_value() && (*p)->scale_layout != ScaleLayout::kCompact && (*p)->scale.bytes() > 0)
       QTC_CUDA_CHECK(cudaMemsetAsync((*p)->scale.data(), 0, (*p)->scale.bytes(), s));  // padding reads as zero
-  const int64_t M = a.M, K = a.K;
-  switch (a.kind) {
-    case RecipeKind::kNVFP4: {
-      QTC_CHECK(M % 16 == 0, "quantize: the CUDA NVFP4 kernels need M % 16 == 0, got M = ", M,
-                " (torchao's rowwise-only plane of a ragged M runs on the CPU reference)");
-      if (a.nvfp4.row_scaled) {
-        QTC_CHECK(host_amax == nullptr, "quantize_with_amax: row-scaled NVFP4 computes its own per-row amax (§1.11)");
-        detail::AmaxParams p = amax_over(a);
-        p.per_row = a.amax_row;
-        p.per_col = a.columnwise ? a.amax_col : nullptr;
-        detail::launch_amax(p, s);
-      } else if (host_amax != nullptr) {
-        detail::launch_fill(a.amax_row, 1, host_amax[0], s);
-        detail::launch_fill(a.amax_col, 1, host_amax[1], s);
-      } else {
-        const bool rht_col = a.nvfp4.rht && a.columnwise;
-        detail::AmaxParams p = amax_over(a);
-        p.global = a.amax_row;
-        p.rht_global = rht_col ? a.amax_col : nullptr;
-        p.rht_sign_mask = a.nvfp4.rht_sign_mask;
-        detail::launch_amax(p, s);
-        if (M * K == 0 && rht_col) detail::launch_fill(a.amax_col, 1, 0.0f, s);
-        if (!rht_col) copy_f32(a.amax_col, a.amax_row, s);
-      }
-      detail::launch_nvfp4(a, s);
-      break;
-    }
-    case RecipeKind::kMXFP8: detail::launch_mxfp8(a, s); break;
-    case RecipeKind::kFP8Block: detail::launch_fp8_block(a, s); break;
-    case RecipeKind::kMXFP4:
-      // te / ocp / triton_kernels: rceil and ocp_floor; torchao: its four modes; vllm_cutlass: even (its one rule).
-      QTC_CHECK(a.rules.mx_order == MxOrder::kTorchAO || a.rules.mx_order == MxOrder::kVllmCutlass || a.rules.mx_order == MxOrder::kFbgemm ||
-                    a.mxfp4.scale_rule == MxScaleRule::kRceil || a.mxfp4.scale_rule == MxScaleRule::kOcpFloor,
-                "MXFP4 scale_rule ", mx_scale_rule_name(a.mxfp4.scale_rule),
-                 " is defined by torchao's to_mx, vLLM's UE8M0 quantizer and FBGEMM's MX4 only (profiles torchao, vllm_cutlass, fbgemm)");
-      detail::launch_mxfp4(a, s);
-      break;
-    case RecipeKind::kFP8Tensor: {
-      if (host_amax != nullptr) {
-        detail::launch_fill(a.amax_row, 1, host_amax[0], s);
-      } else {
-        detail::AmaxParams p = amax_over(a);
-        p.global = a.amax_row;
-        detail::launch_amax(p, s);
-      }
-      if (a.rowwise && a.columnwise) copy_f32(a.amax_col, a.amax_row, s);
-      if (M * K == 0) detail::launch_fill(a.scale_inv, 1, 1.0f, s);  // no tile runs: the scale still follows from amax = 0
-      detail::launch_fp8_tensor(a, s);
-      for (const std::optional<DevicePlane>* pl : {&out.rowwise, &out.columnwise})
-        if (pl->has_value()) copy_f32((*pl)->scale.as<float>(), a.scale_inv, s);
-      break;
-    }
-  }
+  detail::cuda_kind_module(a.kind).quantize(a, out, host_amax, s);  // the kind's amax passes and kernels
 }
 
 }  // namespace
@@ -245,8 +191,8 @@ std::string unsupported_reason(const Recipe& r, DType input, int64_t rows, int64
     return e.what();
   }
   if (const std::string rule = unimplemented_rule(r, kCudaRules); !rule.empty()) return rule + " (it runs on the CPU reference)";
-  if (r.kind() == RecipeKind::kNVFP4 && rows % 16 != 0)
-    return "the CUDA NVFP4 kernels need M % 16 == 0 (torchao's rowwise-only plane of a ragged M runs on the CPU reference)";
+  const detail::CudaKindModule& kind = detail::cuda_kind_module(r.kind());
+  if (const std::string why = kind.unsupported(r, rows); !why.empty()) return why;
   if (device_count() == 0) return "";  // the recipe is legal; whether a device is there is the backend's question
   // The capability table (gating.hpp) for the current device.
   gating::Capability cap;
@@ -258,17 +204,7 @@ std::string unsupported_reason(const Recipe& r, DType input, int64_t rows, int64
   }
   if (cudaRuntimeGetVersion(&rt) == cudaSuccess) cap.cuda_runtime = (rt / 1000) * 10000 + ((rt % 1000) / 10) * 100;
   std::vector<gating::Feature> features;
-  switch (r.kind()) {
-    case RecipeKind::kFP8Tensor: features.push_back(gating::Feature::kQuantizeFp8Tensor); break;
-    case RecipeKind::kFP8Block: features.push_back(gating::Feature::kQuantizeFp8Block); break;
-    case RecipeKind::kMXFP8: features.push_back(gating::Feature::kQuantizeMxfp8); break;
-    case RecipeKind::kMXFP4: features.push_back(gating::Feature::kQuantizeMxfp4); break;
-    case RecipeKind::kNVFP4:
-      features.push_back(gating::Feature::kQuantizeNvfp4);
-      if (r.nvfp4_row_scaled()) features.push_back(gating::Feature::kQuantizeNvfp4RowScaled);
-      if (r.nvfp4_rht()) features.push_back(gating::Feature::kQuantizeNvfp4Rht);
-      break;
-  }
+  kind.gating_features(r, features);
   for (gating::Feature f : features) {
     const gating::Support s = gating::query(f, cap);
     if (!s.supported) return s.reason;
@@ -300,7 +236,7 @@ void quantize_into(const DeviceMatrixView& x, DeviceQuantized& out, cudaStream_t
 void quantize_with_amax_into(const DeviceMatrixView& x, DeviceQuantized& out, float amax_rowwise,
                              float amax_columnwise, cudaStream_t stream, const LaunchOptions& launch) {
   const Recipe& r = out.recipe;
-  QTC_CHECK(r.kind() == RecipeKind::kNVFP4 || r.kind() == RecipeKind::kFP8Tensor, "quantize_with_amax: recipe ", r.name(),
+  QTC_CHECK(kind_info(r).global_amax, "quantize_with_amax: recipe ", r.name(),
             " has no global amax (NVFP4 and FP8 tensor only)");
   const float a[2] = {amax_rowwise, amax_columnwise};
   quantize_impl(x, out, a, stream, launch);

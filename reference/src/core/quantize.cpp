@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "internal.hpp"
+#include "kind_module.hpp"
 #include "qtc/mxfp4_codec.hpp"
 #include "qtc/profile.hpp"
 #include "simd/simd.hpp"
@@ -131,36 +132,21 @@ QuantizedTensor quantize(const MatrixView& x, const Recipe& recipe) {
   QTC_CHECK(x.data != nullptr || x.rows * x.cols == 0, "quantize: input has no data");
   // An empty tensor takes the scalar path, whose loops cost nothing however long the other extent (issue 14).
   const bool empty = x.rows == 0 || x.cols == 0;
-  if (!empty && simd::enabled(recipe, x.dtype)) {  // the vectorized path (simd/), same bits; cpu_path.hpp says when
-    switch (recipe.kind()) {
-      case RecipeKind::kNVFP4: return simd::quantize_nvfp4(x, recipe, nullptr);
-      case RecipeKind::kMXFP8: return simd::quantize_mxfp8(x, recipe);
-      case RecipeKind::kFP8Block: return simd::quantize_fp8_block(x, recipe);
-      case RecipeKind::kFP8Tensor: return simd::quantize_fp8_tensor(x, recipe, nullptr);
-      case RecipeKind::kMXFP4: return simd::quantize_mxfp4(x, recipe);
-    }
-  }
-  switch (recipe.kind()) {
-    case RecipeKind::kNVFP4: return detail::quantize_nvfp4(x, recipe, nullptr);
-    case RecipeKind::kMXFP8: return detail::quantize_mxfp8(x, recipe);
-    case RecipeKind::kFP8Block: return detail::quantize_fp8_block(x, recipe);
-    case RecipeKind::kFP8Tensor: return detail::quantize_fp8_tensor(x, recipe, nullptr);
-    case RecipeKind::kMXFP4: return detail::quantize_mxfp4(x, recipe);
-  }
-  QTC_FAIL("unknown recipe");
+  const detail::KindModule& kind = detail::kind_module(recipe.kind());
+  // The vectorized path (simd/), same bits, where the kind has one and cpu_path.hpp says it runs.
+  if (!empty && kind.quantize_simd != nullptr && simd::enabled(recipe, x.dtype)) return kind.quantize_simd(x, recipe);
+  return kind.quantize(x, recipe);
 }
 
 QuantizedTensor quantize_with_amax(const MatrixView& x, const Recipe& recipe, float amax_rowwise, float amax_columnwise) {
   recipe.validate_input(x.dtype, x.rows, x.cols);
   const float a[2] = {amax_rowwise, amax_columnwise};
   const bool vec = x.rows != 0 && x.cols != 0 && simd::enabled(recipe, x.dtype);  // empty: the scalar path
-  switch (recipe.kind()) {
-    case RecipeKind::kNVFP4:
-      QTC_CHECK(!recipe.nvfp4_row_scaled(), "quantize_with_amax: row-scaled NVFP4 computes its own per-row amax (§1.11)");
-      return vec ? simd::quantize_nvfp4(x, recipe, a) : detail::quantize_nvfp4(x, recipe, a);
-    case RecipeKind::kFP8Tensor: return vec ? simd::quantize_fp8_tensor(x, recipe, a) : detail::quantize_fp8_tensor(x, recipe, a);
-    default: QTC_FAIL("quantize_with_amax: recipe ", recipe.name(), " has no global amax (NVFP4 and FP8 tensor only)");
-  }
+  const detail::KindModule& kind = detail::kind_module(recipe.kind());
+  QTC_CHECK(kind.quantize_amax != nullptr, "quantize_with_amax: recipe ", recipe.name(),
+            " has no global amax (NVFP4 and FP8 tensor only)");
+  QTC_CHECK(!recipe.nvfp4_row_scaled(), "quantize_with_amax: row-scaled NVFP4 computes its own per-row amax (§1.11)");
+  return vec && kind.quantize_amax_simd != nullptr ? kind.quantize_amax_simd(x, recipe, a) : kind.quantize_amax(x, recipe, a);
 }
 
 Nvfp4BlockDequant::Nvfp4BlockDequant(const Recipe& r)
@@ -178,13 +164,17 @@ HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
   QTC_CHECK(out == DType::kF32 || out == DType::kBF16 || out == DType::kF16, "dequantize: output must be F32, BF16 or F16");
   const Plane& p = q.plane(pk);
   const Recipe& r = q.recipe;
-  QTC_CHECK(p.scale.layout == ScaleLayout::kCompact || r.kind() == RecipeKind::kFP8Tensor,
+  QTC_CHECK(p.scale.layout == ScaleLayout::kCompact || kind_info(r).per_tensor_scale,
             "dequantize: scales must be in the compact layout (convert with ref::convert_layout)");
   if (q.rows != 0 && q.cols != 0 && simd::enabled_dequantize(r, out)) return simd::dequantize(q, pk, out);
   const int64_t M = q.rows, K = q.cols;
-  const bool col = pk == PlaneKind::kColumnwise;
   HostMatrix y(out, M, K);
   if (M == 0 || K == 0) return y;  // nothing to decode, however long the other extent
+  // The kind's module says how the plane's rows decode (kinds/<kind>_kind.cpp) and whether a plane row is a row or a
+  // column of x.
+  const PlaneSpec spec = describe_plane(r, pk, M, K);
+  const detail::PlaneRows rows = detail::kind_module(r.kind()).plane_rows({q, p, spec, pk});
+  const bool col = rows.transposed;
   // Plane rows are decoded in groups of kGroup into a float buffer, then stored at rows a (rowwise) or
   // columns a (columnwise) of the output, rounded once to the output type. Grouping keeps the columnwise
   // stores contiguous: kGroup consecutive output elements per output row.
@@ -226,75 +216,7 @@ HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
       }
     });
   };
-  const PlaneSpec spec = describe_plane(r, pk, M, K);
-  const bool e2m1_data = r.kind() == RecipeKind::kNVFP4 || r.kind() == RecipeKind::kMXFP4;
-  const Fp8Type fp8 = e2m1_data ? Fp8Type::kE4M3 : r.fp8_type();  // element type of FP8 data
-  const int64_t rows = spec.data_rows;  // plane rows (MXFP8 keeps x's orientation: handled below)
-  switch (r.kind()) {
-    case RecipeKind::kNVFP4: {
-      const Nvfp4BlockDequant block_scale(r);
-      for_plane_rows(p.data_rows, [&](int64_t a, float* v) {
-        const float am = p.amax.size() > 1 ? p.amax[static_cast<size_t>(a)] : p.amax.at(0);
-        const uint8_t* d = p.data.data() + a * p.data_cols;
-        const uint8_t* sc = p.scale.bytes.data() + a * p.scale.cols;
-        for (int64_t blk = 0; blk < len / 16; ++blk) {
-          const float s_blk = block_scale(am, sc[blk]);
-          float table[16];  // every E2M1 value times this block's scale: the same products as per element
-          for (int c = 0; c < 16; ++c) table[c] = kE2M1Values[c] * s_blk;
-          for (int64_t t = 0; t < 8; ++t) {
-            const uint8_t byte = d[blk * 8 + t];
-            v[blk * 16 + 2 * t] = table[byte & 0xF];
-            v[blk * 16 + 2 * t + 1] = table[byte >> 4];
-          }
-        }
-      });
-      break;
-    }
-    case RecipeKind::kMXFP8: {
-      // Data keeps x's orientation in both planes; only the scale blocks differ.
-      detail::parallel_for(M, [&](int64_t b0, int64_t e0) {
-        for (int64_t i = b0; i < e0; ++i) {
-          float* yo = out == DType::kF32 ? y.as<float>() + i * K : nullptr;
-          for (int64_t j = 0; j < K; ++j) {
-            const Index2 se = spec.scale_entry(i, j);
-            const uint8_t e = p.scale.byte(se.row, se.col);
-            const float v = decode_e8m0(e) * detail::decode_fp8(p.data[static_cast<size_t>(i * K + j)], fp8);
-            if (yo != nullptr) yo[j] = v; else y.set(i, j, v);
-          }
-        }
-      });
-      break;
-    }
-    case RecipeKind::kMXFP4: {
-      // Plane rows (x's rows, or x's columns for the columnwise plane) in blocks of 32 elements, one E8M0 each.
-      for_plane_rows(p.data_rows, [&](int64_t a, float* v) {
-        const uint8_t* d = p.data.data() + a * p.data_cols;
-        const uint8_t* sc = p.scale.bytes.data() + a * p.scale.cols;
-        for (int64_t b = 0; b < len; ++b) {
-          const uint8_t byte = d[b >> 1];
-          v[b] = mxfp4::decode(static_cast<uint8_t>((b & 1) ? byte >> 4 : byte & 0xF), sc[b / 32]);
-        }
-      });
-      break;
-    }
-    case RecipeKind::kFP8Block:
-    case RecipeKind::kFP8Tensor: {
-      for_plane_rows(rows, [&](int64_t a, float* v) {
-        const uint8_t* d = p.data.data() + a * p.data_cols;
-        for (int64_t b = 0; b < len; ++b) {
-          float s_b = q.scale_inv;
-          if (!spec.per_tensor) {
-            int64_t i = 0, j = 0;
-            spec.data_to_x(a, b, i, j);
-            const Index2 se = spec.scale_entry(i, j);
-            s_b = p.scale.f32(se.row, se.col);
-          }
-          v[b] = detail::decode_fp8(d[b], fp8) * s_b;
-        }
-      });
-      break;
-    }
-  }
+  for_plane_rows(rows.rows, rows.decode);
   return y;
 }
 

@@ -43,7 +43,7 @@ QuantizedTensor unit_scales(QuantizedTensor q) {
 }  // namespace
 
 HostMatrix gemm_fp8_block_cublas_order(const QuantizedTensor& A, const QuantizedTensor& B, const GemmArgs& args) {
-  QTC_CHECK(A.recipe.kind() == RecipeKind::kFP8Block && B.recipe.kind() == RecipeKind::kFP8Block,
+  QTC_CHECK(A.recipe.fp8_block_or_null() != nullptr && B.recipe.fp8_block_or_null() != nullptr,
             "gemm_fp8_block_cublas_order needs FP8 block operands, got ", A.recipe.name(), " and ", B.recipe.name());
   QTC_CHECK(args.alpha == 1.0f && args.beta == 0.0f, "TE's block-scaled GEMM uses alpha = 1 and beta = 0 (§7.3)");
   const ResolvedGemm g = resolve_gemm(unit_scales(A), unit_scales(B), args);  // also checks the pair

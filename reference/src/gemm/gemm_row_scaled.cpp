@@ -21,7 +21,7 @@ Plane& selected_plane(QuantizedTensor& q, PlaneKind p, const char* which) {
 }  // namespace
 
 RowScaledSplit neutralize_row_scaled(const QuantizedTensor& A, const QuantizedTensor& B, const GemmArgs& args) {
-  QTC_CHECK(A.recipe.kind() == RecipeKind::kNVFP4 && B.recipe.kind() == RecipeKind::kNVFP4,
+  QTC_CHECK(A.recipe.nvfp4_or_null() != nullptr && B.recipe.nvfp4_or_null() != nullptr,
             "row-scaled GEMM needs NVFP4 operands, got ", A.recipe.name(), " and ", B.recipe.name());
   RowScaledSplit s{A, B, {}, {}};
   const PlaneKind pa = args.transa ? PlaneKind::kRowwise : PlaneKind::kColumnwise;

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "qtc/kind.hpp"
 #include "qtc/profile.hpp"
 #include "qtc/quantize.hpp"
 
@@ -41,14 +42,9 @@ const RecipeRule& hybrid_rule(std::string_view id) {
 }
 
 bool block_local(const Recipe& r) {
-  switch (r.kind()) {
-    case RecipeKind::kMXFP8:
-    case RecipeKind::kMXFP4:
-    case RecipeKind::kFP8Block: return true;
-    case RecipeKind::kNVFP4: return !r.nvfp4().per_tensor_scale;
-    case RecipeKind::kFP8Tensor: return false;
-  }
-  return false;
+  // No global amax: the kind has none, or NVFP4 without its per-tensor scale (per_tensor_scale=0).
+  if (const Nvfp4Options* nv = r.nvfp4_or_null()) return !nv->per_tensor_scale;
+  return !kind_info(r).global_amax;
 }
 
 /// The rows of x a group must be a multiple of: the rowwise blocks' height, the columnwise blocks' length along M.
@@ -337,7 +333,7 @@ std::vector<HybridQuantized> quantize_hybrid_grouped(const MatrixView& x, const 
 
 void check_grouped_layout(const HybridRecipe& h, int64_t m, int64_t k, Layout lo) {
   if (h.group_rows.empty() || lo == Layout::kCompact) return;
-  if (!h.rowwise.is(RecipeKind::kMXFP8) || !h.columnwise.is(RecipeKind::kMXFP8))
+  if (h.rowwise.mxfp8_or_null() == nullptr || h.columnwise.mxfp8_or_null() == nullptr)
     hybrid_broken(h, "hybrid-grouped-layout", "the planes are " + h.rowwise.name() + " and " + h.columnwise.name());
   if (k % 128 != 0) hybrid_broken(h, "hybrid-grouped-layout", "K is " + std::to_string(k));
   for (size_t g = 0; g < h.group_rows.size(); ++g)

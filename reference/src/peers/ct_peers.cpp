@@ -226,7 +226,7 @@ QuantizedTensor quantize_nvfp4_ct(const MatrixView& x, const Recipe& r, const fl
 
 QuantizedTensor quantize_mx_ct(const MatrixView& x, const Recipe& r) {
   const int64_t M = x.rows, K = x.cols;
-  const bool fp4 = r.is(RecipeKind::kMXFP4);
+  const bool fp4 = r.mxfp4_or_null() != nullptr;
   QuantizedTensor q;
   start_output(q, r, x.dtype, M, K);
   const std::vector<float> v = ct::load_all(x);

@@ -125,7 +125,7 @@ std::vector<float> load_all(const MatrixView& x) {
 
 bool fp8_peer_form(const Recipe& r) {
   const ProfileRules& pr = profile_rules(r.profile);
-  return (r.is(RecipeKind::kFP8Tensor) ? pr.fp8_tensor_form : pr.fp8_form) != Fp8Form::kTE;
+  return (r.fp8_tensor_or_null() != nullptr ? pr.fp8_tensor_form : pr.fp8_form) != Fp8Form::kTE;
 }
 
 QuantizedTensor quantize_fp8_block_peer(const MatrixView& x, const Recipe& r) {

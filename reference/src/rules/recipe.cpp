@@ -10,6 +10,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "kind_module.hpp"
+#include "qtc/kind.hpp"
 #include "qtc/profile.hpp"
 
 namespace qtc {
@@ -17,14 +19,7 @@ namespace qtc {
 std::string_view profile_name(Profile p) { return profile_rules(p).name; }
 
 std::string_view recipe_kind_name(RecipeKind k) {
-  switch (k) {
-    case RecipeKind::kNVFP4: return "nvfp4";
-    case RecipeKind::kMXFP8: return "mxfp8";
-    case RecipeKind::kFP8Block: return "fp8_block";
-    case RecipeKind::kFP8Tensor: return "fp8_tensor";
-    case RecipeKind::kMXFP4: return "mxfp4";
-  }
-  return "?";
+  return static_cast<int>(k) < kRecipeKindCount ? kind_info(k).name : std::string_view("?");
 }
 
 float fp8_max(Fp8Type t) { return t == Fp8Type::kE4M3 ? 448.0f : 57344.0f; }
@@ -32,45 +27,20 @@ float fp8_max(Fp8Type t) { return t == Fp8Type::kE4M3 ? 448.0f : 57344.0f; }
 namespace {
 
 /// The kind as the messages name it.
-const char* kind_title(RecipeKind k) {
-  switch (k) {
-    case RecipeKind::kNVFP4: return "NVFP4";
-    case RecipeKind::kMXFP8: return "MXFP8";
-    case RecipeKind::kFP8Block: return "FP8 block";
-    case RecipeKind::kFP8Tensor: return "FP8 tensor";
-    case RecipeKind::kMXFP4: return "MXFP4";
-  }
-  return "?";
+std::string_view kind_title(RecipeKind k) {
+  return static_cast<int>(k) < kRecipeKindCount ? kind_info(k).title : std::string_view("?");
 }
 
 }  // namespace
 
-int Recipe::block_cols() const {
-  switch (kind()) {
-    case RecipeKind::kNVFP4: return 16;
-    case RecipeKind::kMXFP8: return 32;
-    case RecipeKind::kFP8Block: return fp8_block().tile_2d ? 128 : fp8_block().block_1d;
-    case RecipeKind::kFP8Tensor: return 0;
-    case RecipeKind::kMXFP4: return 32;
-  }
-  return 0;
-}
+int Recipe::block_cols() const { return kind_info(kind()).block_cols(options_); }
 
 int Recipe::block_rows() const {
-  if (kind() == RecipeKind::kFP8Tensor) return 0;
+  if (kind_info(kind()).per_tensor_scale) return 0;
   return is_2d() ? block_cols() : 1;
 }
 
-bool Recipe::is_2d() const {
-  switch (kind()) {
-    case RecipeKind::kNVFP4: return std::get<Nvfp4Options>(options_).tile_2d;
-    case RecipeKind::kMXFP8: return std::get<Mxfp8Options>(options_).tile_2d;
-    case RecipeKind::kFP8Block: return std::get<Fp8BlockOptions>(options_).tile_2d;
-    case RecipeKind::kFP8Tensor: return false;
-    case RecipeKind::kMXFP4: return false;
-  }
-  return false;
-}
+bool Recipe::is_2d() const { return kind_info(kind()).is_2d(options_); }
 
 Fp8Type Recipe::fp8_type() const {
   if (const auto* o = mxfp8_or_null()) return o->fp8;
@@ -211,8 +181,8 @@ const RuleCheck kRules[] = {
      }},
     {{"fp8-profile-pow2", "pow2_scales=1 needs a profile that defines power-of-two FP8 scales (profile rule fp8.pow2)"},
      [](const Recipe& r, const ProfileRules& pr) {
-       const bool fp8 = r.is(RecipeKind::kFP8Block) || r.is(RecipeKind::kFP8Tensor);
-       const Fp8Form f = r.is(RecipeKind::kFP8Tensor) ? pr.fp8_tensor_form : pr.fp8_form;
+       const bool fp8 = kind_info(r).fp8_scaling_options;
+       const Fp8Form f = r.fp8_tensor_or_null() != nullptr ? pr.fp8_tensor_form : pr.fp8_form;
        return fp8 && r.pow2_scales() && f != Fp8Form::kTE && pr.fp8_pow2 == Fp8Pow2::kNone;
      },
      [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "' does not"; }},
@@ -224,7 +194,7 @@ const RuleCheck kRules[] = {
      [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "'"; }},
     {{"fp8-eps", "FP8 block/tensor eps must be a finite value >= 0"},
      [](const Recipe& r, const ProfileRules&) {
-       const bool has_eps = r.is(RecipeKind::kFP8Block) || r.is(RecipeKind::kFP8Tensor);
+       const bool has_eps = kind_info(r).fp8_scaling_options;
        return has_eps && !(std::isfinite(r.eps()) && r.eps() >= 0.0f);
      }},
     {{"mxfp8-profile-order-ct", "the profile's MXFP8 operation order defines E4M3 elements in 1x32 blocks only "
@@ -283,14 +253,8 @@ Recipe Recipe::of(const RecipeOptions& o, Profile p, bool rowwise_plane, bool co
 }
 
 RecipeOptions Recipe::default_options(RecipeKind k) {
-  switch (k) {
-    case RecipeKind::kNVFP4: return Nvfp4Options{};
-    case RecipeKind::kMXFP8: return Mxfp8Options{};
-    case RecipeKind::kFP8Block: return Fp8BlockOptions{};
-    case RecipeKind::kFP8Tensor: return Fp8TensorOptions{};
-    case RecipeKind::kMXFP4: return Mxfp4Options{};
-  }
-  QTC_FAIL("unknown recipe kind ", static_cast<int>(k));
+  QTC_CHECK(static_cast<int>(k) < kRecipeKindCount, "unknown recipe kind ", static_cast<int>(k));
+  return kind_info(k).default_options();
 }
 
 void Recipe::wrong_kind(RecipeKind wanted) const {
@@ -318,35 +282,12 @@ void Recipe::validate_input(DType input, int64_t rows, int64_t cols) const {
 
 std::string Recipe::name() const {
   std::ostringstream os;
-  auto fp8n = [](Fp8Type t) { return t == Fp8Type::kE4M3 ? "e4m3" : "e5m2"; };
-  if (const Nvfp4Options* o = nvfp4_or_null()) {
-    os << "nvfp4_" << (o->tile_2d ? "16x16" : "1x16");
-    if (o->row_scaled) os << "_rowscaled";
-    if (o->rht) os << "_rht";
-    if (o->fourover6) os << "_4over6" << (o->fourover6_err == ErrMode::kMAE ? "mae" : "mse") << o->e4m3_max;
-    if (o->stochastic) os << "_sr";
-    if (!o->per_tensor_scale) os << "_blockonly";
-  } else if (const Mxfp8Options* o = mxfp8_or_null()) {
-    os << "mxfp8_" << fp8n(o->fp8) << "_"
-       << (o->scale_rule == MxScaleRule::kOcpFloor ? "ocpfloor" : mx_scale_rule_name(o->scale_rule)) << (o->tile_2d ? "_32x32" : "");
-  } else if (const Fp8BlockOptions* o = fp8_block_or_null()) {
-    os << "fp8block_" << (o->tile_2d ? "128x128" : (o->block_1d == 32 ? "1x32" : "1x128")) << "_" << fp8n(o->fp8)
-       << (o->pow2_scales ? "_pow2" : "");
-    if (o->eps != 0.0f) os << "_eps" << o->eps;
-    if (o->ue8m0_scales) os << "_ue8m0";
-  } else if (const Fp8TensorOptions* o = fp8_tensor_or_null()) {
-    os << "fp8tensor_" << fp8n(o->fp8) << (o->pow2_scales ? "_pow2" : "");
-    if (o->eps != 0.0f) os << "_eps" << o->eps;
-  } else if (const Mxfp4Options* o = mxfp4_or_null()) {
-    os << "mxfp4_" << (o->scale_rule == MxScaleRule::kOcpFloor ? "ocpfloor" : mx_scale_rule_name(o->scale_rule));
-  }
+  os << kind_info(kind()).name_of(options_);
   if (profile != Profile::kTE) os << "_" << profile_name(profile);
   if (!rowwise) os << "_colonly";
   if (!columnwise) os << "_rowonly";
   return os.str();
 }
-
-namespace {
 
 std::string float_text(float v) {
   char buf[64];
@@ -355,201 +296,85 @@ std::string float_text(float v) {
   return std::string(buf, p);
 }
 
-}  // namespace
+const char* fp8_type_text(Fp8Type t) { return t == Fp8Type::kE4M3 ? "e4m3" : "e5m2"; }
 
 std::map<std::string, std::string> Recipe::to_metadata() const {
   std::map<std::string, std::string> md;
   md["qtc.schema"] = "1";
   md["recipe"] = std::string(recipe_kind_name(kind()));
   md["profile"] = std::string(profile_name(profile));
-  auto fp8n = [](Fp8Type t) { return t == Fp8Type::kE4M3 ? "e4m3" : "e5m2"; };
-  auto fp8_scaling = [&](Fp8Type t, bool pow2, float eps_v) {
-    md["fp8_dtype"] = fp8n(t);
-    md["pow2_scales"] = pow2 ? "1" : "0";
-    md["eps"] = float_text(eps_v);
-  };
-  if (const Nvfp4Options* o = nvfp4_or_null()) {
-    md["tile"] = o->tile_2d ? "16x16" : "1x16";
-    md["row_scaled"] = o->row_scaled ? "1" : "0";
-    md["rht"] = o->rht ? "1" : "0";
-    md["fourover6"] = o->fourover6 ? "1" : "0";
-    md["fourover6_err"] = o->fourover6_err == ErrMode::kMAE ? "mae" : "mse";
-    md["e4m3_max"] = std::to_string(o->e4m3_max);
-    if (o->stochastic) {
-      md["stochastic_rounding"] = "1";
-      md["seed"] = std::to_string(o->seed);
-    }
-    if (o->rht_sign_mask != 0xD7E8) md["rht_sign_mask"] = std::to_string(o->rht_sign_mask);
-    if (!o->per_tensor_scale) md["per_tensor_scale"] = "0";
-  } else if (const Mxfp8Options* o = mxfp8_or_null()) {
-    md["fp8_dtype"] = fp8n(o->fp8);
-    md["scale_rule"] = std::string(mx_scale_rule_name(o->scale_rule));
-    md["rounding"] = "rne";
-    if (o->tile_2d) md["tile"] = "32x32";
-  } else if (const Fp8BlockOptions* o = fp8_block_or_null()) {
-    md["tile"] = o->tile_2d ? "128x128" : (o->block_1d == 32 ? "1x32" : "1x128");
-    fp8_scaling(o->fp8, o->pow2_scales, o->eps);
-    if (o->ue8m0_scales) md["scale_dtype"] = "ue8m0";
-  } else if (const Fp8TensorOptions* o = fp8_tensor_or_null()) {
-    fp8_scaling(o->fp8, o->pow2_scales, o->eps);
-  } else if (const Mxfp4Options* o = mxfp4_or_null()) {
-    md["scale_rule"] = std::string(mx_scale_rule_name(o->scale_rule));
-    md["rounding"] = "rne";
-  }
+  kind_info(kind()).to_metadata(options_, md);
   if (!rowwise) md["rowwise"] = "0";
   if (!columnwise) md["columnwise"] = "0";
   return md;
 }
 
-namespace {
+bool MetadataReader::flag(const std::string& key, bool dflt) const {
+  const std::string v = get(key, dflt ? "1" : "0");
+  if (v == "1" || v == "true") return true;
+  if (v == "0" || v == "false") return false;
+  QTC_FAIL("metadata key '", key, "': expected 0 or 1, got '", v, "'");
+}
 
-struct MetaReader {
-  const std::map<std::string, std::string>& md;
-  std::string get(const std::string& key, const std::string& dflt) const {
-    auto it = md.find(key);
-    return it == md.end() ? dflt : it->second;
+float MetadataReader::number(const std::string& key, float dflt) const {
+  if (!has(key)) return dflt;
+  const std::string v = get(key, "");
+  float out = 0.0f;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec == std::errc::result_out_of_range && p == v.data() + v.size()) {
+    // A well-formed number that float cannot hold: say which way it falls out of the range.
+    double d = 0.0;
+    const auto [pd, ecd] = std::from_chars(v.data(), v.data() + v.size(), d);
+    const bool huge = ecd == std::errc::result_out_of_range ? (v.find_first_of("eE") != std::string::npos &&
+                                                               v.find('-', v.find_first_of("eE")) == std::string::npos)
+                                                            : std::fabs(d) > 1.0;
+    (void)pd;
+    QTC_FAIL("metadata key '", key, "': '", v, "' is out of the float range (",
+             huge ? "its magnitude exceeds the largest float, 3.4028235e38" : "it is below the smallest float, 1.4e-45, and is not 0",
+             ")");
   }
-  bool has(const std::string& key) const { return md.count(key) != 0; }
-  bool flag(const std::string& key, bool dflt) const {
-    const std::string v = get(key, dflt ? "1" : "0");
-    if (v == "1" || v == "true") return true;
-    if (v == "0" || v == "false") return false;
-    QTC_FAIL("metadata key '", key, "': expected 0 or 1, got '", v, "'");
-  }
-  template <typename T>
-  T choice(const std::string& key, const std::string& dflt, std::initializer_list<std::pair<const char*, T>> options) const {
-    const std::string v = get(key, dflt);
-    std::string allowed;
-    for (const auto& [name, val] : options) {
-      if (v == name) return val;
-      allowed += allowed.empty() ? "" : ", ";
-      allowed += name;
-    }
-    QTC_FAIL("metadata key '", key, "': unknown value '", v, "' (expected one of: ", allowed, ")");
-  }
-  float number(const std::string& key, float dflt) const {
-    if (!has(key)) return dflt;
-    const std::string v = get(key, "");
-    float out = 0.0f;
-    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-    if (ec == std::errc::result_out_of_range && p == v.data() + v.size()) {
-      // A well-formed number that float cannot hold: say which way it falls out of the range.
-      double d = 0.0;
-      const auto [pd, ecd] = std::from_chars(v.data(), v.data() + v.size(), d);
-      const bool huge = ecd == std::errc::result_out_of_range ? (v.find_first_of("eE") != std::string::npos &&
-                                                                 v.find('-', v.find_first_of("eE")) == std::string::npos)
-                                                              : std::fabs(d) > 1.0;
-      (void)pd;
-      QTC_FAIL("metadata key '", key, "': '", v, "' is out of the float range (",
-               huge ? "its magnitude exceeds the largest float, 3.4028235e38" : "it is below the smallest float, 1.4e-45, and is not 0",
-               ")");
-    }
-    QTC_CHECK(ec == std::errc() && p == v.data() + v.size(), "metadata key '", key, "': '", v, "' is not a decimal number");
-    return out;
-  }
-  uint64_t integer(const std::string& key, uint64_t dflt) const {
-    if (!has(key)) return dflt;
-    const std::string v = get(key, "");
-    uint64_t out = 0;
-    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-    QTC_CHECK(ec == std::errc() && p == v.data() + v.size() && !v.empty(), "metadata key '", key, "': '", v,
-              "' is not a non-negative integer");
-    return out;
-  }
-};
+  QTC_CHECK(ec == std::errc() && p == v.data() + v.size(), "metadata key '", key, "': '", v, "' is not a decimal number");
+  return out;
+}
 
-}  // namespace
+uint64_t MetadataReader::integer(const std::string& key, uint64_t dflt) const {
+  if (!has(key)) return dflt;
+  const std::string v = get(key, "");
+  uint64_t out = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  QTC_CHECK(ec == std::errc() && p == v.data() + v.size() && !v.empty(), "metadata key '", key, "': '", v,
+            "' is not a non-negative integer");
+  return out;
+}
 
 Recipe Recipe::from_metadata(const std::map<std::string, std::string>& md) {
-  MetaReader m{md};
+  MetadataReader m{md};
   QTC_CHECK(m.has("recipe"), "metadata key 'recipe' is missing");
   if (m.has("qtc.schema")) QTC_CHECK(m.get("qtc.schema", "") == "1", "metadata key 'qtc.schema': unsupported schema '", m.get("qtc.schema", ""), "' (this qtc reads schema 1)");
-  const RecipeKind kind = m.choice<RecipeKind>("recipe", "", {{"nvfp4", RecipeKind::kNVFP4}, {"mxfp8", RecipeKind::kMXFP8},
-                                                             {"fp8_block", RecipeKind::kFP8Block}, {"fp8_tensor", RecipeKind::kFP8Tensor},
-                                                             {"mxfp4", RecipeKind::kMXFP4}});
+  const std::string kind_name = m.get("recipe", "");
+  const KindInfo* kind = find_kind(kind_name);
+  if (kind == nullptr) {
+    std::string allowed;
+    for (const KindInfo* k : kind_table()) allowed += (allowed.empty() ? "" : ", ") + std::string(k->name);
+    QTC_FAIL("metadata key 'recipe': unknown value '", kind_name, "' (expected one of: ", allowed, ")");
+  }
   const Profile profile = profile_from_name(m.get("profile", "te"));
   const bool rowwise = m.flag("rowwise", true);
   const bool columnwise = m.flag("columnwise", true);
-  std::initializer_list<std::pair<const char*, Fp8Type>> fp8s = {{"e4m3", Fp8Type::kE4M3}, {"e5m2", Fp8Type::kE5M2}};
   // Keys that belong to other recipes are rejected, so a typo cannot be silently ignored.
-  static const std::map<RecipeKind, std::vector<std::string>> kKeys = {
-      {RecipeKind::kNVFP4, {"tile", "row_scaled", "rht", "fourover6", "fourover6_err", "e4m3_max", "stochastic_rounding", "seed", "rht_sign_mask", "per_tensor_scale"}},
-      {RecipeKind::kMXFP8, {"fp8_dtype", "scale_rule", "rounding", "tile"}},
-      {RecipeKind::kFP8Block, {"tile", "pow2_scales", "eps", "fp8_dtype", "scale_dtype"}},
-      {RecipeKind::kFP8Tensor, {"pow2_scales", "eps", "fp8_dtype"}},
-      {RecipeKind::kMXFP4, {"scale_rule", "rounding"}}};
   static const std::vector<std::string> kCommon = {"qtc.schema", "recipe", "source", "profile", "rowwise", "columnwise",
                                                      "layout", "swizzled"};  // layout keys: native_layout.hpp
   for (const auto& [key, value] : md) {
     bool known = std::find(kCommon.begin(), kCommon.end(), key) != kCommon.end();
-    const auto& ks = kKeys.at(kind);
+    const auto& ks = kind->metadata_keys;
     known = known || std::find(ks.begin(), ks.end(), key) != ks.end();
     // Free-form annotations (Wycheproof-style case ids, comments, flags) live under "qtc.note." / "case." / "comment".
     known = known || key.rfind("case", 0) == 0 || key.rfind("comment", 0) == 0 || key.rfind("flags", 0) == 0 ||
             key.rfind("qtc.note", 0) == 0 || key.rfind("acceptable", 0) == 0;
-    QTC_CHECK(known, "metadata key '", key, "' is not a parameter of recipe '", recipe_kind_name(kind), "'");
+    QTC_CHECK(known, "metadata key '", key, "' is not a parameter of recipe '", kind->name, "'");
   }
   // The kind's alternative, holding only its options (keys of other kinds were refused above).
-  RecipeOptions opts;
-  switch (kind) {
-    case RecipeKind::kNVFP4: {
-      Nvfp4Options o;
-      o.tile_2d = m.choice<bool>("tile", "1x16", {{"1x16", false}, {"16x16", true}});
-      o.row_scaled = m.flag("row_scaled", false);
-      o.rht = m.flag("rht", false);
-      o.fourover6 = m.flag("fourover6", false);
-      o.fourover6_err = m.choice<ErrMode>("fourover6_err", "mae", {{"mae", ErrMode::kMAE}, {"mse", ErrMode::kMSE}});
-      o.e4m3_max = m.choice<int>("e4m3_max", "448", {{"448", 448}, {"256", 256}});
-      o.stochastic = m.flag("stochastic_rounding", false);
-      o.seed = m.integer("seed", 0);
-      const uint64_t mask = m.integer("rht_sign_mask", 0xD7E8);
-      QTC_CHECK(mask <= 0xFFFF, "metadata key 'rht_sign_mask': ", mask, " does not fit 16 bits");
-      o.rht_sign_mask = static_cast<uint16_t>(mask);
-      o.per_tensor_scale = m.flag("per_tensor_scale", true);
-      opts = o;
-      break;
-    }
-    case RecipeKind::kMXFP8: {
-      Mxfp8Options o;
-      o.fp8 = m.choice<Fp8Type>("fp8_dtype", "e4m3", fp8s);
-      o.scale_rule = m.choice<MxScaleRule>("scale_rule", "rceil", {{"rceil", MxScaleRule::kRceil}, {"ocp_floor", MxScaleRule::kOcpFloor},
-                                                                          {"ceil", MxScaleRule::kCeil}, {"even", MxScaleRule::kEven},
-                                                                          {"pow2_round", MxScaleRule::kPow2Round}});
-      (void)m.choice<int>("rounding", "rne", {{"rne", 0}});
-      o.tile_2d = m.choice<bool>("tile", "1x32", {{"1x32", false}, {"32x32", true}});
-      opts = o;
-      break;
-    }
-    case RecipeKind::kFP8Block: {
-      Fp8BlockOptions o;
-      const int tile = m.choice<int>("tile", "1x128", {{"1x128", 128}, {"128x128", 0}, {"1x32", 32}});
-      o.tile_2d = tile == 0;
-      o.block_1d = tile == 0 ? 128 : tile;
-      o.fp8 = m.choice<Fp8Type>("fp8_dtype", "e4m3", fp8s);
-      o.pow2_scales = m.flag("pow2_scales", false);
-      o.eps = m.number("eps", 0.0f);
-      o.ue8m0_scales = m.choice<bool>("scale_dtype", "f32", {{"f32", false}, {"ue8m0", true}});
-      opts = o;
-      break;
-    }
-    case RecipeKind::kFP8Tensor: {
-      Fp8TensorOptions o;
-      o.fp8 = m.choice<Fp8Type>("fp8_dtype", "e4m3", fp8s);
-      o.pow2_scales = m.flag("pow2_scales", false);
-      o.eps = m.number("eps", 0.0f);
-      opts = o;
-      break;
-    }
-    case RecipeKind::kMXFP4: {
-      Mxfp4Options o;
-      o.scale_rule = m.choice<MxScaleRule>("scale_rule", "ocp_floor", {{"ocp_floor", MxScaleRule::kOcpFloor}, {"rceil", MxScaleRule::kRceil},
-                                                                          {"ceil", MxScaleRule::kCeil}, {"even", MxScaleRule::kEven},
-                                                                          {"pow2_round", MxScaleRule::kPow2Round}});
-      (void)m.choice<int>("rounding", "rne", {{"rne", 0}});
-      opts = o;
-      break;
-    }
-  }
+  const RecipeOptions opts = kind->from_metadata(m);
   const Recipe r = Recipe::of(opts, profile, rowwise, columnwise);
   r.validate();
   return r;

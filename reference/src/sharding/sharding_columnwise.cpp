@@ -12,6 +12,7 @@
 #include "qtc/error.hpp"
 #include "qtc/layouts.hpp"
 #include "qtc/quantize.hpp"
+#include "kind_module.hpp"
 #include "sharding_internal.hpp"
 
 namespace qtc::ref {
@@ -45,36 +46,10 @@ void check_identity_slice(const QuantizedTensor& q, int dim, int64_t start, int6
 // ---------------------------------------------------------------------------------------------------
 
 bool can_derive_columnwise(const Recipe& r, std::string* why) {
-  auto no = [&](const char* s) {
-    if (why) *why = s;
-    return false;
-  };
-  switch (r.kind()) {
-    case RecipeKind::kNVFP4:
-      if (!r.is_2d())
-        return no("NVFP4 1x16: rowwise and columnwise blocks differ (16 consecutive elements of a row vs of a column), so the "
-                  "columnwise plane is not a transpose of the rowwise one (TE_FORMATS.md §1.8); only 16x16 (2D) recipes can "
-                  "derive it");
-      if (r.nvfp4_rht()) return no("NVFP4 with RHT: the columnwise plane is of RHT(x^T), not a transpose (§1.9)");
-      if (r.nvfp4_row_scaled()) return no("row-scaled NVFP4: per-row and per-column amaxes differ (§1.11)");
-      if (r.nvfp4().stochastic) return no("NVFP4 stochastic rounding draws different random bits per plane (§1.10)");
-      return true;
-    case RecipeKind::kMXFP8:
-      if (!r.is_2d())
-        return no("MXFP8 1x32: columnwise blocks (32 rows) differ from rowwise blocks (32 columns); the columnwise plane must be "
-                  "quantized or gathered, not derived (TE_FORMATS.md §8.3)");
-      return true;
-    case RecipeKind::kFP8Block:
-      if (!r.is_2d())
-        return no("FP8 block 1x128: columnwise blocks are 128 rows of a column, not a transpose of the rowwise plane; only "
-                  "128x128 recipes can derive it (§3.3)");
-      return true;
-    case RecipeKind::kFP8Tensor: return true;
-    case RecipeKind::kMXFP4:
-      return no("MXFP4: columnwise blocks (32 rows of a column) differ from rowwise blocks (32 columns of a row); the "
-                "columnwise plane must be quantized or gathered, not derived (as MXFP8 1x32)");
-  }
-  return no("unknown recipe");
+  // The kind's shard constraint (kinds/<kind>_kind.cpp).
+  const std::string no = detail::kind_module(r.kind()).columnwise_not_derivable(r);
+  if (!no.empty() && why != nullptr) *why = no;
+  return no.empty();
 }
 
 void derive_columnwise(QuantizedTensor& q) {
@@ -119,19 +94,16 @@ void derive_columnwise(QuantizedTensor& q) {
     s.cols = cs.cols;
     s.bytes.assign(static_cast<size_t>(cs.rows * cs.cols) * rs.elem_size(), 0);
     const size_t e = rs.elem_size();
-    auto put = [&](int64_t rr, int64_t cc, int64_t sr, int64_t sc) {
-      std::memcpy(s.bytes.data() + static_cast<size_t>(rr * s.cols + cc) * e, rs.bytes.data() + static_cast<size_t>(sr * rs.cols + sc) * e, e);
-    };
-    if (r.kind() == RecipeKind::kNVFP4) {  // [k][b] = rowwise[16b][k/16]
-      for (int64_t k = 0; k < cs.rows; ++k)
-        for (int64_t b = 0; b < cs.cols; ++b) put(k, b, b * 16, k / 16);
-    } else if (r.kind() == RecipeKind::kMXFP8) {  // [b][j] = rowwise[32b][j/32]
-      for (int64_t b = 0; b < cs.rows; ++b)
-        for (int64_t j = 0; j < cs.cols; ++j) put(b, j, b * 32, j / 32);
-    } else {  // FP8 block 2D: [kb][mb] = rowwise[mb][kb]
-      for (int64_t kb = 0; kb < cs.rows; ++kb)
-        for (int64_t mb = 0; mb < cs.cols; ++mb) put(kb, mb, mb, kb);
-    }
+    // Entry (a, b) of the columnwise scales covers a block of x; the rowwise entry of that block's first element holds
+    // the same scale (a derivable recipe's blocks are square tiles: NVFP4 16x16, MXFP8 32x32, FP8 block 128x128).
+    const PlaneSpec rspec = describe_plane(r, PlaneKind::kRowwise, M, K);
+    for (int64_t a = 0; a < cs.rows; ++a)
+      for (int64_t b = 0; b < cs.cols; ++b) {
+        const XRegion blk = spec.scale_block(a, b);
+        const Index2 src = rspec.scale_entry(blk.r0, blk.c0);
+        std::memcpy(s.bytes.data() + static_cast<size_t>(a * s.cols + b) * e,
+                    rs.bytes.data() + static_cast<size_t>(src.row * rs.cols + src.col) * e, e);
+      }
     const ScaleLayout lay = layout_is_tiled(rw.scale.layout) ? ScaleLayout::kCompact : rw.scale.layout;
     cw.scale = to_layout(s, lay, r, PlaneKind::kColumnwise, M, K);
   }

@@ -12,6 +12,7 @@
 #include "qtc/error.hpp"
 #include "qtc/layouts.hpp"
 #include "qtc/quantize.hpp"
+#include "kind_module.hpp"
 #include "sharding_internal.hpp"
 
 namespace qtc::ref {
@@ -28,36 +29,7 @@ namespace {
 
 
 void check_fsdp_recipe(const Recipe& r, int64_t shard_M, bool columnwise_usage) {
-  switch (r.kind()) {
-    case RecipeKind::kNVFP4:
-      QTC_CHECK(shard_M % 16 == 0, "FSDP2 requires shard_M (", shard_M,
-                ") to be a multiple of NVFP4_BLOCK_SCALING_SIZE (16): 16-row blocks must not straddle shards (TE_FORMATS.md §8.1)");
-      QTC_CHECK(!r.nvfp4_row_scaled(), "FSDP2 all-gather of row-scaled NVFP4 is not supported: the gathered tensor would carry only the "
-                               "local shard's per-row amax (TE_FORMATS.md §8.1)");
-      if (columnwise_usage) {
-        std::string why;
-        QTC_CHECK(can_derive_columnwise(r, &why), "FSDP2 with a columnwise NVFP4 plane requires 16x16 (2D) quantization, since "
-                                                   "the columnwise plane is rebuilt locally as a transpose (§8.1): ", why);
-      }
-      break;
-    case RecipeKind::kMXFP8:
-      QTC_CHECK(shard_M % 32 == 0, "FSDP2 requires shard_M (", shard_M, ") of an MXFP8 tensor to be a multiple of 32 (TE_FORMATS.md §8.3)");
-      break;
-    case RecipeKind::kFP8Block:
-      QTC_CHECK(r.is_2d(), "FSDP2 all-gather of FP8 block 1x128 is not supported: the 1D scale layout has M in dim 1, which is "
-                            "incompatible with a dim-0 all-gather (TE_FORMATS.md §8.2); use 128x128");
-      QTC_CHECK(shard_M % 128 == 0, "FSDP2 requires shard_M (", shard_M,
-                ") of an FP8 128x128 tensor to be a multiple of 128: a shard would split a 128x128 tile (§8.2)");
-      break;
-    case RecipeKind::kFP8Tensor: break;
-    case RecipeKind::kMXFP4:
-      // Rowwise blocks run along K: any shard_M gathers. The columnwise plane is x^T (blocks of 32 along M), so the
-      // shards' pieces would have to be interleaved column-wise, not concatenated in dim 0; and it cannot be derived.
-      QTC_CHECK(!columnwise_usage, "FSDP2 all-gather of an MXFP4 columnwise plane is not supported: it is stored as x^T "
-                                   "(blocks of 32 along M), so a dim-0 all-gather cannot concatenate it, and it cannot be "
-                                   "derived from the rowwise plane; gather the rowwise plane and quantize x^T after the gather");
-      break;
-  }
+  detail::kind_module(r.kind()).check_fsdp(r, shard_M, columnwise_usage);  // the kind's shard constraints
 }
 
 GatherBuffer take_rows(const char* name, const std::vector<uint8_t>& bytes, int64_t rows, int64_t row_bytes) {
@@ -100,16 +72,17 @@ ShardPayload fsdp_pre_all_gather(const QuantizedTensor& shard, const FsdpOptions
   m.cols = K;
   m.shard_rows = M;
   m.columnwise_usage = col_usage;
-  m.columnwise_gathered = col_usage && r.kind() == RecipeKind::kMXFP8 && !r.is_2d();
+  // A columnwise plane in x's orientation (MXFP8) with 1D blocks is gathered by rows; the others are derived.
+  m.columnwise_gathered = col_usage && !kind_info(r).columnwise_transposed && !r.is_2d();
   m.amax_rowwise = shard.rowwise->amax;
   m.amax_columnwise = shard.columnwise ? shard.columnwise->amax : shard.rowwise->amax;
   m.scale_inv = shard.scale_inv;
-  m.layout = opt.out_layout.value_or(r.kind() == RecipeKind::kFP8Tensor ? ScaleLayout::kCompact : shard.rowwise->scale.layout);
+  m.layout = opt.out_layout.value_or(kind_info(r).per_tensor_scale ? ScaleLayout::kCompact : shard.rowwise->scale.layout);
   QTC_CHECK(!layout_is_tiled(m.layout), "FSDP2: the gathered tensor's scales cannot be requested in layout ", layout_name(m.layout));
 
   const Plane& rw = *shard.rowwise;
   p.buffers.push_back(take_rows("rowwise_data", rw.data, rw.data_rows, rw.data_cols));
-  if (r.kind() != RecipeKind::kFP8Tensor)
+  if (!kind_info(r).per_tensor_scale)
     p.buffers.push_back(scale_rows("rowwise_scale_inv", rw.scale, r, PlaneKind::kRowwise, M, K));
   if (m.columnwise_gathered) {
     QTC_CHECK(shard.columnwise.has_value(), "FSDP2 pre-all-gather: MXFP8 columnwise usage needs the shard's columnwise plane "
@@ -246,7 +219,7 @@ QuantizedTensor fsdp_post_all_gather(std::span<const GatherBuffer> gathered, con
   q.rows = M;
   q.cols = m.cols;
   q.scale_inv = m.scale_inv;
-  const GatherBuffer* rs = r.kind() == RecipeKind::kFP8Tensor ? nullptr : &find_buffer(gathered, "rowwise_scale_inv");
+  const GatherBuffer* rs = kind_info(r).per_tensor_scale ? nullptr : &find_buffer(gathered, "rowwise_scale_inv");
   q.rowwise = rebuild_plane(data, rs, m, PlaneKind::kRowwise, M);
   if (m.columnwise_usage) {
     if (m.columnwise_gathered) {

@@ -12,6 +12,7 @@
 #include "qtc/layouts.hpp"
 #include "qtc/profile.hpp"
 #include "qtc/quantize.hpp"
+#include "qtc/kind.hpp"
 #include "sharding_internal.hpp"
 
 namespace qtc::ref {
@@ -50,7 +51,7 @@ void requantize_shard_into(QuantizedTensor& dst, const MatrixView& x, const Amax
     auto& s = pk == PlaneKind::kRowwise ? fresh.rowwise : fresh.columnwise;
     if (!d) continue;
     const ScaleLayout lay = d->scale.layout;
-    if (dst.recipe.kind() != RecipeKind::kFP8Tensor && lay != ScaleLayout::kCompact)
+    if (!kind_info(dst.recipe).per_tensor_scale && lay != ScaleLayout::kCompact)
       s->scale = convert_layout(s->scale, lay, dst.recipe, pk, dst.rows, dst.cols);
     QTC_CHECK(d->data.size() == s->data.size() && d->scale.bytes.size() == s->scale.bytes.size(),
               "requantize_shard_into: buffer sizes changed");

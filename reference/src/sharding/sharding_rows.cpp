@@ -12,6 +12,7 @@
 #include "qtc/layouts.hpp"
 #include "qtc/quantize.hpp"
 #include "qtc/recipe_policy.hpp"
+#include "qtc/kind.hpp"
 #include "sharding_internal.hpp"
 
 namespace qtc::ref {
@@ -30,7 +31,7 @@ Plane slice_plane(const Plane& pl, const QuantizedTensor& q, PlaneKind pk, int64
   out.data_rows = da == Axis::kRows ? d1 - d0 : pl.data_rows;
   out.data_cols = da == Axis::kRows ? pl.data_cols : d1 - d0;
   // Scales (through the compact layout).
-  if (r.kind() == RecipeKind::kFP8Tensor) {
+  if (kind_info(r).per_tensor_scale) {
     out.scale = pl.scale;
   } else {
     const ScaleMatrix c = compact_of(pl.scale, r, pk, q.rows, q.cols);
@@ -66,7 +67,7 @@ int64_t row_granularity(const Recipe& r, bool rowwise, bool columnwise) {
     if (pk == PlaneKind::kColumnwise && !columnwise) continue;
     const PlaneSpec s = describe_plane(r, pk, 0, 0);  // block heights do not depend on the shape
     if (!s.per_tensor) g = std::max(g, s.block_rows);
-    if (r.kind() == RecipeKind::kNVFP4) g = std::max<int64_t>(g, 16);  // NVFP4 tensors need M % 16 == 0 in any case (§1.1)
+    g = std::max<int64_t>(g, kind_info(r).input_rows_multiple);  // NVFP4 tensors need M % 16 == 0 in any case (§1.1)
   }
   return g;
 }
@@ -80,8 +81,8 @@ QuantizedTensor slice_rows(const QuantizedTensor& q, int64_t r0, int64_t r1) {
   const int64_t g = row_granularity(q);
   QTC_CHECK((r0 % g == 0 || r0 == q.rows) && (r1 % g == 0 || r1 == q.rows), "slice_rows: ", q.recipe.name(), " needs slice boundaries at multiples of ",
             g, " rows (so no block straddles them), got [", r0, ", ", r1, ")");
-  if (q.recipe.kind() == RecipeKind::kNVFP4 && q.columnwise) {
-    QTC_CHECK(r0 % 2 == 0 && r1 % 2 == 0, "slice_rows: NVFP4 columnwise data packs two rows per byte; odd boundary");
+  if (kind_info(q.recipe).e2m1_data && kind_info(q.recipe).columnwise_transposed && q.columnwise) {
+    QTC_CHECK(r0 % 2 == 0 && r1 % 2 == 0, "slice_rows: ", kind_info(q.recipe).title, " columnwise data packs two rows per byte; odd boundary");
   }
   check_shape_consistency(q);
   QuantizedTensor out;
@@ -119,7 +120,7 @@ QuantizedTensor concat_rows(std::span<const QuantizedTensor> parts) {
                   ": shards must share one global scale (all-reduce the amax with MAX before quantizing, TE_FORMATS.md §8.4)");
       }
     }
-    if (a.recipe.kind() == RecipeKind::kFP8Tensor)
+    if (kind_info(a.recipe).per_tensor_scale)
       QTC_CHECK(std::memcmp(&a.scale_inv, &b.scale_inv, 4) == 0, "concat_rows: part ", i, " has scale_inv ", b.scale_inv,
                 ", part 0 has ", a.scale_inv, ": shards must share one scale (all-reduce the amax first, §8.4)");
     const int64_t g = row_granularity(b);
@@ -146,12 +147,12 @@ QuantizedTensor concat_rows(std::span<const QuantizedTensor> parts) {
       const Plane& pb = b.plane(pk);
       dparts.push_back(&pb.data);
       dshapes.emplace_back(pb.data_rows, pb.data_cols);
-      if (r.kind() != RecipeKind::kFP8Tensor) compact.push_back(compact_of(pb.scale, r, pk, b.rows, b.cols));
+      if (!kind_info(r).per_tensor_scale) compact.push_back(compact_of(pb.scale, r, pk, b.rows, b.cols));
     }
     p.data = concat_matrices(dparts, dshapes, 1, da);
     p.data_rows = da == Axis::kRows ? data_extent(r, pk, M) : pa->data_rows;
     p.data_cols = da == Axis::kRows ? pa->data_cols : data_extent(r, pk, M);
-    if (r.kind() == RecipeKind::kFP8Tensor) {
+    if (kind_info(r).per_tensor_scale) {
       p.scale = pa->scale;
     } else {
       const Axis sa = scale_m_axis(r, pk);
