@@ -99,7 +99,7 @@ bool same_value(float a, float b) { return (std::isnan(a) && std::isnan(b)) || a
 /// sf * amax and its product with 1 / (6 * E4M3_MAX) before the code multiplies. Empty elsewhere.
 std::string nvfp4_rounding_note(const QuantizedTensor& want, const QuantizedTensor& got, const Plane& pw, const Plane& pg, PlaneKind pk,
                                 int64_t xi, int64_t xj) {
-  if (!want.recipe.is(RecipeKind::kNVFP4) || pw.scale.type != ScaleType::kE4M3) return "";
+  if (want.recipe.nvfp4_or_null() == nullptr || pw.scale.type != ScaleType::kE4M3) return "";
   const int64_t r = pk == PlaneKind::kRowwise ? xi : xj, c = pk == PlaneKind::kRowwise ? xj : xi;
   const int64_t len = pw.data_cols * 2, si = r * pw.scale.cols + c / 16;
   if (c >= len || si < 0 || static_cast<size_t>(si) >= pw.scale.bytes.size()) return "";
@@ -187,8 +187,10 @@ Equivalence compare_values(const QuantizedTensor& want, const QuantizedTensor& g
         const float cbig = block_max_code(a_big ? want : got, a_big ? *pw : *pg, pk, r, c);
         const float csmall = block_max_code(a_big ? got : want, a_big ? *pg : *pw, pk, r, c);
         const float emax = elem_max(want.recipe);
-        const bool pow2_round = (want.recipe.is(RecipeKind::kMXFP8) && want.recipe.mxfp8().scale_rule == MxScaleRule::kPow2Round) ||
-                                (want.recipe.is(RecipeKind::kMXFP4) && want.recipe.mxfp4().scale_rule == MxScaleRule::kPow2Round);
+        const Mxfp8Options* mx8 = want.recipe.mxfp8_or_null();
+        const Mxfp4Options* mx4 = want.recipe.mxfp4_or_null();
+        const bool pow2_round = (mx8 != nullptr && mx8->scale_rule == MxScaleRule::kPow2Round) ||
+                                (mx4 != nullptr && mx4->scale_rule == MxScaleRule::kPow2Round);
         if (pow2_round && ma == mb && cbig != 0.0f)
           why = ::fmt::format("the scales are 2^{} apart and the codes compensate: compressed-tensors' pow2_round rounds a "
                               "block max whose mantissa is 1.75 or more up to the next power of two, so a block whose largest "
@@ -213,7 +215,7 @@ Equivalence compare_values(const QuantizedTensor& want, const QuantizedTensor& g
                               "scales' grids (its largest magnitude rounds onto a power-of-two boundary, or the block is all "
                               "zero)",
                               ea - eb);
-        else if (want.recipe.is(RecipeKind::kNVFP4) && want.recipe.nvfp4().fourover6 && (a * 2.0f == b * 3.0f || b * 2.0f == a * 3.0f))
+        else if (want.recipe.nvfp4_or_null() != nullptr && want.recipe.nvfp4().fourover6 && (a * 2.0f == b * 3.0f || b * 2.0f == a * 3.0f))
           why = ::fmt::format("4over6 (TE_FORMATS.md 1.12): {} and {} are a block's map-to-4 and map-to-6 candidates (the "
                               "larger is 1.5 times the smaller) and every code under the larger is 0, 1, 2 or 4 in magnitude, "
                               "which the smaller holds as 0, 1.5, 3, 6: both candidates decode to the same values, their "
