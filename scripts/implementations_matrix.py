@@ -29,7 +29,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROFILES = ["te", "te_pyref", "ocp", "torchao", "modelopt", "jax", "vllm", "compressed_tensors", "deepgemm", "vllm_triton",
-            "sglang_triton", "sglang_triton_colmajor", "torch_cast", "ml_dtypes_cast"]
+            "sglang_triton", "sglang_triton_colmajor", "torch_cast", "ml_dtypes_cast", "triton_kernels", "vllm_cutlass", "fbgemm"]
 
 IMPLEMENTATIONS = [
     ("TransformerEngine PyTorch references", "conformance/vectors/te", r"^TransformerEngine (tests/pytorch|transformer_engine/pytorch)",
@@ -68,6 +68,15 @@ IMPLEMENTATIONS = [
     ("ml_dtypes 0.7 casts (MXFP8, NVFP4, FP8 per tensor)", "conformance/vectors/ml_dtypes_cast", r"^ml_dtypes ",
      "MXFP8 with float8_e8m0fnu scales, NVFP4 with float8_e4m3fn scales and float4_e2m1fn data (cast_mx_dump.py); "
      "FP8 current scaling with astype(ml_dtypes.float8_e4m3fn / float8_e5m2) (cast_dump.py)"),
+    ("triton_kernels MXFP4 (reading)", "conformance/vectors/triton_kernels", r"^triton_kernels",
+     "_downcast_to_mxfp, ROUND_UP and ROUND_DOWN (vLLM's gpt-oss MoE path): not run (Triton on a GPU only), a NumPy "
+     "reading of the kernel written apart from qtc (conformance/peers/engines_mxfp4_dump.py)"),
+    ("vLLM MXFP4 UE8M0 quantizer (reading)", "conformance/vectors/vllm_cutlass", r"^vllm_cutlass",
+     "cvt_warp_fp16_to_fp4 with UE8M0 scales (vLLM PR 43557): not run (CUDA only), a NumPy reading of the code "
+     "(engines_mxfp4_dump.py)"),
+    ("FBGEMM MX4 reference (reading)", "conformance/vectors/fbgemm", r"^fbgemm",
+     "py_quantize_mx4 in qtc's planes (not FBGEMM's packed rows): a NumPy reading with torch's float32 log2 taken as "
+     "correctly rounded (engines_mxfp4_dump.py)"),
 ]
 
 
