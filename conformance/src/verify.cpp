@@ -59,8 +59,7 @@ Elem elem_of(ScaleType t) { return t == ScaleType::kF32 ? Elem::kF32 : t == Scal
 std::optional<Spec> spec_for(const std::string& name, const Recipe& r, int64_t M, int64_t K, std::string& why) {
   const std::optional<TensorSpec> t = describe_tensor(r, name, M, K);
   if (!t) {
-    why = "tensor " + printable_name(name) + " is not an output of recipe " + std::string(recipe_kind_name(r.kind())) +
-          " (VECTORS.md, Tensors)";
+    why = not_an_output_text(name, r);
     return std::nullopt;
   }
   Spec s;
@@ -233,10 +232,8 @@ std::variant<Expected, Stop> expected_outputs(const io::File& file, ReadVector& 
               "': native_layout.hpp and verify disagree on the compact shape");
     // A 0-d tensor stands for a [1] one (torch.save of a scalar amax).
     if (!spec->layout->accepts_shape(t.shape)) return Stop{Verdict::kError, spec->layout->shape_error(t.shape)};
-    const bool want_f32 = spec->elem == Elem::kF32;
-    if (want_f32 ? t.dtype != "F32" : !t.is_byte_tensor())
-      return Stop{Verdict::kError, ::fmt::format("tensor {} has dtype {}, expected {}", printable_name(t.name), t.dtype,
-                                                 want_f32 ? "F32" : "a byte type (U8, F8_E4M3, F8_E5M2, F8_E8M0)")};
+    if (std::string problem = dtype_problem(t.name, t.dtype, spec->elem == Elem::kF32); !problem.empty())
+      return Stop{Verdict::kError, std::move(problem)};
     (spec->plane == PlaneKind::kRowwise ? need_row : need_col) = true;
     spec->file_shape = t.shape;
     if (!spec->layout->is_identity()) spec->compact_bytes = spec->layout->to_compact(t.bytes);
@@ -502,6 +499,17 @@ std::string block_inputs_text(const Recipe& r, std::string_view tensor, int64_t 
   const auto s = spec_for(std::string(tensor), r, M, K, why);
   if (!s) return {};
   return describe_region(at, region_of(*s, r, a, b, M, K), region_note(*s, r));
+}
+
+std::string not_an_output_text(std::string_view name, const Recipe& r) {
+  return "tensor " + printable_name(std::string(name)) + " is not an output of recipe " + std::string(recipe_kind_name(r.kind())) +
+         " (VECTORS.md, Tensors)";
+}
+
+std::string dtype_problem(std::string_view name, std::string_view dtype, bool want_f32) {
+  if (want_f32 ? dtype == "F32" : io::is_byte_dtype(dtype)) return {};
+  return ::fmt::format("tensor {} has dtype {}, expected {}", printable_name(std::string(name)), dtype,
+                       want_f32 ? "F32" : "a byte type (U8, F8_E4M3, F8_E5M2, F8_E8M0)");
 }
 
 }  // namespace qtc::conformance

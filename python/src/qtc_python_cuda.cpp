@@ -192,11 +192,6 @@ uint32_t element_bits(cv::ElementCode e, const void* base, int64_t i, cudaStream
   return cv::element_at(e, b, e == cv::ElementCode::kE2M1 ? i % 2 : 0);
 }
 
-/// Whether the caller's dtype suits the tensor (verify.cpp's rule).
-bool dtype_fits(const std::string& d, bool f32) {
-  return f32 ? d == "F32" : d == "U8" || d == "F8_E4M3" || d == "F8_E5M2" || d == "F8_E8M0";
-}
-
 struct Stop {
   cv::Verdict verdict;
   std::string message;
@@ -236,15 +231,13 @@ class DeviceVerify {
       if (name == "x") continue;
       const auto spec = qtc::describe_tensor(r_, name, M, K);
       if (!spec)
-        return Stop{cv::Verdict::kError, "tensor " + qtc::printable_name(name) + " is not an output of recipe " +
-                                             std::string(qtc::recipe_kind_name(r_.kind())) + " (VECTORS.md, Tensors)"};
+        return Stop{cv::Verdict::kError, cv::not_an_output_text(name, r_)};
       auto ol = qtc::ref::OutputLayout::find(name, r_, M, K, layout_);
       QTC_CHECK(ol.has_value(), "tensor '", name, "': no layout for an output of the recipe");
       const std::vector<int64_t> shape = shape_of(arg.first);
       if (!ol->accepts_shape(shape)) return Stop{cv::Verdict::kError, ol->shape_error(shape)};
-      if (!dtype_fits(arg.second, spec->f32))
-        return Stop{cv::Verdict::kError, "tensor " + qtc::printable_name(name) + " has dtype " + arg.second + ", expected " +
-                                             (spec->f32 ? "F32" : "a byte type (U8, F8_E4M3, F8_E5M2, F8_E8M0)")};
+      if (std::string problem = cv::dtype_problem(name, arg.second, spec->f32); !problem.empty())
+        return Stop{cv::Verdict::kError, std::move(problem)};
       const auto es = qtc::io::dtype_size(arg.second);
       QTC_CHECK(es && static_cast<int64_t>(arg.first.nbytes()) == ol->elements() * ol->elem_bytes(), "tensor '", name, "': ",
                 arg.first.nbytes(), " bytes, expected ", ol->elements() * ol->elem_bytes());

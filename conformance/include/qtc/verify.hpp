@@ -132,6 +132,11 @@ Mismatch find_mismatch(ElementCode e, const uint8_t* want, const uint8_t* got, i
 /// `block` is not empty: the line of `qtc verify`.
 std::string mismatch_line(std::string_view name, ElementCode e, const Mismatch& m, int64_t total, std::string_view coord,
                           std::string_view block);
+/// The expect stage's rules for one expected tensor as a caller gives it, shared by `qtc verify` and the Python
+/// module's device path: the ERROR message for a tensor that is not an output of recipe r (VECTORS.md, Tensors), and
+/// for a dtype that cannot hold it (F32 values, or a byte type for codes and E4M3 / E8M0 scales; empty when it fits).
+std::string not_an_output_text(std::string_view name, const Recipe& r);
+std::string dtype_problem(std::string_view name, std::string_view dtype, bool want_f32);
 /// The inputs of the quantization block behind element (a, b) (compact coordinates, elements) of the VECTORS.md
 /// output `tensor` of recipe r on x: "x[0, 0:16] = {...}" as `qtc verify` prints it; empty when `tensor` is not an
 /// output of r.

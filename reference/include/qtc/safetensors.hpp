@@ -57,6 +57,9 @@ struct Tensor {
   bool operator==(const Tensor&) const = default;
 };
 
+/// True for the one-byte dtypes a byte tensor of VECTORS.md may arrive as (U8, F8_E4M3, F8_E5M2, F8_E8M0).
+bool is_byte_dtype(std::string_view dtype);
+
 /// A whole file: metadata and tensors (the reader returns them sorted by name).
 struct File {
   std::map<std::string, std::string> metadata;

@@ -184,9 +184,9 @@ int64_t Tensor::numel() const {
   return n;
 }
 
-bool Tensor::is_byte_tensor() const {
-  return dtype == "U8" || dtype == "F8_E4M3" || dtype == "F8_E5M2" || dtype == "F8_E8M0";
-}
+bool is_byte_dtype(std::string_view d) { return d == "U8" || d == "F8_E4M3" || d == "F8_E5M2" || d == "F8_E8M0"; }
+
+bool Tensor::is_byte_tensor() const { return is_byte_dtype(dtype); }
 
 float Tensor::f32(int64_t i) const {
   QTC_CHECK(dtype == "F32", "tensor '", name, "' is ", dtype, ", not F32");
