@@ -68,6 +68,9 @@ detail::ScaleOut scale_out(const DevicePlane& pl, const PlaneSpec& spec) {
   return detail::ScaleOut{.p = pl.scale.as<uint8_t>(), .geom = spec.geometry(pl.scale_layout)};
 }
 
+/// The recipe's FP8 data type (MXFP8, FP8 block, FP8 tensor); E4M3 for the kinds whose data is E2M1 (unused there).
+Fp8Type fp8_type_of(const Recipe& r) { return kind_info(r).e2m1_data ? Fp8Type::kE4M3 : r.fp8_type(); }
+
 DevicePlane make_plane(const PlaneSpec& spec, ScaleLayout layout, cudaStream_t s) {
   DevicePlane p;
   p.data_rows = spec.data_rows;
@@ -135,6 +138,8 @@ detail::QuantizeArgs make_quantize_args(const DeviceMatrixView& x, DeviceQuantiz
           .K = K,
           .vec_ok = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && (K * static_cast<int64_t>(dtype_size(x.dtype))) % 16 == 0,
           .kind = r.kind(),
+          .fp8 = fp8_type_of(r),
+          .per_tensor = kind_info(r).per_tensor_scale,
           .nvfp4 = alternative<Nvfp4Options>(opts),
           .mxfp8 = alternative<Mxfp8Options>(opts),
           .fp8_block = alternative<Fp8BlockOptions>(opts),
@@ -332,6 +337,7 @@ void dequantize(const DeviceQuantized& q, PlaneKind pk, DType out, void* y, cuda
   const PlaneSpec spec = describe_plane(r, pk, q.rows, q.cols);
   const RecipeOptions opts = r.options();
   const detail::DequantizeArgs p{.kind = r.kind(),
+                                 .fp8 = fp8_type_of(r),
                                  .columnwise = col,
                                  .M = q.rows,
                                  .K = q.cols,
@@ -347,7 +353,7 @@ void dequantize(const DeviceQuantized& q, PlaneKind pk, DType out, void* y, cuda
                                  .nvfp4_order = profile_rules(r.profile).nvfp4_order,
                                  .out = out,
                                  .y = y};
-  detail::launch_dequantize(p, stream);
+  detail::cuda_kind_module(r.kind()).dequantize(p, stream);
 }
 
 }  // namespace qtc::cuda

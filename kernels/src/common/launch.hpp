@@ -50,7 +50,9 @@ struct QuantizeArgs {
   DType dtype = DType::kF32;
   int64_t M = 0, K = 0;
   bool vec_ok = false;  ///< x 16-byte aligned and each row a multiple of 16 bytes: the 16-byte load paths apply
-  RecipeKind kind = RecipeKind::kNVFP4;
+  RecipeKind kind{};
+  Fp8Type fp8 = Fp8Type::kE4M3;  ///< the FP8 data type (MXFP8, FP8 block, FP8 tensor; E4M3 where data is E2M1)
+  bool per_tensor = false;       ///< one scale for the tensor (FP8 tensor: KindInfo::per_tensor_scale)
   /// The recipe's options alternative: the member of `kind` holds the recipe's options, the others their defaults.
   Nvfp4Options nvfp4{};
   Mxfp8Options mxfp8{};
@@ -71,10 +73,7 @@ struct QuantizeArgs {
 };
 
 /// FP8 data type and range of the FP8 recipes (block, tensor) and MXFP8.
-QTC_HD bool e5m2_of(const QuantizeArgs& a) {
-  const Fp8Type t = a.kind == RecipeKind::kMXFP8 ? a.mxfp8.fp8 : a.kind == RecipeKind::kFP8Block ? a.fp8_block.fp8 : a.fp8_tensor.fp8;
-  return t == Fp8Type::kE5M2;
-}
+QTC_HD bool e5m2_of(const QuantizeArgs& a) { return a.fp8 == Fp8Type::kE5M2; }
 QTC_HD float fp8_max_of(const QuantizeArgs& a) { return e5m2_of(a) ? 57344.0f : 448.0f; }
 
 /// Which amaxes one pass over x produces (all zeroed by the launcher first, stream-ordered).
@@ -108,7 +107,8 @@ void launch_mxfp4_to_bf16(const uint8_t* data, const ScaleOut& scale, int64_t ro
 /// Dequantize: one plane to [M, K] in x's orientation. Built once (quantize.cpp's dequantize) from the plane's
 /// description, the recipe's options alternative and the profile's rules.
 struct DequantizeArgs {
-  RecipeKind kind = RecipeKind::kNVFP4;
+  RecipeKind kind{};
+  Fp8Type fp8 = Fp8Type::kE4M3;  ///< as QuantizeArgs::fp8
   bool columnwise = false;
   int64_t M = 0, K = 0;
   const uint8_t* data = nullptr;
@@ -124,7 +124,12 @@ struct DequantizeArgs {
   DType out = DType::kF32;
   void* y = nullptr;
 };
-void launch_dequantize(const DequantizeArgs& a, cudaStream_t s);
+// The kinds' dequantize launchers (each kind's decoder on the shared pass of dequantize.cuh), named by its module.
+void launch_dequantize_nvfp4(const DequantizeArgs& a, cudaStream_t s);      // nvfp4.cu
+void launch_dequantize_mxfp8(const DequantizeArgs& a, cudaStream_t s);      // mxfp8.cu
+void launch_dequantize_fp8_block(const DequantizeArgs& a, cudaStream_t s);  // fp8.cu
+void launch_dequantize_fp8_tensor(const DequantizeArgs& a, cudaStream_t s); // fp8.cu
+void launch_dequantize_mxfp4(const DequantizeArgs& a, cudaStream_t s);      // mxfp4.cu
 
 /// Test hook (the determinism test): at most `n` CTAs for the grid-stride kernels (the persistent tile kernels and
 /// the global amax pass); 0 (the default) = no cap. Process-wide; kernels whose grid is one CTA per tile ignore it.

@@ -290,7 +290,7 @@ void gemm_nvfp4(GemmContext& ctx, const DeviceQuantized& A, const DeviceQuantize
   const float* amax_b = neutralised ? nullptr : r.b.plane->amax.as<float>();
   if (!neutralised)
     QTC_CHECK(r.a.plane->amax_count == 1 && r.b.plane->amax_count == 1, "NVFP4 GEMM needs one amax per operand plane");
-  const detail::Nvfp4AlphaArgs alpha{amax_a, amax_b, args.alpha, factor, args.beta, scalars};
+  const detail::Nvfp4AlphaArgs alpha{.amax_a = amax_a, .amax_b = amax_b, .alpha_in = args.alpha, .factor = factor, .beta = args.beta, .out = scalars};
 
   LtCall c;
   c.m = m;

@@ -377,7 +377,7 @@ void launch_gather_scalars(const float* const* ptrs, int64_t n, float* out, cuda
 
 void launch_nvfp4_alpha(const float* amax_a, const float* amax_b, float alpha_in, float factor, float beta,
                         float* out, cudaStream_t stream) {
-  nvfp4_alpha_kernel<<<1, 1, 0, stream>>>(Nvfp4AlphaArgs{amax_a, amax_b, alpha_in, factor, beta, out});
+  nvfp4_alpha_kernel<<<1, 1, 0, stream>>>(Nvfp4AlphaArgs{.amax_a = amax_a, .amax_b = amax_b, .alpha_in = alpha_in, .factor = factor, .beta = beta, .out = out});
   QTC_CUDA_CHECK_LAUNCH();
 }
 

@@ -49,7 +49,7 @@ void check_gating(GemmContext& ctx) {
 void check_weight(const std::vector<const DeviceQuantized*>& w, size_t g, int64_t K, int64_t* N) {
   QTC_CHECK(w[g] != nullptr, "grouped GEMM: weight ", g, " is null");
   const DeviceQuantized& wg = *w[g];
-  QTC_CHECK(wg.recipe.kind() == RecipeKind::kNVFP4 && !wg.recipe.nvfp4_row_scaled() && wg.rowwise.has_value() &&
+  QTC_CHECK(wg.recipe.nvfp4_or_null() != nullptr && !wg.recipe.nvfp4_row_scaled() && wg.rowwise.has_value() &&
                 wg.rowwise->amax_count == 1,
             "grouped GEMM: weight ", g, " must be per-tensor NVFP4 with a rowwise plane");
   QTC_CHECK(wg.cols == K, "grouped GEMM: weight ", g, " has K = ", wg.cols, ", x has ", K);
@@ -113,7 +113,7 @@ void gemm_nvfp4_row_scaled_grouped_fprop(GemmContext& ctx, const std::vector<con
   QTC_CHECK(emu.supported, "grouped row-scaled NVFP4 GEMM runs through the BF16 emulation only; ", emu.reason);
   check_args(args);
   QTC_CHECK(rows.d_first_dims != nullptr && rows.d_row_offsets != nullptr, "grouped GEMM: device group sizes missing");
-  QTC_CHECK(x.recipe.kind() == RecipeKind::kNVFP4 && x.rowwise.has_value(),
+  QTC_CHECK(x.recipe.nvfp4_or_null() != nullptr && x.rowwise.has_value(),
             "grouped row-scaled GEMM: x must be NVFP4 with a rowwise plane, got ", x.recipe.name());
   QTC_CHECK(x.rows == rows.capacity, "grouped GEMM: x has ", x.rows, " rows, the groups span ", rows.capacity);
   QTC_CHECK(x.recipe.nvfp4().e4m3_max == 448, "grouped GEMM: x must use E4M3 max 448, got ", x.recipe.nvfp4().e4m3_max);
@@ -180,7 +180,7 @@ void gemm_nvfp4_row_scaled_grouped_fprop_listed(GemmContext& ctx, const std::vec
     QTC_CHECK(xg != nullptr, "grouped GEMM: input ", g, " is null");
     QTC_CHECK(xg->rows == n, "grouped GEMM: group ", g, " input has ", xg->rows, " rows, first_dims says ", n);
     if (n == 0) continue;
-    QTC_CHECK(xg->recipe.kind() == RecipeKind::kNVFP4 && xg->rowwise.has_value() && xg->cols == K,
+    QTC_CHECK(xg->recipe.nvfp4_or_null() != nullptr && xg->rowwise.has_value() && xg->cols == K,
               "grouped GEMM: input ", g, " must be NVFP4 [", n, ", ", K, "] with a rowwise plane");
     ++live;
     row_scaled += xg->recipe.nvfp4_row_scaled() ? 1 : 0;
@@ -216,7 +216,7 @@ void gemm_nvfp4_row_scaled_grouped_wgrad(GemmContext& ctx, const std::vector<con
     QTC_CHECK(x[g]->cols == x[0]->cols && dy[g]->cols == dy[0]->cols, "grouped wgrad: group ", g, " weight gradient is [",
               dy[g]->cols, ", ", x[g]->cols, "], group 0's is [", dy[0]->cols, ", ", x[0]->cols, "]");
     if (x[g]->rows == 0) continue;
-    QTC_CHECK(x[g]->recipe.kind() == RecipeKind::kNVFP4 && dy[g]->recipe.kind() == RecipeKind::kNVFP4 &&
+    QTC_CHECK(x[g]->recipe.nvfp4_or_null() != nullptr && dy[g]->recipe.nvfp4_or_null() != nullptr &&
                   x[g]->columnwise.has_value() && dy[g]->columnwise.has_value(),
               "grouped wgrad: group ", g, " needs NVFP4 x and dY with columnwise planes (wgrad NT, TE_FORMATS.md §7.1)");
   }
@@ -346,7 +346,7 @@ void check_fprop_device(GemmContext& ctx, const DeviceQuantized& x, const Groupe
   require_device_engine(ctx);
   check_args(args);
   check_rows_on_device(rows);
-  QTC_CHECK(x.recipe.kind() == RecipeKind::kNVFP4 && x.rowwise.has_value(),
+  QTC_CHECK(x.recipe.nvfp4_or_null() != nullptr && x.rowwise.has_value(),
             "grouped row-scaled GEMM: x must be NVFP4 with a rowwise plane, got ", x.recipe.name());
   QTC_CHECK(x.rows == rows.capacity, "grouped GEMM: x has ", x.rows, " rows, the groups span ", rows.capacity);
   QTC_CHECK(x.recipe.nvfp4().e4m3_max == 448, "grouped GEMM: x must use E4M3 max 448, got ", x.recipe.nvfp4().e4m3_max);

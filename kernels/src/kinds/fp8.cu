@@ -4,6 +4,7 @@
 ///        read of each input tile; the columnwise plane is stored transposed ([K, M]).
 ///        BF16/F16 inputs whose rows are 16-byte aligned take fp8_fast_kernel (all three modes): 128x128 tiles
 ///        held in registers, the transposed plane staged as FP8 bytes in shared memory and stored 16 B per thread.
+#include "dequantize.cuh"
 #include "cast_common.cuh"
 #include "device_util.cuh"
 #include "launch.hpp"
@@ -23,7 +24,7 @@ using detail::ScaleOut;
 /// TE compute_scale_from_amax (§3.2, numeric.hpp) with the call's options (FP8 block or tensor) and the profile's
 /// rules fp8.inf_amax_scale and fp8.scale_order. FP8 tensor: an infinite scale becomes FLT_MAX.
 __device__ __forceinline__ float fp8_scale(float amax, const QuantizeArgs& p) {
-  const bool block = p.kind == RecipeKind::kFP8Block;
+  const bool block = !p.per_tensor;
   return fp8_scale_from_amax(amax, fp8_max_of(p), block ? p.fp8_block.pow2_scales : p.fp8_tensor.pow2_scales,
                              block ? p.fp8_block.eps : p.fp8_tensor.eps, block ? p.value_for_inf : kFltMax,
                              p.rules.fp8_inf_amax_scale_zero, p.rules.fp8_scale_reciprocal);
@@ -147,7 +148,7 @@ enum class Fp8Scaling : int32_t { kBlock1x128, kBlock128x128, kTensor };
 
 /// What one scale of the call covers.
 __host__ __device__ __forceinline__ Fp8Scaling fp8_scaling(const QuantizeArgs& p) {
-  if (p.kind == RecipeKind::kFP8Tensor) return Fp8Scaling::kTensor;
+  if (p.per_tensor) return Fp8Scaling::kTensor;
   return p.fp8_block.tile_2d ? Fp8Scaling::kBlock128x128 : Fp8Scaling::kBlock1x128;
 }
 
@@ -418,6 +419,31 @@ void launch_fp8_block(const QuantizeArgs& p, cudaStream_t s) {
 void launch_fp8_tensor(const QuantizeArgs& p, cudaStream_t s) {
   dev::dispatch_input(p.dtype, "fp8 tensor", [&](auto in) { run_tensor<typename decltype(in)::type>(p, s); });
 }
+}  // namespace detail
+
+namespace fp8 {
+/// One FP8 block element: q * scale_inv of its 1x128 or 128x128 block (F32, or E8M0 with ue8m0_scales) (§3.3).
+struct DequantBlock {
+  __device__ float operator()(const detail::DequantizeArgs& p, int64_t i, int64_t j) const {
+    const int64_t a = p.columnwise ? j : i, b = p.columnwise ? i : j, len = p.columnwise ? p.M : p.K;
+    const uint32_t q = p.data[a * len + b];
+    const int64_t at = p.fp8_block.tile_2d ? scale_index(p.scale_layout, a / 128, b / 128) : scale_index(p.scale_layout, a, b / 128);
+    const float si = p.fp8_block.ue8m0_scales ? qtc::decode_e8m0(p.scale[at]) : reinterpret_cast<const float*>(p.scale)[at];
+    return __fmul_rn(qtc::decode_fp8(q, p.fp8 == Fp8Type::kE5M2), si);
+  }
+};
+/// One FP8 per-tensor element: q * scale_inv (§4.2).
+struct DequantTensor {
+  __device__ float operator()(const detail::DequantizeArgs& p, int64_t i, int64_t j) const {
+    const uint32_t q = p.columnwise ? p.data[j * p.M + i] : p.data[i * p.K + j];
+    return __fmul_rn(qtc::decode_fp8(q, p.fp8 == Fp8Type::kE5M2), *p.amax);
+  }
+};
+}  // namespace fp8
+
+namespace detail {
+void launch_dequantize_fp8_block(const DequantizeArgs& a, cudaStream_t s) { dev::launch_dequantize_with(a, fp8::DequantBlock{}, s); }
+void launch_dequantize_fp8_tensor(const DequantizeArgs& a, cudaStream_t s) { dev::launch_dequantize_with(a, fp8::DequantTensor{}, s); }
 }  // namespace detail
 
 }  // namespace qtc::cuda

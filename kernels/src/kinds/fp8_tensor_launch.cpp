@@ -28,6 +28,7 @@ const CudaKindModule kFp8TensorLaunch = {
     .kind = kind_of_options<Fp8TensorOptions>,
     .quantize = fp8_tensor_launch::quantize,
     .unsupported = [](const Recipe&, int64_t) { return std::string(); },
-    .gating_features = [](const Recipe&, std::vector<gating::Feature>& out) { out.push_back(gating::Feature::kQuantizeFp8Tensor); }};
+    .gating_features = [](const Recipe&, std::vector<gating::Feature>& out) { out.push_back(gating::Feature::kQuantizeFp8Tensor); },
+    .dequantize = launch_dequantize_fp8_tensor};
 
 }  // namespace qtc::cuda::detail

@@ -25,6 +25,8 @@ struct CudaKindModule {
   std::string (*unsupported)(const Recipe& r, int64_t rows);
   /// The capability-table features (gating.hpp) a quantize of `r` needs on the device.
   void (*gating_features)(const Recipe& r, std::vector<gating::Feature>& out);
+  /// One plane to [M, K] in x's orientation (the kind's decoder on dequantize.cuh's pass), on stream s.
+  void (*dequantize)(const DequantizeArgs& a, cudaStream_t s);
 };
 
 /// The kernels' module of kind `k`.

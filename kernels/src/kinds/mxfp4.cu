@@ -7,6 +7,7 @@
 ///        rules (te / ocp / torchao / triton_kernels / vllm_cutlass / fbgemm).
 ///        One thread per block of 32: it owns the block's 16 data bytes and its scale
 ///        entry, so no two threads write one byte. A straightforward kernel (no tiling): correctness first.
+#include "dequantize.cuh"
 #include "device_util.cuh"
 #include "launch.hpp"
 #include "qtc/cuda/check.hpp"
@@ -143,6 +144,21 @@ void launch_mxfp4(const QuantizeArgs& p, cudaStream_t s) {
     default: QTC_FAIL("MXFP4 quantize: input must be F32, BF16 or F16, got ", dtype_name(p.dtype));
   }
 }
+}  // namespace detail
+
+namespace mxfp4 {
+/// One MXFP4 element: rowwise [M, ceil(K/2)], columnwise x^T [K, ceil(M/2)]; 2^(e-127) * E2M1.
+struct Dequant {
+  __device__ float operator()(const detail::DequantizeArgs& p, int64_t i, int64_t j) const {
+    const int64_t a = p.columnwise ? j : i, b = p.columnwise ? i : j, len = p.columnwise ? p.M : p.K;
+    const uint32_t code = (p.data[a * ((len + 1) / 2) + b / 2] >> (4 * (b & 1))) & 0xFu;
+    return __fmul_rn(qtc::decode_e8m0(p.scale[scale_index(p.scale_layout, a, b / 32)]), qtc::decode_e2m1(code));
+  }
+};
+}  // namespace mxfp4
+
+namespace detail {
+void launch_dequantize_mxfp4(const DequantizeArgs& a, cudaStream_t s) { dev::launch_dequantize_with(a, mxfp4::Dequant{}, s); }
 }  // namespace detail
 
 }  // namespace qtc::cuda

@@ -23,6 +23,7 @@ const CudaKindModule kMxfp4Launch = {
     .kind = kind_of_options<Mxfp4Options>,
     .quantize = mxfp4_launch::quantize,
     .unsupported = [](const Recipe&, int64_t) { return std::string(); },
-    .gating_features = [](const Recipe&, std::vector<gating::Feature>& out) { out.push_back(gating::Feature::kQuantizeMxfp4); }};
+    .gating_features = [](const Recipe&, std::vector<gating::Feature>& out) { out.push_back(gating::Feature::kQuantizeMxfp4); },
+    .dequantize = launch_dequantize_mxfp4};
 
 }  // namespace qtc::cuda::detail

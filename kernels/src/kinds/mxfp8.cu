@@ -5,6 +5,7 @@
 ///        their valid elements. One 64x64 tile per CTA gives both planes from one read.
 ///        BF16/F16 inputs whose rows are 16-byte aligned take mxfp8_fast_kernel instead: no shared memory, each
 ///        warp owns a 32x64 tile held in registers, both planes written with 8-byte stores.
+#include "dequantize.cuh"
 #include "cast_common.cuh"
 #include "device_util.cuh"
 #include "launch.hpp"
@@ -263,6 +264,21 @@ namespace detail {
 void launch_mxfp8(const QuantizeArgs& p, cudaStream_t s) {
   dev::dispatch_input(p.dtype, "mxfp8", [&](auto in) { run<typename decltype(in)::type>(p, s); });
 }
+}  // namespace detail
+
+namespace mxfp8 {
+/// One MXFP8 element, both planes in x's orientation: 2^(e-127) * q (§2.3).
+struct Dequant {
+  __device__ float operator()(const detail::DequantizeArgs& p, int64_t i, int64_t j) const {
+    const uint32_t q = p.data[i * p.K + j];
+    const uint32_t e = p.columnwise ? p.scale[scale_index(p.scale_layout, i / 32, j)] : p.scale[scale_index(p.scale_layout, i, j / 32)];
+    return __fmul_rn(qtc::decode_e8m0(e), qtc::decode_fp8(q, p.fp8 == Fp8Type::kE5M2));
+  }
+};
+}  // namespace mxfp8
+
+namespace detail {
+void launch_dequantize_mxfp8(const DequantizeArgs& a, cudaStream_t s) { dev::launch_dequantize_with(a, mxfp8::Dequant{}, s); }
 }  // namespace detail
 
 }  // namespace qtc::cuda

@@ -1,6 +1,7 @@
 /// \file nvfp4.cu
 /// \brief NVFP4 quantization (TE_FORMATS.md §1): host launcher and the kPlain / k2D specializations
 ///        (nvfp4_kernel.cuh holds the kernel; nvfp4_full.cu the kFull one; nvfp4_fast.cu the fast kernel).
+#include "dequantize.cuh"
 #include "nvfp4_kernel.cuh"
 
 namespace qtc::cuda {
@@ -41,6 +42,29 @@ namespace detail {
 void launch_nvfp4(const QuantizeArgs& a, cudaStream_t s) {
   dev::dispatch_input(a.dtype, "nvfp4", [&](auto in) { nvfp4::run<typename decltype(in)::type>(a, s); });
 }
+}  // namespace detail
+
+namespace nvfp4 {
+/// One NVFP4 element: (sf * amax) * 1/(6 * E4M3_MAX) times its E2M1 value (§1.14); under rule nvfp4.order torchao
+/// (amax / 2688) * sf, or sf alone without a per-tensor scale.
+struct Dequant {
+  __device__ float operator()(const detail::DequantizeArgs& p, int64_t i, int64_t j) const {
+    const int64_t a = p.columnwise ? j : i, b = p.columnwise ? i : j, len = p.columnwise ? p.M : p.K;
+    const uint32_t code = (p.data[a * (len / 2) + b / 2] >> (4 * (b & 1))) & 0xFu;
+    const float sf = qtc::decode_e4m3(p.scale[scale_index(p.scale_layout, a, b / 16)]);
+    const float am = p.amax[p.per_row_amax ? a : 0];
+    float fs;
+    if (p.nvfp4_order == Nvfp4Order::kTorchAO)
+      fs = p.nvfp4.per_tensor_scale ? __fmul_rn(__fdiv_rn(am, qtc::kTorchAOPerTensorDivisor), sf) : sf;
+    else
+      fs = __fmul_rn(__fmul_rn(sf, am), __fdiv_rn(1.0f, 6.0f * static_cast<float>(p.nvfp4.e4m3_max)));
+    return __fmul_rn(qtc::decode_e2m1(code), fs);
+  }
+};
+}  // namespace nvfp4
+
+namespace detail {
+void launch_dequantize_nvfp4(const DequantizeArgs& a, cudaStream_t s) { dev::launch_dequantize_with(a, nvfp4::Dequant{}, s); }
 }  // namespace detail
 
 }  // namespace qtc::cuda

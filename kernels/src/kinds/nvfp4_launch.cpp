@@ -50,6 +50,7 @@ void gating_features(const Recipe& r, std::vector<gating::Feature>& out) {
 const CudaKindModule kNvfp4Launch = {.kind = kind_of_options<Nvfp4Options>,
                                      .quantize = nvfp4_launch::quantize,
                                      .unsupported = nvfp4_launch::unsupported,
-                                     .gating_features = nvfp4_launch::gating_features};
+                                     .gating_features = nvfp4_launch::gating_features,
+                                     .dequantize = launch_dequantize_nvfp4};
 
 }  // namespace qtc::cuda::detail

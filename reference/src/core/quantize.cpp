@@ -166,7 +166,8 @@ HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
   const Recipe& r = q.recipe;
   QTC_CHECK(p.scale.layout == ScaleLayout::kCompact || kind_info(r).per_tensor_scale,
             "dequantize: scales must be in the compact layout (convert with ref::convert_layout)");
-  if (q.rows != 0 && q.cols != 0 && simd::enabled_dequantize(r, out)) return simd::dequantize(q, pk, out);
+  if (q.rows != 0 && q.cols != 0 && simd::enabled_dequantize(r, out))
+    return detail::kind_module(r.kind()).dequantize_simd(q, pk, out);
   const int64_t M = q.rows, K = q.cols;
   HostMatrix y(out, M, K);
   if (M == 0 || K == 0) return y;  // nothing to decode, however long the other extent

@@ -154,6 +154,10 @@ const KindModule kFp8BlockModule = {
     .quantize_amax = nullptr,
     .quantize_amax_simd = nullptr,
     .plane_rows = fp8_plane_rows,
+    .dequantize_simd = simd::dequantize_fp8,
+    .simd_refusal = [](const Recipe& r) -> std::string {
+      return r.fp8_block().ue8m0_scales ? "FP8 block: the vectorized path writes F32 scales only" : "";
+    },
     .plane_geometry = fp8_block_kind::plane_geometry,
     .unimplemented_rule = fp8_block_kind::unimplemented_rule,
     .columnwise_not_derivable = fp8_block_kind::columnwise_not_derivable,

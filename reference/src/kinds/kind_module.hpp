@@ -123,8 +123,13 @@ struct KindModule {
   QuantizedTensor (*quantize_simd)(const MatrixView& x, const Recipe& r);
   QuantizedTensor (*quantize_amax)(const MatrixView& x, const Recipe& r, const float* amax);
   QuantizedTensor (*quantize_amax_simd)(const MatrixView& x, const Recipe& r, const float* amax);
-  /// The scalar dequantizer's plane decoding (the vectorized one: simd/dequant_simd.cpp).
+  /// The scalar dequantizer's plane decoding, and the vectorized dequantizer (simd/dequant_simd.cpp; nullptr where the
+  /// kind has none: the scalar one decodes every plane).
   PlaneRows (*plane_rows)(const DequantInput& in);
+  HostMatrix (*dequantize_simd)(const QuantizedTensor& q, PlaneKind pk, DType out);
+  /// The first option of `r` the vectorized quantizer and dequantizer do not implement (empty: none; the profile's
+  /// rules are checked apart, by unimplemented_rule).
+  std::string (*simd_refusal)(const Recipe& r);
   /// The kind's part of describe_plane (rules/recipe_policy.cpp): scale type, compact and padded scale shapes,
   /// blocks, scale steps, amaxes and the layouts the plane takes. The data geometry is filled in before.
   void (*plane_geometry)(const RecipeOptions& o, PlaneKind pk, int64_t M, int64_t K, PlaneSpec& s);

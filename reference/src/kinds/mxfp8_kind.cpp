@@ -133,6 +133,12 @@ const KindModule kMxfp8Module = {
     .quantize_amax = nullptr,
     .quantize_amax_simd = nullptr,
     .plane_rows = mxfp8_kind::plane_rows,
+    .dequantize_simd = simd::dequantize_mxfp8,
+    .simd_refusal = [](const Recipe& r) -> std::string {
+      const MxScaleRule rule = r.mxfp8().scale_rule;
+      return rule == MxScaleRule::kRceil || rule == MxScaleRule::kOcpFloor
+                 ? "" : "MXFP8: the vectorized path implements scale rules rceil and ocp_floor only";
+    },
     .plane_geometry = mxfp8_kind::plane_geometry,
     .unimplemented_rule = mxfp8_kind::unimplemented_rule,
     .columnwise_not_derivable = mxfp8_kind::columnwise_not_derivable,

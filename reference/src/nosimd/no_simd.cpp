@@ -45,7 +45,9 @@ QuantizedTensor quantize_nvfp4(const MatrixView&, const Recipe&, const float*) {
 QuantizedTensor quantize_mxfp8(const MatrixView&, const Recipe&) { QTC_FAIL("quantize_mxfp8: ", kNoHighway); }
 QuantizedTensor quantize_fp8_block(const MatrixView&, const Recipe&) { QTC_FAIL("quantize_fp8_block: ", kNoHighway); }
 QuantizedTensor quantize_fp8_tensor(const MatrixView&, const Recipe&, const float*) { QTC_FAIL("quantize_fp8_tensor: ", kNoHighway); }
-HostMatrix dequantize(const QuantizedTensor&, PlaneKind, DType) { QTC_FAIL("dequantize: ", kNoHighway); }
+HostMatrix dequantize_nvfp4(const QuantizedTensor&, PlaneKind, DType) { QTC_FAIL("dequantize_nvfp4: ", kNoHighway); }
+HostMatrix dequantize_mxfp8(const QuantizedTensor&, PlaneKind, DType) { QTC_FAIL("dequantize_mxfp8: ", kNoHighway); }
+HostMatrix dequantize_fp8(const QuantizedTensor&, PlaneKind, DType) { QTC_FAIL("dequantize_fp8: ", kNoHighway); }
 float amax(const MatrixView&, bool) { QTC_FAIL("amax: ", kNoHighway); }
 const char* dispatched_target() { return "scalar (built without Highway)"; }
 HostMatrix rht_transform(const MatrixView&, uint16_t) { QTC_FAIL("rht_transform: ", kNoHighway); }

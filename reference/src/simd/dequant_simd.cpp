@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "internal.hpp"
+#include "qtc/kind.hpp"
 #include "qtc/quantize.hpp"
 #include "simd/ops-inl.h"
 #include "simd/simd.hpp"
@@ -109,7 +110,12 @@ HWY_INLINE void DecodeNvBlock(const uint8_t* d, float s_blk, float* out) {
   }
 }
 
-HostMatrix Dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
+/// How a plane's elements decode: what the kinds' modules (kinds/<kind>_kind.cpp) name through the entry points
+/// below. E2M1 codes times E4M3 block scales (NVFP4); FP8 codes times E8M0 scales, data in x's orientation in both
+/// planes (MXFP8); FP8 codes times F32 block scales or the tensor's scale_inv (FP8 block, FP8 tensor).
+enum class Decode { kE2M1E4M3, kFp8E8M0, kFp8F32 };
+
+HostMatrix DequantizeAs(const QuantizedTensor& q, PlaneKind pk, DType out, Decode how) {
   const Plane& p = q.plane(pk);
   const Recipe& r = q.recipe;
   const int64_t M = q.rows, K = q.cols;
@@ -156,8 +162,8 @@ HostMatrix Dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
     });
   };
 
-  switch (r.kind()) {
-    case RecipeKind::kNVFP4: {
+  switch (how) {
+    case Decode::kE2M1E4M3: {
       const Nvfp4BlockDequant block_scale(r);  // the scale ref::dequantize applies (one formula for both paths)
       auto decode = [&](int64_t a, int64_t b0, int64_t n, float* v) {
         const float am = p.amax.size() > 1 ? p.amax[static_cast<size_t>(a)] : p.amax.at(0);
@@ -181,7 +187,7 @@ HostMatrix Dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
       }
       break;
     }
-    case RecipeKind::kMXFP8: {
+    case Decode::kFp8E8M0: {
       // Data keeps x's orientation in both planes; only the scale blocks differ.
       const float* tab = r.fp8_type() == Fp8Type::kE4M3 ? kE4M3Table.data() : kE5M2Table.data();
       detail::parallel_for(M, [&](int64_t i0, int64_t i1) {
@@ -208,12 +214,9 @@ HostMatrix Dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
       });
       break;
     }
-    case RecipeKind::kMXFP4:  // simd_supports_dequantize refuses MXFP4: ref::dequantize decodes it in scalar code
-      QTC_FAIL("dequantize: MXFP4 has no vectorized path (simd_supports_dequantize)");
-    case RecipeKind::kFP8Block:
-    case RecipeKind::kFP8Tensor: {
+    case Decode::kFp8F32: {
       const float* tab = r.fp8_type() == Fp8Type::kE4M3 ? kE4M3Table.data() : kE5M2Table.data();
-      const bool block = r.kind() == RecipeKind::kFP8Block, two_d = r.is_2d();
+      const bool block = !kind_info(r).per_tensor_scale, two_d = r.is_2d();
       auto decode = [&](int64_t a, int64_t b0, int64_t n, float* v) {
         const uint8_t* d = p.data.data() + a * p.data_cols;
         for (int64_t s0 = b0; s0 < b0 + n; s0 = (s0 / 128 + 1) * 128) {
@@ -243,13 +246,21 @@ HostMatrix Dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) {
   return y;
 }
 
+HostMatrix DequantizeNvfp4(const QuantizedTensor& q, PlaneKind pk, DType out) { return DequantizeAs(q, pk, out, Decode::kE2M1E4M3); }
+HostMatrix DequantizeMxfp8(const QuantizedTensor& q, PlaneKind pk, DType out) { return DequantizeAs(q, pk, out, Decode::kFp8E8M0); }
+HostMatrix DequantizeFp8(const QuantizedTensor& q, PlaneKind pk, DType out) { return DequantizeAs(q, pk, out, Decode::kFp8F32); }
+
 }  // namespace HWY_NAMESPACE
 }  // namespace qtc::ref::simd
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace qtc::ref::simd {
-HWY_EXPORT(Dequantize);
-HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out) { return HWY_DYNAMIC_DISPATCH(Dequantize)(q, pk, out); }
+HWY_EXPORT(DequantizeNvfp4);
+HWY_EXPORT(DequantizeMxfp8);
+HWY_EXPORT(DequantizeFp8);
+HostMatrix dequantize_nvfp4(const QuantizedTensor& q, PlaneKind pk, DType out) { return HWY_DYNAMIC_DISPATCH(DequantizeNvfp4)(q, pk, out); }
+HostMatrix dequantize_mxfp8(const QuantizedTensor& q, PlaneKind pk, DType out) { return HWY_DYNAMIC_DISPATCH(DequantizeMxfp8)(q, pk, out); }
+HostMatrix dequantize_fp8(const QuantizedTensor& q, PlaneKind pk, DType out) { return HWY_DYNAMIC_DISPATCH(DequantizeFp8)(q, pk, out); }
 }  // namespace qtc::ref::simd
 #endif

@@ -7,8 +7,10 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "kind_module.hpp"
 #include "qtc/cpu_path.hpp"
 #include "qtc/error.hpp"
+#include "qtc/kind.hpp"
 #include "qtc/path_rules.hpp"
 #include "qtc/profile.hpp"
 #include "simd/simd.hpp"
@@ -54,20 +56,7 @@ constexpr PathRules kSimdRules{.path = "the vectorized CPU path", .mx_order_trit
 /// through the shared check (a profile or variant whose rules it lacks takes the scalar path), then the options.
 std::string rule_outside_simd(const Recipe& r) {
   if (std::string rule = unimplemented_rule(r, kSimdRules); !rule.empty()) return rule;
-  switch (r.kind()) {
-    case RecipeKind::kNVFP4: return {};
-    case RecipeKind::kMXFP8:
-      if (r.mxfp8().scale_rule != MxScaleRule::kRceil && r.mxfp8().scale_rule != MxScaleRule::kOcpFloor)
-        return "MXFP8: the vectorized path implements scale rules rceil and ocp_floor only";
-      return {};
-    case RecipeKind::kFP8Block:
-    case RecipeKind::kFP8Tensor:
-      if (r.fp8_block_or_null() != nullptr && r.fp8_block().ue8m0_scales) return "FP8 block: the vectorized path writes F32 scales only";
-      return {};
-    case RecipeKind::kMXFP4:
-      return {};  // mxfp4_simd.cpp: every order the shared check lets through, every scale rule they define
-  }
-  return "unknown recipe kind";
+  return detail::kind_module(r.kind()).simd_refusal(r);
 }
 
 }  // namespace
@@ -82,7 +71,10 @@ bool simd_supports(const Recipe& r, DType input, std::string* why) {
 bool simd_supports_dequantize(const Recipe& r, DType out, std::string* why) {
   if (out != DType::kF32 && out != DType::kBF16) return fail(why, "dequantize: the vectorized path writes F32 and BF16 only");
   if (const std::string rule = rule_outside_simd(r); !rule.empty()) return fail(why, rule + " (dequantize)");
-  if (r.is(RecipeKind::kMXFP4)) return fail(why, "MXFP4 dequantize: no vectorized decode (the scalar reference decodes every MXFP4 plane)");
+  if (detail::kind_module(r.kind()).dequantize_simd == nullptr) {
+    const std::string t(kind_info(r).title);
+    return fail(why, t + " dequantize: no vectorized decode (the scalar reference decodes every " + t + " plane)");
+  }
   return true;
 }
 

@@ -26,7 +26,10 @@ QuantizedTensor quantize_mxfp8(const MatrixView& x, const Recipe& r);
 QuantizedTensor quantize_fp8_block(const MatrixView& x, const Recipe& r);
 QuantizedTensor quantize_fp8_tensor(const MatrixView& x, const Recipe& r, const float* amax_override);
 QuantizedTensor quantize_mxfp4(const MatrixView& x, const Recipe& r);
-HostMatrix dequantize(const QuantizedTensor& q, PlaneKind pk, DType out);
+/// The vectorized dequantizers the kinds' modules name (dequantize_simd): NVFP4, MXFP8, FP8 block and FP8 tensor.
+HostMatrix dequantize_nvfp4(const QuantizedTensor& q, PlaneKind pk, DType out);
+HostMatrix dequantize_mxfp8(const QuantizedTensor& q, PlaneKind pk, DType out);
+HostMatrix dequantize_fp8(const QuantizedTensor& q, PlaneKind pk, DType out);
 float amax(const MatrixView& x, bool propagate_nan);
 /// The instruction set HWY_DYNAMIC_DISPATCH runs now (e.g. "AVX2").
 const char* dispatched_target();
