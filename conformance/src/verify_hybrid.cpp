@@ -36,16 +36,8 @@ int hybrid_verdict_rank(Verdict v) {
   return 4;
 }
 
-std::string_view dtype_file_name(DType d) {
-  switch (d) {
-    case DType::kF32: return "F32";
-    case DType::kBF16: return "BF16";
-    case DType::kF16: return "F16";
-    default: return "?";
-  }
-}
+}  // namespace
 
-/// The plane a hybrid file's tensor belongs to, and its name in that plane's vector; nullopt for an unknown name.
 std::optional<std::pair<PlaneKind, std::string>> hybrid_tensor_plane(const std::string& n) {
   if (n == "rowwise_data" || n == "rowwise_scale_inv" || n == "amax_rowwise" || n == "dequantized_rowwise")
     return std::pair{PlaneKind::kRowwise, n};
@@ -56,7 +48,61 @@ std::optional<std::pair<PlaneKind, std::string>> hybrid_tensor_plane(const std::
   return std::nullopt;
 }
 
-}  // namespace
+std::string not_a_hybrid_output_text(const std::string& name) {
+  return ::fmt::format("tensor {} is not an output of a hybrid vector (rowwise_*, columnwise_*, amax_*, dequantized_*, "
+                       "rowwise.scale_inv, rowwise.amax, columnwise.scale_inv, columnwise.amax, columnwise_source)",
+                       printable_name(name));
+}
+
+std::map<std::string, std::string> hybrid_part_metadata(const HybridRecipe& h, PlaneKind pk,
+                                                        const std::map<std::string, std::string>& md) {
+  std::map<std::string, std::string> out = h.plane_recipe(pk).to_metadata();
+  for (const char* k : {"layout", "swizzled", "source"})
+    if (auto it = md.find(k); it != md.end()) out[k] = it->second;
+  return out;
+}
+
+std::string columnwise_source_shape_text(DType want, int64_t rows, int64_t cols, std::string_view dtype, size_t rank) {
+  return ::fmt::format("tensor 'columnwise_source' must be {} [{}, {}] (the dequantized rowwise plane in the source dtype), "
+                       "got {} of rank {}",
+                       dtype_name(want), rows, cols, dtype, rank);
+}
+
+std::string columnwise_source_mismatch_text(int64_t bad, int64_t total, int64_t first_row, int64_t first_col, float expected,
+                                            std::string_view backend) {
+  return ::fmt::format("columnwise_source: {} of {} elements differ; first at [{}, {}]: expected {} (the rowwise plane "
+                       "dequantized by backend {})",
+                       bad, total, first_row, first_col, expected, backend);
+}
+
+void join_hybrid_results(FileResult& res, const HybridRecipe& h, const std::vector<FileResult>& parts,
+                         const std::vector<PlaneKind>& planes) {
+  res.verdict = Verdict::kPass;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const FileResult& r = parts[i];
+    const bool row = planes[i] == PlaneKind::kRowwise;
+    const std::string prefix = row ? "rowwise plane (" + h.rowwise.name() + ")"
+                                   : "columnwise plane (" + h.columnwise.name() +
+                                         (h.source == ColumnwiseSource::kRowwiseDequantized ? ", of the dequantized rowwise plane)" : ")");
+    // The file's names: the plane-named tensors as they are, an FP8 tensor plane's scale_inv / amax prefixed.
+    const std::string plane_prefix = row ? "rowwise." : "columnwise.";
+    auto file_name = [&](const std::string& n) { return n == "scale_inv" || n == "amax" ? plane_prefix + n : n; };
+    for (const std::string& c : r.checked) res.checked.push_back(file_name(c));
+    for (TensorMismatch m : r.mismatches) {  // the records, under the file's names
+      m.tensor = file_name(m.tensor);
+      res.mismatches.push_back(std::move(m));
+    }
+    for (const std::string& d : r.details) {
+      const std::string head = d.substr(0, d.find(':'));
+      res.details.push_back(file_name(head) + d.substr(head.size()));
+    }
+    if (hybrid_verdict_rank(r.verdict) > hybrid_verdict_rank(res.verdict)) {
+      res.verdict = r.verdict;
+      res.message = prefix + ": " + r.message;
+    }
+  }
+  if (res.verdict == Verdict::kPass) res.message.clear();
+}
 
 FileResult verify_hybrid_vector(const io::File& file, const std::string& source, QuantizeBackend& backend,
                                 const VerifyOptions& opts) {
@@ -77,7 +123,10 @@ FileResult verify_hybrid_vector(const io::File& file, const std::string& source,
     }
     res.recipe = h.name();
     res.profile = std::string(profile_name(h.rowwise.profile));
-    if (h.columnwise.profile != h.rowwise.profile) res.profile += "/" + std::string(profile_name(h.columnwise.profile));
+    if (h.columnwise.profile != h.rowwise.profile) {  // appended in two steps: GCC 12 warns (-Wrestrict) on "/" + string
+      res.profile += '/';
+      res.profile += profile_name(h.columnwise.profile);
+    }
 
     const io::Tensor* xt = file.find("x");
     if (xt == nullptr) return error("missing required tensor 'x' (the input)");
@@ -93,11 +142,7 @@ FileResult verify_hybrid_vector(const io::File& file, const std::string& source,
         continue;
       }
       const auto where = hybrid_tensor_plane(t.name);
-      if (!where)
-        return error(::fmt::format("tensor {} is not an output of a hybrid vector (rowwise_*, columnwise_*, amax_*, "
-                                   "dequantized_*, rowwise.scale_inv, rowwise.amax, columnwise.scale_inv, "
-                                   "columnwise.amax, columnwise_source)",
-                                   printable_name(t.name)));
+      if (!where) return error(not_a_hybrid_output_text(t.name));
       io::Tensor copy = t;
       copy.name = where->second;
       part[where->first == PlaneKind::kRowwise ? 0 : 1].put(std::move(copy));
@@ -114,20 +159,14 @@ FileResult verify_hybrid_vector(const io::File& file, const std::string& source,
       return error(e.what());
     }
 
-    for (int i = 0; i < 2; ++i) {
-      const PlaneKind pk = i == 0 ? PlaneKind::kRowwise : PlaneKind::kColumnwise;
-      part[i].metadata = h.plane_recipe(pk).to_metadata();
-      for (const char* k : {"layout", "swizzled", "source"})
-        if (auto it = file.metadata.find(k); it != file.metadata.end()) part[i].metadata[k] = it->second;
-    }
+    for (int i = 0; i < 2; ++i)
+      part[i].metadata = hybrid_part_metadata(h, i == 0 ? PlaneKind::kRowwise : PlaneKind::kColumnwise, file.metadata);
 
     std::vector<FileResult> results;
-    std::vector<std::string> prefixes;
     std::vector<PlaneKind> plane_of;
     if (any_row) {
       results.push_back(verify_vector(part[0], source, backend, opts));
       plane_of.push_back(PlaneKind::kRowwise);
-      prefixes.push_back("rowwise plane (" + h.rowwise.name() + ")");
     }
     if (any_col && h.source == ColumnwiseSource::kRowwiseDequantized) {
       // The columnwise input: the rowwise plane quantized and dequantized by this backend.
@@ -163,11 +202,8 @@ FileResult verify_hybrid_vector(const io::File& file, const std::string& source,
       }
       if (src_t != nullptr) {
         res.checked.push_back("columnwise_source");
-        const std::string want_dtype(dtype_file_name(src.dtype));
-        if (src_t->dtype != want_dtype || src_t->shape != std::vector<int64_t>{src.rows, src.cols})
-          return error(::fmt::format("tensor 'columnwise_source' must be {} [{}, {}] (the dequantized rowwise plane in "
-                                     "the source dtype), got {} of rank {}",
-                                     want_dtype, src.rows, src.cols, src_t->dtype, src_t->shape.size()));
+        if (src_t->dtype != dtype_name(src.dtype) || src_t->shape != std::vector<int64_t>{src.rows, src.cols})
+          return error(columnwise_source_shape_text(src.dtype, src.rows, src.cols, src_t->dtype, src_t->shape.size()));
         const size_t es = dtype_size(src.dtype);
         int64_t bad = 0, first = -1;
         for (int64_t e = 0; e < src.numel(); ++e) {
@@ -183,17 +219,15 @@ FileResult verify_hybrid_vector(const io::File& file, const std::string& source,
         }
         if (bad > 0) {
           res.verdict = Verdict::kFail;
-          res.message = ::fmt::format("columnwise_source: {} of {} elements differ; first at [{}, {}]: expected {} "
-                                      "(the rowwise plane dequantized by backend {})",
-                                      bad, src.numel(), first / src.cols, first % src.cols,
-                                      src.get(first / src.cols, first % src.cols), backend.name());
+          res.message = columnwise_source_mismatch_text(bad, src.numel(), first / src.cols, first % src.cols,
+                                                        src.get(first / src.cols, first % src.cols), backend.name());
           res.details.push_back(res.message);
           return res;
         }
       }
       io::Tensor sx;
       sx.name = "x";
-      sx.dtype = std::string(dtype_file_name(src.dtype));
+      sx.dtype = std::string(dtype_name(src.dtype));
       sx.shape = {src.rows, src.cols};
       sx.bytes = std::move(src.bytes);
       part[1].put(std::move(sx));
@@ -221,30 +255,8 @@ FileResult verify_hybrid_vector(const io::File& file, const std::string& source,
     if (part[1].tensors.size() > 1) {
       results.push_back(verify_vector(part[1], source, backend, opts));
       plane_of.push_back(PlaneKind::kColumnwise);
-      prefixes.push_back("columnwise plane (" + h.columnwise.name() +
-                         (h.source == ColumnwiseSource::kRowwiseDequantized ? ", of the dequantized rowwise plane)" : ")"));
     }
-    res.verdict = Verdict::kPass;
-    for (size_t i = 0; i < results.size(); ++i) {
-      const FileResult& r = results[i];
-      // The file's names: the plane-named tensors as they are, an FP8 tensor plane's scale_inv / amax prefixed.
-      const std::string plane_prefix = plane_of[i] == PlaneKind::kRowwise ? "rowwise." : "columnwise.";
-      auto file_name = [&](const std::string& n) { return n == "scale_inv" || n == "amax" ? plane_prefix + n : n; };
-      for (const std::string& c : r.checked) res.checked.push_back(file_name(c));
-      for (TensorMismatch m : r.mismatches) {  // the records, under the file's names
-        m.tensor = file_name(m.tensor);
-        res.mismatches.push_back(std::move(m));
-      }
-      for (const std::string& d : r.details) {
-        const std::string head = d.substr(0, d.find(':'));
-        res.details.push_back(file_name(head) + d.substr(head.size()));
-      }
-      if (hybrid_verdict_rank(r.verdict) > hybrid_verdict_rank(res.verdict)) {
-        res.verdict = r.verdict;
-        res.message = prefixes[i] + ": " + r.message;
-      }
-    }
-    if (res.verdict == Verdict::kPass) res.message.clear();
+    join_hybrid_results(res, h, results, plane_of);
     return res;
   } catch (const std::exception& e) {
     return error(std::string("internal error: ") + e.what());

@@ -6,6 +6,7 @@
 ///        test_quantize_cuda (label gpu): skips without a device, fails under QTC_REQUIRE_GPU=1.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -75,6 +76,37 @@ TEST(DeviceCompare, CountsAndFirstIndexAsTheHostForEveryElementCode) {
       }
 }
 
+TEST(DeviceCompare, F32ValuesCompareAsValueEquivalenceDoes) {
+  QTC_GPU_GATE(gpu_unavailable_reason());
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {7, 33}, {515, 1030}}) {
+    const int64_t n = rows * cols;
+    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    int64_t count = 0, first = -1;
+    for (int64_t i = 0; i < n; ++i) {
+      const uint64_t h = mix(static_cast<uint64_t>(n), static_cast<uint64_t>(i));
+      float x = static_cast<float>(normal(h, 1));
+      float y = x;
+      switch (h % 7) {
+        case 0: x = 0.0f, y = -0.0f; break;                                               // equal values, other bits
+        case 1: x = std::nanf("1"), y = -std::nanf("2"); break;                          // any NaN equals any NaN
+        case 2: y = std::nextafter(x, 1e30f); break;                                      // one ulp: differs
+        case 3: x = std::nanf(""), y = 0.0f; break;                                      // NaN and a number: differ
+        default: break;
+      }
+      a[static_cast<size_t>(i)] = x;
+      b[static_cast<size_t>(i)] = y;
+      if (!(x == y || (std::isnan(x) && std::isnan(y))) && count++ == 0) first = i;
+    }
+    std::vector<uint8_t> ha(a.size() * 4), hb(b.size() * 4);
+    std::memcpy(ha.data(), a.data(), ha.size());
+    std::memcpy(hb.data(), b.data(), hb.size());
+    const cuda::DeviceBuffer da = upload(ha), db = upload(hb);
+    const cuda::DeviceMismatch m = cuda::compare_on_device(cuda::DeviceElem::kF32Value, da.data(), db.data(), rows, cols, nullptr, false, nullptr);
+    EXPECT_EQ(m.count, count) << rows << " x " << cols;
+    EXPECT_EQ(m.first, first) << rows << " x " << cols;
+  }
+}
+
 TEST(DeviceCompare, ScaleBuffersThroughEveryLayoutAndTheirPadding) {
   QTC_GPU_GATE(gpu_unavailable_reason());
   struct ScaleCase {
@@ -119,6 +151,12 @@ TEST(DeviceCompare, ScaleBuffersThroughEveryLayoutAndTheirPadding) {
         const cuda::DeviceMismatch m = cuda::compare_on_device(de, dc.data(), db.data(), g.rows, g.cols, &g, false, nullptr);
         EXPECT_EQ(m.count, 1);
         EXPECT_EQ(m.first, at);
+        // The gather of the layout buffer's compact matrix (the value-equivalence tier's copy of a caller's scales).
+        const cuda::DeviceBuffer back(compact.size(), nullptr);
+        cuda::to_compact_on_device(db.data(), eb, g, back.data(), nullptr);
+        std::vector<uint8_t> got(compact.size());
+        QTC_CUDA_CHECK(cudaMemcpy(got.data(), back.data(), got.size(), cudaMemcpyDeviceToHost));
+        EXPECT_EQ(got, ol->to_compact(buf));
         const auto host_pad = ol->nonzero_padding(buf);
         const cuda::DevicePadding dp = cuda::nonzero_padding_on_device(db.data(), eb, g, nullptr);
         EXPECT_EQ(dp.total, static_cast<int64_t>(g.size() - g.rows * g.cols));

@@ -374,8 +374,9 @@ def verify(tensors: Any, source: str | None = None, strict_padding: bool = False
     Padding of TE-layout buffers is not compared unless ``strict_padding`` (then it must be zero).
     CUDA tensors (all on one GPU) are checked there: the CUDA kernels quantize x and a device pass compares the
     outputs; only the first mismatch's elements and block inputs reach the host (the verdict's backend is ``cuda``;
-    a recipe the kernels do not run is ``skipped`` with the reason; bytes that differ with equal decoded values are a
-    failure there, ``equivalent`` on the host)."""
+    a recipe the kernels do not run is ``skipped`` with the reason). The verdicts are the host's: bytes that differ
+    with equal decoded values are ``equivalent`` (decided on the device; the two quantizations reach the host only
+    then, for the message), and hybrid vectors (``recipe='hybrid'``) are checked plane by plane on the GPU."""
     if isinstance(tensors, (str, bytes, os.PathLike)):
         # The file is read and checked by the C++ side exactly as `qtc verify PATH` does (shapes NumPy cannot hold,
         # e.g. [2^62, 0], included).

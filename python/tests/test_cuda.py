@@ -2,6 +2,7 @@
 and a failure instead of a skip under QTC_REQUIRE_GPU=1). They are checked on their GPU by the CUDA kernels and the
 device comparison: the verdict's backend is cuda, no host path of the module is taken, and the bytes, counts and
 first-mismatch messages equal those of the same tensors on the CPU."""
+import contextlib
 import os
 
 import numpy as np
@@ -24,15 +25,25 @@ def gpu():
         pytest.fail("a GPU is here but this qtc module was built without the CUDA kernels (QTC_PY_CUDA)")
 
 
-@pytest.fixture
-def no_host_path(monkeypatch):
-    """Fails the test if the module's host-array path (_as_arg) or a tensor's .cpu() / .numpy() runs."""
+@contextlib.contextmanager
+def host_path_refused():
+    """Fails the calls inside if the module's host-array path (_as_arg) or a tensor's .cpu() / .numpy() runs."""
     def refuse(*a, **k):
         raise AssertionError("the host path ran for CUDA tensors")
 
-    monkeypatch.setattr(qtc, "_as_arg", refuse)
-    monkeypatch.setattr(torch.Tensor, "cpu", refuse)
-    monkeypatch.setattr(torch.Tensor, "numpy", refuse)
+    saved = qtc._as_arg, torch.Tensor.cpu, torch.Tensor.numpy
+    qtc._as_arg, torch.Tensor.cpu, torch.Tensor.numpy = refuse, refuse, refuse
+    try:
+        yield
+    finally:
+        qtc._as_arg, torch.Tensor.cpu, torch.Tensor.numpy = saved
+
+
+@pytest.fixture
+def no_host_path():
+    """host_path_refused() for a whole test."""
+    with host_path_refused():
+        yield
 
 
 CASES = [("nvfp4", {}), ("mxfp8", {}), ("fp8_block", {"tile": "128x128"}), ("fp8_block", {"tile": "1x128"}),
@@ -76,14 +87,87 @@ def test_a_mismatch_found_on_the_gpu_reads_as_on_the_cpu(recipe, params):
         on_gpu = qtc.verify({"x": x, **bad}, recipe=recipe, layout="te", **params)
         on_cpu = qtc.verify({"x": x.cpu(), **{k: v.cpu() for k, v in bad.items()}}, recipe=recipe, layout="te", **params)
         assert "[cuda]" in on_gpu.line and "[cpu]" in on_cpu.line, (on_gpu.line, on_cpu.line)
-        if on_cpu.verdict == "equivalent":  # the device path has no value-equivalence tier: a failure there
-            assert on_gpu.verdict == "fail", on_gpu.line
-            continue
-        # A byte of TE's padding is no value (pass on both); every other one fails with the same text and fields.
+        # A byte of TE's padding is no value (pass on both); every other one fails, or is equivalent (bytes differ,
+        # decoded values equal), on both, with the same text and fields.
         assert on_gpu.verdict == on_cpu.verdict and on_gpu.message == on_cpu.message, (name, on_gpu.line, on_cpu.line)
         assert on_gpu.records == on_cpu.records and on_gpu.mismatches == on_cpu.mismatches, name
-        failed += on_cpu.verdict == "fail"
+        failed += on_cpu.verdict in ("fail", "equivalent")
     assert failed >= len(outs) - 2, failed  # at most the two TE-padded scale buffers hit padding
+
+
+def first_zero_byte(t):
+    """The flat index of the first 0x00 byte of a byte tensor (a +0 code: one FP8 code, or two E2M1 nibbles)."""
+    z = (t.reshape(-1).view(torch.uint8) == 0).nonzero()
+    assert z.numel() > 0, "no +0 code"
+    return int(z[0, 0])
+
+
+@pytest.mark.parametrize("layout", ["compact", "te"])
+@pytest.mark.parametrize("recipe,params", CASES)
+def test_equal_values_are_equivalent_on_the_gpu_as_on_the_cpu(recipe, params, layout):
+    """Bytes that differ, decoded values that do not (a -0 code for +0): EQUIVALENT on both devices, same message; the
+    device decides it there (the host path stays unused; only the two quantizations reach the host, for the text)."""
+    torch.manual_seed(3)
+    x = torch.randn(64, 256, device="cuda", dtype=torch.bfloat16)
+    x[:2, :128] = 0  # all-zero blocks: +0 codes under every recipe
+    q = qtc.quantize(x, recipe, layout=layout, **params)
+    for name in ("rowwise_data", "columnwise_data"):
+        if name not in q:
+            continue
+        bad = {k: v.clone() for k, v in q.items()}
+        bad[name].reshape(-1).view(torch.uint8)[first_zero_byte(bad[name])] = 0x80  # -0 in E4M3, E5M2 and E2M1's high nibble
+        with host_path_refused():
+            on_gpu = qtc.verify({"x": x, **bad}, recipe=recipe, layout=layout, **params)
+            with pytest.raises(ConformanceError) as e:  # assert_conforms still asks for the bytes
+                assert_conforms(x, recipe, bad, layout=layout, **params)
+        assert on_gpu.verdict == "equivalent" and "[cuda]" in on_gpu.line, on_gpu.line
+        assert "bytes differ, decoded values equal" in on_gpu.message, on_gpu.line
+        assert e.value.result.verdict == "equivalent"
+        on_cpu = qtc.verify({"x": x.cpu(), **{k: v.cpu() for k, v in bad.items()}}, recipe=recipe, layout=layout, **params)
+        assert on_cpu.verdict == "equivalent", on_cpu.line
+        assert on_gpu.message == on_cpu.message and on_gpu.records == on_cpu.records, (on_gpu.line, on_cpu.line)
+
+
+HYBRIDS = [("mxfp8_nvfp4_rdq", dict(rowwise={"recipe": "mxfp8"}, columnwise={"recipe": "nvfp4"},
+                                    columnwise_source="rowwise_dequantized")),
+           ("nvfp4_mxfp8_rdq", dict(rowwise={"recipe": "nvfp4"}, columnwise={"recipe": "mxfp8"},
+                                    columnwise_source="rowwise_dequantized")),
+           ("mxfp8_fp8block_rdq", dict(rowwise={"recipe": "mxfp8"}, columnwise={"recipe": "fp8_block"},
+                                       columnwise_source="rowwise_dequantized")),
+           ("mxfp8_fp8tensor_original", dict(rowwise={"recipe": "mxfp8"}, columnwise={"recipe": "fp8_tensor"}))]
+
+
+@pytest.mark.parametrize("layout", ["compact", "te"])
+@pytest.mark.parametrize("name,md", HYBRIDS, ids=[h[0] for h in HYBRIDS])
+def test_hybrid_recipes_on_the_gpu_give_the_cpu_results(name, md, layout):
+    """recipe=hybrid on CUDA tensors: quantized by the kernels (the same bytes as the CPU, columnwise_source and an FP8
+    tensor plane's '<plane>.scale_inv' included) and verified plane by plane on the GPU, each corrupted tensor with the
+    CPU's verdict, message and records (the source's message names the backend that dequantized it)."""
+    torch.manual_seed(4)
+    x = torch.randn(128, 256, device="cuda", dtype=torch.bfloat16) * 3
+    with host_path_refused():
+        a = qtc.quantize(x, "hybrid", layout=layout, **md)
+    b = qtc.quantize(x.cpu(), "hybrid", layout=layout, **md)
+    assert sorted(a) == sorted(b)
+    for k in b:
+        assert isinstance(a[k], torch.Tensor) and a[k].device == x.device, k
+        np.testing.assert_array_equal(host(a[k]).view(np.uint8), np.asarray(b[k]).view(np.uint8), err_msg=k)
+    with host_path_refused():
+        r = qtc.verify({"x": x, **a}, recipe="hybrid", layout=layout, **md)
+    assert r.passed and "[cuda]" in r.line, r.line
+    failed = 0
+    for k in sorted(a):
+        bad = {n: v.clone() for n, v in a.items()}
+        flat = bad[k].reshape(-1).view(torch.uint8)
+        flat[min(37, flat.numel() - 1)] ^= 0x11
+        with host_path_refused():
+            on_gpu = qtc.verify({"x": x, **bad}, recipe="hybrid", layout=layout, **md)
+        on_cpu = qtc.verify({"x": x.cpu(), **{n: v.cpu() for n, v in bad.items()}}, recipe="hybrid", layout=layout, **md)
+        gpu_message = on_gpu.message.replace("dequantized by backend cuda", "dequantized by backend cpu")
+        assert on_gpu.verdict == on_cpu.verdict and gpu_message == on_cpu.message, (k, on_gpu.line, on_cpu.line)
+        assert on_gpu.records == on_cpu.records and on_gpu.mismatches == on_cpu.mismatches, k
+        failed += on_cpu.verdict in ("fail", "equivalent")
+    assert failed >= len(a) - 2, failed  # at most the two TE-padded scale buffers hit padding
 
 
 def test_the_gpu_path_copies_no_tensor_to_the_host(no_host_path):

@@ -169,13 +169,26 @@ def test_verify_cuda_refuses_bad_arguments_before_any_cuda_call_as_the_host_path
     two = {k: _pair(*v, device=1 if k == "x" else 0) for k, v in good.items()}
     r = qtc.VerifyResult(**qtc._qtc.verify_cuda(two, qtc._metadata(None, nv), "<memory>", False, 0))
     assert r.verdict == "error" and "pass every tensor on one device" in r.message, r.line
-    hyb = qtc._metadata(None, {"recipe": "hybrid", "rowwise": {"recipe": "mxfp8"}, "columnwise": {"recipe": "nvfp4"}})
-    r = qtc.VerifyResult(**qtc._qtc.verify_cuda({k: _pair(*v) for k, v in good.items()}, hyb, "<memory>", False, 0))
-    assert r.verdict == "error" and "recipe=hybrid" in r.message and "CPU" in r.message, r.line
+    # recipe=hybrid (verified plane by plane on the device): its argument errors too, on the host, as the CPU path words them.
+    hyb = {"recipe": "hybrid", "rowwise": {"recipe": "mxfp8"}, "columnwise": {"recipe": "nvfp4"}}
+    hgood = {"x": ((M, K), "F32"), "rowwise_data": ((M, K), "U8"), "rowwise_scale_inv": ((M, K // 32), "U8")}
+    hcases = [({**hgood, "foo": ((1,), "F32")}, hyb), ({k: v for k, v in hgood.items() if k != "x"}, hyb),
+              (hgood, {**hyb, "columnwise": {"recipe": "nvfp5"}}), ({**hgood, "columnwise_source": ((M, K), "F32")}, hyb),
+              ({"x": ((M, K), "F32")}, hyb), ({**hgood, "x": ((M * K,), "F32")}, hyb),
+              ({**hgood, "x": ((M, K), "I32")}, hyb)]
+    for spec, params in hcases:
+        md = qtc._metadata(None, params)
+        on_dev = qtc.VerifyResult(**qtc._qtc.verify_cuda({k: _pair(*v) for k, v in spec.items()}, md, "<memory>", False, 0))
+        on_cpu = qtc.verify({k: np.zeros(shape, _NP[st]) for k, (shape, st) in spec.items()}, **params)
+        assert on_dev.verdict == on_cpu.verdict == "error", (on_dev.line, on_cpu.line)
+        assert on_dev.message == on_cpu.message and "[cuda]" in on_dev.line, (on_dev.line, on_cpu.line)
     if qtc._qtc.cuda_device_count() == 0:  # valid arguments reach the device: no device here, an error verdict, no crash
         r = qtc.VerifyResult(**qtc._qtc.verify_cuda({k: _pair(*v) for k, v in good.items()}, qtc._metadata(None, nv),
                                                     "<memory>", False, 0))
         assert r.verdict == "error" and "which this process cannot use" in r.message, r.line
+        r = qtc.VerifyResult(**qtc._qtc.verify_cuda({k: _pair(*v) for k, v in hgood.items()}, qtc._metadata(None, hyb),
+                                                    "<memory>", False, 0))
+        assert r.verdict == "error" and r.message.startswith("rowwise plane (") and "which this process cannot use" in r.message, r.line
 
 
 def test_quantize_cuda_refuses_bad_arguments_as_the_host_path_does():
@@ -185,10 +198,15 @@ def test_quantize_cuda_refuses_bad_arguments_as_the_host_path_does():
     def alloc(*a):
         raise AssertionError("nothing is allocated for refused arguments")
 
-    for shape, st, recipe in (((64 * 128,), "F32", "nvfp4"), ((64, 128), "I32", "nvfp4"), ((64, 128), "F32", "nvfp5"),
-                              ((30, 128), "F32", "nvfp4")):
+    hyb = {"rowwise": {"recipe": "mxfp8"}, "columnwise": {"recipe": "nvfp4"}, "columnwise_source": "rowwise_dequantized"}
+    bad_plane = {**hyb, "columnwise": {"recipe": "nvfp5"}}
+    for shape, st, recipe, params in (((64 * 128,), "F32", "nvfp4", {}), ((64, 128), "I32", "nvfp4", {}),
+                                      ((64, 128), "F32", "nvfp5", {}), ((30, 128), "F32", "nvfp4", {}),
+                                      ((64 * 128,), "F32", "hybrid", hyb), ((64, 128), "I32", "hybrid", hyb),
+                                      ((64, 128), "F32", "hybrid", bad_plane), ((30, 128), "F32", "hybrid", hyb),
+                                      ((64, 128), "F32", "hybrid", {**hyb, "layout": "deepgemm_packed_ue8m0"})):
         with pytest.raises(ValueError) as on_dev:
-            qtc._qtc.quantize_cuda(_pair(shape, st), {"recipe": recipe}, 0, alloc)
+            qtc._qtc.quantize_cuda(_pair(shape, st), qtc._metadata(recipe, params), 0, alloc)
         with pytest.raises(ValueError) as on_cpu:
-            qtc.quantize(np.zeros(shape, _NP[st]), recipe)
+            qtc.quantize(np.zeros(shape, _NP[st]), recipe, **params)
         assert str(on_dev.value) == str(on_cpu.value)

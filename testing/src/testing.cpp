@@ -3,6 +3,7 @@
 ///        failures read exactly as `qtc verify`'s; the error bound of testing.hpp.
 #include "qtc/testing.hpp"
 #include "qtc/stochastic_rounding.hpp"
+#include "testing_vector.hpp"
 
 #include <fmt/format.h>
 
@@ -75,46 +76,65 @@ double out_half_ulp(DType t) {
 
 Recipe recipe(const std::map<std::string, std::string>& metadata) { return Recipe::from_metadata(metadata); }
 
+namespace detail {
+
+std::string rule(std::string m) { return ::qtc::testing::rule(std::move(m)); }
+
+GivenVector given_vector(const MatrixView& x, const Recipe& r, const Outputs& out) {
+  QTC_CHECK(x.data != nullptr || x.rows * x.cols == 0, "x has no data");
+  QTC_CHECK(x.dtype == DType::kF32 || x.dtype == DType::kBF16 || x.dtype == DType::kF16,
+            "x has dtype U8; VECTORS.md allows F32, BF16 or F16");
+  QTC_CHECK(x.rows >= 0 && x.cols >= 0, "x has a negative dimension");
+  GivenVector v;
+  v.metadata = r.to_metadata();
+  const Layout layout = out.layout;
+  QTC_CHECK(!out.strict_padding || layout != Layout::kCompact, "Outputs::strict_padding needs a padded layout (compact buffers have no padding)");
+  ref::check_layout_applies(layout, r);
+  ref::layout_to_metadata(layout, v.metadata);
+  v.tensors.push_back({"x", input_dtype_name(x.dtype), {x.rows, x.cols}, x.data, static_cast<size_t>(x.rows * x.cols) * dtype_size(x.dtype)});
+  const std::pair<const char*, const Buffer*> given[] = {
+      {"rowwise_data", &out.rowwise_data},       {"rowwise_scale_inv", &out.rowwise_scale_inv},
+      {"columnwise_data", &out.columnwise_data}, {"columnwise_scale_inv", &out.columnwise_scale_inv},
+      {"amax_rowwise", &out.amax_rowwise},       {"amax_columnwise", &out.amax_columnwise},
+      {"scale_inv", &out.scale_inv},             {"amax", &out.amax},
+      {"dequantized_rowwise", &out.dequantized_rowwise}, {"dequantized_columnwise", &out.dequantized_columnwise}};
+  for (const auto& [tname, buf] : given) {
+    if (buf->empty()) continue;
+    std::string why;
+    const auto lo = ref::OutputLayout::find(tname, r, x.rows, x.cols, layout, &why);
+    QTC_CHECK(lo.has_value(), why);
+    const size_t want = static_cast<size_t>(lo->elements()) * static_cast<size_t>(lo->elem_bytes());
+    QTC_CHECK(buf->size_bytes == want, "buffer '", tname, "' holds ", buf->size_bytes, " bytes, expected ", want, " (",
+              lo->dtype(), " ", shape_str(lo->shape()), " for x of shape [", x.rows, ", ", x.cols, "], recipe ", r.name(),
+              ", layout ", layout_name(layout), ")");
+    v.tensors.push_back({tname, lo->dtype(), lo->shape(), buf->data, want});
+  }
+  QTC_CHECK(v.tensors.size() > 1, "Outputs holds no buffer to compare");
+  return v;
+}
+
+::testing::AssertionResult assertion_for(const conformance::FileResult& res, bool accept_equal_values) {
+  if (res.verdict == conformance::Verdict::kPass) return ::testing::AssertionSuccess();
+  if (res.verdict == conformance::Verdict::kEquivalent && accept_equal_values) return ::testing::AssertionSuccess();
+  ::testing::AssertionResult fail = ::testing::AssertionFailure();
+  fail << conformance::result_line(res);
+  const std::vector<std::string> lines = conformance::detail_lines(res);
+  for (size_t i = 1; i < lines.size(); ++i) fail << "\n  " << lines[i];
+  return fail;
+}
+
+}  // namespace detail
+
 ::testing::AssertionResult conforms(const MatrixView& x, const Recipe& r, const Outputs& out, const std::string& name) {
   const std::string source = name.empty() ? r.name() : name;
   try {
-    QTC_CHECK(x.data != nullptr || x.rows * x.cols == 0, "x has no data");
-    QTC_CHECK(x.dtype == DType::kF32 || x.dtype == DType::kBF16 || x.dtype == DType::kF16,
-              "x has dtype U8; VECTORS.md allows F32, BF16 or F16");
-    QTC_CHECK(x.rows >= 0 && x.cols >= 0, "x has a negative dimension");
+    const detail::GivenVector v = detail::given_vector(x, r, out);
     io::File f;
-    f.metadata = r.to_metadata();
-    const Layout layout = out.layout;
-    QTC_CHECK(!out.strict_padding || layout != Layout::kCompact, "Outputs::strict_padding needs a padded layout (compact buffers have no padding)");
-    ref::check_layout_applies(layout, r);
-    ref::layout_to_metadata(layout, f.metadata);
-    io::Tensor xt{"x", input_dtype_name(x.dtype), {x.rows, x.cols}, {}};
-    const size_t xbytes = static_cast<size_t>(x.rows * x.cols) * dtype_size(x.dtype);
-    xt.bytes.assign(static_cast<const uint8_t*>(x.data), static_cast<const uint8_t*>(x.data) + xbytes);
-    f.put(std::move(xt));
-    const std::pair<const char*, const Buffer*> given[] = {
-        {"rowwise_data", &out.rowwise_data},       {"rowwise_scale_inv", &out.rowwise_scale_inv},
-        {"columnwise_data", &out.columnwise_data}, {"columnwise_scale_inv", &out.columnwise_scale_inv},
-        {"amax_rowwise", &out.amax_rowwise},       {"amax_columnwise", &out.amax_columnwise},
-        {"scale_inv", &out.scale_inv},             {"amax", &out.amax},
-        {"dequantized_rowwise", &out.dequantized_rowwise}, {"dequantized_columnwise", &out.dequantized_columnwise}};
-    for (const auto& [tname, buf] : given) {
-      if (buf->empty()) continue;
-      std::string why;
-      const auto lo = ref::OutputLayout::find(tname, r, x.rows, x.cols, layout, &why);
-      QTC_CHECK(lo.has_value(), why);
-      const size_t want = static_cast<size_t>(lo->elements()) * static_cast<size_t>(lo->elem_bytes());
-      QTC_CHECK(buf->size_bytes == want, "buffer '", tname, "' holds ", buf->size_bytes, " bytes, expected ", want, " (",
-                lo->dtype(), " ", shape_str(lo->shape()), " for x of shape [", x.rows, ", ", x.cols, "], recipe ", r.name(),
-                ", layout ", layout_name(layout), ")");
-      io::Tensor t{tname, lo->dtype(), lo->shape(), {}};
-      t.bytes.assign(static_cast<const uint8_t*>(buf->data), static_cast<const uint8_t*>(buf->data) + want);
-      f.put(std::move(t));
+    f.metadata = v.metadata;
+    for (const detail::GivenTensor& t : v.tensors) {
+      const auto* p = static_cast<const uint8_t*>(t.data);
+      f.put(io::Tensor{t.name, t.dtype, t.shape, std::vector<uint8_t>(p, p + t.bytes)});
     }
-    QTC_CHECK(f.tensors.size() > 1, "Outputs holds no buffer to compare");
-    auto cpu = make_cpu_backend();
-    conformance::VerifyOptions opts;
-    opts.strict_padding = out.strict_padding;
     if (out.stochastic_admissible && r.nvfp4_or_null() != nullptr && r.nvfp4().stochastic) {  // issue 26
       const conformance::SrResult sr = conformance::check_stochastic_rounding(f);
       if (sr.admissible) return ::testing::AssertionSuccess();
@@ -123,14 +143,10 @@ Recipe recipe(const std::map<std::string, std::string>& metadata) { return Recip
       for (const auto& d : sr.details) fail << "\n  " << d;
       return fail;
     }
-    const conformance::FileResult res = conformance::verify_vector(f, source, *cpu, opts);
-    if (res.verdict == conformance::Verdict::kPass) return ::testing::AssertionSuccess();
-    if (res.verdict == conformance::Verdict::kEquivalent && out.accept_equal_values) return ::testing::AssertionSuccess();
-    ::testing::AssertionResult fail = ::testing::AssertionFailure();
-    fail << conformance::result_line(res);
-    const std::vector<std::string> lines = conformance::detail_lines(res);
-    for (size_t i = 1; i < lines.size(); ++i) fail << "\n  " << lines[i];
-    return fail;
+    auto cpu = make_cpu_backend();
+    conformance::VerifyOptions opts;
+    opts.strict_padding = out.strict_padding;
+    return detail::assertion_for(conformance::verify_vector(f, source, *cpu, opts), out.accept_equal_values);
   } catch (const std::exception& e) {
     return ::testing::AssertionFailure() << "ERROR " << source << ": " << rule(e.what());
   }

@@ -4,13 +4,20 @@
 #pragma once
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "qtc/backend.hpp"
 #include "qtc/safetensors.hpp"
+
+namespace qtc {
+struct HybridRecipe;  // qtc/hybrid.hpp
+}  // namespace qtc
 
 namespace qtc::conformance {
 
@@ -87,6 +94,25 @@ FileResult verify_vector(const io::File& file, const std::string& source, Quanti
 /// `backend`. verify_vector calls it for such files. Never throws.
 FileResult verify_hybrid_vector(const io::File& file, const std::string& source, QuantizeBackend& backend,
                                 const VerifyOptions& opts = {});
+// The steps of verify_hybrid_vector that a verification of device memory (qtc/cuda/verify.hpp) shares, so that both
+// split, name and join a hybrid vector alike and print the same texts.
+/// The plane a hybrid vector's tensor belongs to and its name in that plane's vector ('rowwise.scale_inv' is the
+/// rowwise vector's 'scale_inv'); nullopt for any other name (x and columnwise_source included).
+std::optional<std::pair<PlaneKind, std::string>> hybrid_tensor_plane(const std::string& name);
+/// The ERROR message for a tensor that no hybrid vector holds.
+std::string not_a_hybrid_output_text(const std::string& name);
+/// The metadata of one plane's vector: the plane's recipe and the file's layout keys.
+std::map<std::string, std::string> hybrid_part_metadata(const HybridRecipe& h, PlaneKind plane,
+                                                        const std::map<std::string, std::string>& metadata);
+/// The ERROR message for a columnwise_source tensor that is not `want` [rows, cols].
+std::string columnwise_source_shape_text(DType want, int64_t rows, int64_t cols, std::string_view dtype, size_t rank);
+/// The FAIL message for a columnwise_source that differs from the rowwise plane dequantized by `backend`.
+std::string columnwise_source_mismatch_text(int64_t bad, int64_t total, int64_t first_row, int64_t first_col, float expected,
+                                            std::string_view backend);
+/// Joins the per-plane results (`parts`, of the planes `planes`) into `res`: checked tensors and records under the
+/// file's names, the worst verdict with its plane's prefix.
+void join_hybrid_results(FileResult& res, const HybridRecipe& h, const std::vector<FileResult>& parts,
+                         const std::vector<PlaneKind>& planes);
 /// Reads and verifies a file.
 FileResult verify_file(const std::filesystem::path& path, QuantizeBackend& backend, const VerifyOptions& opts = {});
 /// Verifies a file with several backends (read once); an unreadable file gives one error result.

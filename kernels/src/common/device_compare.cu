@@ -1,7 +1,8 @@
 /// \file device_compare.cu
-/// \brief compare_on_device and nonzero_padding_on_device (qtc/cuda/compare.hpp): grid-stride passes that count
-///        differing (or non-zero padding) elements and keep the smallest index, one warp reduction and two atomics
-///        per warp. Only the two numbers travel to the host.
+/// \brief compare_on_device, nonzero_padding_on_device and to_compact_on_device (qtc/cuda/compare.hpp): grid-stride
+///        passes that count differing (or non-zero padding) elements and keep the smallest index, one warp reduction
+///        and two atomics per warp (only the two numbers travel to the host), and a gather of a layout buffer's
+///        compact matrix.
 #include <climits>
 
 #include "qtc/cuda/check.hpp"
@@ -19,7 +20,8 @@ __device__ __forceinline__ uint32_t load_elem(DeviceElem e, const uint8_t* p, in
   switch (e) {
     case DeviceElem::kE2M1: return (p[i / 2] >> (4 * (i % 2))) & 0xFu;
     case DeviceElem::kByte: return p[i];
-    case DeviceElem::kF32: return reinterpret_cast<const uint32_t*>(p)[i];
+    case DeviceElem::kF32:
+    case DeviceElem::kF32Value: return reinterpret_cast<const uint32_t*>(p)[i];
     case DeviceElem::kBF16:
     case DeviceElem::kF16: return reinterpret_cast<const uint16_t*>(p)[i];
   }
@@ -28,7 +30,8 @@ __device__ __forceinline__ uint32_t load_elem(DeviceElem e, const uint8_t* p, in
 
 __device__ __forceinline__ bool is_nan(DeviceElem e, uint32_t v) {
   switch (e) {
-    case DeviceElem::kF32: return (v & 0x7F800000u) == 0x7F800000u && (v & 0x007FFFFFu) != 0;
+    case DeviceElem::kF32:
+    case DeviceElem::kF32Value: return (v & 0x7F800000u) == 0x7F800000u && (v & 0x007FFFFFu) != 0;
     case DeviceElem::kBF16: return (v & 0x7F80u) == 0x7F80u && (v & 0x007Fu) != 0;
     case DeviceElem::kF16: return (v & 0x7C00u) == 0x7C00u && (v & 0x03FFu) != 0;
     default: return false;
@@ -59,6 +62,7 @@ __global__ void __launch_bounds__(kThreads) compare_kernel(DeviceElem e, const u
     const uint32_t a = load_elem(e, want, i);
     const uint32_t b = load_elem(e, got, use_geom ? geom.offset(i / cols, i % cols) : i);
     if (a == b || (nan_equal && is_nan(e, a) && is_nan(e, b))) continue;
+    if (e == DeviceElem::kF32Value && (__uint_as_float(a) == __uint_as_float(b) || (is_nan(e, a) && is_nan(e, b)))) continue;
     ++count;
     if (static_cast<unsigned long long>(i) < first) first = static_cast<unsigned long long>(i);
   }
@@ -87,6 +91,16 @@ __global__ void __launch_bounds__(kThreads) padding_kernel(const uint8_t* __rest
   warp_commit(count, first, out);
 }
 
+__global__ void __launch_bounds__(kThreads) gather_kernel(const uint8_t* __restrict__ buf, int elem_bytes, ScaleGeometry geom,
+                                                          uint8_t* __restrict__ out) {
+  const int64_t n = geom.rows * geom.cols;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += stride) {
+    const int64_t at = geom.offset(i / geom.cols, i % geom.cols) * elem_bytes;
+    for (int b = 0; b < elem_bytes; ++b) out[i * elem_bytes + b] = buf[at + b];
+  }
+}
+
 unsigned blocks_for(int64_t n) {
   const int64_t b = (n + kThreads - 1) / kThreads;
   return static_cast<unsigned>(b < 1 ? 1 : b > kMaxBlocks ? kMaxBlocks : b);
@@ -113,7 +127,8 @@ struct Tally {
 
 int device_elem_bytes(DeviceElem e) {
   switch (e) {
-    case DeviceElem::kF32: return 4;
+    case DeviceElem::kF32:
+    case DeviceElem::kF32Value: return 4;
     case DeviceElem::kBF16:
     case DeviceElem::kF16: return 2;
     default: return 1;
@@ -162,6 +177,15 @@ DevicePadding nonzero_padding_on_device(const void* buf, int elem_bytes, const S
   p.nonzero = count;
   p.first = first;
   return p;
+}
+
+void to_compact_on_device(const void* buf, int elem_bytes, const ScaleGeometry& geom, void* compact, cudaStream_t stream) {
+  QTC_CHECK(elem_bytes == 1 || elem_bytes == 4, "to_compact_on_device: elements of ", elem_bytes, " bytes (1 or 4)");
+  QTC_CHECK(geom.rows >= 0 && geom.cols >= 0, "to_compact_on_device: shape [", geom.rows, ", ", geom.cols, "] is negative");
+  if (geom.rows == 0 || geom.cols == 0) return;
+  gather_kernel<<<blocks_for(geom.rows * geom.cols), kThreads, 0, stream>>>(static_cast<const uint8_t*>(buf), elem_bytes, geom,
+                                                                            static_cast<uint8_t*>(compact));
+  QTC_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace qtc::cuda

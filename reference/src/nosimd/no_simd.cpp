@@ -45,6 +45,7 @@ QuantizedTensor quantize_nvfp4(const MatrixView&, const Recipe&, const float*) {
 QuantizedTensor quantize_mxfp8(const MatrixView&, const Recipe&) { QTC_FAIL("quantize_mxfp8: ", kNoHighway); }
 QuantizedTensor quantize_fp8_block(const MatrixView&, const Recipe&) { QTC_FAIL("quantize_fp8_block: ", kNoHighway); }
 QuantizedTensor quantize_fp8_tensor(const MatrixView&, const Recipe&, const float*) { QTC_FAIL("quantize_fp8_tensor: ", kNoHighway); }
+QuantizedTensor quantize_mxfp4(const MatrixView&, const Recipe&) { QTC_FAIL("quantize_mxfp4: ", kNoHighway); }
 HostMatrix dequantize_nvfp4(const QuantizedTensor&, PlaneKind, DType) { QTC_FAIL("dequantize_nvfp4: ", kNoHighway); }
 HostMatrix dequantize_mxfp8(const QuantizedTensor&, PlaneKind, DType) { QTC_FAIL("dequantize_mxfp8: ", kNoHighway); }
 HostMatrix dequantize_fp8(const QuantizedTensor&, PlaneKind, DType) { QTC_FAIL("dequantize_fp8: ", kNoHighway); }

@@ -15,7 +15,9 @@
 namespace qtc::cuda {
 
 /// How a compared element is encoded: E2M1 nibbles, single bytes (E4M3, E5M2, E8M0, U8), or a float type.
-enum class DeviceElem : uint8_t { kE2M1, kByte, kF32, kBF16, kF16 };
+/// kF32Value: F32 compared as values, the rule of value_equivalence.hpp (any NaN equals any NaN, -0.0 equals +0.0;
+/// nan_equal is not read): what the value-equivalence tier compares two dequantized planes with.
+enum class DeviceElem : uint8_t { kE2M1, kByte, kF32, kBF16, kF16, kF32Value };
 
 /// Bytes one element occupies (E2M1: 1, for the byte that holds two).
 int device_elem_bytes(DeviceElem e);
@@ -43,5 +45,9 @@ struct DevicePadding {
 /// The padding entries of `buf` (geom.size() elements of `elem_bytes` bytes, 1 or 4, in device memory) that are not
 /// zero. Uses a geom.size()-byte device mask; synchronizes the stream.
 DevicePadding nonzero_padding_on_device(const void* buf, int elem_bytes, const ScaleGeometry& geom, cudaStream_t stream);
+
+/// The compact [geom.rows, geom.cols] matrix of a layout buffer: compact[r * cols + c] = buf[geom.offset(r, c)], elements
+/// of `elem_bytes` bytes (1 or 4). Both device pointers; stream-ordered, no synchronization.
+void to_compact_on_device(const void* buf, int elem_bytes, const ScaleGeometry& geom, void* compact, cudaStream_t stream);
 
 }  // namespace qtc::cuda
