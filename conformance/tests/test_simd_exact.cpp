@@ -234,7 +234,8 @@ TEST_P(SimdExact, BundledVectorInputs) {
 
 /// MXFP4 under every profile that defines it and every scale rule it names (the generated cases cover te's order
 /// only): the orders mxfp4_simd.cpp implements give the scalar bits, on ragged shapes, both planes, every input
-/// family and type; the others (torchao, compressed_tensors) are refused by the rule's name and take the scalar path.
+/// family and type; the others (torchao, compressed_tensors, fbgemm, quark) are refused by the rule's name and
+/// take the scalar path.
 TEST_P(SimdExact, Mxfp4EveryProfileAndRule) {
   const char* sweep = std::getenv("QTC_SIMD_SWEEP");
   const bool subset = sweep != nullptr && std::string(sweep) == "sanitizer";

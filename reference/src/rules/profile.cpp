@@ -15,6 +15,8 @@ namespace detail {
 void append_mxfp4_engine_profiles(std::vector<ProfileRules>& v);
 /// mx_order_text of those profiles' orders.
 std::string_view engine_mx_order_text(MxOrder o);
+/// Their mxfp4.nonfinite_block text; "" for an order that is not an engine's.
+std::string_view engine_mx4_nonfinite_text(MxOrder o);
 }  // namespace detail
 
 namespace {
@@ -253,7 +255,7 @@ std::vector<ProfileRules> make_builtin() {
   md.version = 2;                             // 1: MXFP8 and NVFP4 only
   v.push_back(md);
 
-  detail::append_mxfp4_engine_profiles(v);  // triton_kernels, vllm_cutlass, fbgemm (profile_engines.cpp)
+  detail::append_mxfp4_engine_profiles(v);  // triton_kernels, vllm_cutlass, fbgemm, quark (profile_engines.cpp)
   return v;
 }
 
@@ -354,7 +356,8 @@ std::string_view mx_order_text(MxOrder o) {
              "the nearest of 2^-127, 2^-126; zero, NaN -> 0xFF); data float8(x / float(e)); non-saturating cast, E5M2 NaN 0x7E|s";
     case MxOrder::kTritonKernels:
     case MxOrder::kVllmCutlass:
-    case MxOrder::kFbgemm: return detail::engine_mx_order_text(o);  // profile_engines.cpp
+    case MxOrder::kFbgemm:
+    case MxOrder::kQuark: return detail::engine_mx_order_text(o);  // profile_engines.cpp
   }
   return "?";
 }
@@ -476,8 +479,8 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
     std::string rules;
     for (MxScaleRule r : mxfp4_scale_rules) rules += (rules.empty() ? "" : ", ") + std::string(mx_scale_rule_name(r));
     d.emplace_back("mxfp4.scale_rules", rules);
-    d.emplace_back("mxfp4.order", mx_order == MxOrder::kCompressedTensors || mx_order == MxOrder::kTritonKernels ||
-                                          mx_order == MxOrder::kVllmCutlass || mx_order == MxOrder::kFbgemm
+    const std::string_view engine_nonfinite = detail::engine_mx4_nonfinite_text(mx_order);  // "" for te / torchao
+    d.emplace_back("mxfp4.order", mx_order == MxOrder::kCompressedTensors || !engine_nonfinite.empty()
                                       ? std::string(mx_order_text(mx_order))
                                   : mx_order == MxOrder::kTE
                                       ? "te: rceil E8M0 up from bamax * RN(1/6), ocp_floor floor(log2 bamax) - 2; data x * 2^(127-e); "
@@ -488,14 +491,7 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
                                                 ? "as MXFP8 (the pow2_round scale of a NaN block by lane); NaN data 0x0, BF16 0x8"
                                                 : mx_order == MxOrder::kTorchAO
                                                 ? "NaN -> 0xFF (rceil: codes of the NaN product), Inf -> finite scale, Inf -> +-6"
-                                                : mx_order == MxOrder::kTritonKernels
-                                                ? "NaN ignored unless the block is all NaN (then rceil 0x00, ocp_floor 0xFF); Inf -> "
-                                                  "0xFF; a 0x00 or 0xFF block's codes are +-0, NaN -> 0x7"
-                                                : mx_order == MxOrder::kVllmCutlass
-                                                ? "NaN ignored unless the block is all NaN (then 0x00); Inf -> 253; a 0x00 "
-                                                  "block's codes are +-0, NaN -> 0x7"
-                                                : mx_order == MxOrder::kFbgemm
-                                                ? "NaN propagates: 0xFF, codes 0x0 (qtc's choice); Inf -> 252, Inf elements +-0"
+                                                : !engine_nonfinite.empty() ? std::string(engine_nonfinite)
                                                 : (mx_nonfinite == MxNonFinite::kNaN ? "NaN propagates; NaN or Inf -> 0xFF, codes 0x7"
                                                                                      : "NaN ignored (maxNum), Inf -> 0xFE, Inf -> +-6"));
   }
