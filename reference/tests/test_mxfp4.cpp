@@ -81,7 +81,7 @@ TEST(Mxfp4Policy, RulesMetadataAndNames) {
   EXPECT_EQ(rule_of(mx4(MxScaleRule::kRceil, Profile::kOCP)), "mxfp4-profile-scale-rule");
   EXPECT_EQ(rule_of(mx4(MxScaleRule::kCeil, Profile::kTE)), "mxfp4-profile-scale-rule");
   EXPECT_EQ(rule_of(mx4(MxScaleRule::kEven, Profile::kTorchAO)), "");
-  EXPECT_EQ(rule_of(mx4(MxScaleRule::kOcpFloor, Profile::kTEPyRef)), "profile-defines-kind");
+  EXPECT_EQ(rule_of(mx4(MxScaleRule::kOcpFloor, Profile::kTEPyRef)), "mxfp4-profile-scale-rule");  // rceil only
   try {
     mx4(MxScaleRule::kCeil, Profile::kOCP).validate();
     FAIL() << "validate() accepted ceil under ocp";
@@ -272,6 +272,37 @@ TEST(Mxfp4Fbgemm, Log2CeilAndHalfAwayRounding) {
   EXPECT_EQ(rule_of(mx4(MxScaleRule::kRceil, Profile::kFbgemm)), "mxfp4-profile-scale-rule");
   EXPECT_EQ(unimplemented_rule(mx4(MxScaleRule::kCeil, Profile::kFbgemm), PathRules{.path = "p", .mx_order_fbgemm = true}), "");
   EXPECT_NE(unimplemented_rule(mx4(MxScaleRule::kCeil, Profile::kFbgemm), PathRules{.path = "p", .mx_order_triton_kernels = true}), "");
+}
+
+// TransformerEngine's PyTorch reference (profile te_pyref, rceil): NVFP4QuantizerRef(pow_2_scales=True, (1, 32)):
+// torchao's RCEIL byte, data x * (1 / 2^(e-127)) (2^127 for byte 0, where torchao multiplies by 1.0) by value buckets
+// (-0.0 and NaN -> 0x0); NaN propagates into the block (0xFF, codes 0x0). Every other path refuses it by name.
+TEST(Mxfp4TePyRef, TorchRceilScaleAndValueBuckets) {
+  std::vector<float> x(128, 0.0f);
+  x[0] = 7.0f;     // 7 / 6 -> ceil(log2) = 1: byte 128, data x / 2: 7 -> 3.5 -> 4 (tie to even, code 0x6)
+  x[1] = -0.0f;    // -> 0x0
+  x[2] = -0.1f;    // -0.05 -> 0x8
+  x[3] = 2.5f;     // 1.25 -> 1.0 (tie to even, 0x2)
+  for (int j = 32; j < 64; ++j) x[j] = j == 40 ? NAN : 1.0f;  // block 1: NaN propagates: 0xFF, codes 0x0
+  x[65] = -0.0f;                                              // block 2: zeros: byte 0, codes 0x0
+  for (int j = 96; j < 128; ++j) x[j] = 0x1p-128f;            // block 3: byte 0, x * 2^127 = 0.5 -> 0x1
+  const MatrixView v{x.data(), DType::kF32, 1, 128};
+  const QuantizedTensor q = ref::quantize(v, mx4(MxScaleRule::kRceil, Profile::kTEPyRef, true, false));
+  const std::vector<uint8_t> scales(q.rowwise->scale.bytes.begin(), q.rowwise->scale.bytes.begin() + 4);
+  EXPECT_EQ(scales, (std::vector<uint8_t>{128, 0xFF, 0x00, 0x00}));
+  EXPECT_EQ(q.rowwise->data[0], 0x06);
+  EXPECT_EQ(q.rowwise->data[1], 0x28);
+  EXPECT_EQ(q.rowwise->data[20], 0x00);
+  EXPECT_EQ(q.rowwise->data[32], 0x00);
+  EXPECT_EQ(q.rowwise->data[48], 0x11);
+  EXPECT_EQ(mxfp4::code_te_reference(0x1p-128f, 0), 0x1);
+  EXPECT_EQ(mxfp4::code_torchao(0x1p-128f, 0, MxScaleRule::kRceil), 0x0);  // torchao: x * 1.0 for byte 0
+  EXPECT_EQ(mxfp4::code_te_reference(-INFINITY, 0xFE), 0xF);
+  EXPECT_EQ(rule_of(mx4(MxScaleRule::kRceil, Profile::kTEPyRef)), "");
+  const std::string why = unimplemented_rule(mx4(MxScaleRule::kRceil, Profile::kTEPyRef),
+                                             PathRules{.path = "p", .mx_order_torchao = true, .mx_order_quark = true});
+  EXPECT_NE(why.find("rule mxfp4.order te_pyref (profile 'te_pyref') is not implemented by p"), std::string::npos) << why;
+  EXPECT_EQ(unimplemented_rule(Recipe::of(Mxfp8Options{}, Profile::kTEPyRef), PathRules{.path = "p"}), "");  // MXFP8: te's
 }
 
 // amd-quark's qdq_mxfp4 (profile quark, scale rule even): the block max rounded on the input type's bits (mantissa

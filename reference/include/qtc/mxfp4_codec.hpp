@@ -55,6 +55,13 @@
 ///    GPU's NaN -> +6: code 0x7); the kernel outputs elem * T(2^(e-127)). For BF16 every 2^(e-127) is exact in T and
 ///    the output is qtc's decode; for F16 the scale of byte 0x00 is 0 (x / 0: +-Inf -> +-6, 0 / 0 -> +6) and of byte
 ///    254 is Inf (x / Inf: +-0, Inf / Inf -> +6), so there the kernel outputs 6 * 0 = 0 and 0 * Inf = NaN, not the decode.
+///  * TE's PyTorch reference (ProfileRules::mxfp4_te_reference, profile te_pyref): TransformerEngine's only MXFP4 rule,
+///    `NVFP4QuantizerRef(pow_2_scales=True, quant_tile_shape=(1, 32))` (transformer_engine/pytorch/custom_recipes/
+///    quantization_ref_nvfp4.py in 2.16-2.18, reference_nvfp4.py after; experimental/ in 2.8-2.9; its CUDA kernel
+///    refuses pow2_scale): vec_max = torch.amax(|x|) (NaN propagates), decode_scale = cast_to_e8(vec_max / 6) =
+///    2^clamp(ceil(log2(.)), -127, 127) in float32 torch ops, which is torchao's RCEIL byte (scale_torchao); data
+///    clamp(x * (1 / decode_scale), -6, 6) by cast_to_fp4x2's value buckets: RN-even, -0.0 and NaN -> 0x0, a negative
+///    value above -0.25 -> 0x8 (encode_e2m1 kPositiveZero); a NaN scale (0xFF) makes every product NaN: codes 0x0.
 #pragma once
 #include <cstdint>
 
@@ -180,6 +187,13 @@ QTC_HD uint8_t code_fbgemm(float x, uint8_t e) {
   if (nbe >= 4) m = 1;
   nbe = nbe < 0 ? 0 : (nbe > 3 ? 3 : nbe);
   return static_cast<uint8_t>((sign << 3) | (nbe << 1) | m);
+}
+
+/// TE's PyTorch reference's E2M1 code of x in a block with scale byte e (its scale is scale_torchao's rceil byte):
+/// x * (1 / 2^(e-127)) (exact: 2^127 for 0x00, 2^-127 for 0xFE) by value buckets; 0xFF (NaN) -> 0x0.
+QTC_HD uint8_t code_te_reference(float x, uint8_t e) {
+  if (e == 0xFF) return 0x0;
+  return encode_e2m1(x * e8m0_reciprocal(e), NegZero::kPositiveZero);
 }
 
 /// amd-quark qdq_mxfp4's scale byte of a block with NaN-ignoring amax `bamax` (NaN only for an all-NaN block) and

@@ -147,6 +147,9 @@ struct ProfileRules {
   // (as for MXFP8) with E2M1's constants: elem_max 6, emax 2; the E2M1 cast is RN-even satfinite (te, ocp: NaN ->
   // 0x7, -0 -> 0x8, TE_FORMATS.md §0.3) or torchao's `f32_to_f4_unpacked` (profile torchao).
   bool mxfp4 = true;                           ///< defines recipe kind mxfp4
+  /// MXFP4 as TransformerEngine's PyTorch reference computes it (NVFP4QuantizerRef with pow_2_scales=True and tile
+  /// 1x32; profile te_pyref; mxfp4_codec.hpp: the rule `mxfp4.order te_pyref`), whatever mx_order says for MXFP8
+  bool mxfp4_te_reference = false;
   std::vector<MxScaleRule> mxfp4_scale_rules;  ///< MXFP4 scale rules this profile defines
   // FP8 block / tensor, the forms of the model toolkits and inference engines (issue 25)
   Fp8Form fp8_form = Fp8Form::kTE;         ///< FP8 block

@@ -21,16 +21,18 @@ struct Mx4Rule {
   const bool vllm = pr.mx_order == MxOrder::kVllmCutlass;
   const bool fbgemm = pr.mx_order == MxOrder::kFbgemm;
   const bool quark = pr.mx_order == MxOrder::kQuark;
+  const bool te_ref = pr.mxfp4_te_reference;  ///< TE's PyTorch reference (te_pyref): torchao's rceil byte, value buckets
   /// triton_kernels and vllm_cutlass share the amax (NaN-ignoring max from NaN) and the data step (x * 1/scale).
   const bool triton = pr.mx_order == MxOrder::kTritonKernels || vllm;
   /// The NaN-ignoring amax that keeps a NaN for an all-NaN block (max.f32, __hmax2, __hmax).
   const bool from_nan = triton || quark;
   /// NaN propagates into the block amax where a NaN block gets a NaN scale (OCP, torchao); TE ignores it.
-  bool propagate() const { return pr.mx_nonfinite == MxNonFinite::kNaN; }
+  bool propagate() const { return te_ref || pr.mx_nonfinite == MxNonFinite::kNaN; }
   /// The amax fold's start and step: triton_kernels' max.f32 (from NaN: an all-NaN block keeps it), else amax_step.
   float amax_start() const { return from_nan ? bits_f32(mxfp4::kTritonAmaxStart) : 0.0f; }
   float amax(float a, float v, bool prop) const { return from_nan ? mxfp4::amax_step_triton(a, v) : amax_step(a, v, prop); }
   uint8_t scale(float bamax) const {
+    if (te_ref) return mxfp4::scale_torchao(bamax, MxScaleRule::kRceil);  // the profile defines rceil only
     if (torchao) return mxfp4::scale_torchao(bamax, rule);
     if (vllm) return mxfp4::scale_vllm_cutlass(bamax);
     if (fbgemm) return mxfp4::scale_fbgemm(bamax);
@@ -41,6 +43,7 @@ struct Mx4Rule {
     return mxfp4::scale_te(bamax, rule, pr.mx_nonfinite == MxNonFinite::kNaN);
   }
   uint8_t code(float x, uint8_t e) const {
+    if (te_ref) return mxfp4::code_te_reference(x, e);
     if (fbgemm) return mxfp4::code_fbgemm(x, e);
     if (quark) return mxfp4::code_quark(x, e, input == DType::kF16);
     return torchao ? mxfp4::code_torchao(x, e, rule) : (triton ? mxfp4::code_triton(x, e) : mxfp4::code_te(x, e));

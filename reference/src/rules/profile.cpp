@@ -15,8 +15,10 @@ namespace detail {
 void append_mxfp4_engine_profiles(std::vector<ProfileRules>& v);
 /// mx_order_text of those profiles' orders.
 std::string_view engine_mx_order_text(MxOrder o);
-/// Their mxfp4.nonfinite_block text; "" for an order that is not an engine's.
-std::string_view engine_mx4_nonfinite_text(MxOrder o);
+/// Their mxfp4.nonfinite_block text (and that of TE's PyTorch reference, `te_reference`); "" for another order.
+std::string_view engine_mx4_nonfinite_text(MxOrder o, bool te_reference);
+/// The mxfp4.order text of TE's PyTorch reference (ProfileRules::mxfp4_te_reference).
+std::string_view te_reference_mx4_order_text();
 }  // namespace detail
 
 namespace {
@@ -41,8 +43,10 @@ std::vector<ProfileRules> make_builtin() {
   py.nvfp4_nan_scale = true;
   py.fp8_inf_amax_scale_zero = true;
   py.nvfp4_stochastic = false;
-  py.mxfp4 = false;  // TE's Python and C++ test references have no MXFP4
-  py.mxfp4_scale_rules.clear();
+  py.version = 2;  // 1: no MXFP4 (TE's only MXFP4 rule is this reference's pow_2_scales mode: conformance/README.md)
+  py.follows = "TransformerEngine's pure-PyTorch and C++ test references (MXFP4: NVFP4QuantizerRef pow_2_scales, 1x32)";
+  py.mxfp4_te_reference = true;
+  py.mxfp4_scale_rules = {MxScaleRule::kRceil};
   v.push_back(py);
 
   ProfileRules ocp;
@@ -479,9 +483,10 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
     std::string rules;
     for (MxScaleRule r : mxfp4_scale_rules) rules += (rules.empty() ? "" : ", ") + std::string(mx_scale_rule_name(r));
     d.emplace_back("mxfp4.scale_rules", rules);
-    const std::string_view engine_nonfinite = detail::engine_mx4_nonfinite_text(mx_order);  // "" for te / torchao
+    const std::string_view engine_nonfinite = detail::engine_mx4_nonfinite_text(mx_order, mxfp4_te_reference);
     d.emplace_back("mxfp4.order", mx_order == MxOrder::kCompressedTensors || !engine_nonfinite.empty()
-                                      ? std::string(mx_order_text(mx_order))
+                                      ? std::string(mxfp4_te_reference ? detail::te_reference_mx4_order_text()
+                                                                       : mx_order_text(mx_order))
                                   : mx_order == MxOrder::kTE
                                       ? "te: rceil E8M0 up from bamax * RN(1/6), ocp_floor floor(log2 bamax) - 2; data x * 2^(127-e); "
                                         "E2M1 RN-even satfinite, NaN -> 0x7, -0 -> 0x8"

@@ -86,7 +86,15 @@ std::string_view engine_mx_order_text(MxOrder o) {
   }
 }
 
-std::string_view engine_mx4_nonfinite_text(MxOrder o) {
+std::string_view te_reference_mx4_order_text() {
+  return "te_pyref: TE's NVFP4QuantizerRef with pow_2_scales (1x32), float32 torch ops: scale 2^clamp(ceil(log2(bamax / "
+         "6)), -127, 127) (torchao's RCEIL byte: NaN -> 0xFF, Inf -> 0xFE); data clamp(x * (1 / scale), -6, 6) by value "
+         "buckets (RN-even; -0.0 and NaN -> 0x0)";
+}
+
+std::string_view engine_mx4_nonfinite_text(MxOrder o, bool te_reference) {
+  if (te_reference)
+    return "NaN propagates (torch.amax): 0xFF, codes 0x0 (x * NaN takes no bucket); Inf -> 0xFE, Inf -> +-6; -0.0 -> 0x0";
   switch (o) {
     case MxOrder::kTritonKernels:
       return "NaN ignored unless the block is all NaN (then rceil 0x00, ocp_floor 0xFF); Inf -> 0xFF; a 0x00 or 0xFF "
