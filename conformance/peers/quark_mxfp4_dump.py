@@ -19,10 +19,11 @@ The kernel (one thread per element, a warp per block of 32 consecutive elements;
   (torchao's EVEN); T's largest binade can round to Inf; 0x7FFF carries into the sign bit (-0).
 * scale_exp = max(0, 127 + min(int_rn(hfloor(hlog2(block_max))) - 2, 127)) as uint8. block_max is 0, a power of two
   or Inf, so hlog2 is exact (lg2.approx of a power of two, rounded to T), -Inf or Inf; __float2int_rn saturates
-  -Inf to INT_MIN and Inf to INT_MAX. INT_MIN - 2 overflows int in the C++ expression (undefined); this script takes
-  the arithmetic's value (computed in int64: scale_exp 0), which is also what LLVM's reassociation of the min/max
-  with the constant compiles it to: zero blocks and all-NaN blocks get scale_exp 0 (a reading, not a run).
-* scale = T(powf(2, scale_exp - 127)) (F16: 0 for scale_exp 0, Inf for 254; BF16: exact for every byte).
+  -Inf to INT_MIN and Inf to INT_MAX. INT_MIN - 2 overflows int in the C++ expression (undefined); nvcc 13.0 -O3
+  compiles it for sm_90 to add.s32 -2, min.s32 127, add.s32 127, max.s32 0 (its PTX, read on this machine), which
+  wraps: INT_MAX - 1, so zero blocks, all-NaN blocks and blocks whose max rounds to 0 get scale_exp 254 (int32
+  arithmetic below).
+* scale = T(powf(2, scale_exp - 127)) (F16: Inf for 254, 0 below 2^-25; BF16: exact for every byte).
 * elem = __hdiv(x, scale) in T: the exact quotient rounded to T for a power-of-two scale (BF16: div.approx.f32 with
   its |b| >= 2^126 pre-scale; F16: rcp.approx.ftz * x); x / 0 = +-Inf, 0 / 0 and Inf / Inf = the GPU's NaN (positive,
   0x7FFF in T), x / Inf = +-0.
@@ -34,8 +35,9 @@ The kernel (one thread per element, a warp per block of 32 consecutive elements;
 The vector holds what the kernel computes inside: the scale byte scale_exp and the E2M1 code of elem_fp4 (every
 elem_fp4 is asserted to lie on the E2M1 grid), packed as VECTORS.md says, and the dequantized planes as VECTORS.md
 defines them, 2^(e-127) * E2M1 in float32. For BF16 input that is the kernel's output bit for bit (asserted here);
-for F16 input it is where T(2^(e-127)) is exact, and the script counts the elements of the blocks with byte 0x00 or
-254, where the kernel outputs 6 * 0 = 0 and 0 * Inf = NaN instead (printed, not written).
+for F16 input it is where T(2^(e-127)) is exact, and the script counts the elements of the blocks with byte 254 (F16
+input reaches 111..140 and 254 only), where the kernel outputs 0 * Inf = NaN and 6 * Inf = Inf instead (printed, not
+written): qdq_mxfp4 turns an F16 block of zeros into NaN.
 
 Shapes have M and K multiples of 32, so the kernel's blocks of 32 consecutive elements are qtc's blocks of both
 planes (the columnwise plane is the kernel run on x.T.contiguous()), and numel is a multiple of 64 as it requires.
@@ -136,7 +138,8 @@ def qdq(t, h):
         lg = np.log2(np.abs(t.to_f32(rounded).astype(np.float64)))  # 0 -> -Inf; powers of two exact
     lg = t.to_f32(t.from_f32(np.floor(lg).astype(np.float32)))  # hfloor(hlog2(.)) in T
     as_int = np.where(np.isneginf(lg), INT_MIN, np.where(np.isposinf(lg), INT_MAX, np.nan_to_num(lg))).astype(np.int64)
-    scale_exp = np.maximum(0, 127 + np.minimum(as_int - 2, 127)).astype(np.uint8)  # int64: INT_MIN - 2 does not wrap
+    wrapped = ((as_int - 2 - INT_MIN) % 2 ** 32) + INT_MIN  # add.s32: INT_MIN - 2 wraps to INT_MAX - 1
+    scale_exp = np.maximum(0, 127 + np.minimum(wrapped, 127)).astype(np.uint8)
     scale_f32 = np.ldexp(np.float32(1.0), scale_exp.astype(np.int32) - 127).astype(np.float32)
     scale = t.from_f32(scale_f32)
     s = t.to_f32(scale)[..., None]
@@ -216,12 +219,12 @@ def main():
                             "scale_calculation_mode even, CUDA build), not run (GPU only): a NumPy "
                             f"{np.__version__} reading of the kernel on the 16-bit patterns "
                             "(conformance/peers/quark_mxfp4_dump.py), written independently of qtc; codes and bytes "
-                            "are its elem_fp4 and scale_exp, zero and all-NaN blocks scale_exp 0 (its INT_MIN - 2 "
-                            "taken as the arithmetic's value)"}
+                            "are its elem_fp4 and scale_exp, zero and all-NaN blocks scale_exp 254 (its INT_MIN - 2 "
+                            "wraps as nvcc 13.0 compiles it)"}
             save(os.path.join(out, f"mxfp4_quark_even_{dt}_{fam}_{m}x{k}.safetensors"), tensors, md)
             n += 1
-    print(f"{n} vectors written to {out}; {left} F16 elements in blocks of byte 0x00 / 254, where the kernel's own "
-          "output (6 * 0, 0 * Inf) is not the decode")
+    print(f"{n} vectors written to {out}; {left} F16 elements in blocks of byte 254, where the kernel's own output "
+          "(0 * Inf, 6 * Inf) is not the decode")
     return 0
 
 

@@ -306,21 +306,21 @@ TEST(Mxfp4TePyRef, TorchRceilScaleAndValueBuckets) {
 }
 
 // amd-quark's qdq_mxfp4 (profile quark, scale rule even): the block max rounded on the input type's bits (mantissa
-// >= 0.75 up), byte clamp(floor(log2) + 125, 0, 254) with 0 -> 0x00 and Inf -> 254; F16's largest binade rounds to
-// Inf and its subnormals to 0 or 2^-14; F16's bytes 0x00 / 254 divide by 0 / Inf.
+// >= 0.75 up), byte clamp(floor(log2) + 125, 0, 254) with Inf -> 254 and 0 -> 254 (int(-Inf) - 2 wraps as nvcc compiles
+// it); F16's largest binade rounds to Inf and its subnormals to 0 or 2^-14; F16's byte 254 divides by Inf.
 TEST(Mxfp4Quark, EvenOnTheInputTypeAndF16Scales) {
   using mxfp4::scale_quark;
   for (bool f16 : {false, true}) {
     EXPECT_EQ(scale_quark(6.0f, f16), 127);  // 1.5 * 2^2 stays 2^2
     EXPECT_EQ(scale_quark(7.0f, f16), 128);  // 1.75 * 2^2 rounds up to 2^3
-    EXPECT_EQ(scale_quark(0.0f, f16), 0);
-    EXPECT_EQ(scale_quark(NAN, f16), 0);        // an all-NaN block: T's NaN rounds to -0
+    EXPECT_EQ(scale_quark(0.0f, f16), 254);  // INT_MIN - 2 wraps: min(INT_MAX - 1, 127) + 127
+    EXPECT_EQ(scale_quark(NAN, f16), 254);   // an all-NaN block: T's NaN rounds to -0
     EXPECT_EQ(scale_quark(INFINITY, f16), 254);
   }
   EXPECT_EQ(scale_quark(0x1p-125f, false), 0);    // 2^-125: -125 - 2 + 127 = 0
   EXPECT_EQ(scale_quark(0x1p-124f, false), 1);
   EXPECT_EQ(scale_quark(0x1.8p-127f, false), 0);  // a BF16 subnormal at 0.75 of 2^-126 carries into 2^-126: 0
-  EXPECT_EQ(scale_quark(0x1.7p-127f, false), 0);  // below it: 0 (-Inf)
+  EXPECT_EQ(scale_quark(0x1.7p-127f, false), 254);  // below it: 0 (-Inf), as a zero block
   EXPECT_EQ(scale_quark(0x1.FEp127f, false), 254);  // BF16's largest values round to Inf
   EXPECT_EQ(scale_quark(0x1.Cp127f, false), 254);   // from 1.75 * 2^127 on
   EXPECT_EQ(scale_quark(0x1.6p127f, false), 252);
@@ -330,7 +330,7 @@ TEST(Mxfp4Quark, EvenOnTheInputTypeAndF16Scales) {
   EXPECT_EQ(scale_quark(65504.0f, false), 141);  // the same value in BF16 / F32 rounds to 2^16
   EXPECT_EQ(scale_quark(0x1p-14f, true), 111);
   EXPECT_EQ(scale_quark(0x300p-24f, true), 111);  // F16 subnormal mantissa 0x300 carries into 2^-14
-  EXPECT_EQ(scale_quark(0x2FFp-24f, true), 0);    // 0x2FF does not: 0
+  EXPECT_EQ(scale_quark(0x2FFp-24f, true), 254);  // 0x2FF does not: 0, as a zero block
   EXPECT_EQ(scale_quark(0x2FFp-24f, false), 110);  // as a float32 normal it rounds to 2^-15: -15 - 2 + 127
   // Codes: te's data step where T's scale is exact; F16's bytes 0x00 (scale 0) and 254 (scale Inf).
   EXPECT_EQ(mxfp4::code_quark(1.25f, 127, true), 0x2);  // ties to even
@@ -344,7 +344,7 @@ TEST(Mxfp4Quark, EvenOnTheInputTypeAndF16Scales) {
   EXPECT_EQ(mxfp4::code_quark(-INFINITY, 254, true), 0x7);  // Inf / Inf: NaN -> +6
   EXPECT_EQ(mxfp4::code_quark(-INFINITY, 254, false), 0xF);  // BF16: -Inf / 2^127 = -Inf -> -6
   EXPECT_EQ(mxfp4::code_quark(NAN, 130, false), 0x7);
-  // Through the quantizer, F16 input: block 0 all zeros (byte 0, codes 0x7), block 1 with max 57344 (rounds to Inf:
+  // Through the quantizer, F16 input: block 0 all zeros (byte 254, codes 0x0), block 1 with max 57344 (rounds to Inf:
   // 254, data +-0), block 2 a NaN among ones (ignored by the amax, code 0x7), block 3 a -Inf among ones (Inf / Inf).
   std::vector<uint16_t> h(128, 0x0000);
   for (int j = 32; j < 64; ++j) h[j] = 0xBB00;  // -0.875
@@ -354,8 +354,8 @@ TEST(Mxfp4Quark, EvenOnTheInputTypeAndF16Scales) {
   h[97] = 0xFC00;                                // -Inf
   const MatrixView hv{h.data(), DType::kF16, 1, 128};
   const QuantizedTensor q = ref::quantize(hv, mx4(MxScaleRule::kEven, Profile::kQuark, true, false));
-  EXPECT_EQ(q.rowwise->scale.bytes[0], 0);
-  EXPECT_EQ(q.rowwise->data[0], 0x77);
+  EXPECT_EQ(q.rowwise->scale.bytes[0], 254);
+  EXPECT_EQ(q.rowwise->data[0], 0x00);
   EXPECT_EQ(q.rowwise->scale.bytes[1], 254);
   EXPECT_EQ(q.rowwise->data[16], 0x80);  // 57344 / Inf = +0 (low nibble), -0.875 / Inf = -0
   EXPECT_EQ(q.rowwise->data[17], 0x88);

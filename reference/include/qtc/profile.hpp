@@ -67,7 +67,7 @@ enum class MxOrder : uint8_t {
             ///< log2, zero blocks as 2^-126; data x / 2^e rounded half away from zero on 3 significant bits, saturating
   kQuark,  ///< amd-quark qdq_mxfp4 (MXFP4 only; mxfp4_codec.hpp): in the input's 16-bit type T, amax by __hmax (NaN
            ///< ignored), rounded on T's bits (mantissa >= 0.75 up; past T's range: Inf), byte = clamp(floor(log2) - 2 + 127,
-           ///< 0, 254) (0 -> 0x00, Inf -> 254); data x / T(2^(e-127)) (F16: 0 and Inf for bytes 0x00 and 254), RN-even E2M1
+           ///< 0, 254) (Inf and 0 -> 254); data x / T(2^(e-127)) (F16: Inf for byte 254), RN-even E2M1
 };
 
 /// What a NaN or Inf block does to an MXFP8 scale under the kTE order.

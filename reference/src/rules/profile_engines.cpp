@@ -80,7 +80,8 @@ std::string_view engine_mx_order_text(MxOrder o) {
     case MxOrder::kQuark:
       return "quark: in the input's 16-bit type T, amax by __hmax (NaN ignored unless the block is all NaN); even byte = "
              "clamp(floor(log2((bits(bamax) + 2^(mbits-2)) & sign_exponent_mask)) - 2 + 127, 0, 254) on T's bits (T's "
-             "largest binade can round to Inf: 254; 0 -> 0x00); data x / T(2^(e-127)) in T (F16: 0 for 0x00, Inf for 254), "
+             "largest binade can round to Inf: 254; 0 -> 254 as nvcc compiles its INT_MIN - 2); data x / T(2^(e-127)) in T "
+             "(F16: Inf for 254), "
              "E2M1 RN-even saturating, NaN -> 0x7; qdq output elem * T(2^(e-127))";
     default: return "?";
   }
@@ -103,9 +104,9 @@ std::string_view engine_mx4_nonfinite_text(MxOrder o, bool te_reference) {
       return "NaN ignored unless the block is all NaN (then 0x00); Inf -> 253; a 0x00 block's codes are +-0, NaN -> 0x7";
     case MxOrder::kFbgemm: return "NaN propagates: 0xFF, codes 0x0 (qtc's choice); Inf -> 252, Inf elements +-0";
     case MxOrder::kQuark:
-      return "NaN ignored unless the block is all NaN (T's NaN rounds to -0: 0x00, as a zero block: int(-Inf) - 2 taken "
-             "as the arithmetic's value); Inf -> 254, Inf -> +-6, NaN -> 0x7; F16 bytes 0x00 / 254 divide by 0 / Inf: "
-             "+-0 and NaN -> 0x7, x -> +-6 / +-0, Inf -> 0x7";
+      return "NaN ignored unless the block is all NaN (T's NaN rounds to -0: 254, as a zero block, int(-Inf) - 2 wrapping "
+             "in the compiled code); Inf -> 254, Inf -> +-6, NaN -> 0x7; F16's byte 254 divides by Inf: x -> +-0, Inf and "
+             "NaN -> 0x7 (the kernel's output there is NaN / Inf)";
     default: return "";
   }
 }
