@@ -29,7 +29,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROFILES = ["te", "te_pyref", "ocp", "torchao", "modelopt", "jax", "vllm", "compressed_tensors", "deepgemm", "vllm_triton",
-            "sglang_triton", "sglang_triton_colmajor", "torch_cast", "ml_dtypes_cast", "triton_kernels", "vllm_cutlass", "fbgemm"]
+            "sglang_triton", "sglang_triton_colmajor", "torch_cast", "ml_dtypes_cast", "triton_kernels", "vllm_cutlass", "fbgemm",
+            "quark"]
 
 IMPLEMENTATIONS = [
     ("TransformerEngine PyTorch references", "conformance/vectors/te", r"^TransformerEngine (tests/pytorch|transformer_engine/pytorch)",
@@ -77,6 +78,12 @@ IMPLEMENTATIONS = [
     ("FBGEMM MX4 reference (reading)", "conformance/vectors/fbgemm", r"^fbgemm",
      "py_quantize_mx4 in qtc's planes (not FBGEMM's packed rows): a NumPy reading with torch's float32 log2 taken as "
      "correctly rounded (engines_mxfp4_dump.py)"),
+    ("TransformerEngine PyTorch reference MXFP4", "conformance/vectors/te_pyref", r"^TransformerEngine v",
+     "NVFP4QuantizerRef._quantize_blockwise_reference with pow_2_scales, tile 1x32 (TE's only MXFP4 rule; its _quantize "
+     "fails in that mode), TE v2.18's file run on the CPU (conformance/peers/te_pyref_mxfp4_dump.py)"),
+    ("amd-quark qdq_mxfp4 (reading)", "conformance/vectors/quark", r"^amd-quark",
+     "qdq_mxfp4_kernel, scale_calculation_mode even (vLLM's Quark OCP MX scheme): not run (CUDA / HIP only), a NumPy "
+     "reading of the kernel on the 16-bit patterns (conformance/peers/quark_mxfp4_dump.py)"),
 ]
 
 

@@ -250,7 +250,7 @@ namespace {
 TEST(QtcProfilesCli, PrintsEveryProfileWithItsRules) {
   const CmdResult r = qtc("profiles");
   EXPECT_EQ(r.code, 0) << r.out;
-  for (const char* line : {"te (version 1): ", "te_pyref (version 1): ", "ocp (version 1): ", "torchao (version 2): torchao 0.18.0"})
+  for (const char* line : {"te (version 1): ", "te_pyref (version 2): ", "ocp (version 1): ", "torchao (version 2): torchao 0.18.0"})
     EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
   EXPECT_EQ(r.out.rfind("te (version 1): ", 0), 0u) << r.out;
   for (const char* rule : {"nvfp4.zero_and_tiny_block_scale", "mxfp8.order", "fp8.inf_amax_scale", "nan_amax"})

@@ -126,11 +126,16 @@ set(QTC_N_SGLANG_TRITON_COLMAJOR 39)
 set(QTC_N_TRITON_KERNELS 42)
 set(QTC_N_VLLM_CUTLASS 14)
 set(QTC_N_FBGEMM 8)  # FBGEMM's MX4 reference py_quantize_mx4 (NumPy reading; float32, no NaN blocks)
+set(QTC_N_QUARK 16)  # amd-quark's qdq_mxfp4 kernel (quark_mxfp4_dump.py, NumPy reading; BF16/F16 x 8 families)
+# TransformerEngine's own MXFP4 rule, its PyTorch reference NVFP4QuantizerRef with pow_2_scales (te_pyref_mxfp4_dump.py:
+# TE v2.18's file run on the CPU; F32/BF16/F16 x 9 families; v2.12 and main give the same tensors).
+set(QTC_N_TE_PYREF 27)
 foreach(impl_count IN ITEMS "modelopt;QTC_N_MODELOPT" "jax;QTC_N_JAX" "vllm;QTC_N_VLLM"
                            "compressed_tensors;QTC_N_COMPRESSED_TENSORS" "deepgemm;QTC_N_DEEPGEMM"
                            "torch_cast;QTC_N_TORCH_CAST" "ml_dtypes_cast;QTC_N_ML_DTYPES_CAST"
                            "vllm_triton;QTC_N_VLLM_TRITON" "sglang_triton_colmajor;QTC_N_SGLANG_TRITON_COLMAJOR"
-                           "triton_kernels;QTC_N_TRITON_KERNELS" "vllm_cutlass;QTC_N_VLLM_CUTLASS" "fbgemm;QTC_N_FBGEMM")
+                           "triton_kernels;QTC_N_TRITON_KERNELS" "vllm_cutlass;QTC_N_VLLM_CUTLASS" "fbgemm;QTC_N_FBGEMM"
+                           "quark;QTC_N_QUARK" "te_pyref;QTC_N_TE_PYREF")
   list(GET impl_count 0 impl)
   list(GET impl_count 1 nvar)
   add_test(NAME qtc_verify_${impl} COMMAND qtc verify ${CMAKE_CURRENT_LIST_DIR}/../vectors/${impl})

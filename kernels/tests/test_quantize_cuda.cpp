@@ -7,7 +7,7 @@
 ///            rceil/ocp_floor x 1x32/32x32, profiles ocp and torchao (rceil/floor/ceil/even x E4M3/E5M2), single-plane}; FP8 block {1x128/128x128 x E4M3/E5M2 x pow2, eps, te_pyref,
 ///            single-plane, UE8M0 scales}; FP8 tensor {E4M3/E5M2, pow2, eps, te_pyref}; MXFP4 {te rceil/ocp_floor,
 ///            ocp, torchao floor/rceil/ceil/even, triton_kernels ROUND_UP/ROUND_DOWN, vllm_cutlass even, fbgemm ceil,
-///            single-plane}
+///            quark even, single-plane}
 ///   inputs   F32, BF16, F16 (RHT: BF16 only)
 ///   shapes   16x16 32x48 48x80 128x128 304x304 256x272 1x32 65x80 37x45 (where legal); 4096x4096 and 8192x5120
 ///            (BF16, normal input; 4096x4096 also F32 for NVFP4 1x16)
@@ -144,6 +144,7 @@ std::vector<RecipeCase> recipes() {
   m4("Mxfp4TritonRoundDown", MxScaleRule::kOcpFloor, Profile::kTritonKernels);
   m4("Mxfp4VllmCutlassEven", MxScaleRule::kEven, Profile::kVllmCutlass);
   m4("Mxfp4FbgemmCeil", MxScaleRule::kCeil, Profile::kFbgemm);
+  m4("Mxfp4QuarkEven", MxScaleRule::kEven, Profile::kQuark);
   // Single-rule variants (as `qtc identify` builds them) of rules the kernels read by name and implement at both
   // values (path_rules.hpp, kCudaRules): each against the reference like every other case.
   auto variant = [](Profile base, const char* name, auto change) {

@@ -81,7 +81,7 @@ TEST(Mxfp4Policy, RulesMetadataAndNames) {
   EXPECT_EQ(rule_of(mx4(MxScaleRule::kRceil, Profile::kOCP)), "mxfp4-profile-scale-rule");
   EXPECT_EQ(rule_of(mx4(MxScaleRule::kCeil, Profile::kTE)), "mxfp4-profile-scale-rule");
   EXPECT_EQ(rule_of(mx4(MxScaleRule::kEven, Profile::kTorchAO)), "");
-  EXPECT_EQ(rule_of(mx4(MxScaleRule::kOcpFloor, Profile::kTEPyRef)), "profile-defines-kind");
+  EXPECT_EQ(rule_of(mx4(MxScaleRule::kOcpFloor, Profile::kTEPyRef)), "mxfp4-profile-scale-rule");  // rceil only
   try {
     mx4(MxScaleRule::kCeil, Profile::kOCP).validate();
     FAIL() << "validate() accepted ceil under ocp";
@@ -272,6 +272,102 @@ TEST(Mxfp4Fbgemm, Log2CeilAndHalfAwayRounding) {
   EXPECT_EQ(rule_of(mx4(MxScaleRule::kRceil, Profile::kFbgemm)), "mxfp4-profile-scale-rule");
   EXPECT_EQ(unimplemented_rule(mx4(MxScaleRule::kCeil, Profile::kFbgemm), PathRules{.path = "p", .mx_order_fbgemm = true}), "");
   EXPECT_NE(unimplemented_rule(mx4(MxScaleRule::kCeil, Profile::kFbgemm), PathRules{.path = "p", .mx_order_triton_kernels = true}), "");
+}
+
+// TransformerEngine's PyTorch reference (profile te_pyref, rceil): NVFP4QuantizerRef(pow_2_scales=True, (1, 32)):
+// torchao's RCEIL byte, data x * (1 / 2^(e-127)) (2^127 for byte 0, where torchao multiplies by 1.0) by value buckets
+// (-0.0 and NaN -> 0x0); NaN propagates into the block (0xFF, codes 0x0). Every other path refuses it by name.
+TEST(Mxfp4TePyRef, TorchRceilScaleAndValueBuckets) {
+  std::vector<float> x(128, 0.0f);
+  x[0] = 7.0f;     // 7 / 6 -> ceil(log2) = 1: byte 128, data x / 2: 7 -> 3.5 -> 4 (tie to even, code 0x6)
+  x[1] = -0.0f;    // -> 0x0
+  x[2] = -0.1f;    // -0.05 -> 0x8
+  x[3] = 2.5f;     // 1.25 -> 1.0 (tie to even, 0x2)
+  for (int j = 32; j < 64; ++j) x[j] = j == 40 ? NAN : 1.0f;  // block 1: NaN propagates: 0xFF, codes 0x0
+  x[65] = -0.0f;                                              // block 2: zeros: byte 0, codes 0x0
+  for (int j = 96; j < 128; ++j) x[j] = 0x1p-128f;            // block 3: byte 0, x * 2^127 = 0.5 -> 0x1
+  const MatrixView v{x.data(), DType::kF32, 1, 128};
+  const QuantizedTensor q = ref::quantize(v, mx4(MxScaleRule::kRceil, Profile::kTEPyRef, true, false));
+  const std::vector<uint8_t> scales(q.rowwise->scale.bytes.begin(), q.rowwise->scale.bytes.begin() + 4);
+  EXPECT_EQ(scales, (std::vector<uint8_t>{128, 0xFF, 0x00, 0x00}));
+  EXPECT_EQ(q.rowwise->data[0], 0x06);
+  EXPECT_EQ(q.rowwise->data[1], 0x28);
+  EXPECT_EQ(q.rowwise->data[20], 0x00);
+  EXPECT_EQ(q.rowwise->data[32], 0x00);
+  EXPECT_EQ(q.rowwise->data[48], 0x11);
+  EXPECT_EQ(mxfp4::code_te_reference(0x1p-128f, 0), 0x1);
+  EXPECT_EQ(mxfp4::code_torchao(0x1p-128f, 0, MxScaleRule::kRceil), 0x0);  // torchao: x * 1.0 for byte 0
+  EXPECT_EQ(mxfp4::code_te_reference(-INFINITY, 0xFE), 0xF);
+  EXPECT_EQ(rule_of(mx4(MxScaleRule::kRceil, Profile::kTEPyRef)), "");
+  const std::string why = unimplemented_rule(mx4(MxScaleRule::kRceil, Profile::kTEPyRef),
+                                             PathRules{.path = "p", .mx_order_torchao = true, .mx_order_quark = true});
+  EXPECT_NE(why.find("rule mxfp4.order te_pyref (profile 'te_pyref') is not implemented by p"), std::string::npos) << why;
+  EXPECT_EQ(unimplemented_rule(Recipe::of(Mxfp8Options{}, Profile::kTEPyRef), PathRules{.path = "p"}), "");  // MXFP8: te's
+}
+
+// amd-quark's qdq_mxfp4 (profile quark, scale rule even): the block max rounded on the input type's bits (mantissa
+// >= 0.75 up), byte clamp(floor(log2) + 125, 0, 254) with Inf -> 254 and 0 -> 254 (int(-Inf) - 2 wraps as nvcc compiles
+// it); F16's largest binade rounds to Inf and its subnormals to 0 or 2^-14; F16's byte 254 divides by Inf.
+TEST(Mxfp4Quark, EvenOnTheInputTypeAndF16Scales) {
+  using mxfp4::scale_quark;
+  for (bool f16 : {false, true}) {
+    EXPECT_EQ(scale_quark(6.0f, f16), 127);  // 1.5 * 2^2 stays 2^2
+    EXPECT_EQ(scale_quark(7.0f, f16), 128);  // 1.75 * 2^2 rounds up to 2^3
+    EXPECT_EQ(scale_quark(0.0f, f16), 254);  // INT_MIN - 2 wraps: min(INT_MAX - 1, 127) + 127
+    EXPECT_EQ(scale_quark(NAN, f16), 254);   // an all-NaN block: T's NaN rounds to -0
+    EXPECT_EQ(scale_quark(INFINITY, f16), 254);
+  }
+  EXPECT_EQ(scale_quark(0x1p-125f, false), 0);    // 2^-125: -125 - 2 + 127 = 0
+  EXPECT_EQ(scale_quark(0x1p-124f, false), 1);
+  EXPECT_EQ(scale_quark(0x1.8p-127f, false), 0);  // a BF16 subnormal at 0.75 of 2^-126 carries into 2^-126: 0
+  EXPECT_EQ(scale_quark(0x1.7p-127f, false), 254);  // below it: 0 (-Inf), as a zero block
+  EXPECT_EQ(scale_quark(0x1.FEp127f, false), 254);  // BF16's largest values round to Inf
+  EXPECT_EQ(scale_quark(0x1.Cp127f, false), 254);   // from 1.75 * 2^127 on
+  EXPECT_EQ(scale_quark(0x1.6p127f, false), 252);
+  EXPECT_EQ(scale_quark(65504.0f, true), 254);  // F16: 1.99 * 2^15 rounds past F16's range
+  EXPECT_EQ(scale_quark(57344.0f, true), 254);  // 1.75 * 2^15
+  EXPECT_EQ(scale_quark(57312.0f, true), 140);  // the F16 value below it: 2^15 -> 15 - 2 + 127
+  EXPECT_EQ(scale_quark(65504.0f, false), 141);  // the same value in BF16 / F32 rounds to 2^16
+  EXPECT_EQ(scale_quark(0x1p-14f, true), 111);
+  EXPECT_EQ(scale_quark(0x300p-24f, true), 111);  // F16 subnormal mantissa 0x300 carries into 2^-14
+  EXPECT_EQ(scale_quark(0x2FFp-24f, true), 254);  // 0x2FF does not: 0, as a zero block
+  EXPECT_EQ(scale_quark(0x2FFp-24f, false), 110);  // as a float32 normal it rounds to 2^-15: -15 - 2 + 127
+  // Codes: te's data step where T's scale is exact; F16's bytes 0x00 (scale 0) and 254 (scale Inf).
+  EXPECT_EQ(mxfp4::code_quark(1.25f, 127, true), 0x2);  // ties to even
+  EXPECT_EQ(mxfp4::code_quark(-7.0f, 127, false), 0xF);
+  EXPECT_EQ(mxfp4::code_quark(0x1p-128f, 0, false), 0x1);  // BF16 byte 0: x / 2^-127 = 0.5
+  EXPECT_EQ(mxfp4::code_quark(0.0f, 0, false), 0x0);
+  EXPECT_EQ(mxfp4::code_quark(0.0f, 0, true), 0x7);       // 0 / 0: the GPU's NaN -> +6
+  EXPECT_EQ(mxfp4::code_quark(-0.0f, 0, true), 0x7);
+  EXPECT_EQ(mxfp4::code_quark(-0x1p-24f, 0, true), 0xF);  // -x / 0 = -Inf -> -6
+  EXPECT_EQ(mxfp4::code_quark(-60000.0f, 254, true), 0x8);  // x / Inf = -0
+  EXPECT_EQ(mxfp4::code_quark(-INFINITY, 254, true), 0x7);  // Inf / Inf: NaN -> +6
+  EXPECT_EQ(mxfp4::code_quark(-INFINITY, 254, false), 0xF);  // BF16: -Inf / 2^127 = -Inf -> -6
+  EXPECT_EQ(mxfp4::code_quark(NAN, 130, false), 0x7);
+  // Through the quantizer, F16 input: block 0 all zeros (byte 254, codes 0x0), block 1 with max 57344 (rounds to Inf:
+  // 254, data +-0), block 2 a NaN among ones (ignored by the amax, code 0x7), block 3 a -Inf among ones (Inf / Inf).
+  std::vector<uint16_t> h(128, 0x0000);
+  for (int j = 32; j < 64; ++j) h[j] = 0xBB00;  // -0.875
+  h[32] = 0x7B00;                               // 57344 = 1.75 * 2^15
+  for (int j = 64; j < 128; ++j) h[j] = 0x3C00;  // 1.0
+  h[70] = 0x7E00;                                // NaN
+  h[97] = 0xFC00;                                // -Inf
+  const MatrixView hv{h.data(), DType::kF16, 1, 128};
+  const QuantizedTensor q = ref::quantize(hv, mx4(MxScaleRule::kEven, Profile::kQuark, true, false));
+  EXPECT_EQ(q.rowwise->scale.bytes[0], 254);
+  EXPECT_EQ(q.rowwise->data[0], 0x00);
+  EXPECT_EQ(q.rowwise->scale.bytes[1], 254);
+  EXPECT_EQ(q.rowwise->data[16], 0x80);  // 57344 / Inf = +0 (low nibble), -0.875 / Inf = -0
+  EXPECT_EQ(q.rowwise->data[17], 0x88);
+  EXPECT_EQ(q.rowwise->scale.bytes[2], 125);  // amax 1.0: 0 - 2 + 127
+  EXPECT_EQ(q.rowwise->data[35], 0x67);  // element 70: NaN -> 0x7; element 71: 1.0 / 2^-2 = 4 -> 0x6
+  EXPECT_EQ(q.rowwise->scale.bytes[3], 254);
+  EXPECT_EQ(q.rowwise->data[48], 0x70);  // element 96: 1.0 / Inf = +0; element 97: -Inf / Inf -> 0x7
+  EXPECT_EQ(rule_of(mx4(MxScaleRule::kRceil, Profile::kQuark)), "mxfp4-profile-scale-rule");
+  EXPECT_EQ(rule_of(Recipe::of(Mxfp8Options{}, Profile::kQuark)), "profile-defines-kind");
+  EXPECT_EQ(unimplemented_rule(mx4(MxScaleRule::kEven, Profile::kQuark), PathRules{.path = "p", .mx_order_quark = true}), "");
+  const std::string why = unimplemented_rule(mx4(MxScaleRule::kEven, Profile::kQuark), PathRules{.path = "p", .mx_order_fbgemm = true});
+  EXPECT_NE(why.find("rule mxfp4.order quark (profile 'quark') is not implemented by p"), std::string::npos) << why;
 }
 
 // Ragged shapes: the two planes and their dequantization, against a direct per-block computation, every layout.

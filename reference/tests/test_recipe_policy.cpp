@@ -407,7 +407,7 @@ std::vector<RuleCase> rule_cases() {
                "profile 'te' defines scale_rule rceil, ocp_floor, not ceil"});
   v.push_back({"mxfp4-profile-scale-rule", Recipe::of(Mxfp4Options{.scale_rule = MxScaleRule::kRceil}, Profile::kOCP),
                "profile 'ocp' defines scale_rule ocp_floor, not rceil"});
-  v.push_back({"profile-defines-kind", Recipe::of(Mxfp4Options{}, Profile::kTEPyRef), "profile 'te_pyref' does not define mxfp4"});
+  v.push_back({"profile-defines-kind", Recipe::of(Mxfp4Options{}, Profile::kJax), "profile 'jax' does not define mxfp4"});
   Recipe mo_e5m2 = mxfp8(Fp8Type::kE5M2, MxScaleRule::kRceil, false);
   mo_e5m2.profile = Profile::kModelOpt;
   v.push_back({"mxfp8-profile-order-e4m3", mo_e5m2, "profile 'modelopt'"});

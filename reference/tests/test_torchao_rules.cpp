@@ -267,6 +267,7 @@ TEST(Profiles, EveryToggledRuleAPathLacksIsRefusedByName) {
         const bool fp8 = k == RecipeKind::kFP8Block || k == RecipeKind::kFP8Tensor;
         const bool must_refuse = (k == RecipeKind::kNVFP4 && v.nvfp4_order != Nvfp4Order::kTE) ||
                                  ((k == RecipeKind::kMXFP8 || k == RecipeKind::kMXFP4) && v.mx_order != MxOrder::kTE) ||
+                                 (k == RecipeKind::kMXFP4 && v.mxfp4_te_reference) ||
                                  (nv_te && nan_rules_mixed) || (fp8 && !v.fp8_satfinite) ||
                                  (fp8 && (k == RecipeKind::kFP8Tensor ? v.fp8_tensor_form : v.fp8_form) != Fp8Form::kTE);
         EXPECT_EQ(!why.empty(), must_refuse);

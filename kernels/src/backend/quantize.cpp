@@ -91,7 +91,7 @@ DevicePlane make_plane(const PlaneSpec& spec, ScaleLayout layout, cudaStream_t s
 /// CPU path makes too, with its own PathRules. The kernels read each rule under its name (detail::KernelRules).
 constexpr PathRules kCudaRules{
     .path = "the CUDA kernels", .nvfp4_order_torchao = true, .mx_order_torchao = true, .mx_order_triton_kernels = true,
-    .mx_order_fbgemm = true};
+    .mx_order_fbgemm = true, .mx_order_quark = true};
 
 /// Throws qtc::Error naming the profile rule the kernels do not implement (no silent run of another rule).
 void check_rules(const Recipe& r, const char* what) {

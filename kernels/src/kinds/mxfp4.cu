@@ -4,7 +4,7 @@
 ///        along M, data [K, ceil(M/2)]. Any M, K: partial blocks reduce over their valid elements, an odd row length
 ///        leaves the last high nibble 0. Every scalar step (scale from the block amax, E2M1 code) is
 ///        reference/include/qtc/mxfp4_codec.hpp's, the functions the CPU reference runs, under the same profile
-///        rules (te / ocp / torchao / triton_kernels / vllm_cutlass / fbgemm).
+///        rules (te / ocp / torchao / triton_kernels / vllm_cutlass / fbgemm / quark).
 ///        One thread per block of 32: it owns the block's 16 data bytes and its scale
 ///        entry, so no two threads write one byte. A straightforward kernel (no tiling): correctness first.
 #include "dequantize.cuh"
@@ -34,15 +34,19 @@ __device__ __forceinline__ bool mx_triton(const QuantizeArgs& p) {
 }
 
 __device__ __forceinline__ bool mx_fbgemm(const QuantizeArgs& p) { return p.rules.mx_order == MxOrder::kFbgemm; }
+/// mxfp4.order quark: the triton_kernels amax (NaN ignored unless the block is all NaN); scale and data in the input type.
+__device__ __forceinline__ bool mx_quark(const QuantizeArgs& p) { return p.rules.mx_order == MxOrder::kQuark; }
 
 __device__ __forceinline__ uint8_t block_scale(float bamax, const QuantizeArgs& p) {
   if (mx_fbgemm(p)) return mxfp4::scale_fbgemm(bamax);
+  if (mx_quark(p)) return mxfp4::scale_quark(bamax, p.dtype == DType::kF16);
   if (mx_vllm(p)) return mxfp4::scale_vllm_cutlass(bamax);
   if (mx_triton(p)) return mxfp4::scale_triton(bamax, p.mxfp4.scale_rule);
   return mx_torchao(p) ? mxfp4::scale_torchao(bamax, p.mxfp4.scale_rule) : mxfp4::scale_te(bamax, p.mxfp4.scale_rule, mx_nan(p));
 }
 __device__ __forceinline__ uint8_t code(float x, uint8_t e, const QuantizeArgs& p) {
   if (mx_fbgemm(p)) return mxfp4::code_fbgemm(x, e);
+  if (mx_quark(p)) return mxfp4::code_quark(x, e, p.dtype == DType::kF16);
   if (mx_triton(p)) return mxfp4::code_triton(x, e);
   return mx_torchao(p) ? mxfp4::code_torchao(x, e, p.mxfp4.scale_rule) : mxfp4::code_te(x, e);
 }
@@ -72,7 +76,7 @@ __global__ void mxfp4_kernel(QuantizeArgs p) {
     const int64_t a = kTransposed ? idx % rows : idx / nb, b = kTransposed ? idx / rows : idx % nb;
     const int64_t e0 = 32 * b, cnt = len - e0 < 32 ? len - e0 : 32;
     float v[32];
-    const bool triton = mx_triton(p);
+    const bool triton = mx_triton(p) || mx_quark(p);
     float amax = triton ? bits_f32(mxfp4::kTritonAmaxStart) : 0.0f;
     for (int t = 0; t < 32; ++t) {
       const int64_t e = e0 + t;

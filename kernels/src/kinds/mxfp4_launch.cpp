@@ -8,12 +8,15 @@ namespace qtc::cuda::detail {
 namespace mxfp4_launch {  // named, not anonymous: the unity build shares anonymous namespaces
 
 void quantize(const QuantizeArgs& a, DeviceQuantized&, const float*, cudaStream_t s) {
-  // te / ocp / triton_kernels: rceil and ocp_floor; torchao: its four modes; vllm_cutlass: even (its one rule); fbgemm: ceil.
+  // te / ocp / triton_kernels: rceil and ocp_floor; torchao: its four modes; vllm_cutlass and quark: even (their one rule);
+  // fbgemm: ceil.
   QTC_CHECK(a.rules.mx_order == MxOrder::kTorchAO || a.rules.mx_order == MxOrder::kVllmCutlass ||
-                a.rules.mx_order == MxOrder::kFbgemm || a.mxfp4.scale_rule == MxScaleRule::kRceil ||
+                a.rules.mx_order == MxOrder::kFbgemm || a.rules.mx_order == MxOrder::kQuark ||
+                a.mxfp4.scale_rule == MxScaleRule::kRceil ||
                 a.mxfp4.scale_rule == MxScaleRule::kOcpFloor,
             "MXFP4 scale_rule ", mx_scale_rule_name(a.mxfp4.scale_rule),
-            " is defined by torchao's to_mx, vLLM's UE8M0 quantizer and FBGEMM's MX4 only (profiles torchao, vllm_cutlass, fbgemm)");
+            " is defined by torchao's to_mx, vLLM's UE8M0 quantizer, FBGEMM's MX4 and amd-quark's qdq_mxfp4 only (profiles "
+            "torchao, vllm_cutlass, fbgemm, quark)");
   launch_mxfp4(a, s);
 }
 

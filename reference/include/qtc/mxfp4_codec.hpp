@@ -42,6 +42,28 @@
 ///    round away from zero, no sticky bit: 0.25 -> 0.5, 1.25 -> 1.5, 2.5 -> 3, 5 -> 6), saturating at 6; Inf -> +-0
 ///    (its exponent field wraps). A NaN block (FBGEMM converts the NaN exponent to int8: undefined) is qtc's choice:
 ///    byte 0xFF, codes 0x0.
+///  * quark order (MxOrder::kQuark): amd-quark's `qdq_mxfp4` (quark/torch/kernel/hw_emulation/csrc/mxfp4/fake_kernels.cuh
+///    `qdq_mxfp4_kernel`, amd-quark 0.13, CUDA build: one warp per block of 32 consecutive elements; vLLM's Quark OCP MX
+///    scheme calls it with scale_calculation_mode "even"), a quantize-dequantize in the input's 16-bit type T (BF16, F16;
+///    F32 input is qtc's extension with T = F32): amax = __hmax over |x| (a NaN ignored unless the block is all NaN, then
+///    T's canonical NaN); rounded on T's bits, (bits + 2^(mbits-2)) & sign_exponent_mask (mantissa >= 0.75 rounds up;
+///    T's largest binade can round to Inf; the canonical NaN carries into the sign: -0; an F16 subnormal becomes 0 or
+///    2^-14); byte = max(0, 127 + min(int_rn(floor(hlog2(r))) - 2, 127)): a power of two 2^k -> clamp(k + 125, 0, 254),
+///    Inf -> 254 (int_rn saturates to INT_MAX), and 0 -> 254 as well: floor(hlog2(0)) = -Inf saturates to INT_MIN and
+///    INT_MIN - 2 wraps to INT_MAX - 1 (undefined in C++; nvcc 13.0 -O3 emits add.s32 -2, min.s32 127, add.s32 127,
+///    max.s32 0 for sm_90, which wraps: zero blocks, all-NaN blocks and blocks whose max rounds to 0 get 254); data
+///    elem = x / T(2^(e-127)) in T, E2M1 by fp16_to_fp4_simulate (RN-even, saturating at 6, sign kept, the GPU's NaN
+///    -> +6: code 0x7); the kernel outputs elem * T(2^(e-127)). For BF16 every 2^(e-127) is exact in T and the output is
+///    qtc's decode (an all-NaN block: 6 * 2^127 = Inf); for F16, whose bytes are 111..140 and 254, the scale of 254 is
+///    Inf (x / Inf: +-0, Inf / Inf and NaN -> +6), so there the kernel outputs 0 * Inf = NaN and 6 * Inf = Inf, not the
+///    decode (0 and 6 * 2^127): F16 zero blocks come out of qdq_mxfp4 as NaN.
+///  * TE's PyTorch reference (ProfileRules::mxfp4_te_reference, profile te_pyref): TransformerEngine's only MXFP4 rule,
+///    `NVFP4QuantizerRef(pow_2_scales=True, quant_tile_shape=(1, 32))` (transformer_engine/pytorch/custom_recipes/
+///    quantization_ref_nvfp4.py in 2.16-2.18, reference_nvfp4.py after; experimental/ in 2.8-2.9; its CUDA kernel
+///    refuses pow2_scale): vec_max = torch.amax(|x|) (NaN propagates), decode_scale = cast_to_e8(vec_max / 6) =
+///    2^clamp(ceil(log2(.)), -127, 127) in float32 torch ops, which is torchao's RCEIL byte (scale_torchao); data
+///    clamp(x * (1 / decode_scale), -6, 6) by cast_to_fp4x2's value buckets: RN-even, -0.0 and NaN -> 0x0, a negative
+///    value above -0.25 -> 0x8 (encode_e2m1 kPositiveZero); a NaN scale (0xFF) makes every product NaN: codes 0x0.
 #pragma once
 #include <cstdint>
 
@@ -167,6 +189,43 @@ QTC_HD uint8_t code_fbgemm(float x, uint8_t e) {
   if (nbe >= 4) m = 1;
   nbe = nbe < 0 ? 0 : (nbe > 3 ? 3 : nbe);
   return static_cast<uint8_t>((sign << 3) | (nbe << 1) | m);
+}
+
+/// TE's PyTorch reference's E2M1 code of x in a block with scale byte e (its scale is scale_torchao's rceil byte):
+/// x * (1 / 2^(e-127)) (exact: 2^127 for 0x00, 2^-127 for 0xFE) by value buckets; 0xFF (NaN) -> 0x0.
+QTC_HD uint8_t code_te_reference(float x, uint8_t e) {
+  if (e == 0xFF) return 0x0;
+  return encode_e2m1(x * e8m0_reciprocal(e), NegZero::kPositiveZero);
+}
+
+/// amd-quark qdq_mxfp4's scale byte of a block with NaN-ignoring amax `bamax` (NaN only for an all-NaN block) and
+/// input type T = BF16 or F32 (`f16` false) or F16. bamax is a value of T, so T's bit rounding is the float32 one: the
+/// mantissa bits of BF16 and F16 are the top bits of float32's, BF16 shares its exponent range; F16 differs only past
+/// its range (2^16 -> Inf) and below its normals (bits m of a subnormal: (m + 0x100) & 0xFC00 is 2^-14 or 0).
+QTC_HD uint8_t scale_quark(float bamax, bool f16) {
+  if (bamax != bamax) return 254;  // T's canonical NaN 0x7FFF rounds to 0x8000 (-0): as a zero block
+  uint32_t biased;
+  if (f16 && bamax < 0x1p-14f)
+    biased = bamax >= 0x1.8p-15f ? 127u - 14u : 0u;
+  else
+    biased = ((f32_bits(bamax) + (1u << 21)) & 0x7F800000u) >> 23;
+  if (f16 && biased >= 127u + 16u) biased = 0xFFu;  // F16 has no 2^16: Inf
+  if (biased == 0xFFu) return 254;                 // Inf: int(floor(log2 Inf)) = INT_MAX, min(INT_MAX - 2, 127) = 127
+  if (biased == 0u) return 254;                    // 0 (and -0): INT_MIN - 2 wraps to INT_MAX - 1 in the compiled code
+  const int e = static_cast<int>(biased) - 127 - kE2M1Emax + 127;
+  return static_cast<uint8_t>(e < 0 ? 0 : (e > 254 ? 254 : e));
+}
+
+/// amd-quark qdq_mxfp4's E2M1 code of x in a block with scale byte e: the code of elem = x / T(2^(e-127)). Where
+/// T(2^(e-127)) is exact (every byte for BF16 and F32; F16 input reaches bytes 0x00, 111..140 and 254 only, the middle
+/// ones exact) the division is exact and this is code_te; F16's bytes 0x00 and 254 divide by 0 and Inf (IEEE, as
+/// __hdiv's rcp.approx.ftz: the GPU's NaN is positive, -> +6; F16 input never gets byte 0x00).
+QTC_HD uint8_t code_quark(float x, uint8_t e, bool f16) {
+  if (!f16 || (e != 0 && e != 254)) return code_te(x, e);
+  const uint8_t sign = (f32_bits(x) >> 31) != 0 ? 0x8 : 0x0;
+  if (x != x) return 0x7;
+  if (e == 0) return x == 0.0f ? 0x7 : static_cast<uint8_t>(0x7 | sign);  // 0 / 0 = NaN, x / 0 = +-Inf: +-6
+  return is_inf(x) ? 0x7 : sign;                                           // Inf / Inf = NaN, x / Inf = +-0
 }
 
 /// The dequantized value of code c in a block with scale byte e: 2^(e-127) * E2M1(c) (0x00 -> 2^-127, 0xFF ->

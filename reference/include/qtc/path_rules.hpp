@@ -18,6 +18,7 @@ struct PathRules {
   bool mx_order_torchao = false;     ///< mxfp8.order torchao, for MXFP8 and MXFP4 (their shared `mx_order`)
   bool mx_order_triton_kernels = false;  ///< mxfp4.order triton_kernels and vllm_cutlass (MXFP4 only)
   bool mx_order_fbgemm = false;          ///< mxfp4.order fbgemm (MXFP4 only)
+  bool mx_order_quark = false;           ///< mxfp4.order quark (MXFP4 only)
   /// NVFP4 under nvfp4.order te: nan_amax, nvfp4.nan_scale and nvfp4.neg_zero each at either value; else only all
   /// three off (te) or all three on (te_pyref).
   bool nvfp4_nan_rules_apart = false;

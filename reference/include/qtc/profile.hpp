@@ -65,6 +65,9 @@ enum class MxOrder : uint8_t {
                  ///< clamp(exponent((bits + 2^21) & 0xFF800000) - 2, 0, 254); data x * 1/2^(e-127) (0 for e = 0x00)
   kFbgemm,  ///< FBGEMM MX4 (MXFP4 only; mxfp4_codec.hpp): e = clamp(ceil(log2f(amax)) - 2, -127, 125) with torch's float32
             ///< log2, zero blocks as 2^-126; data x / 2^e rounded half away from zero on 3 significant bits, saturating
+  kQuark,  ///< amd-quark qdq_mxfp4 (MXFP4 only; mxfp4_codec.hpp): in the input's 16-bit type T, amax by __hmax (NaN
+           ///< ignored), rounded on T's bits (mantissa >= 0.75 up; past T's range: Inf), byte = clamp(floor(log2) - 2 + 127,
+           ///< 0, 254) (Inf and 0 -> 254); data x / T(2^(e-127)) (F16: Inf for byte 254), RN-even E2M1
 };
 
 /// What a NaN or Inf block does to an MXFP8 scale under the kTE order.
@@ -144,6 +147,9 @@ struct ProfileRules {
   // (as for MXFP8) with E2M1's constants: elem_max 6, emax 2; the E2M1 cast is RN-even satfinite (te, ocp: NaN ->
   // 0x7, -0 -> 0x8, TE_FORMATS.md §0.3) or torchao's `f32_to_f4_unpacked` (profile torchao).
   bool mxfp4 = true;                           ///< defines recipe kind mxfp4
+  /// MXFP4 as TransformerEngine's PyTorch reference computes it (NVFP4QuantizerRef with pow_2_scales=True and tile
+  /// 1x32; profile te_pyref; mxfp4_codec.hpp: the rule `mxfp4.order te_pyref`), whatever mx_order says for MXFP8
+  bool mxfp4_te_reference = false;
   std::vector<MxScaleRule> mxfp4_scale_rules;  ///< MXFP4 scale rules this profile defines
   // FP8 block / tensor, the forms of the model toolkits and inference engines (issue 25)
   Fp8Form fp8_form = Fp8Form::kTE;         ///< FP8 block

@@ -74,6 +74,8 @@ void plane_geometry(const RecipeOptions&, PlaneKind pk, int64_t M, int64_t K, Pl
 
 
 std::string unimplemented_rule(const Recipe&, const PathRefusal& refuse) {
+  // TE's PyTorch reference (te_pyref) keeps mx_order te for its MXFP8; no path but the scalar one implements its MXFP4.
+  if (refuse.pr.mxfp4_te_reference) return refuse("mxfp4.order", "te_pyref", "other MXFP4 orders only");
   return mx_unimplemented_rule("mxfp4.order", refuse, true);
 }
 

@@ -19,14 +19,16 @@ std::string PathRefusal::operator()(std::string_view rule, std::string_view valu
 std::string mx_unimplemented_rule(const char* rule, const PathRefusal& refuse, bool mxfp4) {
   const ProfileRules& pr = refuse.pr;
   const PathRules& path = refuse.path;
-  // The engines' MXFP4 orders (triton_kernels, vllm_cutlass, fbgemm) exist for MXFP4 only.
+  // The engines' MXFP4 orders (triton_kernels, vllm_cutlass, fbgemm, quark) exist for MXFP4 only.
   const std::string implemented = std::string(path.mx_order_torchao ? "te's and torchao's orders" : "te's order") +
                                   (mxfp4 && path.mx_order_triton_kernels ? ", triton_kernels' and vllm_cutlass'" : "") +
-                                  (mxfp4 && path.mx_order_fbgemm ? ", fbgemm's" : "") + " only";
+                                  (mxfp4 && path.mx_order_fbgemm ? ", fbgemm's" : "") +
+                                  (mxfp4 && path.mx_order_quark ? ", quark's" : "") + " only";
   if (pr.mx_order == MxOrder::kTorchAO && !path.mx_order_torchao) return refuse(rule, "torchao", implemented);
   if ((pr.mx_order == MxOrder::kTritonKernels || pr.mx_order == MxOrder::kVllmCutlass) && mxfp4 && path.mx_order_triton_kernels)
     return {};
   if (pr.mx_order == MxOrder::kFbgemm && mxfp4 && path.mx_order_fbgemm) return {};
+  if (pr.mx_order == MxOrder::kQuark && mxfp4 && path.mx_order_quark) return {};
   if (pr.mx_order != MxOrder::kTE && pr.mx_order != MxOrder::kTorchAO)
     return refuse(rule, order_name(mx_order_text(pr.mx_order)), implemented);
   return {};  // mxfp8.nonfinite_block: both values on every path

@@ -15,6 +15,10 @@ namespace detail {
 void append_mxfp4_engine_profiles(std::vector<ProfileRules>& v);
 /// mx_order_text of those profiles' orders.
 std::string_view engine_mx_order_text(MxOrder o);
+/// Their mxfp4.nonfinite_block text (and that of TE's PyTorch reference, `te_reference`); "" for another order.
+std::string_view engine_mx4_nonfinite_text(MxOrder o, bool te_reference);
+/// The mxfp4.order text of TE's PyTorch reference (ProfileRules::mxfp4_te_reference).
+std::string_view te_reference_mx4_order_text();
 }  // namespace detail
 
 namespace {
@@ -39,8 +43,10 @@ std::vector<ProfileRules> make_builtin() {
   py.nvfp4_nan_scale = true;
   py.fp8_inf_amax_scale_zero = true;
   py.nvfp4_stochastic = false;
-  py.mxfp4 = false;  // TE's Python and C++ test references have no MXFP4
-  py.mxfp4_scale_rules.clear();
+  py.version = 2;  // 1: no MXFP4 (TE's only MXFP4 rule is this reference's pow_2_scales mode: conformance/README.md)
+  py.follows = "TransformerEngine's pure-PyTorch and C++ test references (MXFP4: NVFP4QuantizerRef pow_2_scales, 1x32)";
+  py.mxfp4_te_reference = true;
+  py.mxfp4_scale_rules = {MxScaleRule::kRceil};
   v.push_back(py);
 
   ProfileRules ocp;
@@ -253,7 +259,7 @@ std::vector<ProfileRules> make_builtin() {
   md.version = 2;                             // 1: MXFP8 and NVFP4 only
   v.push_back(md);
 
-  detail::append_mxfp4_engine_profiles(v);  // triton_kernels, vllm_cutlass, fbgemm (profile_engines.cpp)
+  detail::append_mxfp4_engine_profiles(v);  // triton_kernels, vllm_cutlass, fbgemm, quark (profile_engines.cpp)
   return v;
 }
 
@@ -354,7 +360,8 @@ std::string_view mx_order_text(MxOrder o) {
              "the nearest of 2^-127, 2^-126; zero, NaN -> 0xFF); data float8(x / float(e)); non-saturating cast, E5M2 NaN 0x7E|s";
     case MxOrder::kTritonKernels:
     case MxOrder::kVllmCutlass:
-    case MxOrder::kFbgemm: return detail::engine_mx_order_text(o);  // profile_engines.cpp
+    case MxOrder::kFbgemm:
+    case MxOrder::kQuark: return detail::engine_mx_order_text(o);  // profile_engines.cpp
   }
   return "?";
 }
@@ -476,9 +483,10 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
     std::string rules;
     for (MxScaleRule r : mxfp4_scale_rules) rules += (rules.empty() ? "" : ", ") + std::string(mx_scale_rule_name(r));
     d.emplace_back("mxfp4.scale_rules", rules);
-    d.emplace_back("mxfp4.order", mx_order == MxOrder::kCompressedTensors || mx_order == MxOrder::kTritonKernels ||
-                                          mx_order == MxOrder::kVllmCutlass || mx_order == MxOrder::kFbgemm
-                                      ? std::string(mx_order_text(mx_order))
+    const std::string_view engine_nonfinite = detail::engine_mx4_nonfinite_text(mx_order, mxfp4_te_reference);
+    d.emplace_back("mxfp4.order", mx_order == MxOrder::kCompressedTensors || !engine_nonfinite.empty()
+                                      ? std::string(mxfp4_te_reference ? detail::te_reference_mx4_order_text()
+                                                                       : mx_order_text(mx_order))
                                   : mx_order == MxOrder::kTE
                                       ? "te: rceil E8M0 up from bamax * RN(1/6), ocp_floor floor(log2 bamax) - 2; data x * 2^(127-e); "
                                         "E2M1 RN-even satfinite, NaN -> 0x7, -0 -> 0x8"
@@ -488,14 +496,7 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
                                                 ? "as MXFP8 (the pow2_round scale of a NaN block by lane); NaN data 0x0, BF16 0x8"
                                                 : mx_order == MxOrder::kTorchAO
                                                 ? "NaN -> 0xFF (rceil: codes of the NaN product), Inf -> finite scale, Inf -> +-6"
-                                                : mx_order == MxOrder::kTritonKernels
-                                                ? "NaN ignored unless the block is all NaN (then rceil 0x00, ocp_floor 0xFF); Inf -> "
-                                                  "0xFF; a 0x00 or 0xFF block's codes are +-0, NaN -> 0x7"
-                                                : mx_order == MxOrder::kVllmCutlass
-                                                ? "NaN ignored unless the block is all NaN (then 0x00); Inf -> 253; a 0x00 "
-                                                  "block's codes are +-0, NaN -> 0x7"
-                                                : mx_order == MxOrder::kFbgemm
-                                                ? "NaN propagates: 0xFF, codes 0x0 (qtc's choice); Inf -> 252, Inf elements +-0"
+                                                : !engine_nonfinite.empty() ? std::string(engine_nonfinite)
                                                 : (mx_nonfinite == MxNonFinite::kNaN ? "NaN propagates; NaN or Inf -> 0xFF, codes 0x7"
                                                                                      : "NaN ignored (maxNum), Inf -> 0xFE, Inf -> +-6"));
   }

@@ -1,7 +1,8 @@
 /// \file profile_engines.cpp
 /// \brief The profile records of the inference engines' MXFP4 quantizers (issue 24), read from their code:
-///        triton_kernels' _downcast_to_mxfp, vLLM's UE8M0 FP4 quantizer, FBGEMM's MX4 reference. Their arithmetic is
-///        mxfp4_codec.hpp's (orders kTritonKernels, kVllmCutlass, kFbgemm); profile.cpp appends them to the built-ins.
+///        triton_kernels' _downcast_to_mxfp, vLLM's UE8M0 FP4 quantizer, FBGEMM's MX4 reference, amd-quark's qdq_mxfp4.
+///        Their arithmetic is mxfp4_codec.hpp's (orders kTritonKernels, kVllmCutlass, kFbgemm, kQuark); profile.cpp
+///        appends them to the built-ins.
 #include <string_view>
 #include <vector>
 
@@ -47,6 +48,19 @@ void append_mxfp4_engine_profiles(std::vector<ProfileRules>& v) {
   fb.mx_nonfinite = MxNonFinite::kNaN;  // torch.max propagates NaN
   fb.mxfp4_scale_rules = {MxScaleRule::kCeil};
   v.push_back(fb);
+
+  // amd-quark's qdq_mxfp4 (issue 24): the quantize-dequantize kernel that vLLM's Quark OCP MX scheme (mxfp4_utils
+  // quant_dequant_mxfp4) calls with scale_calculation_mode "even"; its scale byte and E2M1 codes are the kernel's
+  // scale_exp and elem_fp4 (mxfp4_codec.hpp: the order, read from the code; GPU only, BF16 / F16 input).
+  ProfileRules qk = tk;
+  qk.id = Profile::kQuark;
+  qk.name = "quark";
+  qk.follows = "amd-quark 0.13 quark/torch/kernel/hw_emulation/csrc/mxfp4/fake_kernels.cuh qdq_mxfp4_kernel (mx.qdq_mxfp4, "
+               "QUARK_MXFP4_IMPL hip, CUDA build; BF16 / F16 input, F32 is qtc's extension); read, not run";
+  qk.mx_order = MxOrder::kQuark;
+  qk.mx_nonfinite = MxNonFinite::kSatFinite;  // __hmax ignores a NaN unless the whole block is NaN
+  qk.mxfp4_scale_rules = {MxScaleRule::kEven};  // scale_calculation_mode "even", the only one its HIP/CUDA kernel takes
+  v.push_back(qk);
 }
 
 std::string_view engine_mx_order_text(MxOrder o) {
@@ -63,7 +77,37 @@ std::string_view engine_mx_order_text(MxOrder o) {
       return "fbgemm: amax by torch.max (NaN propagates), 0 -> 2^-126; ceil e = clamp(ceil(log2f(bamax)) - 2, -127, 125) "
              "(correctly rounded float32 log2); data x / 2^e on 3 significant bits + 1 >> 1 (half away from zero, no sticky), "
              "saturating at 6, Inf -> +-0; a NaN block 0xFF, codes 0x0 (qtc's choice)";
+    case MxOrder::kQuark:
+      return "quark: in the input's 16-bit type T, amax by __hmax (NaN ignored unless the block is all NaN); even byte = "
+             "clamp(floor(log2((bits(bamax) + 2^(mbits-2)) & sign_exponent_mask)) - 2 + 127, 0, 254) on T's bits (T's "
+             "largest binade can round to Inf: 254; 0 -> 254 as nvcc compiles its INT_MIN - 2); data x / T(2^(e-127)) in T "
+             "(F16: Inf for 254), "
+             "E2M1 RN-even saturating, NaN -> 0x7; qdq output elem * T(2^(e-127))";
     default: return "?";
+  }
+}
+
+std::string_view te_reference_mx4_order_text() {
+  return "te_pyref: TE's NVFP4QuantizerRef with pow_2_scales (1x32), float32 torch ops: scale 2^clamp(ceil(log2(bamax / "
+         "6)), -127, 127) (torchao's RCEIL byte: NaN -> 0xFF, Inf -> 0xFE); data clamp(x * (1 / scale), -6, 6) by value "
+         "buckets (RN-even; -0.0 and NaN -> 0x0)";
+}
+
+std::string_view engine_mx4_nonfinite_text(MxOrder o, bool te_reference) {
+  if (te_reference)
+    return "NaN propagates (torch.amax): 0xFF, codes 0x0 (x * NaN takes no bucket); Inf -> 0xFE, Inf -> +-6; -0.0 -> 0x0";
+  switch (o) {
+    case MxOrder::kTritonKernels:
+      return "NaN ignored unless the block is all NaN (then rceil 0x00, ocp_floor 0xFF); Inf -> 0xFF; a 0x00 or 0xFF "
+             "block's codes are +-0, NaN -> 0x7";
+    case MxOrder::kVllmCutlass:
+      return "NaN ignored unless the block is all NaN (then 0x00); Inf -> 253; a 0x00 block's codes are +-0, NaN -> 0x7";
+    case MxOrder::kFbgemm: return "NaN propagates: 0xFF, codes 0x0 (qtc's choice); Inf -> 252, Inf elements +-0";
+    case MxOrder::kQuark:
+      return "NaN ignored unless the block is all NaN (T's NaN rounds to -0: 254, as a zero block, int(-Inf) - 2 wrapping "
+             "in the compiled code); Inf -> 254, Inf -> +-6, NaN -> 0x7; F16's byte 254 divides by Inf: x -> +-0, Inf and "
+             "NaN -> 0x7 (the kernel's output there is NaN / Inf)";
+    default: return "";
   }
 }
 
