@@ -15,6 +15,11 @@ namespace detail {
 void append_mxfp4_engine_profiles(std::vector<ProfileRules>& v);
 /// mx_order_text of those profiles' orders.
 std::string_view engine_mx_order_text(MxOrder o);
+/// Appends the profiles of GPU paths whose CPU path has its own profile (compressed_tensors_triton), after those.
+void append_gpu_path_profiles(std::vector<ProfileRules>& v, const ProfileRules& compressed_tensors);
+/// nvfp4_order_text / mx_order_text of their orders.
+std::string_view gpu_path_nvfp4_order_text();
+std::string_view gpu_path_mx_order_text();
 }  // namespace detail
 
 namespace {
@@ -254,6 +259,7 @@ std::vector<ProfileRules> make_builtin() {
   v.push_back(md);
 
   detail::append_mxfp4_engine_profiles(v);  // triton_kernels, vllm_cutlass, fbgemm (profile_engines.cpp)
+  detail::append_gpu_path_profiles(v, ct);  // compressed_tensors_triton (profile_gpu_paths.cpp)
   return v;
 }
 
@@ -324,6 +330,7 @@ std::string_view nvfp4_order_text(Nvfp4Order o) {
     case Nvfp4Order::kMlDtypesCast:
       return "ml_dtypes_cast: f32; S = amax / 2688; sf = float8_e4m3fn((bamax / 6) / S) (past 464: NaN); data "
              "float4_e2m1fn(x / (float(sf) * S)) (RN-even, saturating; NaN -> 0x8, negative NaN -> 0x0)";
+    case Nvfp4Order::kCompressedTensorsTriton: return detail::gpu_path_nvfp4_order_text();  // profile_gpu_paths.cpp
   }
   return "?";
 }
@@ -355,6 +362,7 @@ std::string_view mx_order_text(MxOrder o) {
     case MxOrder::kTritonKernels:
     case MxOrder::kVllmCutlass:
     case MxOrder::kFbgemm: return detail::engine_mx_order_text(o);  // profile_engines.cpp
+    case MxOrder::kCompressedTensorsTriton: return detail::gpu_path_mx_order_text();
   }
   return "?";
 }
@@ -414,10 +422,13 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
                    : nvfp4_order == Nvfp4Order::kJax ? "0x00, data 0 * (1 / 0) (NaN, code 0x8)"
                    : nvfp4_order == Nvfp4Order::kVllm ? "0x00, data multiplier 1 / (1e8 * ...)"
                    : nvfp4_order == Nvfp4Order::kCompressedTensors ? "a scale that rounds to 0 -> 0.125 (0x20); global scale 0 (amax Inf) -> every scale 0x20, data 0"
+                   : nvfp4_order == Nvfp4Order::kCompressedTensorsTriton ? "a scale that rounds to 0 -> 0.125 (0x20); global scale 0 (amax Inf) -> scale 0x20 (a block holding Inf: 0 * Inf, 0x7F), data 0 (Inf: NaN -> 0xF)"
                    : nvfp4_order == Nvfp4Order::kMlDtypesCast ? "0x00, data x / 0 (a zero block: 0 / 0, code 0x0; tiny: Inf, 0x7)"
                        : (nvfp4_tiny_block_floor ? "clamped up to 2^-6 (0x08)" : "0x00 below E4M3's range"));
     d.emplace_back("nvfp4.nan_scale", nvfp4_nan_scale ? "0x7F" : "fminf drops it (NaN amax -> S_enc = FLT_MAX)");
-    d.emplace_back("nvfp4.neg_zero", nvfp4_neg_zero_positive ? "-0.0 -> 0x0, NaN data -> 0x0" : "-0.0 -> 0x8");
+    d.emplace_back("nvfp4.neg_zero", !nvfp4_neg_zero_positive ? "-0.0 -> 0x8"
+                                     : nvfp4_order == Nvfp4Order::kCompressedTensorsTriton ? "-0.0 -> 0x0, NaN data -> 0xF"
+                                                                                           : "-0.0 -> 0x0, NaN data -> 0x0");
     d.emplace_back("nvfp4.single_level", yes(nvfp4_single_level));
     d.emplace_back("nvfp4.stochastic_rounding", nvfp4_stochastic ? "defined" : "not defined");
   }
@@ -438,6 +449,9 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
                        : mx_order == MxOrder::kCompressedTensors
                              ? "NaN in PyTorch's vector lanes -> scale 2^-127 (0x00; F16 1.0, 0x7F), in the remainder and Inf -> "
                                "scale Inf, stored 0x7F, data x / Inf = 0; NaN data 0x7F (BF16) or 0x7F | sign"
+                       : mx_order == MxOrder::kCompressedTensorsTriton
+                             ? "NaN -> scale 2^-127 (0x00; F16 1.0, 0x7F), data +-448; Inf -> scale Inf, stored 0x7E, data 0; a NaN "
+                               "datum and Inf / Inf -> -448 (0xFE)"
                              : (mx_nonfinite == MxNonFinite::kNaN ? "NaN propagates; NaN or Inf -> 0xFF, NaN data"
                                                                   : "NaN ignored (maxNum), Inf -> 0xFE (satfinite)"));
     d.emplace_back("mxfp8.zero_block_scale", mx_order == MxOrder::kTorchAO ? "0x00 (data divided by 2^-126; rceil: by 1)"
@@ -445,7 +459,8 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
                                              : mx_order == MxOrder::kTorchCast ? "0x00 (data 0 / 2^-127 = 0)"
                                              : mx_order == MxOrder::kMlDtypesCast ? "0xFF (ml_dtypes casts 0 to NaN; data NaN)"
                                              : mx_order == MxOrder::kJax ? "0x00 (data 0 * (1 / 2^-127): NaN under XLA CPU's denormal flush; F16 0)"
-                                             : mx_order == MxOrder::kCompressedTensors ? "0x00 (scale 2^-127; F16: 2^-127 is 0 there -> 1.0, 0x7F)"
+                                             : mx_order == MxOrder::kCompressedTensors || mx_order == MxOrder::kCompressedTensorsTriton
+                                                 ? "0x00 (scale 2^-127; F16: 2^-127 is 0 there -> 1.0, 0x7F)"
                                                                              : "0x00");
   }
   if (fp8_block || fp8_tensor) {
@@ -476,7 +491,8 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
     std::string rules;
     for (MxScaleRule r : mxfp4_scale_rules) rules += (rules.empty() ? "" : ", ") + std::string(mx_scale_rule_name(r));
     d.emplace_back("mxfp4.scale_rules", rules);
-    d.emplace_back("mxfp4.order", mx_order == MxOrder::kCompressedTensors || mx_order == MxOrder::kTritonKernels ||
+    d.emplace_back("mxfp4.order", mx_order == MxOrder::kCompressedTensors || mx_order == MxOrder::kCompressedTensorsTriton ||
+                                          mx_order == MxOrder::kTritonKernels ||
                                           mx_order == MxOrder::kVllmCutlass || mx_order == MxOrder::kFbgemm
                                       ? std::string(mx_order_text(mx_order))
                                   : mx_order == MxOrder::kTE
@@ -486,6 +502,8 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
                                         "floor/ceil/even from bamax's bits, data x / max(2^(e-127), 2^-126); torchao's E2M1 cast");
     d.emplace_back("mxfp4.nonfinite_block", mx_order == MxOrder::kCompressedTensors
                                                 ? "as MXFP8 (the pow2_round scale of a NaN block by lane); NaN data 0x0, BF16 0x8"
+                                                : mx_order == MxOrder::kCompressedTensorsTriton
+                                                ? "as MXFP8 (NaN -> 0x00, data +-6; Inf -> 0x7E, data 0); NaN data -> -6 (0xF)"
                                                 : mx_order == MxOrder::kTorchAO
                                                 ? "NaN -> 0xFF (rceil: codes of the NaN product), Inf -> finite scale, Inf -> +-6"
                                                 : mx_order == MxOrder::kTritonKernels
