@@ -11,7 +11,8 @@ Vectors read (only small samples are committed; the dump scripts in conformance/
   * torchao 0.18.0: conformance/vectors/torchao (conformance/peers/torchao_dump.py);
   * the model toolkits and inference engines: conformance/vectors/{modelopt,jax,vllm,compressed_tensors,deepgemm}
     (their dump scripts in conformance/peers/); the Triton group quantizers of vLLM and SGLang, dumped on sm_90:
-    conformance/vectors/{vllm_triton,sglang_triton_colmajor};
+    conformance/vectors/{vllm_triton,sglang_triton_colmajor}; compressed-tensors on CUDA tensors (its Triton
+    kernels, dumped on sm_90): conformance/vectors/compressed_tensors_triton;
   * PyTorch's and ml_dtypes' casts (MXFP8, NVFP4, FP8 per tensor): conformance/vectors/{torch_cast,ml_dtypes_cast}
     (conformance/peers/cast_mx_dump.py, cast_dump.py);
   * TransformerEngine's CUDA kernels: conformance/vectors/peers/te_cuda when its dumps are there.
@@ -30,7 +31,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROFILES = ["te", "te_pyref", "ocp", "torchao", "modelopt", "jax", "vllm", "compressed_tensors", "deepgemm", "vllm_triton",
             "sglang_triton", "sglang_triton_colmajor", "torch_cast", "ml_dtypes_cast", "triton_kernels", "vllm_cutlass", "fbgemm",
-            "quark"]
+            "quark", "compressed_tensors_triton"]
 
 IMPLEMENTATIONS = [
     ("TransformerEngine PyTorch references", "conformance/vectors/te", r"^TransformerEngine (tests/pytorch|transformer_engine/pytorch)",
@@ -49,12 +50,15 @@ IMPLEMENTATIONS = [
      "scaled_matmul_stablehlo.quantize, MXFP8 (E4M3, E5M2) and NVFP4 configs (conformance/peers/jax_dump.py)"),
     ("vLLM 0.33.0", "conformance/vectors/vllm", r"^vLLM",
      "ref_nvfp4_quant, run from the wheel's text (conformance/peers/vllm_dump.py)"),
-    ("compressed-tensors 0.20.0", "conformance/vectors/compressed_tensors", r"^compressed-tensors",
+    ("compressed-tensors 0.20.0", "conformance/vectors/compressed_tensors", r"^compressed-tensors \S+ (?!on )",
      "presets NVFP4, MXFP8, MXFP4 (conformance/peers/compressed_tensors_dump.py) and FP8, FP8_BLOCK "
      "(compressed_tensors_fp8_dump.py) on the CPU"),
-    ("compressed-tensors 0.20.0 on CUDA (Triton)", "reports/h200/run_r25_triton/ct_gpu", r"^compressed-tensors",
-     "the same presets on CUDA tensors: its Triton _quantize_kernel and pack_fp4_to_uint8 (compressed_tensors_dump.py "
-     "--device cuda on an H100; 18 of the 432 dumps, chosen among those that differ from the CPU path; no profile yet)"),
+    ("compressed-tensors 0.20.0 on CUDA (Triton)", "conformance/vectors/compressed_tensors_triton",
+     r"^compressed-tensors \S+ on CUDA",
+     "the same presets on CUDA tensors: PyTorch's CUDA ops for the scales, its Triton _quantize_kernel and "
+     "pack_fp4_to_uint8 (compressed_tensors_dump.py --device cuda on an H100, reports/h200/run_r25_triton: 51 of the "
+     "432 dumps, one per recipe x dtype x family that differs from the CPU path and 10 others; all 432 reproduced by "
+     "compressed_tensors_triton)"),
     ("DeepGEMM", "conformance/vectors/deepgemm", r"^DeepGEMM",
      "per_token_cast_to_fp8 (1x128, 1x32 UE8M0), per_block_cast_to_fp8, fp32 and UE8M0 scales (deepgemm_fp8_dump.py)"),
     ("vLLM 0.33.0 Triton (sm_90)", "conformance/vectors/vllm_triton", r"^vLLM",

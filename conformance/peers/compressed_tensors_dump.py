@@ -23,10 +23,12 @@ scales are computed in it. The FP4 cast on the CPU is the eager `cast_to_fp4` (c
 the Triton kernel for CUDA tensors only; no torch.compile on this path). Metadata profile=compressed_tensors.
 Deterministic (fixed seeds, one thread).
 
-`--device cuda` runs the same calls on CUDA tensors (on the H200): the scales by PyTorch's CUDA ops, `quantize` by
-compressed-tensors' Triton `_quantize_kernel` (float32 div_rn, tl.clamp, _round_to_fp4 / tl.float8e4nv) and
-`pack_fp4_to_uint8` by its Triton kernel; files named ctgpu_*, `source` naming the device (metadata profile
-compressed_tensors: `qtc verify` shows where the GPU path differs from the CPU path's profile).
+`--device cuda` runs the same calls on CUDA tensors (on the GPU machine): the scales by PyTorch's CUDA ops, `quantize`
+by compressed-tensors' Triton `_quantize_kernel` (float32 div_rn, tl.clamp, _round_to_fp4 / tl.float8e4nv) and
+`pack_fp4_to_uint8` by its Triton kernel; files named ctgpu_*, metadata profile=compressed_tensors_triton, `source`
+starting "compressed-tensors VERSION on CUDA" (qtc identify's implementation: the GPU path apart from the CPU one) and
+naming torch, triton and the device. conformance/vectors/compressed_tensors_triton holds a sample of the 432 that an
+H100 gave (reports/h200/run_r25_triton).
 """
 import argparse
 import os
@@ -49,6 +51,7 @@ torch.set_num_threads(1)
 CT = f"compressed-tensors {version('compressed-tensors')}"
 TORCH = f"torch {torch.__version__.split('+')[0]}, CPU"
 DEVICE = "cpu"
+PROFILE = "compressed_tensors"
 TDT = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
 
@@ -169,10 +172,13 @@ def main():
     ap.add_argument("--kinds", default=",".join(SHAPES), help="nvfp4,mxfp8,mxfp4")
     ap.add_argument("--device", default="cpu", help="cpu, or cuda: compressed-tensors' Triton path")
     args = ap.parse_args()
-    global TORCH, DEVICE
+    global CT, TORCH, DEVICE, PROFILE
     if args.device != "cpu":
+        import triton
         DEVICE = args.device
-        TORCH = f"torch {torch.__version__.split('+')[0]}, {torch.cuda.get_device_name()}, Triton"
+        CT = f"{CT} on CUDA (Triton kernels):"
+        TORCH = f"torch {torch.__version__.split('+')[0]}, triton {triton.__version__}, {torch.cuda.get_device_name()}"
+        PROFILE = "compressed_tensors_triton"
     kinds = args.kinds.split(",")
     n = sampled = 0
     for name, kind, dt, fam, shape, seed in cases(args.stress):
@@ -183,8 +189,8 @@ def main():
         xd = x.to(DEVICE)
         tensors, md = nvfp4(xd) if kind == "nvfp4" else mx(xd, kind.upper())
         tensors["x"] = pc.stored_input(x.numpy() if dt == "f32" else x.view(torch.int16).numpy(), dt)
-        md.update({"qtc.schema": "1", "profile": "compressed_tensors", "case.family": fam, "case.dtype": dt})
-        path = pc.out_path(args.out, name if DEVICE == "cpu" else "ctgpu" + name[2:])
+        md.update({"qtc.schema": "1", "profile": PROFILE, "case.family": fam, "case.dtype": dt})
+        path = pc.out_path(args.out, name if DEVICE == "cpu" else "ctgpu_" + name.removeprefix("ct_"))
         pc.write_safetensors(path, tensors, md)
         n += 1
         if args.sample and in_sample(kind, dt, fam, shape):

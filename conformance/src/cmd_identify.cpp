@@ -97,8 +97,9 @@ void register_identify(CLI::App& app) {
   sub->footer(
       "One line per file: OK (the profile it claims matches), OTHER (only other profiles match), NONE (no profile\n"
       "reproduces it; the closest candidate and its first mismatch are shown) or ERROR. Then one IMPL line per\n"
-      "implementation (the first two words of `source`): the profile that reproduces most of its files, and for the\n"
-      "others the one rule whose change reproduces every one of them (none is named when no rule explains all).\n"
+      "implementation (the first two words of `source`, with \"on DEVICE\" when they follow): the profile that\n"
+      "reproduces most of its files, and for the others the one rule whose change reproduces every one of them\n"
+      "(none is named when no rule explains all).\n"
       "Exit 0 when every file matches some profile, 1 when one matches none, 2 on an unreadable file.");
   sub->callback([paths] {
     try {

@@ -182,7 +182,7 @@ VectorIdentity identify_vector(const io::File& f, const std::string& source, Qua
 }
 
 std::string implementation_of(const std::string& source) {
-  std::string words[2];
+  std::string words[4];
   size_t at = 0;
   for (std::string& w : words) {
     while (at < source.size() && std::isspace(static_cast<unsigned char>(source[at]))) ++at;
@@ -190,6 +190,7 @@ std::string implementation_of(const std::string& source) {
     while (!w.empty() && (w.back() == ':' || w.back() == ',' || w.back() == ';')) w.pop_back();
   }
   if (words[0].empty()) return "(no source)";
+  if (words[2] == "on" && !words[3].empty()) return words[0] + " " + words[1] + " on " + words[3];  // a device path
   return words[1].empty() ? words[0] : words[0] + " " + words[1];
 }
 

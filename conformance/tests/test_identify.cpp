@@ -116,6 +116,11 @@ TEST(ImplementationVerdict, NamesTheImplementation) {
             "nvidia-modelopt 0.47.0");
   EXPECT_EQ(conformance::implementation_of("torchao 0.18.0 (torch 2.11.0, CPU): to_mx"), "torchao 0.18.0");
   EXPECT_EQ(conformance::implementation_of("vLLM 0.33.0: ref_nvfp4_quant"), "vLLM 0.33.0");
+  // A device path is an implementation of its own: the CPU and the CUDA path of one package get a verdict each.
+  EXPECT_EQ(conformance::implementation_of("compressed-tensors 0.20.0 on CUDA (Triton kernels): preset NVFP4"),
+            "compressed-tensors 0.20.0 on CUDA");
+  EXPECT_EQ(conformance::implementation_of("compressed-tensors 0.20.0 preset NVFP4 weights: generate_gparam"),
+            "compressed-tensors 0.20.0");
   EXPECT_EQ(conformance::implementation_of("planted"), "planted");
   EXPECT_EQ(conformance::implementation_of(""), "(no source)");
 }

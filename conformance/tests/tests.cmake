@@ -130,12 +130,17 @@ set(QTC_N_QUARK 16)  # amd-quark's qdq_mxfp4 kernel (quark_mxfp4_dump.py, NumPy 
 # TransformerEngine's own MXFP4 rule, its PyTorch reference NVFP4QuantizerRef with pow_2_scales (te_pyref_mxfp4_dump.py:
 # TE v2.18's file run on the CPU; F32/BF16/F16 x 9 families; v2.12 and main give the same tensors).
 set(QTC_N_TE_PYREF 27)
+# compressed-tensors 0.20.0's NVFP4 / MXFP8 / MXFP4 presets on CUDA tensors (its Triton kernels; compressed_tensors_dump.py
+# --device cuda on an H100, reports/h200/run_r25_triton): one file of each recipe x dtype x family whose bytes differ
+# from the CPU path's (41), 8 that do not, 2 with ragged shapes; their implementation "compressed-tensors 0.20.0 on CUDA".
+set(QTC_N_COMPRESSED_TENSORS_TRITON 51)
 foreach(impl_count IN ITEMS "modelopt;QTC_N_MODELOPT" "jax;QTC_N_JAX" "vllm;QTC_N_VLLM"
                            "compressed_tensors;QTC_N_COMPRESSED_TENSORS" "deepgemm;QTC_N_DEEPGEMM"
                            "torch_cast;QTC_N_TORCH_CAST" "ml_dtypes_cast;QTC_N_ML_DTYPES_CAST"
                            "vllm_triton;QTC_N_VLLM_TRITON" "sglang_triton_colmajor;QTC_N_SGLANG_TRITON_COLMAJOR"
                            "triton_kernels;QTC_N_TRITON_KERNELS" "vllm_cutlass;QTC_N_VLLM_CUTLASS" "fbgemm;QTC_N_FBGEMM"
-                           "quark;QTC_N_QUARK" "te_pyref;QTC_N_TE_PYREF")
+                           "quark;QTC_N_QUARK" "te_pyref;QTC_N_TE_PYREF"
+                           "compressed_tensors_triton;QTC_N_COMPRESSED_TENSORS_TRITON")
   list(GET impl_count 0 impl)
   list(GET impl_count 1 nvar)
   add_test(NAME qtc_verify_${impl} COMMAND qtc verify ${CMAKE_CURRENT_LIST_DIR}/../vectors/${impl})

@@ -56,7 +56,9 @@ VectorIdentity identify_vector(const io::File& file, const std::string& source, 
 std::string rule_explanation(const VectorIdentity& id);
 
 /// The implementation a vector's `source` names: its first two words (package and version, e.g. "nvidia-modelopt
-/// 0.47.0", "torchao 0.18.0"), without a trailing ':' or ','; "(no source)" when it is empty.
+/// 0.47.0", "torchao 0.18.0"), without a trailing ':' or ','; when the third word is "on", the fourth too: the
+/// device path of that package, an implementation of its own ("compressed-tensors 0.20.0 on CUDA"); "(no source)"
+/// when it is empty.
 std::string implementation_of(const std::string& source);
 
 /// One verdict per implementation (the files of one `source` implementation, identified one by one).

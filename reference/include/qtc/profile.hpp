@@ -36,6 +36,9 @@ enum class Nvfp4Order : uint8_t {
                        ///< from signbit: small negatives -> 0x8; NaN -> 0x0, BF16 0x8); NaN block scales by lane
   kMlDtypesCast,  ///< ml_dtypes casts, float32: S = amax / 2688; sf = float8_e4m3fn((bamax / 6) / S) (non-saturating);
                   ///< codes float4_e2m1fn(x / (float(sf) * S)) (saturating, NaN -> 0x8 / 0x0 by the NaN's sign)
+  kCompressedTensorsTriton,  ///< compressed-tensors 0.20.0 on CUDA tensors (ct_peers.cpp): gs and sf as kCompressedTensors
+                             ///< by PyTorch's CUDA ops (a NaN scale is positive: 0x7F); its Triton _quantize_kernel:
+                             ///< data x / div_rn(sf, gs) in float32, + 0, tl.clamp with runtime bounds (NaN -> -6: 0xF)
 };
 
 /// MXFP8 block-scale and data-scaling implementation.
@@ -68,6 +71,10 @@ enum class MxOrder : uint8_t {
   kQuark,  ///< amd-quark qdq_mxfp4 (MXFP4 only; mxfp4_codec.hpp): in the input's 16-bit type T, amax by __hmax (NaN
            ///< ignored), rounded on T's bits (mantissa >= 0.75 up; past T's range: Inf), byte = clamp(floor(log2) - 2 + 127,
            ///< 0, 254) (Inf and 0 -> 254); data x / T(2^(e-127)) (F16: Inf for byte 254), RN-even E2M1
+  kCompressedTensorsTriton,  ///< compressed-tensors 0.20.0 MXFP8 / MXFP4 on CUDA tensors (ct_peers.cpp): the scales of
+                             ///< kCompressedTensors by PyTorch's CUDA ops (a NaN block: CUDA's canonical NaN, scale
+                             ///< 2^-127; an Inf scale stored 0x7E as int32(Inf) saturates); its Triton _quantize_kernel:
+                             ///< data x / scale in float32 (not T), + 0, tl.clamp with runtime bounds (NaN -> -elem_max)
 };
 
 /// What a NaN or Inf block does to an MXFP8 scale under the kTE order.

@@ -118,7 +118,8 @@ QuantizedTensor quantize_mxfp4(const MatrixView& x, const Recipe& r);  // mxfp4.
 bool fp8_peer_form(const Recipe& r);
 QuantizedTensor quantize_fp8_block_peer(const MatrixView& x, const Recipe& r);
 QuantizedTensor quantize_fp8_tensor_peer(const MatrixView& x, const Recipe& r, const float* amax_override);
-// compressed-tensors' NVFP4 / MXFP8 / MXFP4 (ct_peers.cpp): orders Nvfp4Order / MxOrder::kCompressedTensors
+// compressed-tensors' NVFP4 / MXFP8 / MXFP4 (ct_peers.cpp): orders Nvfp4Order / MxOrder::kCompressedTensors (CPU) and
+// kCompressedTensorsTriton (its CUDA path)
 QuantizedTensor quantize_nvfp4_ct(const MatrixView& x, const Recipe& r, const float* amax_override);
 QuantizedTensor quantize_mx_ct(const MatrixView& x, const Recipe& r);
 

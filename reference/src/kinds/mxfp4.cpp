@@ -59,7 +59,8 @@ inline void put_nibble(uint8_t* row, int64_t idx, uint8_t code) {
 }  // namespace
 
 QuantizedTensor quantize_mxfp4(const MatrixView& x, const Recipe& r) {
-  if (profile_rules(r.profile).mx_order == MxOrder::kCompressedTensors) return quantize_mx_ct(x, r);
+  const MxOrder order = profile_rules(r.profile).mx_order;
+  if (order == MxOrder::kCompressedTensors || order == MxOrder::kCompressedTensorsTriton) return quantize_mx_ct(x, r);
   const int64_t M = x.rows, K = x.cols;
   QuantizedTensor q;
   start_output(q, r, x.dtype, M, K);  // planes as describe_plane says

@@ -47,7 +47,8 @@ struct MxRule {
 }  // namespace
 
 QuantizedTensor quantize_mxfp8(const MatrixView& x, const Recipe& r) {
-  if (profile_rules(r.profile).mx_order == MxOrder::kCompressedTensors) return quantize_mx_ct(x, r);
+  const MxOrder order = profile_rules(r.profile).mx_order;
+  if (order == MxOrder::kCompressedTensors || order == MxOrder::kCompressedTensorsTriton) return quantize_mx_ct(x, r);
   const int64_t M = x.rows, K = x.cols;
   const int64_t kbs = ceil_div(K, 32);
   QuantizedTensor q;

@@ -272,7 +272,9 @@ void quantize_2d(const Nvfp4Block& nb, const float* strip, int64_t K, const Glob
 }  // namespace
 
 QuantizedTensor quantize_nvfp4(const MatrixView& x, const Recipe& r, const float* amax_override) {
-  if (profile_rules(r.profile).nvfp4_order == Nvfp4Order::kCompressedTensors) return quantize_nvfp4_ct(x, r, amax_override);
+  const Nvfp4Order order = profile_rules(r.profile).nvfp4_order;
+  if (order == Nvfp4Order::kCompressedTensors || order == Nvfp4Order::kCompressedTensorsTriton)
+    return quantize_nvfp4_ct(x, r, amax_override);
   const int64_t M = x.rows, K = x.cols;
   QuantizedTensor q;
   Nvfp4Block nb{r};

@@ -8,6 +8,13 @@
 ///        an elementwise op on T runs two vectors at a time (16 float32 or 32 BF16/F16 lanes) over the flattened
 ///        tensor and its remainder one element at a time; torch.max of two NaN-holding tensors is the all-ones NaN in
 ///        the vector lanes and the (positive) NaN of the reductions in the remainder.
+///        The same presets on CUDA tensors (profile compressed_tensors_triton, orders kCompressedTensorsTriton; `gpu`
+///        below): the scales by the same PyTorch ops on the GPU, whose NaNs are CUDA's canonical positive NaN
+///        (0x7FFFFFFF, 0x7FFF: a NaN block's max(|min|, |max|), a product such as 0 * Inf; seen in the H100 dumps), then
+///        the Triton `_quantize_kernel` (forward_helpers.py): y = div_rn(x.f32, scale.f32) in float32 (NVFP4: scale =
+///        div_rn(sf, gs)), + the zero point, tl.clamp(y, q_min, q_max) with bounds loaded at run time (max.f32 then
+///        min.f32: a NaN becomes q_min), then tl.float8e4nv or _round_to_fp4 (sign from y < 0), stored in T; FP4
+///        values packed by pack_fp4_to_uint8's Triton kernel (the sign bit of the BF16 / F16 value).
 #include "internal.hpp"
 #include "qtc/codec.hpp"
 #include "qtc/profile.hpp"
@@ -87,7 +94,13 @@ float nvfp4_global(float amax, DType t) {
 /// calculate_qparams' block scale byte: e4m3(clamp(gs * t(bpos / 6), +-448)) (the product in float32: gs is a
 /// float32 tensor), PyTorch's cast (RN-even, a NaN keeps its sign); a scale that is 0 after the cast becomes
 /// 0.125, the eps of the E4M3 scale dtype (byte 0x20). `bpos` carries its NaN's sign (block_pos_nan).
-uint8_t nvfp4_scale(float bpos, float gs, DType t) {
+uint8_t nvfp4_scale(float bpos, float gs, DType t, bool gpu) {
+  if (gpu) {  // CUDA: every NaN here is positive (a NaN block, gs * q = 0 * Inf for amax Inf): E4M3 0x7F
+    const float s = gs * round_to(bpos / 6.0f, t);
+    if (s != s) return 0x7F;
+    const uint8_t b = torchao::cast_fp8(std::clamp(s, -448.0f, 448.0f), Fp8Type::kE4M3);
+    return (b & 0x7Fu) == 0 ? 0x20 : b;
+  }
   float q = torchao::div(bpos, 6.0f);
   if (q == q) q = round_to(q, t);
   const float s = torchao::mul(gs, q);
@@ -95,8 +108,16 @@ uint8_t nvfp4_scale(float bpos, float gs, DType t) {
   return (b & 0x7Fu) == 0 ? 0x20 : b;
 }
 
+/// The Triton _quantize_kernel's y after its zero point and clamp: y + 0 (-0.0 -> +0.0), then tl.clamp(y, -max, max)
+/// with bounds loaded at run time, max.f32 then min.f32 on sm_90, which return the non-NaN operand: NaN -> -max.
+float triton_clamp(float y, float max) {
+  if (y != y) return -max;
+  if (y == 0.0f) return 0.0f;
+  return std::min(std::max(y, -max), max);
+}
+
 template <typename Elem>
-void nvfp4_plane(Plane& p, int64_t rows, int64_t len, DType t, float amax, Elem elem) {
+void nvfp4_plane(Plane& p, int64_t rows, int64_t len, DType t, float amax, bool gpu, Elem elem) {
   const float gs = nvfp4_global(amax, t);
   const int64_t nb = len / 16, blocks = rows * nb;
   for (float& a : p.amax) a = amax;
@@ -105,9 +126,15 @@ void nvfp4_plane(Plane& p, int64_t rows, int64_t len, DType t, float amax, Elem 
     for (int64_t b = 0; b < nb; ++b) {
       bool nan = false;
       float bpos = block_pos(elem, a, b * 16, b * 16 + 16, nan);
-      if (nan) bpos = block_pos_nan(a * nb + b, blocks, t);
-      const uint8_t sf = nvfp4_scale(bpos, gs, t);
+      if (nan) bpos = gpu ? NAN : block_pos_nan(a * nb + b, blocks, t);
+      const uint8_t sf = nvfp4_scale(bpos, gs, t, gpu);
       p.scale.bytes[static_cast<size_t>(a * nb + b)] = sf;
+      if (gpu) {  // the Triton kernel: div_rn(sf, gs), div_rn(x, that), + 0, clamp (NaN -> -6), _round_to_fp4
+        const float div = torchao::decode_e4m3(sf) / gs;
+        for (int64_t k = 0; k < 16; ++k)
+          put_nibble(drow, b * 16 + k, e2m1_code(triton_clamp(elem(a, b * 16 + k) / div, 6.0f), false));
+        continue;
+      }
       // quantize: scale / global_scale, then x / that (float32: x of dtype t over a float32 tensor), + the zero
       // point (-0.0 -> +0.0), clamp to +-6, cast_to_fp4; the values go back to t (BF16 NaNs -> 0xFFFF) and are packed.
       const float div = torchao::div(torchao::decode_e4m3(sf), gs);
@@ -156,13 +183,13 @@ float mx_scale(uint32_t pos, DType t, int emax_elem) {
 
 /// compress_mx_scale: 127 + floor(log2(scale)) as int32, stored as uint8 (an Inf scale: int32(Inf) is INT_MIN on
 /// x86, stored 0x7F).
-uint8_t mx_scale_byte(float s) {
-  if (is_inf(s)) return 0x7F;
+uint8_t mx_scale_byte(float s, bool gpu) {
+  if (is_inf(s)) return gpu ? 0x7E : 0x7F;  // CUDA: int32(Inf) saturates to INT32_MAX, + 127 wraps to 0x8000007E
   return static_cast<uint8_t>((127 + std::ilogb(s)) & 0xFF);
 }
 
 template <typename Elem, typename Put>
-void mx_plane(int64_t rows, int64_t len, DType t, bool fp4, Elem elem, Put put) {
+void mx_plane(int64_t rows, int64_t len, DType t, bool fp4, bool gpu, Elem elem, Put put) {
   const int64_t nb = ceil_div(len, 32), blocks = rows * nb, numel = rows * len;
   const int emax = fp4 ? 2 : 8;
   const float elem_max = fp4 ? 6.0f : 448.0f;
@@ -171,12 +198,20 @@ void mx_plane(int64_t rows, int64_t len, DType t, bool fp4, Elem elem, Put put) 
       const int64_t e0 = b * 32, e1 = std::min(len, e0 + 32);
       bool nan = false;
       const float m = block_pos(elem, a, e0, e1, nan);
-      const uint32_t pb = nan ? (vector_lane(a * nb + b, blocks, t) ? (t == DType::kF32 ? 0xFFFFFFFFu : 0xFFFFu)
-                                                                     : (t == DType::kF32 ? 0x7FC00000u : t == DType::kBF16 ? 0x7FC0u : 0x7E00u))
-                              : pos_bits(m, t);
+      // A NaN block: the all-ones NaN in a CPU vector lane, the quiet NaN in the CPU's remainder, CUDA's canonical
+      // NaN (0x7FFFFFFF, 0x7FFF) on the GPU, which wraps to -0 in round_to_power_2 like the all-ones one
+      const uint32_t pb = !nan ? pos_bits(m, t)
+                          : gpu ? (t == DType::kF32 ? 0x7FFFFFFFu : 0x7FFFu)
+                          : vector_lane(a * nb + b, blocks, t) ? (t == DType::kF32 ? 0xFFFFFFFFu : 0xFFFFu)
+                                                               : (t == DType::kF32 ? 0x7FC00000u : t == DType::kBF16 ? 0x7FC0u : 0x7E00u);
       const float s = mx_scale(pb, t, emax);
-      const uint8_t sb = mx_scale_byte(s);
+      const uint8_t sb = mx_scale_byte(s, gpu);
       for (int64_t e = e0; e < e1; ++e) {
+        if (gpu) {  // the Triton kernel: div_rn(x, scale) in float32, + 0, clamp (NaN -> -elem_max), cast
+          const float y = triton_clamp(elem(a, e) / s, elem_max);
+          put(a, b, e, sb, fp4 ? e2m1_code(y, false) : encode_e4m3(y));
+          continue;
+        }
         // quantize in dtype t: x / scale (a NaN keeps its sign; Inf / Inf is x86's negative default NaN), + the
         // zero point (-0.0 -> +0.0), clamp to +-elem_max
         float y = torchao::div(elem(a, e), s);
@@ -219,20 +254,22 @@ QuantizedTensor quantize_nvfp4_ct(const MatrixView& x, const Recipe& r, const fl
   // quantize_with_amax: the amax generate_gparam was given (a checkpoint's fused q/k/v or gate/up group)
   const float a_row = amax_override != nullptr ? amax_override[0] : amax;
   const float a_col = amax_override != nullptr ? amax_override[1] : amax;
-  if (q.rowwise) ct::nvfp4_plane(*q.rowwise, M, K, x.dtype, a_row, at);
-  if (q.columnwise) ct::nvfp4_plane(*q.columnwise, K, M, x.dtype, a_col, [&](int64_t j, int64_t i) { return at(i, j); });
+  const bool gpu = profile_rules(r.profile).nvfp4_order == Nvfp4Order::kCompressedTensorsTriton;
+  if (q.rowwise) ct::nvfp4_plane(*q.rowwise, M, K, x.dtype, a_row, gpu, at);
+  if (q.columnwise) ct::nvfp4_plane(*q.columnwise, K, M, x.dtype, a_col, gpu, [&](int64_t j, int64_t i) { return at(i, j); });
   return q;
 }
 
 QuantizedTensor quantize_mx_ct(const MatrixView& x, const Recipe& r) {
   const int64_t M = x.rows, K = x.cols;
   const bool fp4 = r.mxfp4_or_null() != nullptr;
+  const bool gpu = profile_rules(r.profile).mx_order == MxOrder::kCompressedTensorsTriton;
   QuantizedTensor q;
   start_output(q, r, x.dtype, M, K);
   const std::vector<float> v = ct::load_all(x);
   auto at = [&](int64_t i, int64_t j) { return v[static_cast<size_t>(i * K + j)]; };
   if (Plane* p = q.rowwise ? &*q.rowwise : nullptr)
-    ct::mx_plane(M, K, x.dtype, fp4, at, [&](int64_t i, int64_t b, int64_t j, uint8_t sb, uint8_t c) {
+    ct::mx_plane(M, K, x.dtype, fp4, gpu, at, [&](int64_t i, int64_t b, int64_t j, uint8_t sb, uint8_t c) {
       p->scale.bytes[static_cast<size_t>(i * p->scale.cols + b)] = sb;
       if (fp4) ct::put_nibble(p->data.data() + i * p->data_cols, j, c);
       else p->data[static_cast<size_t>(i * K + j)] = c;
@@ -240,7 +277,7 @@ QuantizedTensor quantize_mx_ct(const MatrixView& x, const Recipe& r) {
   // The columnwise plane is the quantization of x.t().contiguous(): MXFP8 stores it in x's orientation with
   // scales [ceil(M/32), K]; MXFP4 as x^T's rows (VECTORS.md).
   if (Plane* p = q.columnwise ? &*q.columnwise : nullptr)
-    ct::mx_plane(K, M, x.dtype, fp4, [&](int64_t j, int64_t i) { return at(i, j); },
+    ct::mx_plane(K, M, x.dtype, fp4, gpu, [&](int64_t j, int64_t i) { return at(i, j); },
              [&](int64_t j, int64_t b, int64_t i, uint8_t sb, uint8_t c) {
                if (fp4) {
                  p->scale.bytes[static_cast<size_t>(j * p->scale.cols + b)] = sb;

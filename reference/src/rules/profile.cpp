@@ -1,6 +1,6 @@
 /// \file profile.cpp
 /// \brief The profile records (the one list of profiles), their description and the variants that
-///        `qtc identify` builds by toggling one rule.
+///        `qtc identify` builds by toggling one rule (the toggles: rule_toggles.cpp).
 #include "qtc/profile.hpp"
 
 #include <deque>
@@ -19,6 +19,11 @@ std::string_view engine_mx_order_text(MxOrder o);
 std::string_view engine_mx4_nonfinite_text(MxOrder o, bool te_reference);
 /// The mxfp4.order text of TE's PyTorch reference (ProfileRules::mxfp4_te_reference).
 std::string_view te_reference_mx4_order_text();
+/// Appends the profiles of GPU paths whose CPU path has its own profile (compressed_tensors_triton), after those.
+void append_gpu_path_profiles(std::vector<ProfileRules>& v, const ProfileRules& compressed_tensors);
+/// nvfp4_order_text / mx_order_text of their orders.
+std::string_view gpu_path_nvfp4_order_text();
+std::string_view gpu_path_mx_order_text();
 }  // namespace detail
 
 namespace {
@@ -260,6 +265,7 @@ std::vector<ProfileRules> make_builtin() {
   v.push_back(md);
 
   detail::append_mxfp4_engine_profiles(v);  // triton_kernels, vllm_cutlass, fbgemm, quark (profile_engines.cpp)
+  detail::append_gpu_path_profiles(v, ct);  // compressed_tensors_triton (profile_gpu_paths.cpp)
   return v;
 }
 
@@ -330,6 +336,7 @@ std::string_view nvfp4_order_text(Nvfp4Order o) {
     case Nvfp4Order::kMlDtypesCast:
       return "ml_dtypes_cast: f32; S = amax / 2688; sf = float8_e4m3fn((bamax / 6) / S) (past 464: NaN); data "
              "float4_e2m1fn(x / (float(sf) * S)) (RN-even, saturating; NaN -> 0x8, negative NaN -> 0x0)";
+    case Nvfp4Order::kCompressedTensorsTriton: return detail::gpu_path_nvfp4_order_text();  // profile_gpu_paths.cpp
   }
   return "?";
 }
@@ -362,6 +369,7 @@ std::string_view mx_order_text(MxOrder o) {
     case MxOrder::kVllmCutlass:
     case MxOrder::kFbgemm:
     case MxOrder::kQuark: return detail::engine_mx_order_text(o);  // profile_engines.cpp
+    case MxOrder::kCompressedTensorsTriton: return detail::gpu_path_mx_order_text();
   }
   return "?";
 }
@@ -421,10 +429,13 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
                    : nvfp4_order == Nvfp4Order::kJax ? "0x00, data 0 * (1 / 0) (NaN, code 0x8)"
                    : nvfp4_order == Nvfp4Order::kVllm ? "0x00, data multiplier 1 / (1e8 * ...)"
                    : nvfp4_order == Nvfp4Order::kCompressedTensors ? "a scale that rounds to 0 -> 0.125 (0x20); global scale 0 (amax Inf) -> every scale 0x20, data 0"
+                   : nvfp4_order == Nvfp4Order::kCompressedTensorsTriton ? "a scale that rounds to 0 -> 0.125 (0x20); global scale 0 (amax Inf) -> scale 0x20 (a block holding Inf: 0 * Inf, 0x7F), data 0 (Inf: NaN -> 0xF)"
                    : nvfp4_order == Nvfp4Order::kMlDtypesCast ? "0x00, data x / 0 (a zero block: 0 / 0, code 0x0; tiny: Inf, 0x7)"
                        : (nvfp4_tiny_block_floor ? "clamped up to 2^-6 (0x08)" : "0x00 below E4M3's range"));
     d.emplace_back("nvfp4.nan_scale", nvfp4_nan_scale ? "0x7F" : "fminf drops it (NaN amax -> S_enc = FLT_MAX)");
-    d.emplace_back("nvfp4.neg_zero", nvfp4_neg_zero_positive ? "-0.0 -> 0x0, NaN data -> 0x0" : "-0.0 -> 0x8");
+    d.emplace_back("nvfp4.neg_zero", !nvfp4_neg_zero_positive ? "-0.0 -> 0x8"
+                                     : nvfp4_order == Nvfp4Order::kCompressedTensorsTriton ? "-0.0 -> 0x0, NaN data -> 0xF"
+                                                                                           : "-0.0 -> 0x0, NaN data -> 0x0");
     d.emplace_back("nvfp4.single_level", yes(nvfp4_single_level));
     d.emplace_back("nvfp4.stochastic_rounding", nvfp4_stochastic ? "defined" : "not defined");
   }
@@ -445,6 +456,9 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
                        : mx_order == MxOrder::kCompressedTensors
                              ? "NaN in PyTorch's vector lanes -> scale 2^-127 (0x00; F16 1.0, 0x7F), in the remainder and Inf -> "
                                "scale Inf, stored 0x7F, data x / Inf = 0; NaN data 0x7F (BF16) or 0x7F | sign"
+                       : mx_order == MxOrder::kCompressedTensorsTriton
+                             ? "NaN -> scale 2^-127 (0x00; F16 1.0, 0x7F), data +-448; Inf -> scale Inf, stored 0x7E, data 0; a NaN "
+                               "datum and Inf / Inf -> -448 (0xFE)"
                              : (mx_nonfinite == MxNonFinite::kNaN ? "NaN propagates; NaN or Inf -> 0xFF, NaN data"
                                                                   : "NaN ignored (maxNum), Inf -> 0xFE (satfinite)"));
     d.emplace_back("mxfp8.zero_block_scale", mx_order == MxOrder::kTorchAO ? "0x00 (data divided by 2^-126; rceil: by 1)"
@@ -452,7 +466,8 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
                                              : mx_order == MxOrder::kTorchCast ? "0x00 (data 0 / 2^-127 = 0)"
                                              : mx_order == MxOrder::kMlDtypesCast ? "0xFF (ml_dtypes casts 0 to NaN; data NaN)"
                                              : mx_order == MxOrder::kJax ? "0x00 (data 0 * (1 / 2^-127): NaN under XLA CPU's denormal flush; F16 0)"
-                                             : mx_order == MxOrder::kCompressedTensors ? "0x00 (scale 2^-127; F16: 2^-127 is 0 there -> 1.0, 0x7F)"
+                                             : mx_order == MxOrder::kCompressedTensors || mx_order == MxOrder::kCompressedTensorsTriton
+                                                 ? "0x00 (scale 2^-127; F16: 2^-127 is 0 there -> 1.0, 0x7F)"
                                                                              : "0x00");
   }
   if (fp8_block || fp8_tensor) {
@@ -484,7 +499,8 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
     for (MxScaleRule r : mxfp4_scale_rules) rules += (rules.empty() ? "" : ", ") + std::string(mx_scale_rule_name(r));
     d.emplace_back("mxfp4.scale_rules", rules);
     const std::string_view engine_nonfinite = detail::engine_mx4_nonfinite_text(mx_order, mxfp4_te_reference);
-    d.emplace_back("mxfp4.order", mx_order == MxOrder::kCompressedTensors || !engine_nonfinite.empty()
+    d.emplace_back("mxfp4.order", mx_order == MxOrder::kCompressedTensors || mx_order == MxOrder::kCompressedTensorsTriton ||
+                                          !engine_nonfinite.empty()
                                       ? std::string(mxfp4_te_reference ? detail::te_reference_mx4_order_text()
                                                                        : mx_order_text(mx_order))
                                   : mx_order == MxOrder::kTE
@@ -494,6 +510,8 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
                                         "floor/ceil/even from bamax's bits, data x / max(2^(e-127), 2^-126); torchao's E2M1 cast");
     d.emplace_back("mxfp4.nonfinite_block", mx_order == MxOrder::kCompressedTensors
                                                 ? "as MXFP8 (the pow2_round scale of a NaN block by lane); NaN data 0x0, BF16 0x8"
+                                                : mx_order == MxOrder::kCompressedTensorsTriton
+                                                ? "as MXFP8 (NaN -> 0x00, data +-6; Inf -> 0x7E, data 0); NaN data -> -6 (0xF)"
                                                 : mx_order == MxOrder::kTorchAO
                                                 ? "NaN -> 0xFF (rceil: codes of the NaN product), Inf -> finite scale, Inf -> +-6"
                                                 : !engine_nonfinite.empty() ? std::string(engine_nonfinite)
@@ -502,97 +520,6 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
   }
   d.emplace_back("neg_zero_fp8", "-0.0 -> 0x80 (sign kept)");
   return d;
-}
-
-std::span<const RuleToggle> rule_toggles() {
-  static const std::vector<RuleToggle> t = {
-      {"nan_amax", "flipped", [](ProfileRules& r) { r.nan_amax = !r.nan_amax; return true; }},
-      {"nvfp4.order", "te <-> torchao",
-       [](ProfileRules& r) {
-         if (!r.nvfp4) return false;
-         r.nvfp4_order = r.nvfp4_order == Nvfp4Order::kTE ? Nvfp4Order::kTorchAO : Nvfp4Order::kTE;
-         r.nvfp4_tiny_block_floor = r.nvfp4_order == Nvfp4Order::kTorchAO;
-         return true;
-       }},
-      {"nvfp4.zero_and_tiny_block_scale", "flipped",
-       [](ProfileRules& r) {
-         if (!r.nvfp4 || r.nvfp4_order != Nvfp4Order::kTorchAO) return false;
-         r.nvfp4_tiny_block_floor = !r.nvfp4_tiny_block_floor;
-         return true;
-       }},
-      {"nvfp4.nan_scale", "flipped", [](ProfileRules& r) { if (!r.nvfp4) return false; r.nvfp4_nan_scale = !r.nvfp4_nan_scale; return true; }},
-      {"nvfp4.neg_zero", "flipped",
-       [](ProfileRules& r) { if (!r.nvfp4) return false; r.nvfp4_neg_zero_positive = !r.nvfp4_neg_zero_positive; return true; }},
-      {"mxfp8.order", "te <-> torchao",
-       [](ProfileRules& r) {
-         if (!r.mxfp8) return false;
-         r.mx_order = r.mx_order == MxOrder::kTE ? MxOrder::kTorchAO : MxOrder::kTE;
-         return true;
-       }},
-      {"mxfp8.nonfinite_block", "flipped",
-       [](ProfileRules& r) {
-         if (!r.mxfp8 || r.mx_order != MxOrder::kTE) return false;
-         r.mx_nonfinite = r.mx_nonfinite == MxNonFinite::kNaN ? MxNonFinite::kSatFinite : MxNonFinite::kNaN;
-         return true;
-       }},
-      {"fp8.scale_order", "fp8_max * (1 / amax) <-> fp8_max / amax",
-       [](ProfileRules& r) {
-         if (!r.fp8_block && !r.fp8_tensor) return false;
-         r.fp8_scale_reciprocal = !r.fp8_scale_reciprocal;
-         return true;
-       }},
-      {"fp8.cast_overflow", "flipped",
-       [](ProfileRules& r) {
-         if (!r.fp8_block && !r.fp8_tensor) return false;
-         r.fp8_satfinite = !r.fp8_satfinite;
-         return true;
-       }},
-      {"fp8.form", "x / s <-> x * (1 / s)",
-       [](ProfileRules& r) {
-         // x / s <-> x * (1 / s), for the forms that store s (te's form has its own toggle, fp8.scale_order)
-         if ((!r.fp8_block && !r.fp8_tensor) || r.fp8_form == Fp8Form::kTE) return false;
-         auto swap = [](Fp8Form f) {
-           if (f == Fp8Form::kCast) return f;  // the libraries' casts multiply: no division form to swap with
-           if (f == Fp8Form::kRcpMaxDiv || f == Fp8Form::kRcpMaxMulRcp)
-             return f == Fp8Form::kRcpMaxDiv ? Fp8Form::kRcpMaxMulRcp : Fp8Form::kRcpMaxDiv;
-           return f == Fp8Form::kInvMulRcp ? Fp8Form::kInvDiv : Fp8Form::kInvMulRcp;
-         };
-         r.fp8_form = swap(r.fp8_form);
-         r.fp8_tensor_form = swap(r.fp8_tensor_form);
-         return true;
-       }},
-      {"fp8.arith_dtype", "flipped",
-       [](ProfileRules& r) {
-         if ((!r.fp8_block && !r.fp8_tensor) || r.fp8_form == Fp8Form::kTE) return false;
-         r.fp8_input_dtype_arith = !r.fp8_input_dtype_arith;
-         return true;
-       }},
-      {"fp8.zero_scale", "flipped",
-       [](ProfileRules& r) {
-         if ((!r.fp8_block && !r.fp8_tensor) || r.fp8_form == Fp8Form::kTE) return false;
-         r.fp8_zero_scale = r.fp8_zero_scale == Fp8ZeroScale::kKeep ? Fp8ZeroScale::kDtypeEps : Fp8ZeroScale::kKeep;
-         return true;
-       }},
-      {"fp8.pow2", "ceil_to_ue8m0 <-> exp2(ceil(log2f))",
-       [](ProfileRules& r) {
-         if ((!r.fp8_block && !r.fp8_tensor) || r.fp8_pow2 == Fp8Pow2::kNone) return false;
-         r.fp8_pow2 = r.fp8_pow2 == Fp8Pow2::kCeilBits ? Fp8Pow2::kCeilLog2 : Fp8Pow2::kCeilBits;
-         return true;
-       }},
-      {"fp8.inf_amax_scale", "flipped",
-       [](ProfileRules& r) {
-         if (!r.fp8_block && !r.fp8_tensor) return false;
-         r.fp8_inf_amax_scale_zero = !r.fp8_inf_amax_scale_zero;
-         return true;
-       }},
-      {"fp8.clamp_nan", "+fp8_max <-> -fp8_max",
-       [](ProfileRules& r) {
-         if ((!r.fp8_block && !r.fp8_tensor) || r.fp8_clamp_nan == Fp8ClampNaN::kNaN) return false;
-         r.fp8_clamp_nan = r.fp8_clamp_nan == Fp8ClampNaN::kPlusMax ? Fp8ClampNaN::kMinusMax : Fp8ClampNaN::kPlusMax;
-         return true;
-       }},
-  };
-  return t;
 }
 
 }  // namespace qtc

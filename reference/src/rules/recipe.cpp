@@ -198,10 +198,11 @@ const RuleCheck kRules[] = {
        return has_eps && !(std::isfinite(r.eps()) && r.eps() >= 0.0f);
      }},
     {{"mxfp8-profile-order-ct", "the profile's MXFP8 operation order defines E4M3 elements in 1x32 blocks only "
-                                "(mxfp8.order compressed_tensors: groups of 32 along the row)"},
+                                "(mxfp8.order compressed_tensors, compressed_tensors_triton: groups of 32 along the row)"},
      [](const Recipe& r, const ProfileRules& pr) {
        const Mxfp8Options* o = r.mxfp8_or_null();
-       return o && pr.mx_order == MxOrder::kCompressedTensors && (o->fp8 != Fp8Type::kE4M3 || o->tile_2d);
+       const bool ct = pr.mx_order == MxOrder::kCompressedTensors || pr.mx_order == MxOrder::kCompressedTensorsTriton;
+       return o && ct && (o->fp8 != Fp8Type::kE4M3 || o->tile_2d);
      },
      [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "'"; }},
 };

@@ -1,0 +1,47 @@
+/// \file profile_gpu_paths.cpp
+/// \brief The profile records of quantizers' GPU paths whose bits differ from their CPU path's profile (issue 25):
+///        compressed-tensors 0.20.0 on CUDA tensors (`compressed_tensors_triton`; its arithmetic in
+///        reference/src/peers/ct_peers.cpp, orders Nvfp4Order / MxOrder::kCompressedTensorsTriton). profile.cpp
+///        appends them after the engines' MXFP4 profiles.
+#include <string_view>
+#include <vector>
+
+#include "qtc/profile.hpp"
+
+namespace qtc::detail {
+
+void append_gpu_path_profiles(std::vector<ProfileRules>& v, const ProfileRules& compressed_tensors) {
+  // compressed-tensors 0.20.0's NVFP4 / MXFP8 / MXFP4 presets on CUDA tensors: the scales by PyTorch's CUDA ops,
+  // `quantize` by its Triton `_quantize_kernel`, `pack_fp4_to_uint8` by its Triton kernel (compressed_tensors_dump.py
+  // --device cuda; the 432 H100 dumps of reports/h200/run_r25_triton). Read from forward_helpers.py, fp4_utils.py and
+  // compressors/nvfp4/helpers.py of the 0.20.0 wheel. Its FP8 / FP8_BLOCK presets take the same kernel on CUDA, but
+  // nothing of them was dumped on a GPU: not defined here (the CPU profile's FP8 rules are not this path's).
+  ProfileRules ctt = compressed_tensors;
+  ctt.id = Profile::kCompressedTensorsTriton;
+  ctt.name = "compressed_tensors_triton";
+  ctt.version = 1;
+  ctt.follows = "compressed-tensors 0.20.0 presets NVFP4, MXFP8, MXFP4 on CUDA tensors (generate_gparam, "
+                "compute_dynamic_scales_and_zp by PyTorch's CUDA ops; quantize by the Triton _quantize_kernel, "
+                "pack_fp4_to_uint8 by its Triton kernel, compress_mx_scale; sm_90)";
+  ctt.fp8_block = ctt.fp8_tensor = false;
+  ctt.nvfp4_order = Nvfp4Order::kCompressedTensorsTriton;
+  ctt.mx_order = MxOrder::kCompressedTensorsTriton;
+  v.push_back(ctt);
+}
+
+std::string_view gpu_path_nvfp4_order_text() {
+  return "compressed_tensors_triton: gs and sf as compressed_tensors, by PyTorch's CUDA ops (a NaN block amax or a 0 * "
+         "Inf product is a positive NaN: sf 0x7F); data div_rn(x, div_rn(sf, gs)) in float32, + 0 (-0.0 -> +0), "
+         "tl.clamp(y, q_min, q_max) with runtime bounds (max.f32 then min.f32: NaN -> -6, code 0xF), _round_to_fp4 "
+         "(value buckets; sign from y < 0: a negative rounding to 0 -> 0x8), packed by pack_fp4_to_uint8's Triton kernel";
+}
+
+std::string_view gpu_path_mx_order_text() {
+  return "compressed_tensors_triton: scales as compressed_tensors (pow2_round in the input dtype T; F16 scales below its "
+         "range -> 1.0), by PyTorch's CUDA ops: a NaN block's max(|min|, |max|) is CUDA's canonical NaN (0x7FFFFFFF, "
+         "0x7FFF), which pow2_round wraps to -0: scale 2^-127; an Inf scale is stored 127 + int32(Inf) = 0x7E (CUDA's "
+         "conversion saturates); data div_rn(x, scale) in float32 (not rounded to T), + 0, tl.clamp with runtime bounds "
+         "(NaN -> -elem_max), then tl.float8e4nv (RN-even) or _round_to_fp4 (value buckets, sign from y < 0)";
+}
+
+}  // namespace qtc::detail
