@@ -2,6 +2,9 @@
 /// \brief Generated cases of `qtc conform`: input families, recipe variants, vector files, error bounds.
 #include "cases.hpp"
 
+#include "qtc/error_bound.hpp"
+#include "qtc/kind.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -185,46 +188,12 @@ std::vector<Recipe> all_recipe_variants() {
   for (const ProfileRules& pr : all_profiles()) {
     if (pr.nvfp4_order != Nvfp4Order::kTE || pr.mx_order != MxOrder::kTE) continue;
     if (pr.fp8_form != Fp8Form::kTE || pr.fp8_tensor_form != Fp8Form::kTE) continue;  // the FP8 toolkit profiles: their vectors
-    const Profile prof = pr.id;
-    // NVFP4: tile x row_scaled x rht x 4over6 (off, mae/mse x 448/256) x stochastic rounding.
-    if (pr.nvfp4)
-    for (bool t2 : {false, true})
-      for (bool rs : {false, true})
-        for (bool rht : {false, true})
-          for (int f46 = 0; f46 < 5; ++f46)
-            for (bool sr : {false, true}) {
-              add(Recipe::of(Nvfp4Options{.tile_2d = t2,
-                                          .row_scaled = rs,
-                                          .rht = rht,
-                                          .fourover6 = f46 > 0,
-                                          .fourover6_err = (f46 == 2 || f46 == 4) ? ErrMode::kMSE : ErrMode::kMAE,
-                                          .e4m3_max = f46 >= 3 ? 256 : 448,
-                                          .stochastic = sr,
-                                          .seed = sr ? 0x5EEDull : 0},
-                             prof));
-            }
-    // MXFP8: element type x scale rule x 32x32 blocks.
-    for (Fp8Type t : {Fp8Type::kE4M3, Fp8Type::kE5M2})
-      for (MxScaleRule rule : pr.mx_scale_rules)
-        for (bool b2 : {false, true}) {
-          add(Recipe::of(Mxfp8Options{.fp8 = t, .scale_rule = rule, .tile_2d = b2}, prof));
-        }
-    // FP8 block and FP8 tensor: tile x element type x pow2 x eps.
-    for (RecipeKind k : {RecipeKind::kFP8Block, RecipeKind::kFP8Tensor})
-      for (bool b2 : {false, true})
-        if (k == RecipeKind::kFP8Block ? pr.fp8_block : pr.fp8_tensor)
-        for (Fp8Type t : {Fp8Type::kE4M3, Fp8Type::kE5M2})
-          for (bool p2 : {false, true})
-            for (float eps : {0.0f, 0.5f}) {
-              if (k == RecipeKind::kFP8Tensor && b2) continue;
-              if (k == RecipeKind::kFP8Block)
-                add(Recipe::of(Fp8BlockOptions{.fp8 = t, .tile_2d = b2, .pow2_scales = p2, .eps = eps}, prof));
-              else
-                add(Recipe::of(Fp8TensorOptions{.fp8 = t, .pow2_scales = p2, .eps = eps}, prof));
-            }
-    // MXFP4: every scale rule the profile defines for it.
-    if (pr.mxfp4)
-      for (MxScaleRule rule : pr.mxfp4_scale_rules) add(Recipe::of(Mxfp4Options{.scale_rule = rule}, prof));
+    // Each kind's module says which variants it has under this profile (kinds/<kind>_kind.cpp).
+    for (const KindInfo* kind : kind_table()) {
+      std::vector<Recipe> candidates;
+      kind->conform_variants(pr, candidates);
+      for (Recipe& r : candidates) add(std::move(r));
+    }
   }
   return out;
 }
@@ -251,7 +220,7 @@ std::vector<Case> generated_cases(const std::vector<Recipe>& recipes) {
     // Shapes that are not multiples of the 32/128 blocks (partial blocks).
     inputs.push_back({InputClass::kNormal, r.nvfp4_rht() ? DType::kBF16 : DType::kF32, 48, 80});
     inputs.push_back({InputClass::kSpecial, r.nvfp4_rht() ? DType::kBF16 : DType::kF32, 48, 80});
-    if (r.is(RecipeKind::kMXFP4)) {  // any shape: odd K and M (a half-filled last byte), partial blocks both ways
+    if (kind_info(r).conform_odd_shapes) {  // any shape: odd K and M (a half-filled last byte), partial blocks both ways
       inputs.push_back({InputClass::kNormal, DType::kF32, 33, 45});
       inputs.push_back({InputClass::kTies, DType::kBF16, 37, 70});
     }
@@ -308,131 +277,38 @@ io::File make_vector(const Case& c, const HostMatrix& x, const QuantizedTensor& 
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Error bounds of dequantize(quantize(x)), per element, from the block amax b (finite values of the block in
-// the plane's domain) and, for NVFP4, the amax A that sets the global scale (tensor, or row/column when
-// row-scaled):
-//  * NVFP4: the block decode scale is about b/6 (E4M3-rounded: relative error <= 2^-4), the largest E2M1 gap is
-//    2 (between 4 and 6), so RN errs by at most 1 * (b/6) * (1 + 2^-4) plus saturation of elements beyond
-//    6 after the scale rounded down (0.375 * b/6): |err| <= 0.1875 b. Stochastic rounding moves by up to a
-//    whole gap: 0.375 b. 4over6 picks the candidate with the smaller *block* error, and its map-to-4 candidate
-//    saturates its scale at 448 when b > 2A/3 (TE_FORMATS.md §11.5), so one element may lose up to b/3:
-//    0.35 b. Blocks whose scale underflows E4M3 (b*S_enc/6 <= 2^-10) decode to 0: |err| <= b <= A * 2^-18.8,
-//    and E4M3-subnormal scales are coarse: both are covered by A * 2^-12.
-//    TE's dequantization, (sf * A) * (1 / (6 * E4M3_MAX)) (§1.14), is not the inverse of quantization when
-//    S_enc = 6 * E4M3_MAX / A was clamped to FLT_MAX (A < 6 * E4M3_MAX / FLT_MAX, §11.3) or when sf * A
-//    overflows (A > FLT_MAX / 448): elements whose A lies there are not checked (the vectors pin them).
-//  * MXFP8: RN of an element with m mantissa bits errs by 2^-(m+1) |x| for normals; below the element's
-//    smallest normal by half its smallest subnormal times the decode scale (<= 2 b / max, at least 2^-127).
-//    Under ocp_floor b/scale lies in [2^emax, 2^(emax+1)) and elements above max saturate: up to 0.125 b.
-//  * FP8 block / tensor: as MXFP8 with decode scale <= 2 max(b, eps) / max (pow2 rounds the scale down),
-//    at least 1/FLT_MAX (the clamp of an overflowing scale); no saturation.
-// Every bound also allows 2^-22 |x| for the float arithmetic of the dequantization and 2^-140 absolute, and
-// an infinite result of the right sign where the exact dequantized value may exceed FLT_MAX.
-// Planes whose domain holds NaN or Inf are not checked: a non-finite amax changes every block's scale
-// (the vectors pin those cases bit for bit instead).
+// The round trip dequantize(quantize(x)) against x, per element, under the one bound of error_bound.hpp (what
+// qtc::testing's within_error_bound checks too), with the scales of the quantization that was dequantized. The
+// plane's domain is x, or RHT(x^T)^T for RHT columnwise planes. Planes whose domain holds NaN or Inf are not
+// checked: a non-finite amax changes every block's scale (the vectors pin those cases bit for bit instead).
 
-BoundResult check_error_bound(const Recipe& r, PlaneKind p, const MatrixView& x, const HostMatrix& deq) {
+BoundResult check_error_bound(const QuantizedTensor& q, PlaneKind p, const MatrixView& x, const HostMatrix& deq) {
   BoundResult res;
+  const Recipe& r = q.recipe;
   const int64_t M = x.rows, K = x.cols;
   QTC_CHECK(deq.rows == M && deq.cols == K && deq.dtype == DType::kF32, "dequantized plane has the wrong shape or type");
-  // The plane's reference domain in x's orientation: x, or RHT(x^T)^T for RHT columnwise planes.
-  std::vector<double> ref(static_cast<size_t>(M * K));
+  HostMatrix domain(DType::kF32, M, K);
   if (r.nvfp4_rht() && p == PlaneKind::kColumnwise) {
     const HostMatrix t = ref::rht_transform(x, r.nvfp4().rht_sign_mask);  // (K, M)
     for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < K; ++j) ref[static_cast<size_t>(i * K + j)] = t.get(j, i);
+      for (int64_t j = 0; j < K; ++j) domain.set(i, j, t.get(j, i));
   } else {
     for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < K; ++j) ref[static_cast<size_t>(i * K + j)] = x.at(i, j);
+      for (int64_t j = 0; j < K; ++j) domain.set(i, j, x.at(i, j));
   }
-  for (double v : ref)
-    if (!std::isfinite(v)) {
-      res.not_checked = "the input holds NaN or Inf (a non-finite amax changes every scale; the vectors pin it bit for bit)";
-      return res;
-    }
-  auto at = [&](int64_t i, int64_t j) { return ref[static_cast<size_t>(i * K + j)]; };
-
-  // A: the amax that sets NVFP4's global scale.
-  std::vector<double> amax_scope(static_cast<size_t>(std::max(M, K)), 0.0);
-  double amax_all = 0.0;
   for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < K; ++j) {
-      const double a = std::fabs(at(i, j));
-      amax_all = std::max(amax_all, a);
-      size_t s = static_cast<size_t>(p == PlaneKind::kRowwise ? i : j);
-      amax_scope[s] = std::max(amax_scope[s], a);
-    }
-  std::map<std::pair<int64_t, int64_t>, double> block_amax;
-  auto bamax = [&](const Block& g) {
-    auto key = std::pair(g.r0, g.c0);
-    auto it = block_amax.find(key);
-    if (it != block_amax.end()) return it->second;
-    double b = 0.0;
-    for (int64_t i = g.r0; i < g.r1; ++i)
-      for (int64_t j = g.c0; j < g.c1; ++j) b = std::max(b, std::fabs(at(i, j)));
-    block_amax.emplace(key, b);
-    return b;
-  };
-
-  const bool nvfp4 = r.kind() == RecipeKind::kNVFP4 || r.kind() == RecipeKind::kMXFP4;  // E2M1 data
-  const bool e4m3 = nvfp4 || r.fp8_type() == Fp8Type::kE4M3;  // NVFP4, MXFP4: not read below
-  const double rel = nvfp4 ? 0.0 : (e4m3 ? 0x1p-4 : 0x1p-3);
-  const double fmax = fp8_max(e4m3 ? Fp8Type::kE4M3 : Fp8Type::kE5M2);
-  const double eps = r.is(RecipeKind::kFP8Block) || r.is(RecipeKind::kFP8Tensor) ? static_cast<double>(r.eps()) : 0.0;
-  const double min_sub = e4m3 ? 0x1p-9 : 0x1p-16;
-  int64_t skipped = 0;
-  const PlaneSpec spec = describe_plane(r, p, M, K);
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < K; ++j) {
-      const double v = at(i, j);
-      const double d = deq.get(i, j);
-      const Block g = spec.block_of(i, j);
-      const double b = bamax(g);
-      double tol = 0x1p-22 * std::fabs(v) + 0x1p-140;
-      switch (r.kind()) {
-        case RecipeKind::kNVFP4: {
-          const double a = r.nvfp4_row_scaled() ? amax_scope[static_cast<size_t>(p == PlaneKind::kRowwise ? i : j)] : amax_all;
-          const double s6 = 6.0 * r.nvfp4().e4m3_max;
-          if (a > 0.0 && (a < s6 / FLT_MAX || a > FLT_MAX / 448.0)) {
-            ++skipped;
-            continue;
-          }
-          tol += (r.nvfp4().stochastic ? 0.375 : r.nvfp4().fourover6 ? 0.35 : 0.1875) * b + 0x1p-12 * a;
-          break;
-        }
-        case RecipeKind::kMXFP8:
-          tol += rel * std::fabs(v) + 0.5 * min_sub * std::max(2.0 * b / fmax, 0x1p-127);
-          if (r.mxfp8().scale_rule == MxScaleRule::kOcpFloor) tol += 0.125 * b;
-          break;
-        case RecipeKind::kMXFP4:
-          // rceil: scale 2^(e-127) in [b/6, b/3) (RN(1/6) rounds up), |x / scale| <= 6, so the error is at most half
-          // of E2M1's widest step, 2 * scale / 2 <= b/3; ocp_floor: scale in (b/8, b/4], elements above 6 * scale
-          // saturate: at most 2 * scale <= b/2. Blocks below 2^-127 * 6: scale 2^-127, error <= 2^-128.
-          tol += (r.mxfp4().scale_rule == MxScaleRule::kOcpFloor ? 0.5 : 0.34) * b + 0x1p-128;
-          break;
-        case RecipeKind::kFP8Block:
-        case RecipeKind::kFP8Tensor: {
-          const double bb = std::max(b, eps);
-          // 2/FLT_MAX: the clamp of an overflowing scale to FLT_MAX, rounded down to 2^127 by pow2.
-          tol += rel * std::fabs(v) + 0.5 * min_sub * std::max(2.0 * bb / fmax, 2.0 / FLT_MAX);
-          break;
-        }
+    for (int64_t j = 0; j < K; ++j)
+      if (!std::isfinite(domain.get(i, j))) {
+        res.not_checked = "the input holds NaN or Inf (a non-finite amax changes every scale; the vectors pin it bit for bit)";
+        return res;
       }
-      ++res.checked;
-      const double err = std::fabs(d - v);
-      // The exact dequantized value may lie beyond FLT_MAX (e.g. MXFP8 rounds FLT_MAX up to 256 * 2^120 =
-      // 2^128): the F32 output is then Inf of the right sign, which is the correct rounding.
-      const bool overflow_ok = std::isinf(d) && std::signbit(d) == std::signbit(v) && std::fabs(v) + tol > FLT_MAX;
-      if (!(err <= tol) && !overflow_ok) {
-        if (res.violations++ == 0)
-          res.first = ::fmt::format("at [{}, {}]: x = {}, dequantized = {}, |error| = {:.6g} > bound {:.6g} (block [{}:{}, {}:{}] amax {})",
-                                    i, j, v, d, err, tol, g.r0, g.r1, g.c0, g.c1, b);
-      }
-    }
-  if (skipped > 0)
-    res.not_checked = ::fmt::format("{} elements whose NVFP4 amax lies outside [6*E4M3_MAX/FLT_MAX, FLT_MAX/448], where TE's "
-                                    "dequantization is not the inverse of its quantization (TE_FORMATS.md §1.14, §11.2-3)",
-                                    skipped);
+  const ErrorBoundResult b = qtc::check_error_bound(q, p, domain.view(), deq.view());
+  res.checked = b.checked;
+  res.violations = b.outside;
+  if (b.outside > 0)
+    res.first = ::fmt::format("at [{}, {}]: x = {}, dequantized = {}, |error| = {:.6g} > bound {:.6g} (block scale {:g})", b.i,
+                              b.j, b.x, b.got, std::fabs(b.got - b.x), b.bound, b.scale);
+  if (b.exempt > 0) res.not_checked = ::fmt::format("{} elements: {}", b.exempt, b.exempt_reason);
   return res;
 }
 

@@ -45,14 +45,14 @@ std::vector<Case> generated_cases(const std::vector<Recipe>& recipes);
 /// and the seed.
 io::File make_vector(const Case& c, const HostMatrix& x, const QuantizedTensor& q, QuantizeBackend& cpu, uint64_t seed);
 
-/// dequantize(quantize(x)) against x, per element, for finite blocks: |deq - x| <= the format's bound
-/// (see cases.cpp for each recipe's bound and why).
+/// dequantize(quantize(x)) against x, per element, for finite planes: |deq - x| <= the bound of error_bound.hpp with
+/// the scales of q (the quantization of x that was dequantized).
 struct BoundResult {
   int64_t checked = 0;
   int64_t violations = 0;
   std::string first;  ///< the first violation, with the bound and the block
   std::string not_checked;  ///< why elements were left out (checked == 0: why nothing was)
 };
-BoundResult check_error_bound(const Recipe& r, PlaneKind plane, const MatrixView& x, const HostMatrix& deq);
+BoundResult check_error_bound(const QuantizedTensor& q, PlaneKind plane, const MatrixView& x, const HostMatrix& deq);
 
 }  // namespace qtc::conformance

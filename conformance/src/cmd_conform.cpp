@@ -221,7 +221,7 @@ int run_conform(ConformOptions o) {
         }
         for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
           if (!(pk == PlaneKind::kRowwise ? q.rowwise : q.columnwise)) continue;
-          const BoundResult br = check_error_bound(c.recipe, pk, x.view(), cpu->dequantize(q, pk, DType::kF32));
+          const BoundResult br = check_error_bound(q, pk, x.view(), cpu->dequantize(q, pk, DType::kF32));
           FileResult r = base;
           r.path = rel + (pk == PlaneKind::kRowwise ? " (rowwise)" : " (columnwise)");
           r.verdict = br.violations == 0 ? Verdict::kPass : Verdict::kFail;

@@ -388,7 +388,7 @@ TEST(GeneratedCases, OneVectorPerRecipeVerifies) {
     EXPECT_EQ(r.verdict, Verdict::kPass) << r.message;
     for (auto pk : {qtc::PlaneKind::kRowwise, qtc::PlaneKind::kColumnwise}) {
       if (!(pk == qtc::PlaneKind::kRowwise ? q.rowwise : q.columnwise)) continue;
-      const auto b = qtc::conformance::check_error_bound(c.recipe, pk, x.view(), cpu->dequantize(q, pk, qtc::DType::kF32));
+      const auto b = qtc::conformance::check_error_bound(q, pk, x.view(), cpu->dequantize(q, pk, qtc::DType::kF32));
       EXPECT_GT(b.checked, 0);
       EXPECT_EQ(b.violations, 0) << b.first;
     }
@@ -403,7 +403,7 @@ TEST(GeneratedCases, ErrorBoundCatchesAWrongElement) {
   const auto q = cpu->quantize(x.view(), r);
   auto deq = cpu->dequantize(q, qtc::PlaneKind::kRowwise, qtc::DType::kF32);
   deq.set(4, 9, -deq.get(4, 9) + (x.view().at(4, 9) >= 0 ? -1.0f : 1.0f));  // wrong sign and magnitude
-  const auto b = qtc::conformance::check_error_bound(r, qtc::PlaneKind::kRowwise, x.view(), deq);
+  const auto b = qtc::conformance::check_error_bound(q, qtc::PlaneKind::kRowwise, x.view(), deq);
   EXPECT_EQ(b.violations, 1);
   expect_contains(b.first, "at [4, 9]");
 }

@@ -14,6 +14,7 @@
 
 #include "qtc/codec.hpp"
 #include "qtc/error.hpp"
+#include "qtc/error_bound.hpp"
 #include "qtc/kind.hpp"
 #include "qtc/quantize.hpp"
 #include "qtc/safetensors.hpp"
@@ -43,32 +44,6 @@ const char* input_dtype_name(DType t) {
     case DType::kBF16: return "BF16";
     case DType::kF16: return "F16";
     default: return "U8";
-  }
-}
-
-/// Element format of a recipe's data: mantissa bits, smallest normal exponent, largest finite value.
-struct ElemFormat {
-  int mbits;
-  int emin;
-  double max;
-};
-
-ElemFormat elem_format(const Recipe& r) {
-  if (kind_info(r).e2m1_data) return {1, 0, 6.0};
-  return r.fp8_type() == Fp8Type::kE4M3 ? ElemFormat{3, -6, 448.0} : ElemFormat{2, -14, 57344.0};
-}
-
-/// Spacing of the element format's representable values at magnitude v (the binade of v, or the subnormal step).
-double spacing(const ElemFormat& f, double v) {
-  if (v < std::ldexp(1.0, f.emin)) return std::ldexp(1.0, f.emin - f.mbits);
-  return std::ldexp(1.0, std::ilogb(v) - f.mbits);
-}
-
-double out_half_ulp(DType t) {
-  switch (t) {
-    case DType::kBF16: return std::ldexp(1.0, -8);
-    case DType::kF16: return std::ldexp(1.0, -11);
-    default: return std::ldexp(1.0, -24);
   }
 }
 
@@ -153,16 +128,7 @@ GivenVector given_vector(const MatrixView& x, const Recipe& r, const Outputs& ou
 }
 
 double element_error_bound(const Recipe& r, float x, double s, DType out, float dequantized) {
-  const ElemFormat f = elem_format(r);
-  const double ax = std::fabs(static_cast<double>(x));
-  const double v = s > 0 ? ax / s : 0.0;
-  const double step = s * spacing(f, std::min(v, f.max));
-  const bool stochastic = r.nvfp4_or_null() != nullptr && r.nvfp4().stochastic;
-  double b = stochastic ? step : step / 2;
-  b += std::max(0.0, ax - f.max * s);
-  b += std::ldexp(ax, -20);
-  b += out_half_ulp(out) * std::fabs(static_cast<double>(dequantized));
-  return b;
+  return qtc::element_error_bound(r, x, s, out, dequantized);
 }
 
 ::testing::AssertionResult within_error_bound(const MatrixView& x, const Recipe& r_in, const MatrixView& dq, PlaneKind plane) {
@@ -179,46 +145,15 @@ double element_error_bound(const Recipe& r, float x, double s, DType out, float 
     r.rowwise = !col || r.nvfp4_row_scaled();  // row-scaled NVFP4's columnwise plane needs the rowwise one (§1.11)
     r.columnwise = col;
     const QuantizedTensor q = ref::quantize(x, r);
-    const Plane& p = q.plane(plane);
-    const int64_t M = x.rows, K = x.cols;
-    // The effective scale of x(i, j)'s block, as ref::dequantize applies it: the compact scale entry of x(i, j) in the
-    // plane's description, decoded by its type; NVFP4's block scale with its plane's amax (one, or one per plane row).
-    const PlaneSpec spec = describe_plane(r, plane, M, K);
-    const std::optional<ref::Nvfp4BlockDequant> nvfp4_scale =
-        kind_info(r).plane_amax ? std::optional<ref::Nvfp4BlockDequant>(ref::Nvfp4BlockDequant(r)) : std::nullopt;
-    auto scale_of = [&](int64_t i, int64_t j) -> double {
-      if (spec.per_tensor) return q.scale_inv;
-      const Index2 e = spec.scale_entry(i, j);
-      if (nvfp4_scale) {
-        const int64_t a = col ? j : i;  // plane row
-        const float am = p.amax.size() > 1 ? p.amax[static_cast<size_t>(a)] : p.amax.at(0);
-        return (*nvfp4_scale)(am, p.scale.byte(e.row, e.col));
-      }
-      return spec.scale_type == ScaleType::kF32 ? static_cast<double>(p.scale.f32(e.row, e.col))
-                                                : static_cast<double>(decode_e8m0(p.scale.byte(e.row, e.col)));
-    };
-    int64_t bad = 0, first_i = -1, first_j = -1;
-    double first_bound = 0, first_scale = 0;
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < K; ++j) {
-        const float xv = x.at(i, j);
-        const double s = scale_of(i, j);
-        if (!std::isfinite(xv) || !std::isfinite(s)) continue;  // encodings of NaN/Inf are profile rules: conforms()
-        const float d = dq.at(i, j);
-        const double bound = element_error_bound(r, xv, s, dq.dtype, d);
-        const double err = std::fabs(static_cast<double>(d) - static_cast<double>(xv));
-        if (std::isfinite(d) && err <= bound) continue;
-        if (bad++ == 0) first_i = i, first_j = j, first_bound = bound, first_scale = s;
-      }
-    if (bad == 0) return ::testing::AssertionSuccess();
-    const float xv = x.at(first_i, first_j), d = dq.at(first_i, first_j);
-    const ElemFormat f = elem_format(r);
-    const double v = first_scale > 0 ? std::fabs(static_cast<double>(xv)) / first_scale : 0.0;
+    const ErrorBoundResult b = check_error_bound(q, plane, x, dq);  // the one bound (qtc/error_bound.hpp)
+    if (b.outside == 0) return ::testing::AssertionSuccess();
+    const ElementFormat f = element_format(r);
+    const double v = b.scale > 0 ? std::fabs(b.x) / b.scale : 0.0;
     return ::testing::AssertionFailure() << ::fmt::format(
                "dequantized_{} ({}): {} of {} elements outside the error bound; first at [{}, {}]: x = {}, got {}, "
                "|error| = {:g} > bound {:g} (block scale {:g}, |x|/scale = {:g}, element spacing there {:g}{})",
-               pname, r.name(), bad, M * K, first_i, first_j, xv, d, std::fabs(static_cast<double>(d) - xv), first_bound,
-               first_scale, v, spacing(f, std::min(v, f.max)),
+               pname, r.name(), b.outside, x.rows * x.cols, b.i, b.j, static_cast<float>(b.x), static_cast<float>(b.got),
+               std::fabs(b.got - b.x), b.bound, b.scale, v, element_spacing(f, std::min(v, f.max)),
                r.nvfp4_or_null() != nullptr && r.nvfp4().stochastic ? ", stochastic rounding" : "");
   } catch (const std::exception& e) {
     return ::testing::AssertionFailure() << "ERROR dequantized_" << pname << " (" << r_in.name() << "): " << rule(e.what());

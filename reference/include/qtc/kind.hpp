@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "qtc/recipe.hpp"
 
@@ -22,7 +23,8 @@ inline constexpr RecipeKind kind_of_options = static_cast<RecipeKind>(RecipeOpti
 /// Number of recipe kinds (alternatives of RecipeOptions).
 inline constexpr int kRecipeKindCount = static_cast<int>(std::variant_size_v<RecipeOptions>);
 
-struct MetadataReader;  // reference/src/kinds/kind_module.hpp: typed access to the metadata map
+struct MetadataReader;
+struct ProfileRules;  // profile.hpp  // reference/src/kinds/kind_module.hpp: typed access to the metadata map
 
 /// The text of a float as metadata and names write it (shortest round trip).
 std::string float_text(float v);
@@ -55,6 +57,15 @@ struct KindInfo {
   /// Its parameter keys into `md`, and its options from metadata (keys of other kinds are refused before).
   void (*to_metadata)(const RecipeOptions&, std::map<std::string, std::string>& md);
   RecipeOptions (*from_metadata)(const MetadataReader& m);
+  /// The variants `qtc conform` generates under profile `pr` (candidates: conform drops those validate() refuses;
+  /// nothing where the profile does not define the kind).
+  void (*conform_variants)(const ProfileRules& pr, std::vector<Recipe>& out);
+  /// Its data takes any shape, odd row lengths included (E2M1 two per byte, a half-filled last byte): conform adds
+  /// odd shapes.
+  bool conform_odd_shapes;
+  /// Why the error bound (error_bound.hpp) does not hold for an element whose global amax is `amax` (empty: it
+  /// does); nullptr for a kind whose dequantization always inverts its quantization's scaling.
+  std::string (*bound_exempt)(const Recipe& r, double amax);
 };
 
 /// The module of kind `k`; every RecipeKind has one.

@@ -5,6 +5,7 @@
 
 #include "internal.hpp"
 #include "kind_module.hpp"
+#include "qtc/profile.hpp"
 #include "simd/simd.hpp"
 
 namespace qtc::ref::detail {
@@ -106,6 +107,16 @@ void check_gemm_pair(const Recipe& a, const Recipe& b, DType) {
   QTC_CHECK(!(a.is_2d() && b.is_2d()), "FP8 block scaling: 128x128 x 128x128 GEMMs are not supported (TE_FORMATS.md §7.3)");
 }
 
+void conform_variants(const ProfileRules& pr, std::vector<Recipe>& out) {
+  // tile x element type x pow2 x eps.
+  if (!pr.fp8_block) return;
+  for (bool b2 : {false, true})
+    for (Fp8Type t : {Fp8Type::kE4M3, Fp8Type::kE5M2})
+      for (bool p2 : {false, true})
+        for (float eps : {0.0f, 0.5f})
+          out.push_back(Recipe::of(Fp8BlockOptions{.fp8 = t, .tile_2d = b2, .pow2_scales = p2, .eps = eps}, pr.id));
+}
+
 }  // namespace fp8_block_kind
 
 PlaneRows fp8_plane_rows(const DequantInput& in) {
@@ -148,7 +159,10 @@ const KindModule kFp8BlockModule = {
              .is_2d = [](const RecipeOptions& o) { return fp8_block_kind::opts(o).tile_2d; },
              .name_of = fp8_block_kind::name_of,
              .to_metadata = fp8_block_kind::to_metadata,
-             .from_metadata = fp8_block_kind::from_metadata},
+             .from_metadata = fp8_block_kind::from_metadata,
+             .conform_variants = fp8_block_kind::conform_variants,
+             .conform_odd_shapes = false,
+             .bound_exempt = nullptr},
     .quantize = quantize_fp8_block,
     .quantize_simd = simd::quantize_fp8_block,
     .quantize_amax = nullptr,

@@ -5,6 +5,7 @@
 
 #include "internal.hpp"
 #include "kind_module.hpp"
+#include "qtc/profile.hpp"
 #include "simd/simd.hpp"
 
 namespace qtc::ref::detail {
@@ -68,6 +69,14 @@ double operand_value(const OperandPlane& op, int64_t r, int64_t c) {
   return operand::fp8_value(op.p.data[static_cast<size_t>(r * op.C + c)], op.fp8) * static_cast<double>(op.scale_inv);
 }
 
+void conform_variants(const ProfileRules& pr, std::vector<Recipe>& out) {
+  // element type x pow2 x eps.
+  if (!pr.fp8_tensor) return;
+  for (Fp8Type t : {Fp8Type::kE4M3, Fp8Type::kE5M2})
+    for (bool p2 : {false, true})
+      for (float eps : {0.0f, 0.5f}) out.push_back(Recipe::of(Fp8TensorOptions{.fp8 = t, .pow2_scales = p2, .eps = eps}, pr.id));
+}
+
 }  // namespace fp8_tensor_kind
 
 const KindModule kFp8TensorModule = {
@@ -88,7 +97,10 @@ const KindModule kFp8TensorModule = {
              .is_2d = [](const RecipeOptions&) { return false; },
              .name_of = fp8_tensor_kind::name_of,
              .to_metadata = fp8_tensor_kind::to_metadata,
-             .from_metadata = fp8_tensor_kind::from_metadata},
+             .from_metadata = fp8_tensor_kind::from_metadata,
+             .conform_variants = fp8_tensor_kind::conform_variants,
+             .conform_odd_shapes = false,
+             .bound_exempt = nullptr},
     .quantize = [](const MatrixView& x, const Recipe& r) { return quantize_fp8_tensor(x, r, nullptr); },
     .quantize_simd = [](const MatrixView& x, const Recipe& r) { return simd::quantize_fp8_tensor(x, r, nullptr); },
     .quantize_amax = quantize_fp8_tensor,

@@ -104,6 +104,12 @@ void check_gemm_pair(const Recipe&, const Recipe&, DType out) {
   QTC_CHECK(out != DType::kF16, "FP4 GEMM does not support FP16 output (TE_FORMATS.md §7.4; cuBLASLt block-scaled FP4)");
 }
 
+void conform_variants(const ProfileRules& pr, std::vector<Recipe>& out) {
+  // every scale rule the profile defines for MXFP4.
+  if (!pr.mxfp4) return;
+  for (MxScaleRule rule : pr.mxfp4_scale_rules) out.push_back(Recipe::of(Mxfp4Options{.scale_rule = rule}, pr.id));
+}
+
 }  // namespace mxfp4_kind
 
 const KindModule kMxfp4Module = {
@@ -124,7 +130,10 @@ const KindModule kMxfp4Module = {
              .is_2d = [](const RecipeOptions&) { return false; },
              .name_of = mxfp4_kind::name_of,
              .to_metadata = mxfp4_kind::to_metadata,
-             .from_metadata = mxfp4_kind::from_metadata},
+             .from_metadata = mxfp4_kind::from_metadata,
+             .conform_variants = mxfp4_kind::conform_variants,
+             .conform_odd_shapes = true,
+             .bound_exempt = nullptr},
     .quantize = quantize_mxfp4,
     .quantize_simd = simd::quantize_mxfp4,  // simd/mxfp4_simd.cpp; cpu_path.hpp says which orders it runs
     .quantize_amax = nullptr,

@@ -107,6 +107,13 @@ double operand_value(const OperandPlane& op, int64_t r, int64_t c) {
   return v * static_cast<double>(decode_e8m0(e));
 }
 
+void conform_variants(const ProfileRules& pr, std::vector<Recipe>& out) {
+  // element type x scale rule x 32x32 blocks.
+  for (Fp8Type t : {Fp8Type::kE4M3, Fp8Type::kE5M2})
+    for (MxScaleRule rule : pr.mx_scale_rules)
+      for (bool b2 : {false, true}) out.push_back(Recipe::of(Mxfp8Options{.fp8 = t, .scale_rule = rule, .tile_2d = b2}, pr.id));
+}
+
 }  // namespace mxfp8_kind
 
 const KindModule kMxfp8Module = {
@@ -127,7 +134,10 @@ const KindModule kMxfp8Module = {
              .is_2d = [](const RecipeOptions& o) { return mxfp8_kind::opts(o).tile_2d; },
              .name_of = mxfp8_kind::name_of,
              .to_metadata = mxfp8_kind::to_metadata,
-             .from_metadata = mxfp8_kind::from_metadata},
+             .from_metadata = mxfp8_kind::from_metadata,
+             .conform_variants = mxfp8_kind::conform_variants,
+             .conform_odd_shapes = false,
+             .bound_exempt = nullptr},
     .quantize = quantize_mxfp8,
     .quantize_simd = simd::quantize_mxfp8,
     .quantize_amax = nullptr,

@@ -1,10 +1,12 @@
 /// \file nvfp4_kind.cpp
 /// \brief The NVFP4 module (TE_FORMATS.md §1): names, metadata keys and mapping, block geometry, quantizers.
 ///        The quantizers themselves are nvfp4.cpp (scalar) and simd/nvfp4_simd.cpp (vectorized).
+#include <cfloat>
 #include <sstream>
 
 #include "internal.hpp"
 #include "kind_module.hpp"
+#include "qtc/profile.hpp"
 #include "qtc/quantize.hpp"
 #include "simd/simd.hpp"
 
@@ -162,6 +164,36 @@ void check_gemm_pair(const Recipe& a, const Recipe& b, DType out) {
   QTC_CHECK(out != DType::kF16, "FP4 GEMM does not support FP16 output (TE_FORMATS.md §7.4)");
 }
 
+void conform_variants(const ProfileRules& pr, std::vector<Recipe>& out) {
+  // tile x row_scaled x rht x 4over6 (off, mae/mse x 448/256) x stochastic rounding.
+  if (!pr.nvfp4) return;
+  for (bool t2 : {false, true})
+    for (bool rs : {false, true})
+      for (bool rht : {false, true})
+        for (int f46 = 0; f46 < 5; ++f46)
+          for (bool sr : {false, true})
+            out.push_back(Recipe::of(Nvfp4Options{.tile_2d = t2,
+                                                  .row_scaled = rs,
+                                                  .rht = rht,
+                                                  .fourover6 = f46 > 0,
+                                                  .fourover6_err = (f46 == 2 || f46 == 4) ? ErrMode::kMSE : ErrMode::kMAE,
+                                                  .e4m3_max = f46 >= 3 ? 256 : 448,
+                                                  .stochastic = sr,
+                                                  .seed = sr ? 0x5EEDull : 0},
+                                     pr.id));
+}
+
+/// TE's dequantization, (sf * A) * (1 / (6 * E4M3_MAX)) (TE_FORMATS.md §1.14), is not the inverse of quantization when
+/// S_enc = 6 * E4M3_MAX / A was clamped to FLT_MAX (A < 6 * E4M3_MAX / FLT_MAX, §11.3) or when sf * A overflows
+/// (A > FLT_MAX / 448).
+std::string bound_exempt(const Recipe& r, double a) {
+  const double s6 = 6.0 * r.nvfp4().e4m3_max;
+  if (a > 0.0 && (a < s6 / FLT_MAX || a > FLT_MAX / 448.0))
+    return "NVFP4 amax outside [6*E4M3_MAX/FLT_MAX, FLT_MAX/448], where TE's dequantization is not the inverse of its "
+           "quantization (TE_FORMATS.md §1.14, §11.2-3)";
+  return {};
+}
+
 }  // namespace nvfp4_kind
 
 const KindModule kNvfp4Module = {
@@ -182,7 +214,10 @@ const KindModule kNvfp4Module = {
              .is_2d = [](const RecipeOptions& o) { return nvfp4_kind::opts(o).tile_2d; },
              .name_of = nvfp4_kind::name_of,
              .to_metadata = nvfp4_kind::to_metadata,
-             .from_metadata = nvfp4_kind::from_metadata},
+             .from_metadata = nvfp4_kind::from_metadata,
+             .conform_variants = nvfp4_kind::conform_variants,
+             .conform_odd_shapes = false,
+             .bound_exempt = nvfp4_kind::bound_exempt},
     .quantize = [](const MatrixView& x, const Recipe& r) { return quantize_nvfp4(x, r, nullptr); },
     .quantize_simd = [](const MatrixView& x, const Recipe& r) { return simd::quantize_nvfp4(x, r, nullptr); },
     .quantize_amax = quantize_nvfp4,

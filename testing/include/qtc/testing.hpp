@@ -16,22 +16,12 @@
 ///     EXPECT_TRUE(qtc::testing::conforms(x, r, out));      // x: qtc::MatrixView{pointer, DType::kBF16, M, K}
 ///   }
 ///
-/// The error bound of within_error_bound. Every element is quantized as q = round_E(x / s) and decoded as q * s,
-/// where s is the effective scale of x's block (NVFP4: E4M3 block scale times amax / (6 * e4m3_max), or the torchao
-/// two-level product; MXFP8: the E8M0 power of two; FP8 block: the block's scale_inv; FP8 tensor: scale_inv), taken
-/// from the reference's quantization of x for this recipe, and E the element format (E2M1, E4M3, E5M2). For
-/// v = |x| / s inside E's range, round-to-nearest is off by at most half the spacing of E at v: spacing(v) =
-/// 2^(floor(log2 v) - mantissa bits) for v >= E's smallest normal and 2^(emin - mantissa bits) below it (E2M1:
-/// 0.5 up to 2, 1 up to 4, 2 up to 6; E4M3: 2^-9 below 2^-6). Stochastic rounding may go to either neighbour:
-/// the full spacing. Values beyond E's largest finite value M_E saturate: the excess |x| - M_E * s is added. The
-/// scaling itself is fp32 arithmetic (x times a rounded reciprocal, the decoded scale recomputed from its parts),
-/// so a relative 2^-20 of |x| (8 fp32 ulps) is allowed for it, and the rounding of the output type: half an ulp
-/// of |dequantized| (relative 2^-24 F32, 2^-8 BF16, 2^-11 F16). Altogether
-///     |dequantized - x| <= s * spacing(min(v, M_E)) / 2  (stochastic rounding: the full spacing)
-///                          + max(0, |x| - M_E * s) + 2^-20 |x| + ulp_out(|dequantized|) / 2.
-/// A zero-scale block (all-zero x) must therefore dequantize to zero. Elements whose x or block scale is not finite
-/// are not checked (how NaN and Inf encode is a profile rule: conforms() checks it bit for bit). The RHT columnwise
-/// plane lives in the Hadamard domain, not in x's: it is refused.
+/// The error bound of within_error_bound is qtc/error_bound.hpp's, the one `qtc conform` checks its round trips
+/// with: per element, half the element format's spacing at |x| / s times the effective block scale s (the full spacing
+/// under stochastic rounding), plus saturation beyond the format's largest value, 2^-20 |x| for the fp32 scaling and
+/// half an ulp of the output type. Elements whose x or block scale is not finite are not checked (how NaN and Inf
+/// encode is a profile rule: conforms() checks it bit for bit). The RHT columnwise plane lives in the Hadamard domain,
+/// not in x's: it is refused.
 #pragma once
 #include <gtest/gtest.h>
 
