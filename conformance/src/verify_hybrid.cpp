@@ -38,6 +38,21 @@ int hybrid_verdict_rank(Verdict v) {
 
 }  // namespace
 
+std::string read_hybrid_recipe(const std::map<std::string, std::string>& md, HybridRecipe& h, FileResult& res) {
+  try {
+    h = HybridRecipe::from_metadata(md);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  res.recipe = h.name();
+  res.profile = std::string(profile_name(h.rowwise.profile));
+  if (h.columnwise.profile != h.rowwise.profile) {  // appended in two steps: GCC 12 warns (-Wrestrict) on "/" + string
+    res.profile += '/';
+    res.profile += profile_name(h.columnwise.profile);
+  }
+  return {};
+}
+
 std::optional<std::pair<PlaneKind, std::string>> hybrid_tensor_plane(const std::string& n) {
   if (n == "rowwise_data" || n == "rowwise_scale_inv" || n == "amax_rowwise" || n == "dequantized_rowwise")
     return std::pair{PlaneKind::kRowwise, n};
@@ -116,17 +131,7 @@ FileResult verify_hybrid_vector(const io::File& file, const std::string& source,
   };
   try {
     HybridRecipe h;
-    try {
-      h = HybridRecipe::from_metadata(file.metadata);
-    } catch (const Error& e) {
-      return error(e.what());
-    }
-    res.recipe = h.name();
-    res.profile = std::string(profile_name(h.rowwise.profile));
-    if (h.columnwise.profile != h.rowwise.profile) {  // appended in two steps: GCC 12 warns (-Wrestrict) on "/" + string
-      res.profile += '/';
-      res.profile += profile_name(h.columnwise.profile);
-    }
+    if (std::string why = read_hybrid_recipe(file.metadata, h, res); !why.empty()) return error(why);
 
     const io::Tensor* xt = file.find("x");
     if (xt == nullptr) return error("missing required tensor 'x' (the input)");

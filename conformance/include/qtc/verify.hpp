@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "qtc/backend.hpp"
@@ -99,6 +100,9 @@ FileResult verify_hybrid_vector(const io::File& file, const std::string& source,
 /// The plane a hybrid vector's tensor belongs to and its name in that plane's vector ('rowwise.scale_inv' is the
 /// rowwise vector's 'scale_inv'); nullopt for any other name (x and columnwise_source included).
 std::optional<std::pair<PlaneKind, std::string>> hybrid_tensor_plane(const std::string& name);
+/// Reads a hybrid vector's recipe from its metadata into h and names res.recipe and res.profile ("P" or "P/Q") after
+/// it; returns the metadata's error text when it names no valid hybrid recipe (empty: read).
+std::string read_hybrid_recipe(const std::map<std::string, std::string>& md, HybridRecipe& h, FileResult& res);
 /// The ERROR message for a tensor that no hybrid vector holds.
 std::string not_a_hybrid_output_text(const std::string& name);
 /// The metadata of one plane's vector: the plane's recipe and the file's layout keys.

@@ -42,17 +42,7 @@ cv::FileResult verify_hybrid_on_device(const std::vector<DeviceTensor>& tensors,
   auto error = [&](const std::string& msg) { return finish(cv::Verdict::kError, msg); };
   try {
     HybridRecipe h;
-    try {
-      h = HybridRecipe::from_metadata(md);
-    } catch (const Error& e) {
-      return error(e.what());
-    }
-    res.recipe = h.name();
-    res.profile = std::string(profile_name(h.rowwise.profile));
-    if (h.columnwise.profile != h.rowwise.profile) {  // appended in two steps: GCC 12 warns (-Wrestrict) on "/" + string
-      res.profile += '/';
-      res.profile += profile_name(h.columnwise.profile);
-    }
+    if (std::string why = cv::read_hybrid_recipe(md, h, res); !why.empty()) return error(why);
 
     const DeviceTensor* xt = nullptr;
     for (const DeviceTensor& t : tensors)
