@@ -1,6 +1,10 @@
 /// \file fp8.cpp
 /// \brief FP8 block scaling (1x128, 128x128; TE_FORMATS.md §3) and per-tensor current scaling (§4).
+#include <cmath>
+
 #include "internal.hpp"
+#include "kind_module.hpp"
+#include "qtc/kind.hpp"
 #include "qtc/profile.hpp"
 
 namespace qtc::ref::detail {
@@ -92,5 +96,20 @@ QuantizedTensor quantize_fp8_tensor(const MatrixView& x, const Recipe& r, const 
   });
   return q;
 }
+
+
+// The recipe rules FP8 block and FP8 tensor share (their modules list them after their own).
+const RuleCheck kFp8ProfilePow2Rule = {{"fp8-profile-pow2", "pow2_scales=1 needs a profile that defines power-of-two FP8 scales (profile rule fp8.pow2)"},
+     [](const Recipe& r, const ProfileRules& pr) {
+       const bool fp8 = kind_info(r).fp8_scaling_options;
+       const Fp8Form f = r.fp8_tensor_or_null() != nullptr ? pr.fp8_tensor_form : pr.fp8_form;
+       return fp8 && r.pow2_scales() && f != Fp8Form::kTE && pr.fp8_pow2 == Fp8Pow2::kNone;
+     },
+     [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "' does not"; }};
+const RuleCheck kFp8EpsRule = {{"fp8-eps", "FP8 block/tensor eps must be a finite value >= 0"},
+     [](const Recipe& r, const ProfileRules&) {
+       const bool has_eps = kind_info(r).fp8_scaling_options;
+       return has_eps && !(std::isfinite(r.eps()) && r.eps() >= 0.0f);
+     }};
 
 }  // namespace qtc::ref::detail

@@ -117,6 +117,24 @@ void conform_variants(const ProfileRules& pr, std::vector<Recipe>& out) {
           out.push_back(Recipe::of(Fp8BlockOptions{.fp8 = t, .tile_2d = b2, .pow2_scales = p2, .eps = eps}, pr.id));
 }
 
+
+// The kind's recipe rules (Recipe::validate, after the rules every recipe keeps), in the order they are checked.
+const RuleCheck kUe8m0Pow2 = {{"fp8-block-ue8m0-pow2", "FP8 block scales stored as UE8M0 (scale_dtype=ue8m0) must be powers of two (pow2_scales=1)"},
+     [](const Recipe& r, const ProfileRules&) {
+       const Fp8BlockOptions* o = r.fp8_block_or_null();
+       return o && o->ue8m0_scales && !o->pow2_scales;
+     }};
+const RuleCheck kBlock1x32 = {{"fp8-block-1x32", "FP8 block 1x32 tiles (DeepGEMM's per_token_cast_to_fp8 with gran_k=32) are defined by the profiles "
+                        "whose fp8.form stores s = f(amax) (deepgemm, ...), not by TransformerEngine's 1x128 / 128x128 kernels"},
+     [](const Recipe& r, const ProfileRules& pr) {
+       const Fp8BlockOptions* o = r.fp8_block_or_null();
+       return o && !o->tile_2d && o->block_1d != 128 && (o->block_1d != 32 || pr.fp8_form == Fp8Form::kTE);
+     },
+     [](const Recipe& r, const ProfileRules& pr) {
+       return "block length " + std::to_string(r.fp8_block().block_1d) + " under profile '" + pr.name + "'";
+     }};
+const RuleCheck* const kRules[] = {&kUe8m0Pow2, &kBlock1x32, &kFp8ProfilePow2Rule, &kFp8EpsRule};
+
 }  // namespace fp8_block_kind
 
 PlaneRows fp8_plane_rows(const DequantInput& in) {
@@ -163,6 +181,8 @@ const KindModule kFp8BlockModule = {
              .conform_variants = fp8_block_kind::conform_variants,
              .conform_odd_shapes = false,
              .bound_exempt = nullptr},
+    .defined_by = [](const ProfileRules& pr) { return pr.fp8_block; },
+    .rules = fp8_block_kind::kRules,
     .quantize = quantize_fp8_block,
     .quantize_simd = simd::quantize_fp8_block,
     .quantize_amax = nullptr,

@@ -77,6 +77,10 @@ void conform_variants(const ProfileRules& pr, std::vector<Recipe>& out) {
       for (float eps : {0.0f, 0.5f}) out.push_back(Recipe::of(Fp8TensorOptions{.fp8 = t, .pow2_scales = p2, .eps = eps}, pr.id));
 }
 
+
+// The kind's recipe rules (Recipe::validate, after the rules every recipe keeps), in the order they are checked.
+const RuleCheck* const kRules[] = {&kFp8ProfilePow2Rule, &kFp8EpsRule};
+
 }  // namespace fp8_tensor_kind
 
 const KindModule kFp8TensorModule = {
@@ -101,6 +105,8 @@ const KindModule kFp8TensorModule = {
              .conform_variants = fp8_tensor_kind::conform_variants,
              .conform_odd_shapes = false,
              .bound_exempt = nullptr},
+    .defined_by = [](const ProfileRules& pr) { return pr.fp8_tensor; },
+    .rules = fp8_tensor_kind::kRules,
     .quantize = [](const MatrixView& x, const Recipe& r) { return quantize_fp8_tensor(x, r, nullptr); },
     .quantize_simd = [](const MatrixView& x, const Recipe& r) { return simd::quantize_fp8_tensor(x, r, nullptr); },
     .quantize_amax = quantize_fp8_tensor,

@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <limits>
 #include <map>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -114,11 +115,26 @@ inline uint8_t e2m1_code(const Plane& p, int64_t r, int64_t c) {
 }
 }  // namespace operand
 
+/// One recipe rule (rules/recipe.cpp checks them in order): violated(r, pr) says whether r breaks it; detail
+/// (optional) adds what exactly.
+struct RuleCheck {
+  RecipeRule rule;
+  bool (*violated)(const Recipe& r, const ProfileRules& pr);
+  std::string (*detail)(const Recipe& r, const ProfileRules& pr) = nullptr;
+};
+/// The rules FP8 block and FP8 tensor share (kinds/fp8.cpp): fp8-profile-pow2, fp8-eps.
+extern const RuleCheck kFp8ProfilePow2Rule;
+extern const RuleCheck kFp8EpsRule;
+
 /// A kind's module: what the rest of the reference asks of a kind. The quantizers are the scalar oracle and the
 /// vectorized copy (simd/; nullptr where the kind has none: the scalar one runs); the *_amax ones take the global
 /// amaxes (rowwise, columnwise) from the caller and are nullptr for a kind without a global amax.
 struct KindModule {
   KindInfo info;
+  /// Whether profile `pr` defines the kind (rule profile-defines-kind), and the kind's own recipe rules, in the order
+  /// Recipe::validate checks them after the rules every recipe keeps (rules/recipe.cpp).
+  bool (*defined_by)(const ProfileRules& pr);
+  std::span<const RuleCheck* const> rules;
   QuantizedTensor (*quantize)(const MatrixView& x, const Recipe& r);
   QuantizedTensor (*quantize_simd)(const MatrixView& x, const Recipe& r);
   QuantizedTensor (*quantize_amax)(const MatrixView& x, const Recipe& r, const float* amax);

@@ -110,6 +110,20 @@ void conform_variants(const ProfileRules& pr, std::vector<Recipe>& out) {
   for (MxScaleRule rule : pr.mxfp4_scale_rules) out.push_back(Recipe::of(Mxfp4Options{.scale_rule = rule}, pr.id));
 }
 
+
+// The kind's recipe rules (Recipe::validate, after the rules every recipe keeps), in the order they are checked.
+const RuleCheck kProfileScaleRule = {{"mxfp4-profile-scale-rule", "the profile must define the MXFP4 scale_rule (profile rule mxfp4.scale_rules)"},
+     [](const Recipe& r, const ProfileRules& pr) {
+       const Mxfp4Options* o = r.mxfp4_or_null();
+       return o && std::find(pr.mxfp4_scale_rules.begin(), pr.mxfp4_scale_rules.end(), o->scale_rule) == pr.mxfp4_scale_rules.end();
+     },
+     [](const Recipe& r, const ProfileRules& pr) {
+       std::string allowed;
+       for (MxScaleRule x : pr.mxfp4_scale_rules) allowed += (allowed.empty() ? "" : ", ") + std::string(mx_scale_rule_name(x));
+       return "profile '" + pr.name + "' defines scale_rule " + allowed + ", not " + std::string(mx_scale_rule_name(r.mxfp4().scale_rule));
+     }};
+const RuleCheck* const kRules[] = {&kProfileScaleRule};
+
 }  // namespace mxfp4_kind
 
 const KindModule kMxfp4Module = {
@@ -134,6 +148,8 @@ const KindModule kMxfp4Module = {
              .conform_variants = mxfp4_kind::conform_variants,
              .conform_odd_shapes = true,
              .bound_exempt = nullptr},
+    .defined_by = [](const ProfileRules& pr) { return pr.mxfp4; },
+    .rules = mxfp4_kind::kRules,
     .quantize = quantize_mxfp4,
     .quantize_simd = simd::quantize_mxfp4,  // simd/mxfp4_simd.cpp; cpu_path.hpp says which orders it runs
     .quantize_amax = nullptr,

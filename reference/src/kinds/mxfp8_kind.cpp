@@ -114,6 +114,34 @@ void conform_variants(const ProfileRules& pr, std::vector<Recipe>& out) {
       for (bool b2 : {false, true}) out.push_back(Recipe::of(Mxfp8Options{.fp8 = t, .scale_rule = rule, .tile_2d = b2}, pr.id));
 }
 
+
+// The kind's recipe rules (Recipe::validate, after the rules every recipe keeps), in the order they are checked.
+const RuleCheck kProfileScaleRule = {{"mxfp8-profile-scale-rule", "the profile must define the MXFP8 scale_rule"},
+     [](const Recipe& r, const ProfileRules& pr) {
+       const Mxfp8Options* o = r.mxfp8_or_null();
+       return o && std::find(pr.mx_scale_rules.begin(), pr.mx_scale_rules.end(), o->scale_rule) == pr.mx_scale_rules.end();
+     },
+     [](const Recipe& r, const ProfileRules& pr) {
+       std::string allowed;
+       for (MxScaleRule x : pr.mx_scale_rules) allowed += (allowed.empty() ? "" : ", ") + std::string(mx_scale_rule_name(x));
+       return "profile '" + pr.name + "' defines scale_rule " + allowed + ", not " + std::string(mx_scale_rule_name(r.mxfp8().scale_rule));
+     }};
+const RuleCheck kProfileOrderE4m3 = {{"mxfp8-profile-order-e4m3", "the profile's MXFP8 operation order defines E4M3 elements only (mxfp8.order modelopt)"},
+     [](const Recipe& r, const ProfileRules& pr) {
+       const Mxfp8Options* o = r.mxfp8_or_null();
+       return o && pr.mx_order == MxOrder::kModelOpt && o->fp8 != Fp8Type::kE4M3;
+     },
+     [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "'"; }};
+const RuleCheck kProfileOrderCt = {{"mxfp8-profile-order-ct", "the profile's MXFP8 operation order defines E4M3 elements in 1x32 blocks only "
+                                "(mxfp8.order compressed_tensors, compressed_tensors_triton: groups of 32 along the row)"},
+     [](const Recipe& r, const ProfileRules& pr) {
+       const Mxfp8Options* o = r.mxfp8_or_null();
+       const bool ct = pr.mx_order == MxOrder::kCompressedTensors || pr.mx_order == MxOrder::kCompressedTensorsTriton;
+       return o && ct && (o->fp8 != Fp8Type::kE4M3 || o->tile_2d);
+     },
+     [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "'"; }};
+const RuleCheck* const kRules[] = {&kProfileScaleRule, &kProfileOrderE4m3, &kProfileOrderCt};
+
 }  // namespace mxfp8_kind
 
 const KindModule kMxfp8Module = {
@@ -138,6 +166,8 @@ const KindModule kMxfp8Module = {
              .conform_variants = mxfp8_kind::conform_variants,
              .conform_odd_shapes = false,
              .bound_exempt = nullptr},
+    .defined_by = [](const ProfileRules& pr) { return pr.mxfp8; },
+    .rules = mxfp8_kind::kRules,
     .quantize = quantize_mxfp8,
     .quantize_simd = simd::quantize_mxfp8,
     .quantize_amax = nullptr,

@@ -194,6 +194,44 @@ std::string bound_exempt(const Recipe& r, double a) {
   return {};
 }
 
+
+// The kind's recipe rules (Recipe::validate, after the rules every recipe keeps), in the order they are checked.
+const RuleCheck kE4m3Max = {{"nvfp4-e4m3-max", "NVFP4 e4m3_max must be 448 or 256"},
+     [](const Recipe& r, const ProfileRules&) { return r.nvfp4_or_null() && r.nvfp4_or_null()->e4m3_max != 448 && r.nvfp4_or_null()->e4m3_max != 256; }};
+const RuleCheck kE4m3Max256 = {{"nvfp4-e4m3-max-256-needs-4over6", "NVFP4 e4m3_max 256 is only defined with fourover6 (TE_FORMATS.md §1.12)"},
+     [](const Recipe& r, const ProfileRules&) { return r.nvfp4_or_null() && r.nvfp4_or_null()->e4m3_max == 256 && !r.nvfp4_or_null()->fourover6; }};
+const RuleCheck kRowScaled1x16 = {{"nvfp4-row-scaled-1x16", "row-scaled NVFP4 cannot use 16x16 tiles (TE_FORMATS.md §1.11)"},
+     [](const Recipe& r, const ProfileRules&) { return r.nvfp4_or_null() && r.nvfp4_or_null()->row_scaled && r.nvfp4_or_null()->tile_2d; }};
+const RuleCheck kRowScaledNoRht = {{"nvfp4-row-scaled-no-rht", "row-scaled NVFP4 cannot use RHT (TE_FORMATS.md §1.11)"},
+     [](const Recipe& r, const ProfileRules&) { return r.nvfp4_or_null() && r.nvfp4_or_null()->row_scaled && r.nvfp4_or_null()->rht; }};
+const RuleCheck kRowScaledNoSr = {{"nvfp4-row-scaled-no-sr", "row-scaled NVFP4 cannot use stochastic rounding (TE_FORMATS.md §1.11)"},
+     [](const Recipe& r, const ProfileRules&) { return r.nvfp4_or_null() && r.nvfp4_or_null()->row_scaled && r.nvfp4_or_null()->stochastic; }};
+const RuleCheck kRowScaledRowwise = {{"nvfp4-row-scaled-needs-rowwise", "row-scaled NVFP4 needs the rowwise plane (TE_FORMATS.md §1.11)"},
+     [](const Recipe& r, const ProfileRules&) { return r.nvfp4_or_null() && r.nvfp4_or_null()->row_scaled && !r.rowwise; }};
+const RuleCheck kRht1x16 = {{"nvfp4-rht-1x16", "RHT is not combined with 16x16 tiles (TE_FORMATS.md §1.7)"},
+     [](const Recipe& r, const ProfileRules&) { return r.nvfp4_or_null() && r.nvfp4_or_null()->rht && r.nvfp4_or_null()->tile_2d; }};
+const RuleCheck k4over6NoRht = {{"nvfp4-4over6-no-rht", "4over6 cannot be combined with RHT (TE_FORMATS.md §1.12)"},
+     [](const Recipe& r, const ProfileRules&) { return r.nvfp4_or_null() && r.nvfp4_or_null()->fourover6 && r.nvfp4_or_null()->rht; }};
+const RuleCheck k4over6NoSr = {{"nvfp4-4over6-no-sr", "4over6 cannot be combined with stochastic rounding (TE_FORMATS.md §1.12)"},
+     [](const Recipe& r, const ProfileRules&) { return r.nvfp4_or_null() && r.nvfp4_or_null()->fourover6 && r.nvfp4_or_null()->stochastic; }};
+const RuleCheck kRowScaled4over6 = {{"nvfp4-row-scaled-4over6-rowwise-only", "row-scaled 4over6 produces the rowwise plane only (TE_FORMATS.md §1.12)"},
+     [](const Recipe& r, const ProfileRules&) { return r.nvfp4_or_null() && r.nvfp4_or_null()->fourover6 && r.nvfp4_or_null()->row_scaled && r.columnwise; }};
+const RuleCheck kProfileSr = {{"nvfp4-profile-sr", "the profile must define NVFP4 stochastic rounding (profile rule nvfp4.stochastic_rounding)"},
+     [](const Recipe& r, const ProfileRules& pr) { return r.nvfp4_or_null() && r.nvfp4_or_null()->stochastic && !pr.nvfp4_stochastic; },
+     [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "' has no stochastic rounding"; }};
+const RuleCheck kProfileOrder1x16 = {{"nvfp4-profile-order-1x16", "the profile's NVFP4 operation order defines 1x16 blocks only (no 16x16, row-scaled, "
+                                  "RHT, 4over6 or stochastic rounding)"},
+     [](const Recipe& r, const ProfileRules& pr) {
+       const Nvfp4Options* o = r.nvfp4_or_null();
+       return o && pr.nvfp4_order != Nvfp4Order::kTE && (o->tile_2d || o->row_scaled || o->rht || o->fourover6 || o->stochastic);
+     },
+     [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "'"; }};
+const RuleCheck kSingleLevel = {{"nvfp4-single-level", "per_tensor_scale=0 (block scales only) needs a profile that defines single-level NVFP4 "
+                            "(profile rule nvfp4.single_level: torchao)"},
+     [](const Recipe& r, const ProfileRules& pr) { return r.nvfp4_or_null() && !r.nvfp4_or_null()->per_tensor_scale && !pr.nvfp4_single_level; },
+     [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "' does not"; }};
+const RuleCheck* const kRules[] = {&kE4m3Max, &kE4m3Max256, &kRowScaled1x16, &kRowScaledNoRht, &kRowScaledNoSr, &kRowScaledRowwise, &kRht1x16, &k4over6NoRht, &k4over6NoSr, &kRowScaled4over6, &kProfileSr, &kProfileOrder1x16, &kSingleLevel};
+
 }  // namespace nvfp4_kind
 
 const KindModule kNvfp4Module = {
@@ -218,6 +256,8 @@ const KindModule kNvfp4Module = {
              .conform_variants = nvfp4_kind::conform_variants,
              .conform_odd_shapes = false,
              .bound_exempt = nvfp4_kind::bound_exempt},
+    .defined_by = [](const ProfileRules& pr) { return pr.nvfp4; },
+    .rules = nvfp4_kind::kRules,
     .quantize = [](const MatrixView& x, const Recipe& r) { return quantize_nvfp4(x, r, nullptr); },
     .quantize_simd = [](const MatrixView& x, const Recipe& r) { return simd::quantize_nvfp4(x, r, nullptr); },
     .quantize_amax = quantize_nvfp4,

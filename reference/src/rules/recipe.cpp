@@ -85,132 +85,29 @@ float Recipe::eps() const {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// The recipe policy's rules: one table, checked in order by validate().
+// The recipe policy's rules, checked in order by validate(): the rules every recipe keeps, then its kind's own, in
+// the order its module lists them (kinds/<kind>_kind.cpp, KindModule::rules).
 
 namespace {
 
+using ref::detail::RuleCheck;
 
-/// The NVFP4 options of `r`, or nullptr for another kind (the NVFP4 rules hold vacuously there).
-const Nvfp4Options* nv(const Recipe& r) { return r.nvfp4_or_null(); }
-
-/// One rule: violated(r, pr) says whether r breaks it; detail (optional) adds what exactly.
-struct RuleCheck {
-  RecipeRule rule;
-  bool (*violated)(const Recipe& r, const ProfileRules& pr);
-  std::string (*detail)(const Recipe& r, const ProfileRules& pr) = nullptr;
-};
-
-const RuleCheck kRules[] = {
+const RuleCheck kCommonRules[] = {
     {{"planes", "at least one of the rowwise and columnwise planes must be requested"},
      [](const Recipe& r, const ProfileRules&) { return !r.rowwise && !r.columnwise; }},
     {{"profile-defines-kind", "the profile must define the recipe kind"},
-     [](const Recipe& r, const ProfileRules& pr) {
-       const bool defined[] = {pr.nvfp4, pr.mxfp8, pr.fp8_block, pr.fp8_tensor, pr.mxfp4};
-       return !defined[static_cast<int>(r.kind())];
-     },
+     [](const Recipe& r, const ProfileRules& pr) { return !ref::detail::kind_module(r.kind()).defined_by(pr); },
      [](const Recipe& r, const ProfileRules& pr) {
        return "profile '" + pr.name + "' does not define " + std::string(recipe_kind_name(r.kind())) + " (" + pr.follows + ")";
      }},
-    {{"nvfp4-e4m3-max", "NVFP4 e4m3_max must be 448 or 256"},
-     [](const Recipe& r, const ProfileRules&) { return nv(r) && nv(r)->e4m3_max != 448 && nv(r)->e4m3_max != 256; }},
-    {{"nvfp4-e4m3-max-256-needs-4over6", "NVFP4 e4m3_max 256 is only defined with fourover6 (TE_FORMATS.md §1.12)"},
-     [](const Recipe& r, const ProfileRules&) { return nv(r) && nv(r)->e4m3_max == 256 && !nv(r)->fourover6; }},
-    {{"nvfp4-row-scaled-1x16", "row-scaled NVFP4 cannot use 16x16 tiles (TE_FORMATS.md §1.11)"},
-     [](const Recipe& r, const ProfileRules&) { return nv(r) && nv(r)->row_scaled && nv(r)->tile_2d; }},
-    {{"nvfp4-row-scaled-no-rht", "row-scaled NVFP4 cannot use RHT (TE_FORMATS.md §1.11)"},
-     [](const Recipe& r, const ProfileRules&) { return nv(r) && nv(r)->row_scaled && nv(r)->rht; }},
-    {{"nvfp4-row-scaled-no-sr", "row-scaled NVFP4 cannot use stochastic rounding (TE_FORMATS.md §1.11)"},
-     [](const Recipe& r, const ProfileRules&) { return nv(r) && nv(r)->row_scaled && nv(r)->stochastic; }},
-    {{"nvfp4-row-scaled-needs-rowwise", "row-scaled NVFP4 needs the rowwise plane (TE_FORMATS.md §1.11)"},
-     [](const Recipe& r, const ProfileRules&) { return nv(r) && nv(r)->row_scaled && !r.rowwise; }},
-    {{"nvfp4-rht-1x16", "RHT is not combined with 16x16 tiles (TE_FORMATS.md §1.7)"},
-     [](const Recipe& r, const ProfileRules&) { return nv(r) && nv(r)->rht && nv(r)->tile_2d; }},
-    {{"nvfp4-4over6-no-rht", "4over6 cannot be combined with RHT (TE_FORMATS.md §1.12)"},
-     [](const Recipe& r, const ProfileRules&) { return nv(r) && nv(r)->fourover6 && nv(r)->rht; }},
-    {{"nvfp4-4over6-no-sr", "4over6 cannot be combined with stochastic rounding (TE_FORMATS.md §1.12)"},
-     [](const Recipe& r, const ProfileRules&) { return nv(r) && nv(r)->fourover6 && nv(r)->stochastic; }},
-    {{"nvfp4-row-scaled-4over6-rowwise-only", "row-scaled 4over6 produces the rowwise plane only (TE_FORMATS.md §1.12)"},
-     [](const Recipe& r, const ProfileRules&) { return nv(r) && nv(r)->fourover6 && nv(r)->row_scaled && r.columnwise; }},
-    {{"nvfp4-profile-sr", "the profile must define NVFP4 stochastic rounding (profile rule nvfp4.stochastic_rounding)"},
-     [](const Recipe& r, const ProfileRules& pr) { return nv(r) && nv(r)->stochastic && !pr.nvfp4_stochastic; },
-     [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "' has no stochastic rounding"; }},
-    {{"nvfp4-profile-order-1x16", "the profile's NVFP4 operation order defines 1x16 blocks only (no 16x16, row-scaled, "
-                                  "RHT, 4over6 or stochastic rounding)"},
-     [](const Recipe& r, const ProfileRules& pr) {
-       const Nvfp4Options* o = nv(r);
-       return o && pr.nvfp4_order != Nvfp4Order::kTE && (o->tile_2d || o->row_scaled || o->rht || o->fourover6 || o->stochastic);
-     },
-     [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "'"; }},
-    {{"nvfp4-single-level", "per_tensor_scale=0 (block scales only) needs a profile that defines single-level NVFP4 "
-                            "(profile rule nvfp4.single_level: torchao)"},
-     [](const Recipe& r, const ProfileRules& pr) { return nv(r) && !nv(r)->per_tensor_scale && !pr.nvfp4_single_level; },
-     [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "' does not"; }},
-    {{"mxfp8-profile-scale-rule", "the profile must define the MXFP8 scale_rule"},
-     [](const Recipe& r, const ProfileRules& pr) {
-       const Mxfp8Options* o = r.mxfp8_or_null();
-       return o && std::find(pr.mx_scale_rules.begin(), pr.mx_scale_rules.end(), o->scale_rule) == pr.mx_scale_rules.end();
-     },
-     [](const Recipe& r, const ProfileRules& pr) {
-       std::string allowed;
-       for (MxScaleRule x : pr.mx_scale_rules) allowed += (allowed.empty() ? "" : ", ") + std::string(mx_scale_rule_name(x));
-       return "profile '" + pr.name + "' defines scale_rule " + allowed + ", not " + std::string(mx_scale_rule_name(r.mxfp8().scale_rule));
-     }},
-    {{"mxfp4-profile-scale-rule", "the profile must define the MXFP4 scale_rule (profile rule mxfp4.scale_rules)"},
-     [](const Recipe& r, const ProfileRules& pr) {
-       const Mxfp4Options* o = r.mxfp4_or_null();
-       return o && std::find(pr.mxfp4_scale_rules.begin(), pr.mxfp4_scale_rules.end(), o->scale_rule) == pr.mxfp4_scale_rules.end();
-     },
-     [](const Recipe& r, const ProfileRules& pr) {
-       std::string allowed;
-       for (MxScaleRule x : pr.mxfp4_scale_rules) allowed += (allowed.empty() ? "" : ", ") + std::string(mx_scale_rule_name(x));
-       return "profile '" + pr.name + "' defines scale_rule " + allowed + ", not " + std::string(mx_scale_rule_name(r.mxfp4().scale_rule));
-     }},
-    {{"fp8-block-ue8m0-pow2", "FP8 block scales stored as UE8M0 (scale_dtype=ue8m0) must be powers of two (pow2_scales=1)"},
-     [](const Recipe& r, const ProfileRules&) {
-       const Fp8BlockOptions* o = r.fp8_block_or_null();
-       return o && o->ue8m0_scales && !o->pow2_scales;
-     }},
-    {{"fp8-block-1x32", "FP8 block 1x32 tiles (DeepGEMM's per_token_cast_to_fp8 with gran_k=32) are defined by the profiles "
-                        "whose fp8.form stores s = f(amax) (deepgemm, ...), not by TransformerEngine's 1x128 / 128x128 kernels"},
-     [](const Recipe& r, const ProfileRules& pr) {
-       const Fp8BlockOptions* o = r.fp8_block_or_null();
-       return o && !o->tile_2d && o->block_1d != 128 && (o->block_1d != 32 || pr.fp8_form == Fp8Form::kTE);
-     },
-     [](const Recipe& r, const ProfileRules& pr) {
-       return "block length " + std::to_string(r.fp8_block().block_1d) + " under profile '" + pr.name + "'";
-     }},
-    {{"fp8-profile-pow2", "pow2_scales=1 needs a profile that defines power-of-two FP8 scales (profile rule fp8.pow2)"},
-     [](const Recipe& r, const ProfileRules& pr) {
-       const bool fp8 = kind_info(r).fp8_scaling_options;
-       const Fp8Form f = r.fp8_tensor_or_null() != nullptr ? pr.fp8_tensor_form : pr.fp8_form;
-       return fp8 && r.pow2_scales() && f != Fp8Form::kTE && pr.fp8_pow2 == Fp8Pow2::kNone;
-     },
-     [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "' does not"; }},
-    {{"mxfp8-profile-order-e4m3", "the profile's MXFP8 operation order defines E4M3 elements only (mxfp8.order modelopt)"},
-     [](const Recipe& r, const ProfileRules& pr) {
-       const Mxfp8Options* o = r.mxfp8_or_null();
-       return o && pr.mx_order == MxOrder::kModelOpt && o->fp8 != Fp8Type::kE4M3;
-     },
-     [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "'"; }},
-    {{"fp8-eps", "FP8 block/tensor eps must be a finite value >= 0"},
-     [](const Recipe& r, const ProfileRules&) {
-       const bool has_eps = kind_info(r).fp8_scaling_options;
-       return has_eps && !(std::isfinite(r.eps()) && r.eps() >= 0.0f);
-     }},
-    {{"mxfp8-profile-order-ct", "the profile's MXFP8 operation order defines E4M3 elements in 1x32 blocks only "
-                                "(mxfp8.order compressed_tensors, compressed_tensors_triton: groups of 32 along the row)"},
-     [](const Recipe& r, const ProfileRules& pr) {
-       const Mxfp8Options* o = r.mxfp8_or_null();
-       const bool ct = pr.mx_order == MxOrder::kCompressedTensors || pr.mx_order == MxOrder::kCompressedTensorsTriton;
-       return o && ct && (o->fp8 != Fp8Type::kE4M3 || o->tile_2d);
-     },
-     [](const Recipe&, const ProfileRules& pr) { return "profile '" + pr.name + "'"; }},
 };
 
 const RuleCheck* first_broken(const Recipe& r) {
   const ProfileRules& pr = profile_rules(r.profile);
-  for (const RuleCheck& c : kRules)
+  for (const RuleCheck& c : kCommonRules)
     if (c.violated(r, pr)) return &c;
+  for (const RuleCheck* c : ref::detail::kind_module(r.kind()).rules)
+    if (c->violated(r, pr)) return c;
   return nullptr;
 }
 
@@ -226,7 +123,10 @@ bool Recipe::operator==(const Recipe&) const = default;
 std::span<const RecipeRule> recipe_rules() {
   static const std::vector<RecipeRule> v = [] {
     std::vector<RecipeRule> out;
-    for (const RuleCheck& c : kRules) out.push_back(c.rule);
+    for (const RuleCheck& c : kCommonRules) out.push_back(c.rule);
+    for (const KindInfo* k : kind_table())  // each kind's rules; a rule two kinds share (FP8 block, tensor) once
+      for (const RuleCheck* c : ref::detail::kind_module(k->kind).rules)
+        if (std::none_of(out.begin(), out.end(), [&](const RecipeRule& x) { return x.id == c->rule.id; })) out.push_back(c->rule);
     return out;
   }();
   return v;
