@@ -57,7 +57,7 @@ for d in "$FIX"/*/ "$OUT"/*/; do
     echo "  $name:$problems"
     failed=$((failed + 1))
     if [ "$UPDATE" = 1 ] && [ -d "$OUT/$name" ]; then
-      rm -rf "${FIX:?}/$name" && cp -r "$OUT/$name" "$FIX/$name" && echo "    updated"
+      rm -rf "${FIX:?}/$name" && cp -r "$OUT/$name" "$FIX/$name" && chmod -R u+rw,go+r "$FIX/$name" && echo "    updated"
     fi
   fi
 done

@@ -69,7 +69,7 @@ target_sources(test_identify PRIVATE ${CMAKE_CURRENT_LIST_DIR}/test_checkpoint_c
                                      ${CMAKE_CURRENT_LIST_DIR}/test_value_equivalence.cpp
                                      ${CMAKE_CURRENT_LIST_DIR}/test_stochastic_rounding.cpp)
 target_compile_definitions(test_identify PRIVATE QTC_CHECKPOINT_FIXTURES="${QTC_CHECKPOINT_FIXTURES}")
-foreach(ckpt modelopt_nvfp4 modelopt_fp8 ct_nvfp4 ct_fp8_block ct_mxfp4)
+foreach(ckpt modelopt_nvfp4 modelopt_fp8 ct_nvfp4 ct_fp8_block ct_fp8_channel ct_mxfp4)
   add_test(NAME qtc_verify_checkpoint_${ckpt}
            COMMAND qtc verify --reference ${QTC_CHECKPOINT_FIXTURES}/reference_bf16 ${QTC_CHECKPOINT_FIXTURES}/${ckpt})
   set_tests_properties(qtc_verify_checkpoint_${ckpt} PROPERTIES LABELS cpu PASS_REGULAR_EXPRESSION ", 0 with problems\n$")
