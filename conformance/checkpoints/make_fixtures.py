@@ -16,10 +16,14 @@ weights) quantized and laid out by the convention's own export code, run from th
   `weight_scale_inv` per 128x128 block (scale = block amax / 448, the act_quant / weight-quant rule of its
   kernel.py), two shards with model.safetensors.index.json, config.json quantization_config
   {quant_method: fp8, fmt: e4m3, weight_block_size: [128, 128], activation_scheme: dynamic}.
-* reference_bf16/: the same model's high-precision weights (BF16), the `--reference` of a verify.
+* deepseek_v4/: DeepSeek-V4's layout as its published inference code (convert.py, kernel.py) reads it: FP8 attention
+  weights with E8M0 `.scale` per 128x128, MXFP4 routed experts (see deepseek_v4()).
+* reference_bf16/, deepseek_v3_reference_bf16/, deepseek_v4_reference_bf16/: the high-precision weights (BF16), the
+  `--reference` of a verify.
 
-Run: PYTHONPATH=<a folder with `requests`> /work/venv-peers/bin/python make_fixtures.py [OUT_DIR]
-(modelopt imports `requests`, which venv-peers lacks; `pip install --target` it into a private folder).
+Run: scripts/checkpoint_fixtures_venv.sh (the pinned PyPI packages), then
+~/.cache/qtc/fixtures-venv/bin/python make_fixtures.py [OUT_DIR]; scripts/check_checkpoint_fixtures.sh regenerates
+into a scratch folder and compares bytes with the committed fixtures.
 """
 import json
 import os
