@@ -314,6 +314,10 @@ void Checker::fp8(const Group& gr, CheckpointTensor& out, Decoded& d, const std:
                                               layout_hint == "block128" ? ::fmt::format("[{}, {}] (one scale per 128x128 block)", nb, kb)
                                                                         : std::string("[1] (tensor), [N, 1] (channel) or [ceil(N/128), ceil(K/128)] (block)")));
   }
+  if (layout_hint == "channel" && layout != "channel")  // compressed-tensors' strategy channel: weight_scale [N, 1]
+    out.problems.push_back(::fmt::format("{} has shape {} (one scale per {}); the quantization_config's strategy channel writes "
+                                         "[{}, 1], one scale per output row",
+                                         scale_name, shape_text(s->shape), layout == "tensor" ? "tensor" : "128x128 block", n));
   d.scale_layout = layout;
   d.scale_f32 = sv;
   out.format = ::fmt::format("FP8 E4M3 codes, F32 scale per {}", layout == "block128" ? "128x128 block" : layout);
@@ -376,7 +380,7 @@ void Checker::fp8(const Group& gr, CheckpointTensor& out, Decoded& d, const std:
     out.problems.push_back(::fmt::format("{} of {} E8M0 scales are more than amax / 448 rounded up to a power of two (their "
                                          "block's largest |code| is below 224); first: {} has largest |code| {}, scale {}",
                                          under, sv.size(), scale_index_text(first_under), g(maxcode[first_under]), g(sv[first_under])));
-  else if (under != 0 && !fused_member(gr.base))
+  else if (under != 0 && (layout != "tensor" || !fused_member(gr.base)))  // fused projections share a tensor scale only
     out.problems.push_back(::fmt::format("{} of {} scales do not put their block's largest code at 448 (scale = amax / 448 does); "
                                        "first: {} has largest |code| {}, scale {}",
                                        under, sv.size(), scale_index_text(first_under), g(maxcode[first_under]), g(sv[first_under])));

@@ -76,6 +76,7 @@ TEST(CheckpointFixtures, EachExportedCheckpointPassesWithItsReference) {
                           Fixture{"modelopt_fp8", "reference_bf16", "modelopt fp8", 7},
                           Fixture{"ct_nvfp4", "reference_bf16", "compressed-tensors nvfp4", 7},
                           Fixture{"ct_fp8_block", "reference_bf16", "compressed-tensors fp8 block", 7},
+                          Fixture{"ct_fp8_channel", "reference_bf16", "compressed-tensors fp8", 7},
                           Fixture{"ct_mxfp4", "reference_bf16", "compressed-tensors mxfp4", 6},
                           Fixture{"deepseek_v3_fp8", "deepseek_v3_reference_bf16", "deepseek-v3 fp8", 6}}) {
     SCOPED_TRACE(f.dir);
@@ -184,6 +185,55 @@ TEST(CheckpointPlanted, CompressedTensorsNvfp4GlobalScaleTheModelOptWay) {
   EXPECT_NE(all_problems(l.check()).find("weight_global_scale has shape []; compressed-tensors writes [1]"), std::string::npos);
 }
 
+TEST(CheckpointPlanted, CompressedTensorsFp8Channel) {
+  // compressed-tensors' FP8_DYNAMIC preset (weights strategy channel): weight_scale [N, 1] = row amax / 448.
+  const Loaded l = load("ct_fp8_channel");
+  const std::string o = "model.layers.0.self_attn.o_proj";
+  {  // one row's scale doubled: its decoded values are twice the reference's
+    Loaded u = l;
+    io::Tensor& su = u.at(kUp + ".weight_scale");
+    float v;
+    std::memcpy(&v, su.bytes.data() + 3 * 4, 4);
+    v *= 2.0f;
+    std::memcpy(su.bytes.data() + 3 * 4, &v, 4);
+    const std::string p = all_problems(u.check());
+    EXPECT_NE(p.find(kUp + ": 64 of 3072 decoded elements are farther from the reference than the format's rounding allows; first at [3, 0]"),
+              std::string::npos) << p;
+  }
+  {  // one row's codes halved (exponent field - 1): its largest code is 224 under a scale of amax / 448. up_proj is a
+     // fused projection, which shares no scale under strategy channel: the check applies to it.
+    Loaded u = l;
+    io::Tensor& w = u.at(kUp + ".weight");
+    for (size_t c = 0; c < 64; ++c) {
+      uint8_t& b = w.bytes[3 * 64 + c];
+      if ((b & 0x78u) >= 0x10u) b = static_cast<uint8_t>(b - 0x08u);
+    }
+    const std::string p = all_problems(u.check());
+    EXPECT_NE(p.find(kUp + ": 1 of 48 scales do not put their block's largest code at 448 (scale = amax / 448 does); first: channel 3 has "
+                           "largest |code| 224"),
+              std::string::npos) << p;
+  }
+  {  // a per-tensor scale where the config says strategy channel
+    Loaded m = l;
+    io::Tensor& s = m.at(o + ".weight_scale");
+    s.shape = {1};
+    s.bytes.resize(4);
+    const std::string p = all_problems(m.check());
+    EXPECT_NE(p.find(o + ": weight_scale has shape [1] (one scale per tensor); the quantization_config's strategy channel writes [64, 1]"),
+              std::string::npos) << p;
+  }
+  {  // a zero and a NaN row scale
+    Loaded m = l;
+    io::Tensor& s = m.at(o + ".weight_scale");
+    const float z = 0.0f, nan = std::nanf("");
+    std::memcpy(s.bytes.data() + 5 * 4, &z, 4);
+    std::memcpy(s.bytes.data() + 9 * 4, &nan, 4);
+    const std::string p = all_problems(m.check());
+    EXPECT_NE(p.find(o + ": 1 of 64 weight_scale values are NaN, infinite or negative; first: channel 9"), std::string::npos) << p;
+    EXPECT_NE(p.find(o + ": 1 weight_scale values are zero (first: channel 5)"), std::string::npos) << p;
+  }
+}
+
 TEST(CheckpointPlanted, DeepSeekScales) {
   Loaded l = load("deepseek_v3_fp8", "");
   io::Tensor& s = l.at("model.layers.0.mlp.gate_proj.weight_scale_inv");
@@ -231,8 +281,8 @@ TEST(CheckpointPlanted, DeepSeekV4Scales) {
     m.at("layers.0.ffn.experts.1.w3.scale").bytes[3] = 0xFF;
     const std::string p = all_problems(m.check());
     EXPECT_NE(p.find("layers.0.attn.wq_a: 1 of 4 scale values are NaN"), std::string::npos) << p;
-    EXPECT_NE(p.find("layers.0.attn.wo_a: 1 of 1 E8M0 scales are more than amax / 448 rounded up"), std::string::npos) << p;
-    EXPECT_NE(p.find("layers.0.attn.wo_a: 6118 of 6144 decoded elements are farther from the reference"), std::string::npos) << p;
+    EXPECT_NE(p.find("layers.0.attn.wo_a: 2 of 2 E8M0 scales are more than amax / 448 rounded up"), std::string::npos) << p;
+    EXPECT_NE(p.find("layers.0.attn.wo_a: 32683 of 32768 decoded elements are farther from the reference"), std::string::npos) << p;
     EXPECT_NE(p.find("layers.0.ffn.experts.1.w3: 1 block exponents are 0xFF (E8M0 NaN)"), std::string::npos) << p;
   }
   {  // nibbles swapped in an expert
@@ -322,7 +372,7 @@ TEST_F(HostileCheckpoint, AbsurdShapeAndWrongDtypes) {
 TEST(CheckpointPlanted, EveryTensorReshapedOrRetypedNeverCrashes) {
   // Each tensor of each fixture in turn: other shapes of the same bytes, other dtypes of the same size, and emptied.
   // Every outcome is a report (problems or errors); the byte count must always be checked.
-  for (const char* dir : {"modelopt_nvfp4", "modelopt_fp8", "ct_nvfp4", "ct_fp8_block", "ct_mxfp4", "deepseek_v3_fp8", "deepseek_v4"}) {
+  for (const char* dir : {"modelopt_nvfp4", "modelopt_fp8", "ct_nvfp4", "ct_fp8_block", "ct_fp8_channel", "ct_mxfp4", "deepseek_v3_fp8", "deepseek_v4"}) {
     const Loaded base = load(dir, "");
     for (size_t i = 0; i < base.tensors.size(); ++i) {
       const int64_t n = static_cast<int64_t>(base.tensors[i].bytes.size());
