@@ -44,8 +44,11 @@
 /// carried amax, which the property evaluates from q's decoded values alone: sf' = E4M3(min(w_max * (S_enc * RN(1/6)),
 /// FLT_MAX)), codes e2m1(w * enc(sf')) (te_pyref: clamped to +-6, -0.0 -> 0x0), bytes and values both ways. An inf makes
 /// sf' = 448 and its own code +-6 (checked). te / te_pyref draw A in [2^-20, 2^22] for F16 (both edges reached); a
-/// block F16 holds exactly, subnormals included, follows the rule above. Other profiles keep A in [2^-2, 2^14] for F16
-/// and count such blocks as not characterized (tagged "nvfp4_f16_uncharted").
+/// block F16 holds exactly, subnormals included, follows the rule above. The same with SR (te, A as above): the codes
+/// are TE's SR emulation of w * enc(sf') with each element's random byte (tagged "nvfp4_f16_sr_formula"); row-scaled
+/// (te, A in [2^-2, 2^14]): under the row's A'_i, decoded under A_i and A'_i (tagged "nvfp4_f16_row_scaled_formula").
+/// The peer profiles keep A in [2^-2, 2^14] for F16 and count such blocks (F16 subnormals) as not characterized
+/// (tagged "nvfp4_f16_uncharted").
 /// NVFP4 te_pyref and modelopt: as te, and a block holding code 0x8 changes (values equal): a negative x that rounds to
 /// zero is 0x8 (the Py-ref signs a code by x * enc >= 0, modelopt by x < 0), but both map -0.0 itself to 0x0, so the
 /// decoded -0.0 comes back as 0x0.
@@ -169,6 +172,9 @@ HostMatrix make_input(int64_t M, int64_t K, int e0, uint64_t seed, float clamp_a
   return x;
 }
 
+/// TE's SR emulation step (§1.4 SR): 0.5 below 2, 1 below 4, else 2.
+float sr_step(float v) { return v >= 4.0f ? 2.0f : v >= 2.0f ? 1.0f : 0.5f; }
+
 /// The |value| of E2M1 code `nib` (sign dropped).
 float e2m1_mag(uint8_t nib) { return std::fabs(decode_e2m1(nib & 0xFu)); }
 
@@ -239,10 +245,9 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     const int64_t K = mx ? *rc::gen::inRange<int64_t>(1, 100) : 16 * *rc::gen::inRange<int64_t>(1, 7);
     // Magnitudes: MXFP4 anywhere in float's range (F16 then sees underflow and overflow); NVFP4 with A in [2^-80, 2^100]
     // (F16: [2^-2, 2^14]).
-    // NVFP4 te / te_pyref to F16 (no SR, not row-scaled): A in [2^-20, 2^22], past F16's range both ways (predicted by
+    // NVFP4 te / te_pyref to F16 (SR too; not row-scaled): A in [2^-20, 2^22], past F16's range both ways (predicted by
     // §1.4 on the F16 values, below).
-    const bool f16_wide = !mx && dt == DType::kF16 && (md["profile"] == "te" || md["profile"] == "te_pyref") &&
-                          !md.count("stochastic_rounding") && !md.count("row_scaled");
+    const bool f16_wide = !mx && dt == DType::kF16 && (md["profile"] == "te" || md["profile"] == "te_pyref") && !md.count("row_scaled");
     const int e0 = mx ? *rc::gen::inRange(-150, 125)
                       : (dt == DType::kF16 ? (f16_wide ? std::vector<int>{*rc::gen::inRange(-22, -12), *rc::gen::inRange(-2, 12),
                                                                           *rc::gen::inRange(14, 20)}[static_cast<size_t>(uniform_index(3))]
@@ -284,7 +289,8 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     }
     const MxScaleRule rule = mx ? r.mxfp4().scale_rule : MxScaleRule::kRceil;
     // NVFP4 te / te_pyref to F16: blocks F16 cannot hold are predicted by §1.4 on the F16 values (below).
-    const bool f16_formula = !mx && dt == DType::kF16 && (prof == "te" || prof == "te_pyref") && !sr && !row_scaled;
+    // (SR: SR's codes; row-scaled: under the row's A'_i, decoded under A_i and A'_i.)
+    const bool f16_formula = !mx && dt == DType::kF16 && (prof == "te" || prof == "te_pyref");
     int64_t uncharted = 0;
     for (PlaneKind p : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
       if (!(p == PlaneKind::kRowwise ? q.rowwise : q.columnwise)) continue;
@@ -412,15 +418,25 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
           if (bl.f16_uncharted) {
             // te / te_pyref: the block's F16 values w re-quantized by §1.4 under the carried amax (the te rule's
             // derivation does not hold: F16's rounding below 2^-14 and its overflow are not relative errors of 2^-11).
-            const float s_enc = ref::nvfp4_global_encode_scale(Ap, 448, r.profile);
+            const size_t ri = static_cast<size_t>(key.first);  // row-scaled: the block's row (1x16)
+            const float A1 = row_scaled ? q.plane(p).amax[ri] : Ap, A2 = row_scaled ? row_a2[ri] : Ap;
+            const float s_enc = ref::nvfp4_global_encode_scale(A2, 448, r.profile);
             const uint8_t sf2 = nvfp4_block_scale(bl.ymax, s_enc, false);
             const float enc = nvfp4_encode_factor(sf2, 1.0f / s_enc);
-            const float d1 = (sf * Ap) * (1.0f / 2688.0f), d2 = (decode_e4m3(sf2) * Ap) * (1.0f / 2688.0f);
+            const float d1 = (sf * A1) * (1.0f / 2688.0f), d2 = (decode_e4m3(sf2) * A2) * (1.0f / 2688.0f);
             bool pchange = sf2 != e, pequal = true, bytes_ok = sf2 == bl.scale_b;
-            for (const auto& [w, ca, cb] : bl.f16_elems) {
+            tag_if(sr, "nvfp4_f16_sr_formula");
+            tag_if(row_scaled, "nvfp4_f16_row_scaled_formula");
+            for (size_t n = 0; n < bl.f16_elems.size(); ++n) {
+              const auto& [w, ca, cb] = bl.f16_elems[n];
               const float v = w * enc;
-              const uint8_t c2 = prof == "te_pyref" ? encode_e2m1(std::fmin(std::fmax(v, -6.0f), 6.0f), NegZero::kPositiveZero)
-                                                    : encode_e2m1(v);
+              auto sr_code = [&] {  // TE's SR emulation (above) with the element's random byte
+                const float av = std::fabs(v), t = std::fmaf(static_cast<float>(bl.rbytes[n]) * (1.0f / 256.0f), sr_step(av), av);
+                return encode_e2m1(std::copysign(std::fmin(std::floor(t / sr_step(t)) * sr_step(t), 6.0f), v));
+              };
+              const uint8_t c2 = sr ? sr_code()
+                                 : prof == "te_pyref" ? encode_e2m1(std::fmin(std::fmax(v, -6.0f), 6.0f), NegZero::kPositiveZero)
+                                                      : encode_e2m1(v);
               pchange = pchange || c2 != ca;
               pequal = pequal && decode_e2m1(c2) * d2 == decode_e2m1(ca) * d1;
               bytes_ok = bytes_ok && c2 == cb;
@@ -459,11 +475,10 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
             const float enc = std::fmin(1.0f / (decode_e4m3(sf2) * (1.0f / s_enc)), FLT_MAX);
             const float d1 = (sf * Ap) * (1.0f / 2688.0f), d2 = (decode_e4m3(sf2) * Ap) * (1.0f / 2688.0f);
             bool pchange = sf2 != e, pequal = true, bytes_ok = sf2 == bl.scale_b;
-            auto step = [](float v) { return v >= 4.0f ? 2.0f : v >= 2.0f ? 1.0f : 0.5f; };
             for (size_t n = 0; n < bl.f16_elems.size(); ++n) {
               const auto& [w, ca, cb] = bl.f16_elems[n];
-              const float v = w * enc, av = std::fabs(v), t = std::fmaf(static_cast<float>(bl.rbytes[n]) * (1.0f / 256.0f), step(av), av);
-              const uint8_t c2 = encode_e2m1(std::copysign(std::fmin(std::floor(t / step(t)) * step(t), 6.0f), v));
+              const float v = w * enc, av = std::fabs(v), t = std::fmaf(static_cast<float>(bl.rbytes[n]) * (1.0f / 256.0f), sr_step(av), av);
+              const uint8_t c2 = encode_e2m1(std::copysign(std::fmin(std::floor(t / sr_step(t)) * sr_step(t), 6.0f), v));
               pchange = pchange || c2 != ca;
               pequal = pequal && decode_e2m1(c2) * d2 == decode_e2m1(ca) * d1;
               bytes_ok = bytes_ok && c2 == cb;
