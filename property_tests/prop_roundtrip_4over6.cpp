@@ -445,6 +445,11 @@ TEST(AlgebraProperty, Nvfp4FourOverSixRoundTripFromBf16F16AndRowScaled) {
       if (changed_blocks > 0 && lossy == 0 && apart == 0) {
         const conformance::Equivalence eq = conformance::compare_values(q, back, {pk});
         if (!eq.equal) RC_FAIL("compare_values says not equivalent where every block's values are equal: " + eq.message);
+        tag(row_scaled ? "verdict_equivalent_row_scaled" : "verdict_equivalent");
+      } else if (lossy + apart > 0) {
+        const conformance::Equivalence eq = conformance::compare_values(q, back, {pk});
+        if (eq.equal) RC_FAIL("compare_values says equivalent where a block's values change: " + eq.message);
+        tag("verdict_not_equivalent");
       }
     }
   });
