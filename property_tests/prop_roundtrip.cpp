@@ -44,8 +44,11 @@
 /// carried amax, which the property evaluates from q's decoded values alone: sf' = E4M3(min(w_max * (S_enc * RN(1/6)),
 /// FLT_MAX)), codes e2m1(w * enc(sf')) (te_pyref: clamped to +-6, -0.0 -> 0x0), bytes and values both ways. An inf makes
 /// sf' = 448 and its own code +-6 (checked). te / te_pyref draw A in [2^-20, 2^22] for F16 (both edges reached); a
-/// block F16 holds exactly, subnormals included, follows the rule above. Other profiles keep A in [2^-2, 2^14] for F16
-/// and count such blocks as not characterized (tagged "nvfp4_f16_uncharted").
+/// block F16 holds exactly, subnormals included, follows the rule above. The same with SR (te, A as above): the codes
+/// are TE's SR emulation of w * enc(sf') with each element's random byte (tagged "nvfp4_f16_sr_formula"); row-scaled
+/// (te, A in [2^-2, 2^14]): under the row's A'_i, decoded under A_i and A'_i (tagged "nvfp4_f16_row_scaled_formula").
+/// The peer profiles keep A in [2^-2, 2^14] for F16 and count such blocks (F16 subnormals) as not characterized
+/// (tagged "nvfp4_f16_uncharted").
 /// NVFP4 te_pyref and modelopt: as te, and a block holding code 0x8 changes (values equal): a negative x that rounds to
 /// zero is 0x8 (the Py-ref signs a code by x * enc >= 0, modelopt by x < 0), but both map -0.0 itself to 0x0, so the
 /// decoded -0.0 comes back as 0x0.
@@ -96,8 +99,13 @@
 /// keeps |c|. So an otherwise
 /// fixed block changes iff one of its nonzero codes moves so (values change); tagged "sr_code_moves". A block whose
 /// largest code is below 6 (SR rounded its max down, under any scale) re-derives a smaller scale from c * sf, under which
-/// SR acts again: not characterized (counted, tagged "sr_block_max_below_6"; under seed 11 such a block came back under
-/// 2/3 of its scale with equal values, as 4over6's flips do).
+/// SR acts again (tagged "sr_block_max_below_6"): its scale is §1.4's on the dtype's block max, sf' = E4M3(y_max * (S_enc *
+/// RN(1/6))) (about c * sf / 6: 2/3 sf for c = 4), and each element w comes back as TE's SR emulation of |w * enc'| with
+/// its own random byte (the same byte: same seed, same index). A code whose c_i * sf / sf' is an E2M1 value and whose
+/// scaled value lands on it (from F32; or above it from BF16 / F16) keeps its value; one whose value SR puts a step
+/// away changes it. The property evaluates that per element from q alone and checks bytes and values both ways
+/// (tagged "sr_below6_equal": bytes change, values equal, e.g. c = 4 with codes 0, 1, 2, 4 under 2/3 sf as 4over6's
+/// flips; "sr_below6_lossy"; "sr_below6_fixed").
 /// NVFP4 torchao (block scale clamped to [2^-6, 448]): c = 6 above the clamp, and a clamped block re-derives the clamp:
 /// every block is a fixed point. NVFP4 modelopt (block scale floored at 2^-9, zero block 1.0): as te, except that k = 1
 /// blocks (the floor) and zero blocks stay.
@@ -164,6 +172,9 @@ HostMatrix make_input(int64_t M, int64_t K, int e0, uint64_t seed, float clamp_a
   return x;
 }
 
+/// TE's SR emulation step (§1.4 SR): 0.5 below 2, 1 below 4, else 2.
+float sr_step(float v) { return v >= 4.0f ? 2.0f : v >= 2.0f ? 1.0f : 0.5f; }
+
 /// The |value| of E2M1 code `nib` (sign dropped).
 float e2m1_mag(uint8_t nib) { return std::fabs(decode_e2m1(nib & 0xFu)); }
 
@@ -174,7 +185,8 @@ struct Block {
   bool f16_inexact = false;   ///< MXFP4: a decoded value the dtype does not hold exactly (F16), or past FLT_MAX
   bool f16_uncharted = false; ///< NVFP4: a decoded value outside F16's normal range that F16 does not hold (or inf)
   uint8_t scale_b = 0;        ///< the round trip's scale byte
-  std::vector<std::tuple<float, uint8_t, uint8_t>> f16_elems;  ///< NVFP4 to F16: (F16 value, code of q, code of back)
+  std::vector<std::tuple<float, uint8_t, uint8_t>> f16_elems;  ///< NVFP4 to F16 or SR: (dtype value, code of q, code of back)
+  std::vector<uint8_t> rbytes;  ///< NVFP4 SR: each element's random byte (the order of f16_elems)
   float ymax = 0.0f;          ///< largest |decoded value| in the dequantized dtype
   bool changed = false;
   bool values_equal = true;
@@ -233,10 +245,9 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     const int64_t K = mx ? *rc::gen::inRange<int64_t>(1, 100) : 16 * *rc::gen::inRange<int64_t>(1, 7);
     // Magnitudes: MXFP4 anywhere in float's range (F16 then sees underflow and overflow); NVFP4 with A in [2^-80, 2^100]
     // (F16: [2^-2, 2^14]).
-    // NVFP4 te / te_pyref to F16 (no SR, not row-scaled): A in [2^-20, 2^22], past F16's range both ways (predicted by
+    // NVFP4 te / te_pyref to F16 (SR too; not row-scaled): A in [2^-20, 2^22], past F16's range both ways (predicted by
     // §1.4 on the F16 values, below).
-    const bool f16_wide = !mx && dt == DType::kF16 && (md["profile"] == "te" || md["profile"] == "te_pyref") &&
-                          !md.count("stochastic_rounding") && !md.count("row_scaled");
+    const bool f16_wide = !mx && dt == DType::kF16 && (md["profile"] == "te" || md["profile"] == "te_pyref") && !md.count("row_scaled");
     const int e0 = mx ? *rc::gen::inRange(-150, 125)
                       : (dt == DType::kF16 ? (f16_wide ? std::vector<int>{*rc::gen::inRange(-22, -12), *rc::gen::inRange(-2, 12),
                                                                           *rc::gen::inRange(14, 20)}[static_cast<size_t>(uniform_index(3))]
@@ -278,7 +289,8 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     }
     const MxScaleRule rule = mx ? r.mxfp4().scale_rule : MxScaleRule::kRceil;
     // NVFP4 te / te_pyref to F16: blocks F16 cannot hold are predicted by §1.4 on the F16 values (below).
-    const bool f16_formula = !mx && dt == DType::kF16 && (prof == "te" || prof == "te_pyref") && !sr && !row_scaled;
+    // (SR: SR's codes; row-scaled: under the row's A'_i, decoded under A_i and A'_i.)
+    const bool f16_formula = !mx && dt == DType::kF16 && (prof == "te" || prof == "te_pyref");
     int64_t uncharted = 0;
     for (PlaneKind p : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
       if (!(p == PlaneKind::kRowwise ? q.rowwise : q.columnwise)) continue;
@@ -355,7 +367,8 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
           if (!mx && dt == DType::kF16 && y.get(xi, xj) != va && !(std::fabs(va) >= 0x1p-14f && std::fabs(va) <= 65504.0f))
             bl.f16_uncharted = true;
           bl.scale_b = b.scale.byte(i, j / bs);
-          if (!mx && dt == DType::kF16) bl.f16_elems.emplace_back(y.get(xi, xj), ca, cb);
+          if (!mx && (dt == DType::kF16 || sr)) bl.f16_elems.emplace_back(y.get(xi, xj), ca, cb);
+          if (sr) bl.rbytes.push_back(sr_random_byte(r.nvfp4().seed, col ? 1u : 0u, static_cast<uint64_t>(i * len + j)));
         }
       for (const auto& [key, bl] : blocks) {
         bool want_change = false, want_equal = true, charted = true;
@@ -405,15 +418,25 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
           if (bl.f16_uncharted) {
             // te / te_pyref: the block's F16 values w re-quantized by §1.4 under the carried amax (the te rule's
             // derivation does not hold: F16's rounding below 2^-14 and its overflow are not relative errors of 2^-11).
-            const float s_enc = ref::nvfp4_global_encode_scale(Ap, 448, r.profile);
+            const size_t ri = static_cast<size_t>(key.first);  // row-scaled: the block's row (1x16)
+            const float A1 = row_scaled ? q.plane(p).amax[ri] : Ap, A2 = row_scaled ? row_a2[ri] : Ap;
+            const float s_enc = ref::nvfp4_global_encode_scale(A2, 448, r.profile);
             const uint8_t sf2 = nvfp4_block_scale(bl.ymax, s_enc, false);
             const float enc = nvfp4_encode_factor(sf2, 1.0f / s_enc);
-            const float d1 = (sf * Ap) * (1.0f / 2688.0f), d2 = (decode_e4m3(sf2) * Ap) * (1.0f / 2688.0f);
+            const float d1 = (sf * A1) * (1.0f / 2688.0f), d2 = (decode_e4m3(sf2) * A2) * (1.0f / 2688.0f);
             bool pchange = sf2 != e, pequal = true, bytes_ok = sf2 == bl.scale_b;
-            for (const auto& [w, ca, cb] : bl.f16_elems) {
+            tag_if(sr, "nvfp4_f16_sr_formula");
+            tag_if(row_scaled, "nvfp4_f16_row_scaled_formula");
+            for (size_t n = 0; n < bl.f16_elems.size(); ++n) {
+              const auto& [w, ca, cb] = bl.f16_elems[n];
               const float v = w * enc;
-              const uint8_t c2 = prof == "te_pyref" ? encode_e2m1(std::fmin(std::fmax(v, -6.0f), 6.0f), NegZero::kPositiveZero)
-                                                    : encode_e2m1(v);
+              auto sr_code = [&] {  // TE's SR emulation (above) with the element's random byte
+                const float av = std::fabs(v), t = std::fmaf(static_cast<float>(bl.rbytes[n]) * (1.0f / 256.0f), sr_step(av), av);
+                return encode_e2m1(std::copysign(std::fmin(std::floor(t / sr_step(t)) * sr_step(t), 6.0f), v));
+              };
+              const uint8_t c2 = sr ? sr_code()
+                                 : prof == "te_pyref" ? encode_e2m1(std::fmin(std::fmax(v, -6.0f), 6.0f), NegZero::kPositiveZero)
+                                                      : encode_e2m1(v);
               pchange = pchange || c2 != ca;
               pequal = pequal && decode_e2m1(c2) * d2 == decode_e2m1(ca) * d1;
               bytes_ok = bytes_ok && c2 == cb;
@@ -445,10 +468,31 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
             tag_if(want_change, "modelopt_zero_block");
           } else if (c < 6.0f && sr) {
             // SR can round a block's max down (a in (4, 6) -> 4 with probability (6 - a) / 2), so c < 6 under a normal
-            // scale too, and its scale re-derives from c * sf (4over6's situation: a map-to-4-like block may come back
-            // under 2/3 sf with equal values); with SR on the codes again, not characterized (counted, tagged).
-            ++uncharted;
+            // scale too: sf' = §1.4 on the decoded max, each code TE's SR emulation of |w * enc'| with its random byte.
             tag("sr_block_max_below_6");
+            const float s_enc = ref::nvfp4_global_encode_scale(Ap, 448, r.profile);
+            const uint8_t sf2 = encode_e4m3(std::fmin(bl.ymax * (s_enc * (1.0f / 6.0f)), FLT_MAX));
+            const float enc = std::fmin(1.0f / (decode_e4m3(sf2) * (1.0f / s_enc)), FLT_MAX);
+            const float d1 = (sf * Ap) * (1.0f / 2688.0f), d2 = (decode_e4m3(sf2) * Ap) * (1.0f / 2688.0f);
+            bool pchange = sf2 != e, pequal = true, bytes_ok = sf2 == bl.scale_b;
+            for (size_t n = 0; n < bl.f16_elems.size(); ++n) {
+              const auto& [w, ca, cb] = bl.f16_elems[n];
+              const float v = w * enc, av = std::fabs(v), t = std::fmaf(static_cast<float>(bl.rbytes[n]) * (1.0f / 256.0f), sr_step(av), av);
+              const uint8_t c2 = encode_e2m1(std::copysign(std::fmin(std::floor(t / sr_step(t)) * sr_step(t), 6.0f), v));
+              pchange = pchange || c2 != ca;
+              pequal = pequal && decode_e2m1(c2) * d2 == decode_e2m1(ca) * d1;
+              bytes_ok = bytes_ok && c2 == cb;
+            }
+            if (!bytes_ok || bl.changed != pchange || bl.values_equal != pequal) {
+              std::ostringstream os;
+              os << r.name() << " SR, dequantized " << dtype_text(dt) << ", block [" << key.first << ", " << key.second << "], largest code "
+                 << c << " < 6: scale 0x" << std::hex << e << " -> 0x" << int(bl.scale_b) << ", predicted 0x" << int(sf2) << std::dec
+                 << (bytes_ok ? "" : ", codes or scale not SR's under §1.4's scale") << (bl.changed != pchange ? ", change mispredicted" : "")
+                 << (bl.values_equal != pequal ? ", values mispredicted" : "") << bl.first_diff;
+              RC_FAIL(os.str());
+            }
+            tag(!pchange ? "sr_below6_fixed" : pequal ? "sr_below6_equal" : "sr_below6_lossy");
+            tag(!pchange ? "fixed_point" : pequal ? "changed_equivalent" : "changed_lossy");
             continue;
           } else if (c < 6.0f) {
             tag("nvfp4_subnormal_scale");

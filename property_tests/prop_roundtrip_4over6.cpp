@@ -29,11 +29,12 @@
 /// (bamax 3.2-4.2% under 6 S / 1.5), the decoded block's is. Otherwise a map-to-4 block stays (its S6' grid misses a
 /// value). Subnormal scales (S = k 2^-9) follow the same two lines (their ties, e.g. m S / 6 = 2^-10 at k = 1, m = 3, by
 /// the float expression).
-/// Not characterized: BF16 / F16 dequantized (a relative 2^-9 moves m S / 6 by as much as the distance of some E4M3
-/// values to their midpoints, and the reproducing candidate's errors are no longer a few 2^-24), and row-scaled 4over6
-/// (each row's amax is recomputed from y, as without 4over6).
+/// BF16 / F16 dequantized and row-scaled 4over6 (a relative 2^-9 moves m S / 6 by as much as the distance of some E4M3
+/// values to their midpoints, and the reproducing candidate's errors are no longer a few 2^-24; row-scaled recomputes
+/// each row's amax from y): Nvfp4FourOverSixRoundTripFromBf16F16AndRowScaled below, with its rule.
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -265,6 +266,190 @@ TEST(AlgebraProperty, Nvfp4FourOverSixRoundTripFlipsExactlyWherePredicted) {
             RC_FAIL("EQUIVALENT at a 4over6 flip does not name the two candidates: " + eq.message);
           break;
         }
+      }
+    }
+  });
+}
+
+/// BF16 / F16 dequantized, and row-scaled (1x16 rowwise, one amax per row, §1.11) from F32, BF16 or F16. The round trip
+/// quantizes the dtype's values w_i = RN_dtype(c_i * D) under A' (the plane's amax carried back; row-scaled: A'_i =
+/// max_j |w_ij|, no amax can be carried, tested). Candidate k reproduces the block (R_k) iff its codes, §1.12's
+/// e2m1(w_i * enc_k) with sf_k = §1.12's float expression on w's block max under S_enc(A'), satisfy fp4(code) * S_k' = c_i
+/// * S exactly. Then (from q alone, with §1.12's float expressions on the dtype's values):
+///  * R_4 and R_6: both candidates' dequantized values are RN(RN(RN(c_i S) A') / (6 E4M3_MAX)), so err_4 == err_6 bit
+///    for bit (checked) and the tie goes to map-to-6: the block becomes (S6', c_i S / S6').
+///  * exactly one R_k: §1.12's error sums on w decide. From F32 (row-scaled, A'_i = A_i (1 +- few 2^-24)) the
+///    reproducing candidate always wins (checked, as the F32 derivation above); from BF16 / F16 the reproducing candidate
+///    carries w's own rounding (2^-9 / 2^-11 relative per element) and the other one's grid miss can be smaller: a
+///    non-reproducing winner is counted (tagged "4over6_dtype_other_wins") and its values change.
+///  * neither: the block's values change (so do its bytes).
+/// Values: a reproducing winner's decoded values equal iff RN(c' RN(RN(S' A') k)) == RN(c RN(RN(S A) k)) per element
+/// (k = RN(1 / (6 E4M3_MAX)), §1.14; row-scaled A' != A may move them: tagged "4over6_row_dequant_factor_moves").
+/// F16: A in [2^-12, 1.5 * 2^14] (no inf; below F16's normal range w_i is subnormal or 0 and the block's R_k decide).
+TEST(AlgebraProperty, Nvfp4FourOverSixRoundTripFromBf16F16AndRowScaled) {
+  check_property({"bf16", "f16", "f32_row_scaled", "row_scaled", "16x16", "both_reproduce_tie", "one_reproduces",
+                  "neither_reproduces", "4over6_dtype_other_wins", "flip_to_map6_equal", "fixed_point"},
+                 [] {
+    const bool row_scaled = uniform_index(3) == 0;
+    const int dsel = uniform_index(row_scaled ? 3 : 2);
+    const DType dt = row_scaled && dsel == 2 ? DType::kF32 : dsel == 0 ? DType::kBF16 : DType::kF16;
+    const bool tile2d = !row_scaled && uniform_index(3) == 0, mse = uniform_index(2) == 0;
+    const int e4m3_max = uniform_index(3) == 0 ? 448 : 256;
+    std::map<std::string, std::string> md{{"recipe", "nvfp4"}, {"profile", "te"}, {"fourover6", "1"},
+                                          {"fourover6_err", mse ? "mse" : "mae"}, {"e4m3_max", std::to_string(e4m3_max)}};
+    if (tile2d) md["tile"] = "16x16";
+    if (row_scaled) {
+      md["row_scaled"] = "1";
+      md["columnwise"] = "0";
+    }
+    const Recipe r = Recipe::from_metadata(md);
+    tag(dtype_text(dt));
+    tag_if(row_scaled, "row_scaled");
+    tag_if(row_scaled && dt == DType::kF32, "f32_row_scaled");
+    tag_if(tile2d, "16x16");
+    const int64_t M = 16 * *rc::gen::inRange<int64_t>(1, 5), K = 16 * *rc::gen::inRange<int64_t>(1, 7);
+    const int p = dt == DType::kF16 ? *rc::gen::resize(100, rc::gen::inRange(-12, 15)) : *rc::gen::resize(100, rc::gen::inRange(-30, 29));
+    const float A = std::ldexp(1.5f, p);
+    const double s_enc = 6.0 * e4m3_max / static_cast<double>(A);
+    const HostMatrix x = make_4over6_input(M, K, s_enc, A, *rc::gen::arbitrary<uint64_t>(), e4m3_max);
+    const QuantizedTensor q = ref::quantize(x.view(), r);
+    if (row_scaled) {
+      for (float ra : q.rowwise->amax)
+        if (ra != 0.0f && !(ra >= 0x1p-80f && ra <= 0x1p100f)) RC_DISCARD("row amax outside [2^-80, 2^100]");
+      bool refused = false;
+      try {
+        (void)ref::quantize_with_amax(x.view(), r, A, A);
+      } catch (const Error& e) {
+        refused = std::string(e.what()).find("row-scaled") != std::string::npos;
+      }
+      RC_ASSERT(refused);
+    }
+    const float k6 = 1.0f / (6.0f * static_cast<float>(e4m3_max)), k6max = 6.0f * static_cast<float>(e4m3_max);
+    for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
+      if (!(pk == PlaneKind::kRowwise ? q.rowwise : q.columnwise)) continue;
+      Recipe rp = r;
+      rp.rowwise = pk == PlaneKind::kRowwise;
+      rp.columnwise = !rp.rowwise;
+      const Plane& a = q.plane(pk);
+      const HostMatrix y = ref::dequantize(q, pk, dt);
+      const QuantizedTensor back =
+          row_scaled ? ref::quantize(y.view(), rp) : ref::quantize_with_amax(y.view(), rp, a.amax[0], a.amax[0]);
+      const Plane& b = back.plane(pk);
+      RC_ASSERT(a.data.size() == b.data.size() && a.scale.bytes.size() == b.scale.bytes.size());
+      const bool col = pk == PlaneKind::kColumnwise;
+      const int64_t rows = a.data_rows, len = col ? M : K, tr = tile2d ? 16 : 1;
+      auto amax_a = [&](int64_t i) { return row_scaled ? a.amax[static_cast<size_t>(i)] : a.amax[0]; };
+      auto amax_b = [&](int64_t i) { return row_scaled ? b.amax[static_cast<size_t>(i)] : b.amax[0]; };
+      if (row_scaled)
+        for (int64_t i = 0; i < rows; ++i) {
+          float m2 = 0.0f;
+          for (int64_t j = 0; j < len; ++j) m2 = std::fmax(m2, std::fabs(y.get(i, j)));
+          RC_ASSERT(f32_bits(amax_b(i)) == f32_bits(m2));
+        }
+      struct Elem {
+        int64_t i, j, xi, xj;
+        uint8_t ca, cb;
+        float w;
+      };
+      std::map<std::pair<int64_t, int64_t>, std::vector<Elem>> blocks;
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < len; ++j) {
+          const size_t byte = static_cast<size_t>(i * a.data_cols + j / 2);
+          const int64_t xi = col ? j : i, xj = col ? i : j;
+          blocks[{i / tr, j / 16}].push_back({i, j, xi, xj, static_cast<uint8_t>((a.data[byte] >> (4 * (j & 1))) & 0xF),
+                                              static_cast<uint8_t>((b.data[byte] >> (4 * (j & 1))) & 0xF), y.get(xi, xj)});
+        }
+      const HostMatrix ya = ref::dequantize(q, pk, DType::kF32), yb = ref::dequantize(back, pk, DType::kF32);
+      int64_t changed_blocks = 0, lossy = 0, apart = 0;
+      for (const auto& kv : blocks) {
+        const std::vector<Elem>& elems = kv.second;
+        const int64_t i0 = elems.front().i, j0 = elems.front().j;
+        const uint8_t sa = a.scale.byte(i0, j0 / 16), sb = b.scale.byte(i0, j0 / 16);
+        const double S = decode_e4m3(sa);
+        const float Aa = amax_a(i0), Ab = amax_b(i0);
+        // §1.12 on the dtype's values under S_enc(A'): both candidates, their codes and error sums.
+        const float senc = ref::nvfp4_global_encode_scale(Ab, e4m3_max, r.profile), sdec = 1.0f / senc;
+        float wmax = 0.0f;
+        for (const Elem& e : elems) wmax = std::fmax(wmax, std::fabs(e.w));
+        const float base = wmax / 6.0f * senc;
+        const uint8_t sfk[2] = {encode_e4m3(std::fmin(base * 1.5f, 448.0f)), encode_e4m3(std::fmin(base, 448.0f))};
+        std::vector<uint8_t> codes[2];
+        bool repro[2] = {true, true};
+        float err[2] = {0.0f, 0.0f};
+        for (int k = 0; k < 2; ++k) {
+          const float sv = decode_e4m3(sfk[k]);
+          const float enc = std::fmin(1.0f / (sv * sdec), FLT_MAX);
+          std::map<int64_t, float> row_err;  // 16x16: per x row, in x column order, then the pairwise tree
+          for (const Elem& e : elems) {
+            const uint8_t c = encode_e2m1(e.w * enc);
+            codes[k].push_back(c);
+            repro[k] = repro[k] && static_cast<double>(decode_e2m1(c)) * sv == static_cast<double>(decode_e2m1(e.ca)) * S;
+            const float d = ((decode_e2m1(c) * sv) * Ab) / k6max - e.w;
+            const float t = mse ? d * d : std::fabs(d);
+            if (tile2d) row_err[e.xi] = row_err[e.xi] + t;  // plane order visits each x row in x column order (both planes)
+            else err[k] = err[k] + t;
+          }
+          if (tile2d) {
+            std::vector<float> v;
+            for (const auto& re : row_err) v.push_back(re.second);
+            for (size_t w = 8; w >= 1; w /= 2)
+              for (size_t rr = 0; rr < w; ++rr) v[rr] = v[rr] + v[rr + w];
+            err[k] = v[0];
+          }
+        }
+        const int win = err[0] < err[1] ? 0 : 1;  // 0: map-to-4
+        if (repro[0] && repro[1]) {
+          tag("both_reproduce_tie");
+          if (f32_bits(err[0]) != f32_bits(err[1])) RC_FAIL("4over6: both candidates reproduce the block but their error sums differ");
+        } else if (repro[0] || repro[1]) {
+          tag("one_reproduces");
+          if (!repro[win]) {
+            tag("4over6_dtype_other_wins");
+            if (dt == DType::kF32) RC_FAIL("4over6 row-scaled from F32: the candidate that does not reproduce the block won");
+          }
+        } else {
+          tag("neither_reproduces");
+        }
+        const bool predicted_lossy = !repro[win];
+        const double S2 = decode_e4m3(sfk[win]);
+        bool changed = sa != sb, want_change = sa != sfk[win], values_equal = true, want_equal = !predicted_lossy, bytes_ok = sb == sfk[win];
+        for (size_t n = 0; n < elems.size(); ++n) {
+          const Elem& e = elems[n];
+          changed = changed || e.ca != e.cb;
+          want_change = want_change || e.ca != codes[win][n];
+          bytes_ok = bytes_ok && e.cb == codes[win][n];
+          values_equal = values_equal && ya.get(e.xi, e.xj) == yb.get(e.xi, e.xj);
+          // §1.14: RN(c * RN(RN(sf * A) * k)).
+          if (!predicted_lossy)
+            want_equal = want_equal && decode_e2m1(codes[win][n]) * ((static_cast<float>(S2) * Ab) * k6) ==
+                                           decode_e2m1(e.ca) * ((static_cast<float>(S) * Aa) * k6);
+        }
+        if (predicted_lossy) want_change = true;
+        if (want_change) ++changed_blocks;
+        if (predicted_lossy) ++lossy;
+        else if (!want_equal) ++apart;
+        if (!want_change) tag("fixed_point");
+        else if (!predicted_lossy && want_equal && S2 * 1.5 == S) tag("flip_to_map6_equal");
+        tag_if(row_scaled && !predicted_lossy && !want_equal, "4over6_row_dequant_factor_moves");
+        if (changed != want_change || values_equal != want_equal || !bytes_ok) {
+          std::ostringstream os;
+          os << r.name() << " from " << dtype_text(dt) << ", " << (col ? "columnwise" : "rowwise") << " block [" << kv.first.first << ", "
+             << kv.first.second << "]: scale " << S << " (0x" << std::hex << int(sa) << " -> 0x" << int(sb) << ", predicted 0x"
+             << int(sfk[win]) << std::dec << "), candidates reproduce " << repro[0] << repro[1] << ", errors " << err[0] << " / "
+             << err[1] << ": predicted " << (want_change ? "changed" : "fixed") << (want_equal ? ", values equal" : ", values differ")
+             << ", got " << (changed ? "changed" : "fixed") << (values_equal ? ", values equal" : ", values differ")
+             << (bytes_ok ? "" : " (bytes not the predicted candidate's)");
+          RC_FAIL(os.str());
+        }
+      }
+      if (changed_blocks > 0 && lossy == 0 && apart == 0) {
+        const conformance::Equivalence eq = conformance::compare_values(q, back, {pk});
+        if (!eq.equal) RC_FAIL("compare_values says not equivalent where every block's values are equal: " + eq.message);
+        tag(row_scaled ? "verdict_equivalent_row_scaled" : "verdict_equivalent");
+      } else if (lossy + apart > 0) {
+        const conformance::Equivalence eq = conformance::compare_values(q, back, {pk});
+        if (eq.equal) RC_FAIL("compare_values says equivalent where a block's values change: " + eq.message);
+        tag("verdict_not_equivalent");
       }
     }
   });

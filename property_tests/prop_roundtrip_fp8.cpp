@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "harness.hpp"
 #include "roundtrip_util.hpp"
@@ -81,8 +82,14 @@ Fp8Elem fp8_elem(const QuantizedTensor& q, PlaneKind p, int64_t a, int64_t b, in
 // saturates there). Decoded y = RN(c * si); the round trip re-derives from RN(m * si): si' = RN(1 / RN(max / RN(m * si))),
 // and si' != si for some si (the older RequantizeIsIdentity excludes these scales for that reason). The codes come back
 // whatever si' (RN(c * si) * s' is c within a few 2^-24). So a block changes iff si' != si (only its scale), and its
-// values stay iff RN(c * si') == RN(c * si) for each code. BF16 / F16 with F32 scales: not characterized (the
-// dtype's rounding of m * si moves s' by more than ulps; the generator keeps pow2 there). The FP8 block peers (modelopt,
+// values stay iff RN(c * si') == RN(c * si) for each code. BF16 / F16 with F32 scales: the decoded values are w =
+// RN_dtype(RN(c * si)), within a relative 2^-9 / 2^-11 of c * si where the dtype holds them as normals; the scale is
+// re-derived from the dtype's block max, si' = RN(1 / RN(max / w_max)) (the peers: their forms on w_max), and w * s' is c
+// within 2^-8 relative, inside FP8's half step (>= 2^-4 relative for normal codes, >= 1/14 for subnormal ones): the codes
+// come back, the block changes iff si' != si, its values stay iff RN(c * si') == RN(c * si). An F16 block holding a value
+// F16 has only as a subnormal (or 0) has w off by more than that: its codes are §3 on the F16 values, RN8(w * RN(max /
+// w_max)) (a block of F16 zeros: te's zero-block scale 1, codes 0 with w's sign), checked per element, bytes and values
+// (tagged "fp8_block_f32_scale_f16_subnormal"). (te only: the peers below are drawn from F32.) The FP8 block peers (modelopt,
 // compressed_tensors, vllm, deepgemm, vllm_triton, sglang_triton; F32 input) store d = amax / max (or amax * RN(1 / max),
 // rule fp8.form) and decode c * d: the same argument with d' = RN(RN(m * d) / max) (resp. RN(m * d) * RN(1 / max)), and
 // compressed_tensors' zero point turns a code 0x80 into 0x00 (values equal); a block whose largest code is below max sits
@@ -102,9 +109,11 @@ TEST(AlgebraProperty, Fp8RoundTripBytesChangeExactlyWherePredicted) {
       if (uniform_index(3) == 0) md["tile"] = "32x32";
     } else if (kind == 1) {
       md["recipe"] = "fp8_block";
-      md["pow2_scales"] = (dt != DType::kF32 || uniform_index(2) == 0) ? "1" : "0";  // F32 scales: F32 dequantized (below)
+      md["pow2_scales"] = uniform_index(2) == 0 ? "1" : "0";
       md["tile"] = uniform_index(2) == 0 ? "1x128" : "128x128";  // 1x32 is DeepGEMM's, refused under te (rule fp8-block-1x32)
-      if (md["pow2_scales"] == "0" && uniform_index(2) == 0) {  // the FP8 block peers (their F32 scale forms)
+      // The FP8 block peers (their F32 scale forms), from F32 only: from BF16 / F16 those with fp8_input_dtype_arith
+      // compute the scale and the scaled values in the input's dtype, another quantization than q's.
+      if (md["pow2_scales"] == "0" && dt == DType::kF32 && uniform_index(2) == 0) {
         static const char* kPeers[] = {"modelopt", "compressed_tensors", "vllm", "deepgemm", "vllm_triton", "sglang_triton"};
         md["profile"] = kPeers[uniform_index(6)];
         md["fp8_dtype"] = "e4m3";
@@ -161,6 +170,8 @@ TEST(AlgebraProperty, Fp8RoundTripBytesChangeExactlyWherePredicted) {
         std::string first;
         double s = 1.0, wmax = 0.0;
         std::vector<std::pair<double, double>> wc;  // (|w|, |c|): the dtype's value and q's code
+        std::vector<std::tuple<float, uint8_t, uint8_t>> wcodes;  // (w, q's code, back's code)
+        uint32_t scale_b = 0;  // back's scale bits
         for (const auto& [a, b] : elems) {
           const Fp8Elem ea = fp8_elem(q, p, a, b, C), eb = fp8_elem(back, p, a, b, C);
           s = ea.scale;
@@ -173,6 +184,8 @@ TEST(AlgebraProperty, Fp8RoundTripBytesChangeExactlyWherePredicted) {
           const float vd = y.get(xi, xj);
           const float v32 = static_cast<float>(decode_fp8(ea.code, e5) * ea.scale);
           wc.push_back({std::fabs(static_cast<double>(vd)), c});
+          wcodes.emplace_back(vd, ea.code, eb.code);
+          scale_b = eb.scale_bits;
           wmax = std::max(wmax, std::fabs(static_cast<double>(vd)));
           if (!std::isfinite(vd)) overflow = true;
           else if (pow2 && vd != v32) inexact = true;
@@ -236,7 +249,29 @@ TEST(AlgebraProperty, Fp8RoundTripBytesChangeExactlyWherePredicted) {
           // RN(m * si))), which is not si for some si. The block changes iff si' != si; its values stay iff
           // RN(c * si') == RN(c * si) for every code.
           tag("fp8_block_f32_scale");
-          const float si = static_cast<float>(s), a2 = static_cast<float>(m) * si, fmax = static_cast<float>(maxv);
+          tag_if(dt != DType::kF32, "fp8_block_f32_scale_16bit");
+          if (dt == DType::kF16 && subnormal16) {
+            // §3 on the F16 values: s' = RN(max / w_max) (w_max = 0: the zero block's 1), codes RN8(w * s').
+            tag("fp8_block_f32_scale_f16_subnormal");
+            const float w_max = static_cast<float>(wmax), s2 = w_max > 0.0f ? static_cast<float>(maxv) / w_max : 1.0f;
+            const float si2 = 1.0f / s2;
+            bool pchange = f32_bits(si2) != f32_bits(static_cast<float>(s)), pequal = true, bytes_ok = f32_bits(si2) == scale_b;
+            for (const auto& [w, ca, cb] : wcodes) {
+              const uint8_t c2 = encode_fp8(w * s2, e5, Overflow::kSatFinite);
+              pchange = pchange || c2 != ca;
+              bytes_ok = bytes_ok && c2 == cb;
+              pequal = pequal && decode_fp8(c2, e5) * si2 == static_cast<float>(decode_fp8(ca, e5) * s);
+            }
+            if (!bytes_ok || pchange != changed || (pchange && pequal != values_equal) || (!pchange && !values_equal))
+              RC_FAIL(r.name() + ", dequantized f16, a block holding F16 subnormals: predicted " + (pchange ? "changed" : "fixed") +
+                      (pequal ? ", values equal" : ", values differ") + ", got " + (changed ? "changed" : "fixed") +
+                      (values_equal ? ", values equal" : ", values differ") + (bytes_ok ? "" : " (bytes not §3's on the F16 values)") + first);
+            tag(!pchange ? "fixed_point" : pequal ? "changed_equivalent" : "changed_lossy");
+            continue;
+          }
+          // From BF16 / F16 the re-derivation sees the dtype's block max (F32: RN(m * si)).
+          const float si = static_cast<float>(s), a2 = dt == DType::kF32 ? static_cast<float>(m) * si : static_cast<float>(wmax);
+          const float fmax = static_cast<float>(maxv);
           float si2 = si;  // a block of zero codes re-derives its own zero-block scale (te 1, the peers 0 or eps)
           const Fp8Form form = profile_rules(r.profile).fp8_form;
           // A nonzero block whose largest code is below max sits at the profile's amax floor (vLLM's eps clamp): its
