@@ -25,7 +25,7 @@ using qtc::report::test::slurp;
 /// A benchmark JSON whose names and commit try to run shell commands through gnuplot (backquotes expand inside
 /// gnuplot's double-quoted strings) and to inject gnuplot commands with a newline. Before: the report ran them.
 TEST(ReportHostile, NamesNeverReachAShell) {
-  const fs::path dir = fs::path(testing::TempDir()) / "qtc_report_hostile_gnuplot";
+  const fs::path dir = qtc::report::test::scratch_dir() / "qtc_report_hostile_gnuplot";
   fs::remove_all(dir);
   fs::create_directories(dir / "history");
   const fs::path pwned = dir / "PWNED", pwned2 = dir / "PWNED2", pwned3 = dir / "PWNED3";
@@ -72,7 +72,7 @@ TEST(ReportHostile, NamesNeverReachAShell) {
 
 /// Names with markup are text in both renderings. Before: Markdown passed '<' through.
 TEST(ReportHostile, MarkupInNamesIsEscaped) {
-  const fs::path dir = fs::path(testing::TempDir()) / "qtc_report_hostile_html";
+  const fs::path dir = qtc::report::test::scratch_dir() / "qtc_report_hostile_html";
   fs::remove_all(dir);
   fs::create_directories(dir);
   json run = make_run({{"copy/bf16", {10, 10.2, 9.9}}, {"quantize/<script>alert(1)</script>", {800, 810, 790}}},
@@ -94,7 +94,7 @@ TEST(ReportHostile, MarkupInNamesIsEscaped) {
 /// Before: the JSON library's type_error ended `qtc report` and nothing was written, on every later run too
 /// when the bad record was in the history folder.
 TEST(ReportHostile, MistypedFieldsAreWarningsNotFailures) {
-  const fs::path dir = fs::path(testing::TempDir()) / "qtc_report_hostile_fields";
+  const fs::path dir = qtc::report::test::scratch_dir() / "qtc_report_hostile_fields";
   fs::remove_all(dir);
   fs::create_directories(dir / "history");
   json run = make_run({{"copy/bf16", {10, 10.2, 9.9}}, {"quantize/nvfp4_1x16", {800, 810, 790}}}, "abc1234");
@@ -148,7 +148,7 @@ TEST(ReportHostile, MistypedFieldsAreWarningsNotFailures) {
 /// The history record's file name takes the machine kind and the commit from the benchmark JSON: they cannot
 /// leave the history folder.
 TEST(ReportHostile, HistoryRecordStaysInItsFolder) {
-  const fs::path dir = fs::path(testing::TempDir()) / "qtc_report_hostile_record";
+  const fs::path dir = qtc::report::test::scratch_dir() / "qtc_report_hostile_record";
   fs::remove_all(dir);
   fs::create_directories(dir / "h" / "deep");
   json run = make_run({{"copy/bf16", {10, 10.2, 9.9}}}, "/../../x");

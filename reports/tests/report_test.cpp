@@ -40,8 +40,10 @@
 namespace {
 
 namespace fs = std::filesystem;
+
 using nlohmann::json;
 using qtc::report::test::make_run;
+using qtc::report::test::scratch_dir;
 using qtc::report::test::median;
 using qtc::report::test::slurp;
 using qtc::report::Comparison;
@@ -128,7 +130,7 @@ class ReportCompare : public testing::Test {
   void SetUp() override {
     tool_ = compare_tool();
     QTC_REQUIRE_TOOL(tool_.problem.empty(), tool_.problem);
-    dir_ = fs::path(testing::TempDir()) / ("qtc_report_compare_" + std::string(testing::UnitTest::GetInstance()->current_test_info()->name()));
+    dir_ = scratch_dir() / ("qtc_report_compare_" + std::string(testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -240,7 +242,7 @@ TEST_F(ReportCompare, CpuMetricIgnoresLoad) {
 class ReportHtml : public testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(testing::TempDir()) / "qtc_report_html";
+    dir_ = scratch_dir() / "qtc_report_html";
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "history");
     qtc::report::Inputs in;
@@ -394,7 +396,7 @@ TEST_F(ReportHtml, RendersInChromium) {
 
 /// `qtc conform`'s report.json (conformance/src/conform_report.cpp): matrix counts, per-file results.
 TEST(ReportConform, ReadsConformMatrix) {
-  const fs::path dir = fs::path(testing::TempDir()) / "qtc_report_conform";
+  const fs::path dir = scratch_dir() / "qtc_report_conform";
   fs::remove_all(dir);
   fs::create_directories(dir);
   const json j = {
@@ -428,7 +430,7 @@ TEST(ReportConform, ReadsConformMatrix) {
 
 /// A benchmark-only report: no verdict, no conformance section, no empty placeholder; the benchmarks lead.
 TEST(ReportBench, BenchOnlyHasNoConformanceSections) {
-  const fs::path dir = fs::path(testing::TempDir()) / "qtc_report_bench_only";
+  const fs::path dir = scratch_dir() / "qtc_report_bench_only";
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "cpu.json") << make_run({{"copy/bf16_4096x4096", {10, 10.2, 9.9}}, {"quantize/nvfp4_1x16", {800, 810, 790}}}, "abc1234").dump();
@@ -445,7 +447,7 @@ TEST(ReportBench, BenchOnlyHasNoConformanceSections) {
 
 /// A conform-only run: the report opens with the verdict and has no benchmark or history section at all.
 TEST(ReportConform, ConformOnlyLeavesOutBench) {
-  const fs::path dir = fs::path(testing::TempDir()) / "qtc_report_conform_only";
+  const fs::path dir = scratch_dir() / "qtc_report_conform_only";
   fs::remove_all(dir);
   fs::create_directories(dir);
   const json j = {{"summary", {{"pass", 4}, {"fail", 0}, {"error", 0}, {"skipped", 4}}},

@@ -2,6 +2,9 @@
 /// \brief Helpers of the report's tests (report_test.cpp, report_hostile_test.cpp): reading a file, making a
 ///        Google Benchmark run.
 #pragma once
+#include <gtest/gtest.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +18,10 @@
 namespace qtc::report::test {
 
 namespace fs = std::filesystem;
+
+/// This process's own folder under the test temp dir: two runs of the suite at once (a developer's and CI's) must not
+/// share one (Chromium's profile lock, half-written reports).
+inline fs::path scratch_dir() { return fs::path(::testing::TempDir()) / ("qtc_report_test_" + std::to_string(::getpid())); }
 using nlohmann::json;
 
 inline double median(std::vector<double> v) {
