@@ -430,8 +430,9 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
             for (size_t n = 0; n < bl.f16_elems.size(); ++n) {
               const auto& [w, ca, cb] = bl.f16_elems[n];
               const float v = w * enc;
+              const float rbyte = sr ? static_cast<float>(bl.rbytes[n]) : 0.0f;  // a lambda may not name `bl` (clang)
               auto sr_code = [&] {  // TE's SR emulation (above) with the element's random byte
-                const float av = std::fabs(v), t = std::fmaf(static_cast<float>(bl.rbytes[n]) * (1.0f / 256.0f), sr_step(av), av);
+                const float av = std::fabs(v), t = std::fmaf(rbyte * (1.0f / 256.0f), sr_step(av), av);
                 return encode_e2m1(std::copysign(std::fmin(std::floor(t / sr_step(t)) * sr_step(t), 6.0f), v));
               };
               const uint8_t c2 = sr ? sr_code()
