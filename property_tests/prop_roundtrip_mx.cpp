@@ -67,6 +67,13 @@ namespace qtc::prop {
 
 namespace {
 
+/// The first mispredicted code of a block, as the properties report it.
+std::string code_mismatch(int64_t i, int64_t j, uint8_t predicted, uint8_t got) {
+  std::ostringstream os;
+  os << "code at [" << i << ", " << j << "]: predicted 0x" << std::hex << int(predicted) << ", got 0x" << int(got);
+  return os.str();
+}
+
 struct MxCase {
   const char* profile;
   MxScaleRule rule;
@@ -240,11 +247,7 @@ TEST(AlgebraProperty, MxFp8PeerRoundTripBytesChangeExactlyWherePredicted) {
             want_change = want_change || want != ca;
             const double vw = decode_fp8(want, e5) * decode_e8m0(static_cast<uint8_t>(e2)), vq = decode_fp8(ca, e5) * decode_e8m0(ea);
             want_equal = want_equal && vw == vq;
-            if (want != cb && why.empty()) {
-              std::ostringstream os;
-              os << "code at [" << i << ", " << j << "]: predicted 0x" << std::hex << int(want) << ", got 0x" << int(cb);
-              why = os.str();
-            }
+            if (want != cb && why.empty()) why = code_mismatch(i, j, want, cb);
           }
           if (eb != e2 && why.empty()) why = "predicted scale byte " + std::to_string(e2) + ", got " + std::to_string(eb);
           if (!want_change) want_equal = true;
@@ -286,11 +289,7 @@ TEST(AlgebraProperty, MxFp8PeerRoundTripBytesChangeExactlyWherePredicted) {
             const uint8_t want = e5 ? encode_e5m2(t, ov) : encode_e4m3(t, ov);
             want_change = want_change || want != ca;
             want_equal = want_equal && decode_fp8(want, e5) * s2 == v;
-            if (want != cb && why.empty()) {
-              std::ostringstream os;
-              os << "code at [" << i << ", " << j << "]: predicted 0x" << std::hex << int(want) << ", got 0x" << int(cb);
-              why = os.str();
-            }
+            if (want != cb && why.empty()) why = code_mismatch(i, j, want, cb);
           }
           if (eb != e2 && why.empty()) why = "predicted scale byte " + std::to_string(e2) + ", got " + std::to_string(eb);
           if (!want_change) want_equal = true;
