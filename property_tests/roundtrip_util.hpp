@@ -7,8 +7,11 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <utility>
 
+#include "qtc/error.hpp"
+#include "qtc/quantize.hpp"
 #include "qtc/tensor.hpp"
 
 namespace qtc::prop {
@@ -53,6 +56,20 @@ inline HostMatrix make_fp8_input(int64_t M, int64_t K, int64_t bt, int64_t bc, i
       x.set(i, j, static_cast<float>(v));
     }
   return x;
+}
+
+/// Row-scaled NVFP4 (q, quantized from x under r): every row amax lies in [2^-80, 2^100] (else the case is discarded:
+/// `why` says so), and requantizing with a carried amax is refused by design (each row computes its own amax).
+inline void check_row_scaled_requantize(const QuantizedTensor& q, const MatrixView& x, const Recipe& r, float A, const char* why) {
+  for (float ra : q.rowwise->amax)
+    if (ra != 0.0f && !(ra >= 0x1p-80f && ra <= 0x1p100f)) RC_DISCARD(why);
+  bool refused = false;
+  try {
+    (void)ref::quantize_with_amax(x, r, A, A);
+  } catch (const Error& e) {
+    refused = std::string(e.what()).find("row-scaled") != std::string::npos;
+  }
+  RC_ASSERT(refused);
 }
 
 }  // namespace qtc::prop

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <numbers>
+#include <optional>
 
 #include "qtc/codec.hpp"
 #include "qtc/error.hpp"
@@ -287,22 +288,21 @@ BoundResult check_error_bound(const QuantizedTensor& q, PlaneKind p, const Matri
   const Recipe& r = q.recipe;
   const int64_t M = x.rows, K = x.cols;
   QTC_CHECK(deq.rows == M && deq.cols == K && deq.dtype == DType::kF32, "dequantized plane has the wrong shape or type");
-  HostMatrix domain(DType::kF32, M, K);
+  std::optional<HostMatrix> rht;  // an RHT columnwise plane's domain, RHT(x^T)^T; every other plane's is x itself
   if (r.nvfp4_rht() && p == PlaneKind::kColumnwise) {
     const HostMatrix t = ref::rht_transform(x, r.nvfp4().rht_sign_mask);  // (K, M)
+    rht.emplace(DType::kF32, M, K);
     for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < K; ++j) domain.set(i, j, t.get(j, i));
-  } else {
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < K; ++j) domain.set(i, j, x.at(i, j));
+      for (int64_t j = 0; j < K; ++j) rht->set(i, j, t.get(j, i));
   }
+  const MatrixView domain = rht ? rht->view() : x;
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < K; ++j)
-      if (!std::isfinite(domain.get(i, j))) {
+      if (!std::isfinite(domain.at(i, j))) {
         res.not_checked = "the input holds NaN or Inf (a non-finite amax changes every scale; the vectors pin it bit for bit)";
         return res;
       }
-  const ErrorBoundResult b = qtc::check_error_bound(q, p, domain.view(), deq.view());
+  const ErrorBoundResult b = qtc::check_error_bound(q, p, domain, deq.view());
   res.checked = b.checked;
   res.violations = b.outside;
   if (b.outside > 0)

@@ -48,6 +48,7 @@ namespace nvfp4 {
 /// One NVFP4 element: (sf * amax) * 1/(6 * E4M3_MAX) times its E2M1 value (§1.14); under rule nvfp4.order torchao
 /// (amax / 2688) * sf, or sf alone without a per-tensor scale.
 struct Dequant {
+  float factor;  ///< 1 / (6 * E4M3_MAX), rounded once on the host (IEEE division, as __fdiv_rn)
   __device__ float operator()(const detail::DequantizeArgs& p, int64_t i, int64_t j) const {
     const int64_t a = p.columnwise ? j : i, b = p.columnwise ? i : j, len = p.columnwise ? p.M : p.K;
     const uint32_t code = (p.data[a * (len / 2) + b / 2] >> (4 * (b & 1))) & 0xFu;
@@ -57,14 +58,16 @@ struct Dequant {
     if (p.nvfp4_order == Nvfp4Order::kTorchAO)
       fs = p.nvfp4.per_tensor_scale ? __fmul_rn(__fdiv_rn(am, qtc::kTorchAOPerTensorDivisor), sf) : sf;
     else
-      fs = __fmul_rn(__fmul_rn(sf, am), __fdiv_rn(1.0f, 6.0f * static_cast<float>(p.nvfp4.e4m3_max)));
+      fs = __fmul_rn(__fmul_rn(sf, am), factor);
     return __fmul_rn(qtc::decode_e2m1(code), fs);
   }
 };
 }  // namespace nvfp4
 
 namespace detail {
-void launch_dequantize_nvfp4(const DequantizeArgs& a, cudaStream_t s) { dev::launch_dequantize_with(a, nvfp4::Dequant{}, s); }
+void launch_dequantize_nvfp4(const DequantizeArgs& a, cudaStream_t s) {
+  dev::launch_dequantize_with(a, nvfp4::Dequant{.factor = 1.0f / (6.0f * static_cast<float>(a.nvfp4.e4m3_max))}, s);
+}
 }  // namespace detail
 
 }  // namespace qtc::cuda
