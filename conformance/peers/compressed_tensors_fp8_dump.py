@@ -11,6 +11,11 @@ an observer passes them) and the data from `quantize(..., dtype=torch.float8_e4m
     /work/venv-peers/bin/python conformance/peers/compressed_tensors_fp8_dump.py OUT_DIR
     build/conformance/qtc verify OUT_DIR
 
+`--device cuda` runs the same calls on CUDA tensors (on the GPU machine): the scales by PyTorch's CUDA ops and
+`quantize` by compressed-tensors' Triton `_quantize_kernel`; files named ctgpu_*, metadata
+profile=compressed_tensors_triton, `source` "compressed-tensors VERSION on CUDA (Triton kernels): ..." naming torch,
+triton and the device (as compressed_tensors_dump.py --device cuda).
+
 Needs: torch, compressed-tensors (0.20.0), safetensors, numpy.
 """
 import os
@@ -33,7 +38,7 @@ MODES = {"tensor": ("FP8", "weights"), "1x128": ("FP8_BLOCK", "input_activations
 def block_min_max(x):
     m, k = x.shape
     pm, pk = -(-m // 128) * 128, -(-k // 128) * 128
-    xp = torch.zeros((pm, pk), dtype=x.dtype)
+    xp = torch.zeros((pm, pk), dtype=x.dtype, device=x.device)
     xp[:m, :k] = x
     v = xp.view(pm // 128, 128, pk // 128, 128)
     return v.amin(dim=(1, 3)), v.amax(dim=(1, 3))
@@ -51,11 +56,20 @@ def dump(x, mode):
     return fp8_outputs(u8(q), scale, mode)
 
 
+def on_device(device):
+    import triton
+    torch_ver = (f"torch {torch.__version__.split('+')[0]}, triton {triton.__version__}, "
+                 f"{torch.cuda.get_device_name(torch.device(device))}")
+    src = (f"compressed-tensors {version('compressed-tensors')} on CUDA (Triton kernels): calculate_qparams / "
+           f"compute_dynamic_scales_and_zp + quantize ({torch_ver})")
+    return "ctgpu", "compressed_tensors_triton", lambda mode: f"{src}, preset {MODES[mode][0]} {MODES[mode][1]}"
+
+
 def main():
     # 1x128 groups need K % 128 == 0 (compressed-tensors' group quantization)
     return dump_cases(__doc__, "ct", "compressed_tensors", MODES, dump,
                       lambda mode: f"{SOURCE}, preset {MODES[mode][0]} {MODES[mode][1]}", "16x128,33x256,130x260", 2600,
-                      skip=lambda mode, k: mode == "1x128" and k % 128 != 0)
+                      skip=lambda mode, k: mode == "1x128" and k % 128 != 0, on_device=on_device)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -94,16 +94,25 @@ def fp8_outputs(data, scale, mode):
     return {"rowwise_data": data, "rowwise_scale_inv": s.reshape(s.shape[-2], s.shape[-1])}
 
 
-def dump_cases(doc, prefix, profile, modes, dump, source_of, default_shapes, first_seed, skip=lambda mode, k: False):
+def dump_cases(doc, prefix, profile, modes, dump, source_of, default_shapes, first_seed, skip=lambda mode, k: False,
+               on_device=None):
     """The command line and the case loop of a per-tensor / block FP8 dump script: for every mode ("tensor" or a
     tile), dtype, family and shape, `dump(x, mode)` gives the tensors and `source_of(mode)` the `source` text; files
-    are named PREFIX_MODE_DTYPE_FAMILY_MxK and carry profile PROFILE. Returns the exit code."""
+    are named PREFIX_MODE_DTYPE_FAMILY_MxK and carry profile PROFILE. With `--device cuda` (scripts that pass
+    `on_device`, a function of the device returning (prefix, profile, source_of)), x is moved to that device before
+    `dump` and the outputs back to the host. Returns the exit code."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out")
     ap.add_argument("--shapes", default=default_shapes, help="MxK,...")
     ap.add_argument("--families", default=",".join(FAMILIES), help="input families (fp8_peer_common.py)")
     ap.add_argument("--dtypes", default="f32,bf16,f16")
+    ap.add_argument("--device", default="cpu", help="cpu, or a torch device where the script supports one")
     args = ap.parse_args()
+    device = args.device
+    if device != "cpu":
+        if on_device is None:
+            ap.error(f"--device {device}: this script dumps the CPU path only")
+        prefix, profile, source_of = on_device(device)
     families, dtypes = args.families.split(","), args.dtypes.split(",")
     os.makedirs(args.out, exist_ok=True)
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
@@ -121,7 +130,8 @@ def dump_cases(doc, prefix, profile, modes, dump, source_of, default_shapes, fir
                           "case.family": fam, "case.dtype": dtype}
                     if mode != "tensor":
                         md["tile"] = mode
-                    write(args.out, f"{prefix}_{mode}_{dtype}_{fam}_{m}x{k}", {"x": x, **dump(x, mode)}, md)
+                    outputs = {k: v.cpu() for k, v in dump(x.to(device), mode).items()}
+                    write(args.out, f"{prefix}_{mode}_{dtype}_{fam}_{m}x{k}", {"x": x, **outputs}, md)
                     n += 1
     print(f"{n} vectors written to {args.out}")
     return 0
