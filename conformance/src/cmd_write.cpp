@@ -47,8 +47,10 @@ void add_layout_options(CLI::App* cmd, LayoutArgs& a) {
   for (const LayoutName& n : kLayoutNames) names.emplace_back(n.name);
   cmd->add_option("--layout", a.layout, "compact (VECTORS.md shapes), te (TransformerEngine's padded buffers, TE_FORMATS.md §5), "
                                         "swizzled_128x4 (cuBLAS's order of TE's padded NVFP4 / MXFP8 / MXFP4 scales, §6), "
-                                        "swizzled_8x4 (FlashInfer / TensorRT-LLM's small-M order of the same scales) or "
-                                        "deepgemm_packed_ue8m0 (FP8 block UE8M0 scales packed as DeepGEMM's); conformance/README.md")
+                                        "swizzled_8x4 (FlashInfer / TensorRT-LLM's small-M order of the same scales), "
+                                        "deepgemm_packed_ue8m0 (FP8 block UE8M0 scales packed as DeepGEMM's) or fbgemm_mx4 "
+                                        "(MXFP4 as FBGEMM's MX4 rows: per 32 elements 16 code bytes then the E8M0 byte, in "
+                                        "<plane>_data, no <plane>_scale_inv); conformance/README.md")
       ->check(CLI::IsMember(names))
       ->capture_default_str();
   cmd->add_option("--pad-byte", a.pad_byte, "value of every padding byte of a padded layout (TE's swizzle writes 0; its quantize "

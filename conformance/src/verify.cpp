@@ -147,8 +147,11 @@ std::optional<TensorMismatch> compare(const Spec& s, const Grid& want, const Gri
   t.got = m.got;
   const int64_t a = m.first / want.cols, b = m.first % want.cols;
   t.at = s.shape.size() == 1 ? std::vector<int64_t>{m.first} : std::vector<int64_t>{a, b};
-  if (s.layout && !s.layout->is_identity())  // where the file holds it, besides its compact place
-    t.file_at = ref::OutputLayout::coords(s.layout->layout_index(m.first), s.file_shape);
+  if (s.layout && !s.layout->is_identity()) {  // where the file holds it, besides its compact place
+    // E2M1 grids count codes; the layout maps compact bytes (two codes each): the byte that holds code (a, b).
+    const int64_t compact_index = want.elem == Elem::kE2M1 ? a * (want.cols / 2) + b / 2 : m.first;
+    t.file_at = ref::OutputLayout::coords(s.layout->layout_index(compact_index), s.file_shape);
+  }
   t.block_inputs = describe_region([&x](int64_t i, int64_t j) { return x.at(i, j); }, region_of(s, r, a, b, x.rows, x.cols),
                                    region_note(s, r));
   return t;
@@ -230,6 +233,8 @@ std::variant<Expected, Stop> expected_outputs(const io::File& file, ReadVector& 
     spec->layout = ref::OutputLayout::find(t.name, v.recipe, M, K, v.layout);
     QTC_CHECK(spec->layout && spec->layout->compact_shape() == spec->shape, "tensor '", t.name,
               "': native_layout.hpp and verify disagree on the compact shape");
+    // A combined layout (FBGEMM's MX4 rows) keeps the scales inside the data tensor: no scale tensor of its own.
+    if (!spec->layout->carrier().empty()) return Stop{Verdict::kError, spec->layout->carried_error()};
     // A 0-d tensor stands for a [1] one (torch.save of a scalar amax).
     if (!spec->layout->accepts_shape(t.shape)) return Stop{Verdict::kError, spec->layout->shape_error(t.shape)};
     if (std::string problem = dtype_problem(t.name, t.dtype, spec->elem == Elem::kF32); !problem.empty())
@@ -237,7 +242,19 @@ std::variant<Expected, Stop> expected_outputs(const io::File& file, ReadVector& 
     (spec->plane == PlaneKind::kRowwise ? need_row : need_col) = true;
     spec->file_shape = t.shape;
     if (!spec->layout->is_identity()) spec->compact_bytes = spec->layout->to_compact(t.bytes);
+    const bool combined = spec->layout->combines_scales();
+    const std::string plane_name(plane_kind_name(spec->plane));
     expected.emplace_back(std::move(*spec), &t);
+    if (combined) {  // the plane's scales, read from the same tensor's exponent bytes
+      const std::string sname = plane_name + "_scale_inv";
+      auto sspec = spec_for(sname, v.recipe, M, K, why);
+      if (!sspec) return Stop{Verdict::kError, why};
+      sspec->layout = ref::OutputLayout::find(sname, v.recipe, M, K, v.layout);
+      QTC_CHECK(sspec->layout && sspec->layout->carrier() == t.name, "tensor '", t.name, "': native_layout.hpp keeps no ", sname, " in it");
+      sspec->file_shape = t.shape;
+      sspec->compact_bytes = sspec->layout->to_compact(t.bytes);
+      expected.emplace_back(std::move(*sspec), &t);
+    }
   }
   if (expected.empty()) return Stop{Verdict::kError, "no expected output (the file holds only the input; VECTORS.md, Tensors)"};
   std::sort(expected.begin(), expected.end(), [](const auto& a, const auto& b) {

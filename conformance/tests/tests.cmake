@@ -55,6 +55,15 @@ set_tests_properties(qtc_identify_torchao PROPERTIES LABELS "vectors;cpu" PASS_R
 # planes, MXFP8 columnwise tiled transposed) / MXFP4, ragged M and k-block counts; each one passes as it is.
 add_test(NAME qtc_verify_flashinfer_8x4 COMMAND qtc verify --strict-padding ${CMAKE_CURRENT_LIST_DIR}/../vectors/flashinfer_8x4)
 set_tests_properties(qtc_verify_flashinfer_8x4 PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "^8 passed, 0 failed\n$")
+# FBGEMM's MX4 rows (metadata layout=fbgemm_mx4: per group of 32 the 16 code bytes then the exponent byte, in the data
+# tensor): profile fbgemm vectors packed by a NumPy reading of FBGEMM's packing (conformance/peers/fbgemm_mx4_dump.py),
+# both planes, ragged and odd rows; each passes as it is, padding zero.
+add_test(NAME qtc_verify_fbgemm_mx4 COMMAND qtc verify --strict-padding ${CMAKE_CURRENT_LIST_DIR}/../vectors/fbgemm_mx4)
+set_tests_properties(qtc_verify_fbgemm_mx4 PROPERTIES LABELS "vectors;cpu" PASS_REGULAR_EXPRESSION "^16 passed, 0 failed\n$")
+add_test(NAME qtc_identify_fbgemm_mx4 COMMAND qtc identify ${CMAKE_CURRENT_LIST_DIR}/../vectors/fbgemm_mx4)
+set_tests_properties(qtc_identify_fbgemm_mx4 PROPERTIES LABELS "vectors;cpu"
+                     PASS_REGULAR_EXPRESSION "\nIMPL  [^\n]*: 16 files; fbgemm reproduces 16 of 16[^\n]*\n16 identified, 0 unmatched\n$"
+                     FAIL_REGULAR_EXPRESSION "(^|\n)(NONE|OTHER|ERROR) ")
 # FP8 block / tensor vectors dumped from the model toolkits and inference engines (conformance/peers/<impl>_fp8_dump.py:
 # nvidia-modelopt 0.47.0, compressed-tensors 0.20.0, vLLM 0.33.0's native lines, DeepGEMM's utils/math.py), each
 # reproduced bit for bit by the profile of the same name on the CPU.

@@ -241,7 +241,8 @@ def _metadata(recipe: str | None, params: Mapping[str, Any]) -> Dict[str, str]:
 #: The scale layouts, one name each, from the C++ table (qtc/layout.hpp; conformance/README.md, "Scale layouts"):
 #: compact (VECTORS.md shapes), te (TransformerEngine's padded buffers), swizzled_128x4 (cuBLAS's order of TE's padded
 #: NVFP4 / MXFP8 / MXFP4 scales), swizzled_8x4 (FlashInfer / TensorRT-LLM's small-M order), deepgemm_packed_ue8m0
-#: (FP8 block UE8M0 scales packed four per int32 word as DeepGEMM's).
+#: (FP8 block UE8M0 scales packed four per int32 word as DeepGEMM's), fbgemm_mx4 (MXFP4 as FBGEMM's MX4 rows: per 32
+#: elements 16 code bytes then the E8M0 byte, in ``rowwise_data`` / ``columnwise_data``, no ``*_scale_inv``).
 LAYOUTS = tuple(_qtc.layout_names())
 
 
@@ -265,7 +266,9 @@ def quantize(x: Any, recipe: str, *, layout: str = "compact", **params: Any) -> 
     Returns the VECTORS.md tensors (``rowwise_data``, ``rowwise_scale_inv``, ``columnwise_data``, ...): NumPy arrays,
     or for a CUDA ``x`` torch tensors on its device, quantized there by the CUDA kernels (same bytes; uint8 for
     byte tensors as on the host). With ``layout='te'`` the scales are TransformerEngine's padded buffers, ``'swizzled_128x4'`` cuBLAS's 128x4 order of
-    them, ``'swizzled_8x4'`` FlashInfer's 8x4 order (``LAYOUTS``).
+    them, ``'swizzled_8x4'`` FlashInfer's 8x4 order, ``'fbgemm_mx4'`` (MXFP4) FBGEMM's MX4 rows: each plane's codes and
+    exponent bytes in its ``*_data`` tensor, no ``*_scale_inv`` (``LAYOUTS``; host arrays only: the CUDA kernels
+    refuse it naming rule 'layout-fbgemm_mx4').
     """
     md = _metadata(recipe, params)
     md.update(_layout_md(layout))

@@ -102,16 +102,6 @@ std::pair<qtc::Recipe, qtc::Layout> recipe_and_layout(const Metadata& md) {
   return {r, lo};
 }
 
-/// One output in the requested layout (native_layout.hpp), from its compact bytes.
-qtc::io::Tensor in_layout(qtc::io::Tensor&& t, const qtc::Recipe& r, int64_t M, int64_t K, qtc::Layout lo) {
-  if (lo == qtc::Layout::kCompact) return std::move(t);
-  const auto ol = qtc::ref::OutputLayout::find(t.name, r, M, K, lo);
-  QTC_CHECK(ol.has_value(), "tensor '", t.name, "' is not an output of recipe ", r.name());
-  t.bytes = ol->from_compact(t.bytes);
-  t.shape = ol->shape();
-  return std::move(t);
-}
-
 std::map<std::string, TensorOut> quantize_hybrid(const TensorArg& x_arg, const Metadata& md);
 
 std::map<std::string, TensorOut> quantize_view(const qtc::MatrixView& x, const Metadata& md);
@@ -132,7 +122,7 @@ std::map<std::string, TensorOut> quantize_view(const qtc::MatrixView& x, const M
     nb::gil_scoped_release release;
     qtc::QuantizedTensor q = qtc::ref::quantize(x, r);
     auto put = [&](std::string name, const char* dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
-      outs.push_back(in_layout(qtc::io::Tensor{std::move(name), dtype, std::move(shape), std::move(bytes)}, r, x.rows, x.cols, layout));
+      outs.push_back(qtc::io::Tensor{std::move(name), dtype, std::move(shape), std::move(bytes)});
     };
     auto f32 = [](const std::vector<float>& v) {
       std::vector<uint8_t> b(v.size() * 4);
@@ -156,6 +146,9 @@ std::map<std::string, TensorOut> quantize_view(const qtc::MatrixView& x, const M
             std::move(p->scale.bytes));
       if (has("amax_" + n)) put("amax_" + n, "F32", {static_cast<int64_t>(p->amax.size())}, f32(p->amax));
     }
+    // The requested layout (native_layout.hpp), from the compact tensors: a combined one (fbgemm_mx4) packs each
+    // plane's scales into its data tensor.
+    if (layout != qtc::Layout::kCompact) outs = qtc::ref::outputs_to_layout(outs, r, x.rows, x.cols, layout);
   }
   std::map<std::string, TensorOut> out;
   for (qtc::io::Tensor& t : outs) {
@@ -219,17 +212,21 @@ TensorOut dequantize(const std::map<std::string, TensorArg>& tensors, const Meta
   r.columnwise = col;
   QTC_CHECK(!(col && qtc::kind_info(r).per_tensor_scale), "per-tensor FP8 dequantizes its rowwise plane only");
   auto get = [&](const std::string& name, bool f32) -> qtc::io::Tensor {
-    auto it = tensors.find(name);
-    QTC_CHECK(it != tensors.end(), "dequantize ", plane, " needs tensor '", name, "'");
-    qtc::io::Tensor t = to_tensor(name, it->second);
     std::string why;
     const auto ol = qtc::ref::OutputLayout::find(name, r, M, K, layout, &why);
     QTC_CHECK(ol.has_value(), why);
+    // A combined layout (fbgemm_mx4) keeps the scales in the data tensor: read them there, refuse a separate one.
+    QTC_CHECK(ol->carrier().empty() || tensors.find(name) == tensors.end(), ol->carried_error());
+    const std::string held = ol->carrier().empty() ? name : ol->carrier();
+    auto it = tensors.find(held);
+    QTC_CHECK(it != tensors.end(), "dequantize ", plane, " needs tensor '", held, "'");
+    qtc::io::Tensor t = to_tensor(held, it->second);
     QTC_CHECK(ol->accepts_shape(t.shape), ol->shape_error(t.shape));
-    QTC_CHECK(f32 ? t.dtype == "F32" : t.is_byte_tensor(), "tensor '", name, "' has dtype ", t.dtype, ", expected ",
+    QTC_CHECK(f32 ? t.dtype == "F32" : t.is_byte_tensor(), "tensor '", held, "' has dtype ", t.dtype, ", expected ",
               f32 ? "F32" : "a byte type (U8, F8_E4M3, F8_E5M2, F8_E8M0)");
     t.bytes = ol->to_compact(t.bytes);
     t.shape = ol->compact_shape();
+    t.name = name;
     return t;
   };
   qtc::QuantizedTensor q;

@@ -39,11 +39,13 @@ def layouts(recipe):
     out = ["compact", "te"]
     if recipe in ("nvfp4", "mxfp8", "mxfp4"):
         out += ["swizzled_128x4", "swizzled_8x4"]
+    if recipe == "mxfp4":
+        out.append("fbgemm_mx4")  # FBGEMM's MX4 rows: the scales inside the data tensors
     return out
 
 
 def test_layout_names_come_from_the_one_table():
-    assert qtc.LAYOUTS == ("compact", "te", "swizzled_128x4", "swizzled_8x4", "deepgemm_packed_ue8m0")
+    assert qtc.LAYOUTS == ("compact", "te", "swizzled_128x4", "swizzled_8x4", "deepgemm_packed_ue8m0", "fbgemm_mx4")
     x = make_x(2)
     # The 8x4 buffer of NVFP4 [M, K]: [roundup(M, 8), roundup(ceil(K/16), 4)], entry (0, 1) at byte 1.
     c = qtc.quantize(x, "nvfp4")
@@ -62,7 +64,33 @@ def test_quantize_then_verify_passes_in_every_layout(recipe, params):
         r = qtc.verify({"x": x, **q}, recipe=recipe, layout=layout, **params)
         assert r.passed, r.line
         assert r.verdict == "pass" and r.message == "" and all(n == 0 for n in r.mismatches.values())
-        assert set(r.checked) == set(q)
+        # fbgemm_mx4: each plane's scales are checked from the exponent bytes of its data tensor.
+        carried = {n.replace("_data", "_scale_inv") for n in q if n.endswith("_data")} if layout == "fbgemm_mx4" else set()
+        assert set(r.checked) == set(q) | carried
+
+
+def test_fbgemm_mx4_rows_hold_16_code_bytes_then_the_exponent_byte():
+    x = make_x(4, 6, 45)  # K = 45: two groups per row, the second one ragged (7 code bytes used, 9 padding)
+    md = {"profile": "fbgemm", "scale_rule": "ceil"}
+    c = qtc.quantize(x, "mxfp4", **md)
+    p = qtc.quantize(x, "mxfp4", layout="fbgemm_mx4", **md)
+    assert set(p) == {"rowwise_data", "columnwise_data"}
+    d = p["rowwise_data"]
+    assert d.shape == (6, 34) and d.dtype == np.uint8
+    assert (d[:, 0:16] == c["rowwise_data"][:, 0:16]).all()
+    assert (d[:, 16] == c["rowwise_scale_inv"][:, 0]).all()
+    assert (d[:, 17:24] == c["rowwise_data"][:, 16:23]).all()
+    assert (d[:, 24:33] == 0).all()
+    assert (d[:, 33] == c["rowwise_scale_inv"][:, 1]).all()
+    assert p["columnwise_data"].shape == (45, 17)  # x^T rows of 6 elements: one padded group
+    y = qtc.dequantize(p, "mxfp4", (6, 45), layout="fbgemm_mx4", **md)
+    z = qtc.dequantize(c, "mxfp4", (6, 45), **md)
+    assert y.tobytes() == z.tobytes()
+    with pytest.raises(ValueError) as e:
+        qtc.dequantize({**p, "rowwise_scale_inv": c["rowwise_scale_inv"]}, "mxfp4", (6, 45), layout="fbgemm_mx4", **md)
+    assert "rule 'layout-fbgemm_mx4'" in str(e.value)
+    swapped = {**p, "rowwise_data": ((d << 4) | (d >> 4)).astype(np.uint8)}  # FBGEMM's CUDA kernel's nibble order
+    assert not qtc.verify({"x": x, **swapped}, recipe="mxfp4", layout="fbgemm_mx4", **md).passed
 
 
 def test_quantize_shapes_follow_vectors_md():
@@ -222,7 +250,8 @@ def test_torch_cpu_tensors():
     (lambda x: qtc.quantize(x[0], "mxfp8"), "x has shape [176]; VECTORS.md needs 2-D [M, K]"),
     (lambda x: qtc.quantize(x.astype(np.float64), "mxfp8"), "x has dtype F64"),
     (lambda x: qtc.quantize(x.astype(np.complex64), "mxfp8"), "has dtype complex64"),
-    (lambda x: qtc.quantize(x, "mxfp8", layout="cublas"), "layout must be one of compact, te, swizzled_128x4, swizzled_8x4, deepgemm_packed_ue8m0, got 'cublas'"),
+    (lambda x: qtc.quantize(x, "mxfp8", layout="cublas"), "layout must be one of compact, te, swizzled_128x4, swizzled_8x4, deepgemm_packed_ue8m0, fbgemm_mx4, got 'cublas'"),
+    (lambda x: qtc.quantize(x, "nvfp4", layout="fbgemm_mx4"), "rule 'layout-fbgemm_mx4'"),
     (lambda x: qtc.quantize(x, "fp8_block", layout="swizzled_128x4"), "rule 'layout-swizzled_128x4'"),
     (lambda x: qtc.quantize(x, "fp8_block", layout="swizzled_8x4"), "rule 'layout-swizzled_8x4'"),
     (lambda x: qtc.dequantize(qtc.quantize(x, "mxfp8"), "mxfp8", (144, 175)), "expected [144, 175]"),

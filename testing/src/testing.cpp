@@ -78,6 +78,7 @@ GivenVector given_vector(const MatrixView& x, const Recipe& r, const Outputs& ou
     std::string why;
     const auto lo = ref::OutputLayout::find(tname, r, x.rows, x.cols, layout, &why);
     QTC_CHECK(lo.has_value(), why);
+    QTC_CHECK(lo->carrier().empty(), "buffer '", tname, "': ", lo->carried_error());  // fbgemm_mx4: inside the data buffer
     const size_t want = static_cast<size_t>(lo->elements()) * static_cast<size_t>(lo->elem_bytes());
     QTC_CHECK(buf->size_bytes == want, "buffer '", tname, "' holds ", buf->size_bytes, " bytes, expected ", want, " (",
               lo->dtype(), " ", shape_str(lo->shape()), " for x of shape [", x.rows, ", ", x.cols, "], recipe ", r.name(),

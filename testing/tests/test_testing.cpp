@@ -186,6 +186,42 @@ TEST(Conforms, ReferenceOutputsPassInEveryLayout) {
   }
 }
 
+// FBGEMM's MX4 rows (Layout::kFbgemmMx4): the packed rows in rowwise_data / columnwise_data, no scale buffers; a
+// flipped exponent byte fails naming the scale tensor at its byte of the packed buffer; a scale buffer given beside
+// them is refused naming the rule.
+TEST(Conforms, FbgemmMx4RowsCarryTheScales) {
+  const int64_t M = 37, K = 45;  // ragged: K = 45 is two groups per row, M = 37 two per x^T row
+  const qtc::HostMatrix x = make_x(M, K, 11);
+  const qtc::Recipe r = qtc::testing::recipe({{"recipe", "mxfp4"}, {"profile", "fbgemm"}, {"scale_rule", "ceil"}});
+  const qtc::QuantizedTensor q = qtc::ref::quantize(x.view(), r);
+  ASSERT_TRUE(q.rowwise && q.columnwise);
+  const std::vector<qtc::io::Tensor> compact = {
+      {"rowwise_data", "U8", {M, q.rowwise->data_cols}, q.rowwise->data},
+      {"rowwise_scale_inv", "U8", {q.rowwise->scale.rows, q.rowwise->scale.cols}, q.rowwise->scale.bytes},
+      {"columnwise_data", "U8", {K, q.columnwise->data_cols}, q.columnwise->data},
+      {"columnwise_scale_inv", "U8", {q.columnwise->scale.rows, q.columnwise->scale.cols}, q.columnwise->scale.bytes}};
+  std::vector<qtc::io::Tensor> packed = qtc::ref::outputs_to_layout(compact, r, M, K, Layout::kFbgemmMx4);
+  ASSERT_EQ(packed.size(), 2u);
+  ASSERT_EQ(packed[0].shape, (std::vector<int64_t>{M, 34}));
+  ASSERT_EQ(packed[1].shape, (std::vector<int64_t>{K, 34}));
+  Outputs o;
+  o.layout = Layout::kFbgemmMx4;
+  o.strict_padding = true;
+  o.rowwise_data = packed[0].bytes;
+  o.columnwise_data = packed[1].bytes;
+  EXPECT_TRUE(qtc::testing::conforms(x.view(), r, o));
+  packed[0].bytes[2 * 34 + 33] ^= 0x01;  // row 2, group 1's exponent byte
+  const auto res = qtc::testing::conforms(x.view(), r, o);
+  EXPECT_FALSE(res);
+  EXPECT_NE(std::string(res.message()).find("rowwise_scale_inv: 1 of 74 elements differ; first at [2, 33] (compact [2, 1])"),
+            std::string::npos) << res.message();
+  packed[0].bytes[2 * 34 + 33] ^= 0x01;
+  o.rowwise_scale_inv = compact[1].bytes;
+  const auto refused = qtc::testing::conforms(x.view(), r, o);
+  EXPECT_FALSE(refused);
+  EXPECT_NE(std::string(refused.message()).find("rule 'layout-fbgemm_mx4'"), std::string::npos) << refused.message();
+}
+
 /// The assertion's message is the line `qtc verify` prints for a file holding the same tensors.
 std::string verify_line_for(const qtc::HostMatrix& x, const qtc::Recipe& r, const Produced& p, const std::filesystem::path& path) {
   qtc::io::File f;

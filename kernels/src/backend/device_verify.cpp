@@ -157,6 +157,12 @@ class DeviceVerify {
     } catch (const Error& e) {
       return Stop{cv::Verdict::kError, e.what()};
     }
+    // A combined layout (FBGEMM's MX4 rows: codes and exponent bytes in one tensor) is unpacked on the host only
+    // (native_layout.hpp); the device comparison reads data and scale buffers apart.
+    if (layout_is_combined(layout_))
+      return Stop{cv::Verdict::kError, "layout=" + std::string(layout_name(layout_)) + " (rule 'layout-" + std::string(layout_name(layout_)) +
+                                           "'): verifying device tensors needs separate data and scale tensors; verify these from "
+                                           "host memory (qtc.verify, qtc verify) or convert them to compact"};
     const auto xi = std::find_if(tensors_.begin(), tensors_.end(), [](const DeviceTensor& t) { return t.name == "x"; });
     if (xi == tensors_.end()) return Stop{cv::Verdict::kError, "missing required tensor 'x' (the input)"};
     if (xi->shape.size() != 2)

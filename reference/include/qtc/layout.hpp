@@ -12,11 +12,19 @@
 ///  | kSwizzled                | `swizzled_128x4`        | the padded shape in cuBLAS's 128x4 tile order (§6)      |
 ///  | kSwizzled8x4             | `swizzled_8x4`          | [roundup(R, 8), roundup(C, 4)] in FlashInfer / TensorRT-LLM's 8x4 tile order |
 ///  | kDeepGemmPackedUe8m0     | `deepgemm_packed_ue8m0` | U8 [ceil(C/4), roundup(R, 4) * 4]: four UE8M0 bytes per int32 word, MN-major |
+///  | kFbgemmMx4               | `fbgemm_mx4`            | NO scale buffer: FBGEMM's MX4 rows, U8 [R, C * 17], the data AND scales of a plane |
+///
+/// kFbgemmMx4 is a combined layout (layout_is_combined): FBGEMM's `fp32_to_mx4` output (Triton `quantize_mx4`,
+/// `py_quantize_mx4`) keeps each group of 32 elements of a data row as its 16 bytes of E2M1 codes (element 2j in the
+/// low nibble) followed by the group's E8M0 exponent byte, in the data tensor; a ragged row's last group is padded with
+/// zero elements (codes 0). It exists in files and tensor sets only (native_layout.hpp's OutputLayout packs and
+/// unpacks it); a plane's ScaleMatrix, the CUDA kernels and layouts.hpp's convert_layout have no such form
+/// (PlaneSpec::geometry refuses it naming rule 'layout-fbgemm_mx4'): they quantize in compact and convert.
 ///
 /// For the swizzled layouts S [R, C] is the compact matrix, or its transpose for the MXFP8 columnwise plane
 /// (ScaleGeometry::transposed); for the DeepGEMM packing R, C are the compact extents. In vector metadata the values
 /// are written `layout=compact`, `layout=te`, `layout=te` + `swizzled=1` (kSwizzled: the form every committed vector
-/// and TransformerEngine dump uses), `layout=swizzled_8x4`, `layout=deepgemm_packed_ue8m0` (native_layout.hpp's
+/// and TransformerEngine dump uses), `layout=swizzled_8x4`, `layout=deepgemm_packed_ue8m0`, `layout=fbgemm_mx4` (native_layout.hpp's
 /// layout_from_metadata / layout_to_metadata; conformance/README.md, "Scale layouts").
 #pragma once
 #include <array>
@@ -35,8 +43,9 @@ enum class Layout : uint8_t {
   kSwizzled,             ///< cuBLAS 128x4 tiles over the padded shape (TE_FORMATS.md §6), padding zero
   kSwizzled8x4,          ///< FlashInfer / TensorRT-LLM small-M 8x4 tiles (`SfLayout.layout_8x4`), padding zero
   kDeepGemmPackedUe8m0,  ///< DeepGEMM's `get_mn_major_tma_aligned_packed_ue8m0_tensor` (UE8M0 FP8 block scales)
+  kFbgemmMx4,            ///< FBGEMM's MX4 rows: codes and exponent bytes in the data tensor (MXFP4; combined)
 };
-inline constexpr int kLayoutCount = 5;
+inline constexpr int kLayoutCount = 6;
 
 /// Every layout with its one name (CLI `--layout`, Python `layout=`, reports).
 struct LayoutName {
@@ -49,6 +58,7 @@ inline constexpr std::array<LayoutName, kLayoutCount> kLayoutNames{{
     {Layout::kSwizzled, "swizzled_128x4"},
     {Layout::kSwizzled8x4, "swizzled_8x4"},
     {Layout::kDeepGemmPackedUe8m0, "deepgemm_packed_ue8m0"},
+    {Layout::kFbgemmMx4, "fbgemm_mx4"},
 }};
 
 constexpr std::string_view layout_name(Layout l) {
@@ -61,13 +71,33 @@ constexpr std::optional<Layout> layout_from_name(std::string_view s) {
     if (n.name == s) return n.layout;
   return std::nullopt;
 }
-/// "compact, te, swizzled_128x4, swizzled_8x4, deepgemm_packed_ue8m0" (for messages).
-inline constexpr std::string_view kLayoutNameList = "compact, te, swizzled_128x4, swizzled_8x4, deepgemm_packed_ue8m0";
+/// "compact, te, swizzled_128x4, swizzled_8x4, deepgemm_packed_ue8m0, fbgemm_mx4" (for messages).
+inline constexpr std::string_view kLayoutNameList = "compact, te, swizzled_128x4, swizzled_8x4, deepgemm_packed_ue8m0, fbgemm_mx4";
 
 /// Whether the layout reorders entries in tiles or words (the two swizzles, DeepGEMM's packing): rows of such a
 /// buffer cannot be sliced or concatenated as rows (sharding refuses them; convert to compact first).
 constexpr bool layout_is_tiled(Layout l) {
   return l == Layout::kSwizzled || l == Layout::kSwizzled8x4 || l == Layout::kDeepGemmPackedUe8m0;
+}
+
+/// Whether the layout keeps a plane's data and its scales in ONE tensor (the data tensor; no `<plane>_scale_inv`):
+/// FBGEMM's MX4 rows. Such a layout has no scale buffer of its own (PlaneSpec::has_layout is false for it).
+constexpr bool layout_is_combined(Layout l) { return l == Layout::kFbgemmMx4; }
+
+/// FBGEMM's MX4 rows (kFbgemmMx4): a group of 32 elements of a data row is 17 bytes, its 16 code bytes (element 2j
+/// of the group in the low nibble of byte j, as `py_quantize_mx4` and the Triton `_kernel_quantize_mx4` pack them)
+/// followed by its exponent byte (shared exponent + 127: the E8M0 byte). A row of `groups` groups is groups * 17
+/// bytes; the tensor is [rows, groups * 17].
+inline constexpr int64_t kMx4GroupElems = 32;
+inline constexpr int64_t kMx4GroupCodeBytes = kMx4GroupElems / 2;
+inline constexpr int64_t kMx4GroupBytes = kMx4GroupCodeBytes + 1;
+/// Byte of data byte `b` (codes 2b, 2b + 1) of data row `row` in the packed tensor.
+QTC_HD int64_t fbgemm_mx4_data_offset(int64_t row, int64_t b, int64_t groups) {
+  return row * groups * kMx4GroupBytes + (b / kMx4GroupCodeBytes) * kMx4GroupBytes + b % kMx4GroupCodeBytes;
+}
+/// Byte of the exponent of group `g` of data row `row` (compact scale entry (row, g)).
+QTC_HD int64_t fbgemm_mx4_scale_offset(int64_t row, int64_t g, int64_t groups) {
+  return row * groups * kMx4GroupBytes + g * kMx4GroupBytes + kMx4GroupCodeBytes;
 }
 
 /// The cuBLAS 128x4 swizzle: byte of entry (row, kb) of S with num_kb k-blocks (padded or not), TE_FORMATS.md §6.
@@ -102,6 +132,7 @@ struct ScaleGeometry {
       case Layout::kSwizzled: return transposed ? swizzled_offset(c, r, buf_rows) : swizzled_offset(r, c, buf_cols);
       case Layout::kSwizzled8x4: return transposed ? swizzled_8x4_offset(c, r, buf_cols) : swizzled_8x4_offset(r, c, buf_cols);
       case Layout::kDeepGemmPackedUe8m0: return (c / 4) * buf_cols + 4 * r + c % 4;
+      case Layout::kFbgemmMx4: return fbgemm_mx4_scale_offset(r, c, cols);  // in the combined data tensor
     }
     return r * cols + c;
   }
@@ -149,6 +180,10 @@ constexpr ScaleGeometry make_scale_geometry(Layout l, int64_t rows, int64_t cols
     case Layout::kDeepGemmPackedUe8m0:
       g.buf_rows = layout_roundup(cols, 4) / 4;
       g.buf_cols = layout_roundup(rows, 4) > INT64_MAX / 4 ? INT64_MAX : layout_roundup(rows, 4) * 4;
+      break;
+    case Layout::kFbgemmMx4:  // the combined tensor [rows, cols * 17] that holds these scale entries and the codes
+      g.buf_rows = rows;
+      g.buf_cols = cols > INT64_MAX / kMx4GroupBytes ? INT64_MAX : cols * kMx4GroupBytes;
       break;
   }
   return g;

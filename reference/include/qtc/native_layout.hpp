@@ -16,9 +16,12 @@
 ///    nonzero_padding());
 ///  * convert_vector_layout() rewrites every output of a whole vector file into another layout.
 ///
-/// Only the scale tensors (`rowwise_scale_inv`, `columnwise_scale_inv`) differ between the layouts; every other
+/// In the scale layouts only the scale tensors (`rowwise_scale_inv`, `columnwise_scale_inv`) differ; every other
 /// output (data planes, amaxes, FP8 per-tensor's `scale_inv`, `amax` and transposed `columnwise_data` [K, M],
-/// dequantized planes) has the same shape and bytes in all.
+/// dequantized planes) has the same shape and bytes in all. A combined layout (layout_is_combined: FBGEMM's MX4 rows,
+/// `layout=fbgemm_mx4`) keeps a plane's scales inside its data tensor: `<plane>_data` is the packed tensor
+/// (OutputLayout::combines_scales) and `<plane>_scale_inv` has no tensor of its own (OutputLayout::carrier names the
+/// data tensor its entries live in); outputs_to_compact / outputs_to_layout convert whole tensor sets.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -48,7 +51,8 @@ Layout layout_from_metadata(const std::map<std::string, std::string>& md);
 /// Writes the keys: `layout` always (kSwizzled as `layout=te` + `swizzled=1`, the form above), and removes a stale
 /// `swizzled` for every other layout.
 void layout_to_metadata(Layout l, std::map<std::string, std::string>& md);
-/// Throws qtc::Error naming the rule when layout `l` does not apply to the recipe's scales (PlaneSpec::layout_refusal).
+/// Throws qtc::Error naming the rule when a file cannot hold the recipe's planes in layout `l`
+/// (PlaneSpec::file_layout_refusal: a scale layout the planes lack, or fbgemm_mx4 for a kind other than MXFP4).
 void check_layout_applies(Layout l, const Recipe& r);
 
 /// The VECTORS.md output tensor names, in the order they are checked.
@@ -100,11 +104,24 @@ class OutputLayout {
   static std::string coords_text(const std::vector<int64_t>& c);
   /// True when the layout is the compact one for this tensor (no padding, identity order).
   bool is_identity() const { return identity_; }
+  /// A combined layout's scale tensor: the name of the data tensor whose bytes hold its entries (shape(), elements(),
+  /// layout_index() and to_compact() are then that tensor's); empty otherwise. Such a tensor is never a file's own.
+  const std::string& carrier() const { return carrier_; }
+  /// A combined layout's data tensor: it holds the plane's scale entries too (`<plane>_scale_inv`, whose
+  /// OutputLayout has carrier() == name()).
+  bool combines_scales() const { return combines_; }
+  /// The message for a file tensor `<plane>_scale_inv` under a combined layout (naming the rule and the carrier).
+  std::string carried_error() const;
 
   /// Layout buffer -> compact bytes. Throws qtc::Error naming the expected size when `bytes` has another size.
   std::vector<uint8_t> to_compact(std::span<const uint8_t> bytes) const;
   /// Compact bytes -> layout buffer, every padding byte set to `pad` (TE's swizzle writes zeros; 0 is the default).
+  /// A combined data tensor's scale bytes are `pad` too until its scales are written in (write_into); a carried scale
+  /// tensor has no buffer of its own (throws naming the carrier).
   std::vector<uint8_t> from_compact(std::span<const uint8_t> compact, uint8_t pad = 0) const;
+  /// Writes the compact bytes into their places of a layout buffer of elements() elements (for a carried scale
+  /// tensor: its carrier's buffer), leaving every other byte as it is.
+  void write_into(std::span<uint8_t> buffer, std::span<const uint8_t> compact) const;
   /// One flag per layout element: true where no compact value is stored.
   std::vector<bool> padding_mask() const;
   /// The padding elements of a layout buffer that are not zero (nullopt when all are zero or there is none).
@@ -116,6 +133,8 @@ class OutputLayout {
   PlaneKind plane_ = PlaneKind::kRowwise;
   bool scale_ = false;
   bool identity_ = true;
+  bool combines_ = false;
+  std::string carrier_;
   int elem_bytes_ = 1;
   std::vector<int64_t> compact_, shape_, alt_shape_;
   Recipe recipe_;
@@ -124,6 +143,16 @@ class OutputLayout {
   PlaneSpec spec_;      ///< describe_plane(recipe_, plane_, M_, K_)
   ScaleGeometry geom_;  ///< spec_.geometry(layout_) (scale tensors)
 };
+
+/// Output tensors of a recipe for an input of [M, K] in layout `from` -> compact, in their order; a combined data
+/// tensor gives its data and then its scale tensor. Throws qtc::Error naming the tensor for a name that is no output
+/// (the recipe policy's table), a wrong shape (shape_error) or a scale tensor that the layout keeps inside its data
+/// tensor (carried_error).
+std::vector<io::Tensor> outputs_to_compact(const std::vector<io::Tensor>& in, const Recipe& r, int64_t M, int64_t K, Layout from);
+/// Compact output tensors -> layout `to` (padding `pad`), in their order; under a combined layout a plane's scale
+/// tensor goes into its data tensor, so both must be present (else qtc::Error naming the missing one).
+std::vector<io::Tensor> outputs_to_layout(const std::vector<io::Tensor>& compact, const Recipe& r, int64_t M, int64_t K, Layout to,
+                                          uint8_t pad = 0);
 
 /// Rewrites every output tensor of a vector (recipe, x and the current layout read from its metadata) into the
 /// layout `to`, padding filled with `pad`, and sets the metadata keys. Throws qtc::Error (naming the tensor and

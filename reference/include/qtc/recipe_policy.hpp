@@ -72,6 +72,9 @@ struct PlaneSpec {
   /// the 8x4 swizzles for NVFP4, MXFP8, MXFP4; DeepGEMM's packing for FP8 block with UE8M0 scales. has_layout() /
   /// layout_refusal() read it, geometry() refuses the others naming the rule.
   uint32_t layouts = 0;
+  /// The combined layouts (layout.hpp layout_is_combined: data and scales in one tensor, files only) the plane has
+  /// (bit 1 << Layout): FBGEMM's MX4 rows for MXFP4. Not in `layouts`: no scale buffer has them.
+  uint32_t combined_layouts = 0;
   bool tiles_transposed = false;  ///< the swizzled layouts tile the transposed matrix (MXFP8 columnwise: row = K index)
   /// x elements one step of a compact scale index spans along M and along K (NVFP4 rowwise: 1 and 16, also
   /// with 16x16 tiles, whose scale is repeated on each of the tile's rows).
@@ -88,8 +91,13 @@ struct PlaneSpec {
 
   /// Whether the plane's scales have layout `l`.
   bool has_layout(Layout l) const { return (layouts >> static_cast<unsigned>(l) & 1u) != 0; }
-  /// Empty when the plane has layout `l`; else why not, naming the rule (`layout-<name>`) and the kinds that have it.
+  /// Whether a file (a vector, a tensor set) may hold the plane in layout `l`: a scale layout it has, or a combined one.
+  bool has_file_layout(Layout l) const { return has_layout(l) || (combined_layouts >> static_cast<unsigned>(l) & 1u) != 0; }
+  /// Empty when the plane has layout `l`; else why not, naming the rule (`layout-<name>`) and the kinds that have it
+  /// (for a combined layout the plane has in files: that no scale buffer has it, quantize in compact and convert).
   std::string layout_refusal(Layout l) const;
+  /// Empty when a file may hold the plane in layout `l` (has_file_layout); else layout_refusal(l).
+  std::string file_layout_refusal(Layout l) const { return has_file_layout(l) ? std::string() : layout_refusal(l); }
   /// Where each compact scale entry lives in layout `l` and the buffer's shape (layout.hpp). Throws qtc::Error with
   /// layout_refusal(l) when the plane does not have `l`. FP8 tensor: the 1x1 matrix of its one scale_inv.
   ScaleGeometry geometry(Layout l) const;

@@ -175,6 +175,9 @@ inline int64_t roundup(int64_t a, int64_t b) {
 constexpr uint32_t bit(Layout l) { return 1u << static_cast<unsigned>(l); }
 inline constexpr uint32_t kTeLayouts = bit(Layout::kCompact) | bit(Layout::kPadded);
 inline constexpr uint32_t kTiledLayouts = kTeLayouts | bit(Layout::kSwizzled) | bit(Layout::kSwizzled8x4);
+/// The combined layouts (layout.hpp layout_is_combined) of a plane whose data rows are groups of 32 E2M1 codes with
+/// one E8M0 byte each (MXFP4): PlaneSpec::combined_layouts.
+inline constexpr uint32_t kMx4RowLayouts = bit(Layout::kFbgemmMx4);
 }  // namespace geom
 
 /// The FP8 data decoding of FP8 block and FP8 tensor (fp8_block_kind.cpp): element times its block's (or the

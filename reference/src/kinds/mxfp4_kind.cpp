@@ -66,6 +66,7 @@ void plane_geometry(const RecipeOptions&, PlaneKind pk, int64_t M, int64_t K, Pl
   s.padded = {roundup(rows, 128), roundup(cdiv(len, 32), 4)};
   s.scale_m_axis = row ? MAxis::kRows : MAxis::kCols;
   s.layouts = kTiledLayouts;
+  s.combined_layouts = kMx4RowLayouts;  // FBGEMM's MX4 rows: each data row's groups of 32, codes then E8M0 byte
   s.block_rows = row ? 1 : 32;
   s.block_cols = row ? 32 : 1;
   s.scale_step_m = row ? 1 : 32;

@@ -65,7 +65,7 @@ void check_layout_applies(Layout l, const Recipe& r) {
   for (PlaneKind p : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
     const PlaneSpec s = describe_plane(r, p, 0, 0);
     if (s.per_tensor && (l == Layout::kCompact || l == Layout::kPadded)) continue;
-    const std::string why = s.layout_refusal(l);
+    const std::string why = s.file_layout_refusal(l);
     QTC_CHECK(why.empty(), "metadata key 'layout': ", why, "; recipe ", r.name());
   }
 }
@@ -98,7 +98,19 @@ std::optional<OutputLayout> OutputLayout::find(std::string_view name, const Reci
   L.scale_ = t->role == TensorRole::kScale;
   L.elem_bytes_ = t->elem_bytes;
   L.shape_ = L.compact_;
-  if (L.scale_ && o != Layout::kCompact) {
+  if (layout_is_combined(o) && (L.scale_ || t->role == TensorRole::kData)) {
+    // FBGEMM's MX4 rows (layout.hpp): [data rows, groups * 17]; the scale entries sit in the data tensor.
+    // check_layout_applies passed, so the plane is one whose data rows are groups of 32 codes with one byte each.
+    QTC_CHECK(spec.compact.rows == spec.data_rows && spec.compact.cols == (spec.data_row_elems + kMx4GroupElems - 1) / kMx4GroupElems &&
+                  spec.scale_elem_bytes == 1 && spec.data_elem == DataElem::kE2M1,
+              "layout ", layout_name(o), ": recipe ", r.name(), " has no rows of 32-element groups with one byte scale each");
+    L.geom_ = make_scale_geometry(o, spec.compact.rows, spec.compact.cols, 0, 0, false);
+    L.shape_ = {L.geom_.buf_rows, L.geom_.buf_cols};
+    L.identity_ = false;
+    L.elem_bytes_ = 1;
+    if (L.scale_) L.carrier_ = std::string(plane_kind_name(L.plane_)) + "_data";
+    else L.combines_ = true;
+  } else if (L.scale_ && o != Layout::kCompact) {
     L.geom_ = spec.geometry(o);
     L.shape_ = {L.geom_.buf_rows, L.geom_.buf_cols};
     L.identity_ = false;
@@ -119,6 +131,11 @@ std::string OutputLayout::shape_error(const std::vector<int64_t>& got) const {
   if (!alt_shape_.empty()) msg += " (or " + shape_text(alt_shape_) + ")";
   if (!identity_) {
     switch (layout_) {
+      case Layout::kFbgemmMx4:
+        msg += " (layout=fbgemm_mx4: FBGEMM's MX4 rows [R, G*17], per group of 32 elements 16 code bytes then its E8M0 "
+               "byte, of the compact data [R, ceil(L/2)] and scales [R, G] = [" + std::to_string(geom_.rows) + ", " +
+               std::to_string(geom_.cols) + "])";
+        break;
       case Layout::kDeepGemmPackedUe8m0:
         msg += " (layout=deepgemm_packed_ue8m0: [ceil(C/4), roundup(R,4)*4] bytes of the compact [R, C] = " + shape_text(compact_) + ")";
         break;
@@ -150,7 +167,14 @@ int64_t OutputLayout::elements() const { return product(shape_); }
 int64_t OutputLayout::layout_index(int64_t c) const {
   if (identity_) return c;
   const int64_t cc = compact_[1];
+  if (combines_) return fbgemm_mx4_data_offset(c / cc, c % cc, geom_.cols);  // a data byte of FBGEMM's MX4 rows
   return geom_.offset(c / cc, c % cc);
+}
+
+std::string OutputLayout::carried_error() const {
+  return "tensor '" + name_ + "' is not a tensor of layout=" + std::string(layout_name(layout_)) + " (rule 'layout-" +
+         std::string(layout_name(layout_)) + "'): its entries are the exponent bytes inside '" + carrier_ +
+         "' (16 code bytes, then the group's E8M0 byte, per 32 elements); drop it, or declare layout=compact";
 }
 
 std::vector<int64_t> OutputLayout::coords(int64_t i, const std::vector<int64_t>& shape) {
@@ -178,6 +202,8 @@ std::vector<uint8_t> OutputLayout::to_compact(std::span<const uint8_t> bytes) co
 }
 
 std::vector<uint8_t> OutputLayout::from_compact(std::span<const uint8_t> compact, uint8_t pad) const {
+  QTC_CHECK(carrier_.empty(), "tensor '", name_, "' has no buffer of its own under layout=", layout_name(layout_),
+            ": it is written into '", carrier_, "' (write_into, outputs_to_layout)");
   const size_t es = static_cast<size_t>(elem_bytes_);
   QTC_CHECK(compact.size() == static_cast<size_t>(compact_elements()) * es, "tensor '", name_, "': ", compact.size(),
             " bytes, expected ", compact_elements() * static_cast<int64_t>(es), " (compact shape ", shape_text(compact_), ")");
@@ -188,11 +214,26 @@ std::vector<uint8_t> OutputLayout::from_compact(std::span<const uint8_t> compact
   return out;
 }
 
+void OutputLayout::write_into(std::span<uint8_t> buffer, std::span<const uint8_t> compact) const {
+  const size_t es = static_cast<size_t>(elem_bytes_);
+  QTC_CHECK(compact.size() == static_cast<size_t>(compact_elements()) * es, "tensor '", name_, "': ", compact.size(),
+            " bytes, expected ", compact_elements() * static_cast<int64_t>(es), " (compact shape ", shape_text(compact_), ")");
+  QTC_CHECK(buffer.size() == static_cast<size_t>(elements()) * es, "tensor '", carrier_.empty() ? name_ : carrier_, "': ",
+            buffer.size(), " bytes, expected ", elements() * static_cast<int64_t>(es), " (shape ", shape_text(shape_),
+            " under layout=", layout_name(layout_), ")");
+  const int64_t n = compact_elements();
+  for (int64_t c = 0; c < n; ++c) std::memcpy(buffer.data() + layout_index(c) * es, compact.data() + c * es, es);
+}
+
 std::vector<bool> OutputLayout::padding_mask() const {
-  std::vector<bool> pad(static_cast<size_t>(elements()), !identity_);
-  if (identity_) return pad;
+  // A carried scale tensor has no padding of its own: its carrier's mask counts the bytes that hold nothing.
+  std::vector<bool> pad(static_cast<size_t>(elements()), !identity_ && carrier_.empty());
+  if (identity_ || !carrier_.empty()) return pad;
   const int64_t n = compact_elements();
   for (int64_t c = 0; c < n; ++c) pad[static_cast<size_t>(layout_index(c))] = false;
+  if (combines_)  // the exponent bytes hold the plane's scales
+    for (int64_t r = 0; r < geom_.rows; ++r)
+      for (int64_t g = 0; g < geom_.cols; ++g) pad[static_cast<size_t>(geom_.offset(r, g))] = false;
   return pad;
 }
 
@@ -215,6 +256,64 @@ std::optional<PaddingProblem> OutputLayout::nonzero_padding(std::span<const uint
   }
   if (p.nonzero == 0) return std::nullopt;
   return p;
+}
+
+std::vector<io::Tensor> outputs_to_compact(const std::vector<io::Tensor>& in, const Recipe& r, int64_t M, int64_t K, Layout from) {
+  std::vector<io::Tensor> out;
+  for (const io::Tensor& t : in) {
+    std::string why;
+    const auto src = OutputLayout::find(t.name, r, M, K, from, &why);
+    QTC_CHECK(src.has_value(), why);
+    QTC_CHECK(src->carrier().empty(), src->carried_error());
+    QTC_CHECK(src->accepts_shape(t.shape), src->shape_error(t.shape));
+    io::Tensor n = t;
+    n.shape = src->compact_shape();
+    if (t.shape.empty()) n.shape = {};  // keep a scalar a scalar
+    n.bytes = src->to_compact(t.bytes);
+    out.push_back(std::move(n));
+    if (src->combines_scales()) {  // the plane's scales, from the same bytes
+      const std::string sname = std::string(plane_kind_name(src->plane())) + "_scale_inv";
+      const auto sc = OutputLayout::find(sname, r, M, K, from);
+      QTC_CHECK(sc.has_value() && sc->carrier() == t.name, "layout ", layout_name(from), ": no ", sname, " inside ", t.name);
+      out.push_back(io::Tensor{sname, sc->dtype(), sc->compact_shape(), sc->to_compact(t.bytes)});
+    }
+  }
+  return out;
+}
+
+std::vector<io::Tensor> outputs_to_layout(const std::vector<io::Tensor>& compact, const Recipe& r, int64_t M, int64_t K, Layout to,
+                                          uint8_t pad) {
+  auto find_in = [&compact](const std::string& name) -> const io::Tensor* {
+    for (const io::Tensor& t : compact)
+      if (t.name == name) return &t;
+    return nullptr;
+  };
+  std::vector<io::Tensor> out;
+  for (const io::Tensor& t : compact) {
+    std::string why;
+    const auto dst = OutputLayout::find(t.name, r, M, K, to, &why);
+    QTC_CHECK(dst.has_value(), why);
+    if (!dst->carrier().empty()) {  // written into its data tensor below
+      QTC_CHECK(find_in(dst->carrier()) != nullptr, "layout ", layout_name(to), " keeps '", t.name, "' inside '", dst->carrier(),
+                "' (rule 'layout-", layout_name(to), "'), which this set of tensors lacks");
+      continue;
+    }
+    io::Tensor n = t;
+    n.shape = dst->shape();
+    if (t.shape.empty()) n.shape = {};  // keep a scalar a scalar
+    n.bytes = dst->from_compact(t.bytes, pad);
+    if (dst->combines_scales()) {
+      const std::string sname = std::string(plane_kind_name(dst->plane())) + "_scale_inv";
+      const io::Tensor* st = find_in(sname);
+      QTC_CHECK(st != nullptr, "layout ", layout_name(to), " packs '", sname, "' into '", t.name, "' (rule 'layout-",
+                layout_name(to), "'), but this set of tensors lacks '", sname, "'");
+      const auto sc = OutputLayout::find(sname, r, M, K, to);
+      sc->write_into(n.bytes, st->bytes);
+      n.dtype = "U8";
+    }
+    out.push_back(std::move(n));
+  }
+  return out;
 }
 
 io::File convert_vector_layout(const io::File& f, Layout to, uint8_t pad) {
@@ -244,22 +343,11 @@ io::File convert_vector_layout(const io::File& f, Layout to, uint8_t pad) {
   io::File out;
   out.metadata = f.metadata;
   layout_to_metadata(to, out.metadata);
-  for (const io::Tensor& t : f.tensors) {
-    if (t.name == "x") {
-      out.put(t);
-      continue;
-    }
-    std::string why;
-    const auto src = OutputLayout::find(t.name, r, M, K, from, &why);
-    QTC_CHECK(src.has_value(), why);
-    QTC_CHECK(src->accepts_shape(t.shape), src->shape_error(t.shape));
-    const auto dst = OutputLayout::find(t.name, r, M, K, to);
-    io::Tensor n = t;
-    n.shape = dst->shape();
-    if (t.shape.empty()) n.shape = {};  // keep a scalar a scalar
-    n.bytes = dst->from_compact(src->to_compact(t.bytes), pad);
-    out.put(std::move(n));
-  }
+  std::vector<io::Tensor> outputs;
+  for (const io::Tensor& t : f.tensors)
+    if (t.name == "x") out.put(t);
+    else outputs.push_back(t);
+  for (io::Tensor& t : outputs_to_layout(outputs_to_compact(outputs, r, M, K, from), r, M, K, to, pad)) out.put(std::move(t));
   return out;
 }
 

@@ -80,6 +80,15 @@ std::string PlaneSpec::layout_refusal(Layout l) const {
     case Layout::kDeepGemmPackedUe8m0:
       why += "packs UE8M0 scales: it needs recipe fp8_block with scale_dtype=ue8m0";
       break;
+    case Layout::kFbgemmMx4:
+      if (has_file_layout(l))
+        why += "(FBGEMM's MX4 rows) keeps a plane's codes and E8M0 bytes in one tensor: a layout of files and tensor sets "
+               "(qtc verify, qtc quantize / convert, the Python module's tensors, qtc::testing), not of a scale buffer: "
+               "quantize with compact scales and convert (native_layout.hpp; the CUDA kernels write no such buffer)";
+      else
+        why += "(FBGEMM's MX4 rows: per 32 elements 16 bytes of E2M1 codes, then the E8M0 exponent byte) holds MXFP4 "
+               "planes only";
+      break;
     default: why += "does not apply"; break;
   }
   if (per_tensor) why += " (per-tensor FP8 has one scale_inv, no scale matrix)";

@@ -56,7 +56,9 @@ struct Buffer {
 
 /// How the caller's scale buffers are laid out: qtc::Layout (qtc/layout.hpp), the one layout value: kCompact
 /// (VECTORS.md shapes), kPadded (TransformerEngine's buffers: padded scales, FP8 block 1x128 scales transposed),
-/// kSwizzled (cuBLAS 128x4), kSwizzled8x4 (FlashInfer / TensorRT-LLM), kDeepGemmPackedUe8m0.
+/// kSwizzled (cuBLAS 128x4), kSwizzled8x4 (FlashInfer / TensorRT-LLM), kDeepGemmPackedUe8m0, kFbgemmMx4 (FBGEMM's
+/// MX4 rows, MXFP4: `rowwise_data` / `columnwise_data` hold the packed rows, codes and exponent bytes, and the
+/// `*_scale_inv` buffers stay empty; a scale buffer given beside them fails naming rule 'layout-fbgemm_mx4').
 using Layout = ::qtc::Layout;
 
 /// The outputs to check; an empty buffer is not checked (at least one must be given).
