@@ -118,6 +118,7 @@
 #include <tuple>
 
 #include "harness.hpp"
+#include "roundtrip_peer_rules.hpp"
 #include "roundtrip_util.hpp"
 #include "qtc/codec.hpp"
 #include "qtc/quantize.hpp"
@@ -141,37 +142,6 @@ bool exact_in(float v, DType d) {
   return f16_to_f32(f32_to_f16(v)) == v;
 }
 
-/// An input whose blocks reach the cases of the derivation: per block of 16 x 32 (both planes see mixed blocks), a
-/// magnitude 2^(E0 - drop) with drop in {0, 1..12, 20, 40, 130}, and some blocks whose maximum is planted at 3.0..3.5 *
-/// 2^k (MXFP4 c = 3), at 2^k (CEIL c = 2), or all zero.
-HostMatrix make_input(int64_t M, int64_t K, int e0, uint64_t seed, float clamp_abs) {
-  HostMatrix x(DType::kF32, M, K);
-  uint64_t s = seed | 1;
-  const int drops[] = {0, 0, 0, 1, 2, 3, 5, 8, 9, 10, 11, 12, 20, 40, 130};
-  std::map<std::pair<int64_t, int64_t>, int> mode_of, drop_of;
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < K; ++j) {
-      const auto key = std::make_pair(i / 16, j / 32);
-      if (!mode_of.count(key)) {
-        mode_of[key] = static_cast<int>(xorshift(s) % 8);
-        drop_of[key] = drops[xorshift(s) % (sizeof(drops) / sizeof(drops[0]))];
-      }
-      const int mode = mode_of[key], drop = drop_of[key];
-      const uint64_t r = xorshift(s);
-      const double u = static_cast<double>(r >> 11) * 0x1p-53;  // [0, 1)
-      const double g = (u * 2.0 - 1.0) * (1.0 + static_cast<double>((r >> 3) % 5));
-      double v = std::ldexp(g, e0 - drop);
-      if (mode == 0) v = 0.0;
-      if (mode == 1 && (j % 32) == 7) v = std::ldexp(3.0 + static_cast<double>(r % 64) / 128.0, e0 - drop + 4);  // c = 3 blocks
-      if (mode == 2 && (j % 32) == 3) v = std::ldexp(-1.0, e0 - drop + 4);                                      // power-of-two max
-      if (mode == 3) v = std::ldexp(g, e0 - drop - 128);                                                         // far below
-      if (mode == 4 && (r % 7) == 0) v = -0.0;
-      v = std::fmax(std::fmin(v, static_cast<double>(clamp_abs)), -static_cast<double>(clamp_abs));
-      x.set(i, j, static_cast<float>(v));
-    }
-  return x;
-}
-
 /// TE's SR emulation step (§1.4 SR): 0.5 below 2, 1 below 4, else 2.
 float sr_step(float v) { return v >= 4.0f ? 2.0f : v >= 2.0f ? 1.0f : 0.5f; }
 
@@ -185,8 +155,9 @@ struct Block {
   bool f16_inexact = false;   ///< MXFP4: a decoded value the dtype does not hold exactly (F16), or past FLT_MAX
   bool f16_uncharted = false; ///< NVFP4: a decoded value outside F16's normal range that F16 does not hold (or inf)
   uint8_t scale_b = 0;        ///< the round trip's scale byte
-  std::vector<std::tuple<float, uint8_t, uint8_t>> f16_elems;  ///< NVFP4 to F16 or SR: (dtype value, code of q, code of back)
+  RoundTripElems f16_elems;  ///< MXFP4, NVFP4 to F16 or SR: (dtype value, code of q, code of back)
   std::vector<uint8_t> rbytes;  ///< NVFP4 SR: each element's random byte (the order of f16_elems)
+  std::vector<int64_t> pidx;    ///< MXFP4: each element's index in its plane (row * len + j; the order of f16_elems)
   float ymax = 0.0f;          ///< largest |decoded value| in the dequantized dtype
   bool changed = false;
   bool values_equal = true;
@@ -247,7 +218,10 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     // (F16: [2^-2, 2^14]).
     // NVFP4 te / te_pyref to F16 (SR too; not row-scaled): A in [2^-20, 2^22], past F16's range both ways (predicted by
     // §1.4 on the F16 values, below).
-    const bool f16_wide = !mx && dt == DType::kF16 && (md["profile"] == "te" || md["profile"] == "te_pyref") && !md.count("row_scaled");
+    // The peers computing in float32 (torchao, modelopt, ml_dtypes_cast) likewise (their block rules on the F16 values).
+    const bool f16_wide = !mx && dt == DType::kF16 && !md.count("row_scaled") &&
+                          (md["profile"] == "te" || md["profile"] == "te_pyref" || md["profile"] == "torchao" ||
+                           md["profile"] == "modelopt" || md["profile"] == "ml_dtypes_cast");
     const int e0 = mx ? *rc::gen::inRange(-150, 125)
                       : (dt == DType::kF16 ? (f16_wide ? std::vector<int>{*rc::gen::inRange(-22, -12), *rc::gen::inRange(-2, 12),
                                                                           *rc::gen::inRange(14, 20)}[static_cast<size_t>(uniform_index(3))]
@@ -255,7 +229,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
                                            : *rc::gen::inRange(-78, 98));
     const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
     const float clamp_abs = mx ? FLT_MAX : (dt == DType::kF16 ? (f16_wide ? 0x1p22f : 0x1p14f) : 0x1p100f);
-    HostMatrix x = make_input(M, K, e0, seed, clamp_abs);
+    HostMatrix x = make_e2m1_input(M, K, e0, seed, clamp_abs);
     if (in_dtype || (!mx && r.nvfp4().rht)) {  // RHT is defined for BF16 input only (rule nvfp4-input-rht-bf16)
       HostMatrix xb(in_dtype ? dt : DType::kBF16, M, K);
       for (int64_t i = 0; i < M; ++i)
@@ -282,7 +256,6 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     // NVFP4 te / te_pyref to F16: blocks F16 cannot hold are predicted by §1.4 on the F16 values (below).
     // (SR: SR's codes; row-scaled: under the row's A'_i, decoded under A_i and A'_i.)
     const bool f16_formula = !mx && dt == DType::kF16 && (prof == "te" || prof == "te_pyref");
-    int64_t uncharted = 0;
     for (PlaneKind p : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
       if (!(p == PlaneKind::kRowwise ? q.rowwise : q.columnwise)) continue;
       Recipe rp = r;
@@ -358,28 +331,43 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
           if (!mx && dt == DType::kF16 && y.get(xi, xj) != va && !(std::fabs(va) >= 0x1p-14f && std::fabs(va) <= 65504.0f))
             bl.f16_uncharted = true;
           bl.scale_b = b.scale.byte(i, j / bs);
-          if (!mx && (dt == DType::kF16 || sr)) bl.f16_elems.emplace_back(y.get(xi, xj), ca, cb);
+          if (mx || dt == DType::kF16 || sr) bl.f16_elems.emplace_back(y.get(xi, xj), ca, cb);
+          if (mx) bl.pidx.push_back(i * len + j);
           if (sr) bl.rbytes.push_back(sr_random_byte(r.nvfp4().seed, col ? 1u : 0u, static_cast<uint64_t>(i * len + j)));
         }
       for (const auto& [key, bl] : blocks) {
-        bool want_change = false, want_equal = true, charted = true;
+        bool want_change = false, want_equal = true;
         const int e = bl.scale;
         const float c = bl.cmax;
         if (mx) {
-          if (bl.f16_inexact) {
-            want_change = true;
-            charted = false;  // bytes predicted; values not claimed
-            tag(dt == DType::kF16 ? "f16_inexact" : "f32_overflow");
+          const bool ct_sub16 = prof == "compressed_tensors" && dt == DType::kF16 && bl.ymax != 0.0f && bl.ymax < 0x1p-14f;
+          if (bl.f16_inexact || ct_sub16) {
+            // A block holding a value the dtype does not hold (F16: off its 2^-24 grid or past 65504; any dtype: past
+            // FLT_MAX), or (compressed_tensors, F16) a block whose max F16 holds only as a subnormal: the profile's rule
+            // on the dtype's values, per element (roundtrip_peer_rules.hpp), bytes and values both ways.
+            const int64_t lanes = rows * len / 32 * 32;  // compressed_tensors BF16: a NaN's sign bit by vector lane
+            auto nan_neg = [&](size_t k) { return dt == DType::kBF16 && bl.pidx[k] < lanes; };
+            const MxBlockRequant pr = prof == "compressed_tensors" ? ct_mxfp4_requant(bl.f16_elems, dt, nan_neg) : mxfp4_requant(r, bl.f16_elems);
+            const MxVerdict v = mx_verdict(static_cast<uint8_t>(e), bl.scale_b, pr, bl.f16_elems);
+            if (!v.bytes_ok || bl.changed != v.change || bl.values_equal != v.equal) {
+              std::ostringstream os;
+              os << r.name() << " profile " << prof << ", dequantized " << dtype_text(dt) << ", " << (col ? "columnwise" : "rowwise")
+                 << " block [" << key.first << ", " << key.second << "], " << (ct_sub16 ? "its max an F16 subnormal" : "a value the dtype does not hold")
+                 << " (largest decoded " << std::hexfloat << bl.ymax << std::defaultfloat << "): scale byte " << e << " -> " << int(bl.scale_b)
+                 << ", predicted " << int(pr.byte) << (v.bytes_ok ? "" : ", codes or scale not the profile's rule on the dtype's values")
+                 << (bl.changed != v.change ? ", change mispredicted" : "") << (bl.values_equal != v.equal ? ", values mispredicted" : "")
+                 << bl.first_diff;
+              RC_FAIL(os.str());
+            }
+            const std::string cls = ct_sub16 ? "ct_f16_subnormal" : dt == DType::kF16 ? "f16_inexact" : "f32_overflow";
+            tag(cls);
+            tag(cls + (!v.change ? "_fixed" : v.equal ? "_equivalent" : "_lossy"));
+            tag(!v.change ? "fixed_point" : v.equal ? "changed_equivalent" : "changed_lossy");
+            continue;
           } else if (prof == "compressed_tensors" && dt == DType::kF16 && bl.ymax == 0.0f) {
             // An all-zero block: its scale 2^-127 computed in F16 underflows to 0, which becomes 1.0 (byte 127).
             want_change = e != 127;
             tag("ct_f16_zero_block");
-          } else if (prof == "compressed_tensors" && dt == DType::kF16 && bl.ymax < 0x1p-14f) {
-            // A block max below F16's normal range: pow2_round on F16 bits of a subnormal gives 0 or 2^-14 (the carry),
-            // and a scale below 2^-24 becomes 1.0: not characterized.
-            ++uncharted;
-            tag("ct_f16_subnormal_uncharted");
-            continue;
           } else if (prof != "torchao") {
             want_change = rule == MxScaleRule::kRceil && c > 0.0f && c <= 3.0f && e >= 1;
           } else if (rule == MxScaleRule::kRceil) {
@@ -401,20 +389,25 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
           }
         } else {
           const float sf = decode_e4m3(static_cast<uint8_t>(e));
-          if (bl.f16_uncharted && !f16_formula) {
-            ++uncharted;
-            tag("nvfp4_f16_uncharted");
-            continue;
-          }
           if (bl.f16_uncharted) {
-            // te / te_pyref: the block's F16 values w re-quantized by §1.4 under the carried amax (the te rule's
-            // derivation does not hold: F16's rounding below 2^-14 and its overflow are not relative errors of 2^-11).
+            // The block's F16 values w re-quantized by the profile's block rule under the carried amax (the te rule's
+            // derivation does not hold: F16's rounding below 2^-14 and its overflow are not relative errors of 2^-11):
+            // te / te_pyref §1.4 here, the peers' rules in roundtrip_peer_rules.hpp.
             const size_t ri = static_cast<size_t>(key.first);  // row-scaled: the block's row (1x16)
             const float A1 = row_scaled ? q.plane(p).amax[ri] : Ap, A2 = row_scaled ? row_a2[ri] : Ap;
             const float s_enc = ref::nvfp4_global_encode_scale(A2, 448, r.profile);
-            const uint8_t sf2 = nvfp4_block_scale(bl.ymax, s_enc, false);
+            const ref::Nvfp4BlockDequant dq(r);  // the decoded value's factor of a block: what dequantize applies
+            Nvfp4BlockRequant peer;
+            if (!f16_formula) {
+              std::vector<float> ws;
+              for (const auto& el : bl.f16_elems) ws.push_back(std::get<0>(el));
+              peer = nvfp4_peer_requant(prof, r, ws, A2, in_dtype ? dt : DType::kF32);
+              tag("nvfp4_f16_peer_formula");
+              tag("nvfp4_f16_peer_" + prof);
+            }
+            const uint8_t sf2 = f16_formula ? nvfp4_block_scale(bl.ymax, s_enc, false) : peer.sf;
             const float enc = nvfp4_encode_factor(sf2, 1.0f / s_enc);
-            const float d1 = (sf * A1) * (1.0f / 2688.0f), d2 = (decode_e4m3(sf2) * A2) * (1.0f / 2688.0f);
+            const float d1 = dq(A1, static_cast<uint8_t>(e)), d2 = dq(A2, sf2);
             bool pchange = sf2 != e, pequal = true, bytes_ok = sf2 == bl.scale_b;
             tag_if(sr, "nvfp4_f16_sr_formula");
             tag_if(row_scaled, "nvfp4_f16_row_scaled_formula");
@@ -426,7 +419,8 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
                 const float av = std::fabs(v), t = std::fmaf(rbyte * (1.0f / 256.0f), sr_step(av), av);
                 return encode_e2m1(std::copysign(std::fmin(std::floor(t / sr_step(t)) * sr_step(t), 6.0f), v));
               };
-              const uint8_t c2 = sr ? sr_code()
+              const uint8_t c2 = !f16_formula ? peer.codes[n]
+                                 : sr ? sr_code()
                                  : prof == "te_pyref" ? encode_e2m1(std::fmin(std::fmax(v, -6.0f), 6.0f), NegZero::kPositiveZero)
                                                       : encode_e2m1(v);
               pchange = pchange || c2 != ca;
@@ -435,18 +429,19 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
               tag_if(std::isinf(w), "nvfp4_f16_overflow");
               tag_if(w != 0.0f && std::fabs(w) < 0x1p-14f, "nvfp4_f16_subnormal");
               // An infinite F16 value makes the block amax inf: scale 448 (E4M3 of FLT_MAX), the element's code +-6.
-              if (std::isinf(w) && (sf2 != 0x7E || (c2 & 7u) != 7u)) RC_FAIL("F16 overflow: block scale or code not 448 / 6");
+              if (f16_formula && std::isinf(w) && (sf2 != 0x7E || (c2 & 7u) != 7u)) RC_FAIL("F16 overflow: block scale or code not 448 / 6");
             }
             if (!bytes_ok || bl.changed != pchange || bl.values_equal != pequal) {
               std::ostringstream os;
               os << r.name() << " profile " << prof << ", dequantized f16, block [" << key.first << ", " << key.second
                  << "] outside F16's normal range: scale 0x" << std::hex << e << " -> 0x" << int(bl.scale_b) << ", predicted 0x"
-                 << int(sf2) << std::dec << (bytes_ok ? "" : ", codes or scale not as predicted by §1.4 on the F16 values")
+                 << int(sf2) << std::dec << (bytes_ok ? "" : ", codes or scale not as predicted by the profile's block rule on the F16 values")
                  << (bl.changed != pchange ? ", change mispredicted" : "") << (bl.values_equal != pequal ? ", values mispredicted" : "")
                  << bl.first_diff;
               RC_FAIL(os.str());
             }
             tag(!pchange ? "fixed_point" : pequal ? "changed_equivalent" : "changed_lossy");
+            tag_if(!f16_formula, !pchange ? "nvfp4_f16_peer_fixed" : pequal ? "nvfp4_f16_peer_equivalent" : "nvfp4_f16_peer_lossy");
             continue;
           }
           if (prof == "torchao") {
@@ -553,7 +548,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
           }
         }
         tag(!want_change ? "fixed_point" : want_equal ? "changed_equivalent" : "changed_lossy");
-        if (bl.changed != want_change || (charted && want_change && bl.values_equal != want_equal) ||
+        if (bl.changed != want_change || (want_change && bl.values_equal != want_equal) ||
             (!want_change && values_claimed && !bl.values_equal)) {
           std::ostringstream os;
           os << r.name() << " profile " << prof << ", dequantized " << dtype_text(dt) << ", " << (col ? "columnwise" : "rowwise")
@@ -570,7 +565,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
         any_lossy = any_lossy || !kv.second.values_equal;
         any_change = any_change || kv.second.changed;
       }
-      if (any_change && !any_lossy && uncharted == 0) {
+      if (any_change && !any_lossy) {
         const conformance::Equivalence eq = conformance::compare_values(q, back, {p});
         if (!eq.equal) RC_FAIL("compare_values says not equivalent where every block's values are equal: " + eq.message);
         if (eq.message.find("bytes differ, decoded values equal") == std::string::npos) RC_FAIL("EQUIVALENT message: " + eq.message);
