@@ -347,7 +347,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
             // on the dtype's values, per element (roundtrip_peer_rules.hpp), bytes and values both ways.
             const int64_t lanes = rows * len / 32 * 32;  // compressed_tensors BF16: a NaN's sign bit by vector lane
             auto nan_neg = [&](size_t k) { return dt == DType::kBF16 && bl.pidx[k] < lanes; };
-            const MxBlockRequant pr = prof == "compressed_tensors" ? ct_mxfp4_requant(bl.f16_elems, dt, nan_neg) : mxfp4_requant(r, bl.f16_elems);
+            const MxBlockRequant pr = prof == "compressed_tensors" ? ct_mx_requant(bl.f16_elems, dt, false, nan_neg) : mxfp4_requant(r, bl.f16_elems);
             const MxVerdict v = mx_verdict(static_cast<uint8_t>(e), bl.scale_b, pr, bl.f16_elems);
             if (!v.bytes_ok || bl.changed != v.change || bl.values_equal != v.equal) {
               std::ostringstream os;

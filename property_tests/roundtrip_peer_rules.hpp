@@ -136,8 +136,10 @@ inline uint8_t ct_e2m1_code(float y, bool nan_negative) {
 /// clamped to +-6, ct_e2m1_code (`nan_negative(k)`: element k's NaN sign, BF16 vector lanes). So an F16 block with 0 <
 /// w_max < 0.75 * 2^-14 gets s = 1.0 (byte 127) and codes all 0 (|w| < 2^-14 <= 0.25); one with w_max in [0.75, 1) *
 /// 2^-14 gets s = 2^-16 (byte 111) and codes of w * 2^16 (exact: w is on the 2^-24 grid).
+/// MXFP8 (`fp8`, E4M3) the same with emax 8, codes E4M3 of y clamped to +-448 (a NaN y: 0x7F, its sign kept except in
+/// BF16).
 template <typename NanNeg>
-MxBlockRequant ct_mxfp4_requant(const RoundTripElems& elems, DType t, NanNeg nan_negative) {
+MxBlockRequant ct_mx_requant(const RoundTripElems& elems, DType t, bool fp8, NanNeg nan_negative) {
   MxBlockRequant out;
   float m = 0.0f;
   for (const auto& el : elems) m = std::fmax(m, std::fabs(std::get<0>(el)));
@@ -145,7 +147,8 @@ MxBlockRequant ct_mxfp4_requant(const RoundTripElems& elems, DType t, NanNeg nan
   if (t == DType::kF32) p = bits_f32((f32_bits(m) + (1u << 21)) & 0xFF800000u);
   else if (t == DType::kBF16) p = bf16_to_f32(static_cast<uint16_t>(((f32_bits(m) >> 16) + 32u) & 0xFF80u));
   else p = f16_to_f32(static_cast<uint16_t>((f32_to_f16(m) + 256u) & 0xFC00u));
-  const int e = p == 0.0f ? 0 : std::isinf(p) ? 255 : std::min(std::max(127 + std::ilogb(p) - 2, 0), 255);
+  const int e = p == 0.0f ? 0 : std::isinf(p) ? 255 : std::min(std::max(127 + std::ilogb(p) - (fp8 ? 8 : 2), 0), 255);
+  const float elem_max = fp8 ? 448.0f : 6.0f;
   float s = nvfp4_peer_round(e == 255 ? INFINITY : std::ldexp(1.0f, e - 127), t);
   if (s == 0.0f) s = 1.0f;
   out.byte = std::isinf(s) ? 0x7F : static_cast<uint8_t>((127 + std::ilogb(s)) & 0xFF);
@@ -153,7 +156,10 @@ MxBlockRequant ct_mxfp4_requant(const RoundTripElems& elems, DType t, NanNeg nan
     float y = torchao::div(std::get<0>(elems[k]), s);
     if (y == y) y = nvfp4_peer_round(y, t);
     if (y == 0.0f) y = 0.0f;
-    out.codes.push_back(ct_e2m1_code(torchao::clamp(y, -6.0f, 6.0f), nan_negative(k)));
+    y = torchao::clamp(y, -elem_max, elem_max);
+    if (!fp8) out.codes.push_back(ct_e2m1_code(y, nan_negative(k)));
+    else if (y != y) out.codes.push_back(t == DType::kBF16 ? 0x7F : static_cast<uint8_t>(0x7Fu | ((f32_bits(y) >> 24) & 0x80u)));
+    else out.codes.push_back(encode_e4m3(y));
   }
   return out;
 }
@@ -170,6 +176,45 @@ inline MxBlockRequant mxfp4_requant(const Recipe& r, const RoundTripElems& elems
   out.byte = torchao ? mxfp4::scale_torchao(m, rule) : mxfp4::scale_te(m, rule, pr.mx_nonfinite == MxNonFinite::kNaN);
   for (const auto& el : elems)
     out.codes.push_back(torchao ? mxfp4::code_torchao(std::get<0>(el), out.byte, rule) : mxfp4::code_te(std::get<0>(el), out.byte));
+  return out;
+}
+
+/// MXFP8 under the other orders (te / ocp, torchao, modelopt, jax, torch_cast, ml_dtypes_cast) re-quantizing one block
+/// of values w of dtype in_dt (jax computes its scale and scaled values in it; the others in float32): the scalar steps
+/// of the profile's order (qtc/torchao_codec.hpp, qtc/peer_codec.hpp, TE's mx_block_scale and E8M0 reciprocal).
+/// The block max: NaN when a value is NaN and the profile propagates it (mx_nonfinite NaN), else the largest |w|; `lanes`
+/// (jax, float32 input of >= 4096 elements, a full block): XLA's vector-lane reduction (peer::jax::lane_block_amax).
+inline MxBlockRequant mxfp8_requant(const Recipe& r, DType in_dt, const RoundTripElems& elems, bool lanes) {
+  MxBlockRequant out;
+  const ProfileRules& pr = profile_rules(r.profile);
+  const Mxfp8Options& o = r.mxfp8();
+  const bool e5 = o.fp8 == Fp8Type::kE5M2, cast = pr.mx_order == MxOrder::kTorchCast || pr.mx_order == MxOrder::kMlDtypesCast;
+  const bool torch = pr.mx_order == MxOrder::kTorchCast;
+  float m = 0.0f;
+  bool nan = false;
+  std::vector<float> v;
+  for (const auto& el : elems) {
+    v.push_back(std::fabs(std::get<0>(el)));
+    nan = nan || v.back() != v.back();
+    if (v.back() > m) m = v.back();
+  }
+  if (nan && pr.mx_nonfinite == MxNonFinite::kNaN) m = NAN;
+  if (lanes) m = peer::jax::lane_block_amax(v.data(), static_cast<int>(v.size()));
+  if (pr.mx_order == MxOrder::kTorchAO) out.byte = torchao::mx_scale(m, o.scale_rule, o.fp8);
+  else if (pr.mx_order == MxOrder::kModelOpt) out.byte = peer::modelopt::mx_scale(m);
+  else if (pr.mx_order == MxOrder::kJax) out.byte = peer::jax::mx_scale(m, in_dt, o.fp8);
+  else if (cast) out.byte = peer::cast::mx_scale(m, o.fp8, torch);
+  else out.byte = mx_block_scale(m, e5, o.scale_rule == MxScaleRule::kOcpFloor, pr.mx_nonfinite == MxNonFinite::kNaN);
+  for (const auto& el : elems) {
+    const float x = std::get<0>(el);
+    uint8_t c;
+    if (pr.mx_order == MxOrder::kTorchAO) c = torchao::mx_code(x, out.byte, o.scale_rule, o.fp8);
+    else if (pr.mx_order == MxOrder::kModelOpt) c = peer::modelopt::mx_code(x, out.byte);
+    else if (pr.mx_order == MxOrder::kJax) c = peer::jax::mx_code(x, out.byte, in_dt, o.fp8);
+    else if (cast) c = peer::cast::mx_code(x, out.byte, o.fp8, torch);
+    else c = encode_fp8(x * e8m0_reciprocal(out.byte), e5);
+    out.codes.push_back(c);
+  }
   return out;
 }
 
