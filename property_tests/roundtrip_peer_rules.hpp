@@ -7,6 +7,7 @@
 ///        is not a relative 2^-11), so the block's max, its E4M3 scale and each code are the profile's arithmetic on w.
 #pragma once
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -18,6 +19,7 @@
 #include "qtc/mxfp4_codec.hpp"
 #include "qtc/peer_codec.hpp"
 #include "qtc/profile.hpp"
+#include "qtc/quantize.hpp"
 #include "qtc/recipe.hpp"
 #include "qtc/torchao_codec.hpp"
 
@@ -215,6 +217,42 @@ inline MxBlockRequant mxfp8_requant(const Recipe& r, DType in_dt, const RoundTri
     else c = encode_fp8(x * e8m0_reciprocal(out.byte), e5);
     out.codes.push_back(c);
   }
+  return out;
+}
+
+/// One FP8 block (te: MXFP8, FP8 block, FP8 tensor) re-quantized: its stored scale bits (E8M0 byte, F32 scale_inv bits),
+/// its decoded scale, and the code of each value.
+struct Fp8BlockRequant {
+  uint32_t scale_bits = 0;
+  double scale = 1.0;
+  std::vector<uint8_t> codes;
+};
+
+/// te's quantization (profile te) of one block of dtype-dt values w: MXFP8 by mxfp8_requant; FP8 block §3: scale =
+/// fp8_scale_from_amax(w_max, max, pow2, eps, dtype max of dt (an Inf amax's stand-in), te), codes RN8(w * scale) (the
+/// profile's saturation), stored 1 / scale; FP8 tensor §4: the same with the carried amax A (FLT_MAX for Inf).
+inline Fp8BlockRequant fp8_te_requant(const Recipe& r, DType dt, float A, const RoundTripElems& elems) {
+  Fp8BlockRequant out;
+  if (r.kind() == RecipeKind::kMXFP8) {
+    const MxBlockRequant mx = mxfp8_requant(r, dt, elems, false);
+    out.scale_bits = mx.byte;
+    out.scale = decode_e8m0(mx.byte);
+    out.codes = mx.codes;
+    return out;
+  }
+  const bool block = r.kind() == RecipeKind::kFP8Block, e5 = r.fp8_type() == Fp8Type::kE5M2;
+  const ProfileRules& pr = profile_rules(r.profile);
+  const Overflow ov = pr.fp8_satfinite ? Overflow::kSatFinite : Overflow::kNaN;
+  float a = A;
+  if (block) {
+    a = 0.0f;
+    for (const auto& el : elems) a = std::fmax(a, std::fabs(std::get<0>(el)));
+  }
+  const bool pow2 = r.pow2_scales();
+  const float sc = ref::fp8_scale_from_amax(a, e5 ? 57344.0f : 448.0f, pow2, r.eps(), block ? dtype_max(dt) : FLT_MAX, r.profile);
+  out.scale_bits = f32_bits(1.0f / sc);
+  out.scale = 1.0f / sc;
+  for (const auto& el : elems) out.codes.push_back(encode_fp8(std::get<0>(el) * sc, e5, ov));
   return out;
 }
 
