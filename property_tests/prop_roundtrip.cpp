@@ -153,7 +153,7 @@ struct Block {
   uint8_t scale = 0;
   float cmax = 0.0f;          ///< largest |code value|
   bool f16_inexact = false;   ///< MXFP4: a decoded value the dtype does not hold exactly (F16), or past FLT_MAX
-  bool f16_uncharted = false; ///< NVFP4: a decoded value outside F16's normal range that F16 does not hold (or inf)
+  bool f16_off_grid = false;  ///< NVFP4: a decoded value outside F16's normal range that F16 does not hold (or inf)
   uint8_t scale_b = 0;        ///< the round trip's scale byte
   RoundTripElems f16_elems;  ///< MXFP4, NVFP4 to F16 or SR: (dtype value, code of q, code of back)
   std::vector<uint8_t> rbytes;  ///< NVFP4 SR: each element's random byte (the order of f16_elems)
@@ -329,7 +329,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
           bl.ymax = std::max(bl.ymax, std::fabs(y.get(xi, xj)));
           if (mx && (!std::isfinite(va) || !exact_in(va, dt))) bl.f16_inexact = true;
           if (!mx && dt == DType::kF16 && y.get(xi, xj) != va && !(std::fabs(va) >= 0x1p-14f && std::fabs(va) <= 65504.0f))
-            bl.f16_uncharted = true;
+            bl.f16_off_grid = true;
           bl.scale_b = b.scale.byte(i, j / bs);
           if (mx || dt == DType::kF16 || sr || row_scaled) bl.f16_elems.emplace_back(y.get(xi, xj), ca, cb);
           if (mx) bl.pidx.push_back(i * len + j);
@@ -346,7 +346,8 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
             // FLT_MAX), or (compressed_tensors, F16) a block whose max F16 holds only as a subnormal: the profile's rule
             // on the dtype's values, per element (roundtrip_peer_rules.hpp), bytes and values both ways.
             const int64_t lanes = rows * len / 32 * 32;  // compressed_tensors BF16: a NaN's sign bit by vector lane
-            auto nan_neg = [&](size_t k) { return dt == DType::kBF16 && bl.pidx[k] < lanes; };
+            const std::vector<int64_t>& pidx = bl.pidx;  // (clang 14: a lambda may not name the structured binding `bl`)
+            auto nan_neg = [&](size_t k) { return dt == DType::kBF16 && pidx[k] < lanes; };
             const MxBlockRequant pr = prof == "compressed_tensors" ? ct_mx_requant(bl.f16_elems, dt, false, nan_neg) : mxfp4_requant(r, bl.f16_elems);
             const MxVerdict v = mx_verdict(static_cast<uint8_t>(e), bl.scale_b, pr, bl.f16_elems);
             if (!v.bytes_ok || bl.changed != v.change || bl.values_equal != v.equal) {
@@ -389,7 +390,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
           }
         } else {
           const float sf = decode_e4m3(static_cast<uint8_t>(e));
-          if (bl.f16_uncharted) {
+          if (bl.f16_off_grid) {
             // The block's F16 values w re-quantized by the profile's block rule under the carried amax (the te rule's
             // derivation does not hold: F16's rounding below 2^-14 and its overflow are not relative errors of 2^-11):
             // te / te_pyref §1.4 here, the peers' rules in roundtrip_peer_rules.hpp.

@@ -202,9 +202,10 @@ TEST(AlgebraProperty, MxFp8PeerRoundTripBytesChangeExactlyWherePredicted) {
         std::string why;
         const bool jax_lanes = prof == "jax" && dt == DType::kF32 && M * K >= peer::jax::kJaxLaneReduceMinElements;
         // The profile's rule on the block's dtype values, per element (roundtrip_peer_rules.hpp): bytes and values.
+        const std::vector<std::pair<int64_t, int64_t>>& block_elems = elems;  // (clang 14: a lambda may not name a structured binding)
         auto by_rule = [&](const char* label) {
           RoundTripElems re;
-          for (const auto& [i, j] : elems) {
+          for (const auto& [i, j] : block_elems) {
             const size_t at = static_cast<size_t>(i * K + j);
             re.emplace_back(y.get(i, j), a.data[at], b.data[at]);
           }
@@ -216,7 +217,7 @@ TEST(AlgebraProperty, MxFp8PeerRoundTripBytesChangeExactlyWherePredicted) {
             want_change = want_change || pr.codes[n] != ca;
             const double vw = decode_fp8(pr.codes[n], e5) * decode_e8m0(pr.byte), vq = decode_fp8(ca, e5) * decode_e8m0(ea);
             want_equal = want_equal && ((vw != vw && vq != vq) || vw == vq);
-            if (pr.codes[n] != cb && why.empty()) why = code_mismatch(elems[n].first, elems[n].second, pr.codes[n], cb);
+            if (pr.codes[n] != cb && why.empty()) why = code_mismatch(block_elems[n].first, block_elems[n].second, pr.codes[n], cb);
           }
           if (eb != pr.byte && why.empty()) why = "predicted scale byte " + std::to_string(pr.byte) + ", got " + std::to_string(eb);
           if (!want_change) want_equal = true;
