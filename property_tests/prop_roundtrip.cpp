@@ -28,8 +28,10 @@
 ///  * F16: a decoded value that F16 does not hold exactly (below 2^-24's grid, or 65536 and above) changes its block: the
 ///    F16 value is a multiple of 2^-24 at least twice the code's lowest bit, so it re-encodes to another code (or, for the
 ///    block's 6, to a larger block max and scale). Blocks whose values are exact in F16 behave as in F32. In every dtype a
-///    decoded value past FLT_MAX (c * 2^(e-127) >= 2^128: te's rceil gives e = 253 to a block at FLT_MAX) is infinite and
-///    changes its block (bytes predicted, values not claimed).
+///    decoded value past FLT_MAX (c * 2^(e-127) >= 2^128: te's rceil gives e = 253 to a block at FLT_MAX) is infinite.
+///    Such a block's round trip is the profile's rule (mxfp4_codec.hpp's scale and code of its order; compressed_tensors'
+///    in the dtype, roundtrip_peer_rules.hpp) on the dtype's values w, evaluated per element from q: bytes and values both
+///    ways (tagged "f16_inexact" / "f32_overflow" with _fixed / _equivalent / _lossy; of 20000 cases every F16 one lossy).
 /// NVFP4 te / te_pyref (the round trip carries the global amax A, as TE's NVFP4 tensors do: quantize_with_amax(y, A)),
 /// A in [2^-80, 2^100]: block scale sf = E4M3(bamax * S_enc / 6). For a normal sf (>= 2^-6) E4M3's relative spacing 1/8
 /// keeps bamax / sf * S_dec in [5.6, 6.4], so c = 6; decoded, bamax' = 6 * sf * S_dec (1 +- a few 2^-24) re-derives sf, and
@@ -47,8 +49,12 @@
 /// block F16 holds exactly, subnormals included, follows the rule above. The same with SR (te, A as above): the codes
 /// are TE's SR emulation of w * enc(sf') with each element's random byte (tagged "nvfp4_f16_sr_formula"); row-scaled
 /// (te, A in [2^-2, 2^14]): under the row's A'_i, decoded under A_i and A'_i (tagged "nvfp4_f16_row_scaled_formula").
-/// The peer profiles keep A in [2^-2, 2^14] for F16 and count such blocks (F16 subnormals) as not characterized
-/// (tagged "nvfp4_f16_uncharted").
+/// The peers (torchao, modelopt, jax, vllm, compressed_tensors, ml_dtypes_cast): such a block follows the profile's own
+/// block rule on the F16 values under the carried amax (roundtrip_peer_rules.hpp nvfp4_peer_requant: each profile's
+/// global scale, its float expression of the block scale, its E2M1 rounding, -0.0 and clamps; jax, vllm and
+/// compressed_tensors with the global scale in F16), bytes and values both ways (tagged "nvfp4_f16_peer_formula",
+/// "nvfp4_f16_peer_<profile>", _fixed / _equivalent / _lossy). The float32 peers (torchao, modelopt, ml_dtypes_cast)
+/// draw A as te does (F16 overflow reached); jax, vllm and compressed_tensors, whose input is F16, keep A in [2^-2, 2^14].
 /// NVFP4 te_pyref and modelopt: as te, and a block holding code 0x8 changes (values equal): a negative x that rounds to
 /// zero is 0x8 (the Py-ref signs a code by x * enc >= 0, modelopt by x < 0), but both map -0.0 itself to 0x0, so the
 /// decoded -0.0 comes back as 0x0.
@@ -73,16 +79,18 @@
 /// - 2 puts bamax / s in [3.5, 7), c in {4, 6}; 4 s and 6 s round to the same power of two: a fixed point, except code
 /// 0x8 (a negative that rounded to zero), whose decoded -0.0 plus the zero point is 0x0 (values equal). From F16 it
 /// computes in F16: an all-zero block's scale 2^-127 underflows to 0 and becomes 1.0 (byte 127: changed, values equal);
-/// a block whose F16 max is subnormal is not characterized (pow2_round on a subnormal's bits, a scale below 2^-24 -> 1.0;
-/// counted, tagged "ct_f16_subnormal_uncharted").
+/// a block whose F16 max is subnormal: pow2_round on the subnormal's bits gives 2^-14 for a max >= 0.75 * 2^-14 (scale
+/// 2^-16, byte 111, codes of w * 2^16) and 0 below (scale 2^-127 -> F16 0 -> 1.0, byte 127, every code 0: lost); evaluated
+/// per element (ct_mx_requant), bytes and values (tagged "ct_f16_subnormal", _equivalent / _lossy).
 /// NVFP4 te row-scaled (one amax per row, §1.11; rowwise only): no amax can be carried back (quantize_with_amax refuses
 /// a row-scaled recipe, tested), so row i comes back under A'_i = max_j |y_ij| (tested: back's amax[i] is that). The
 /// row max block has sf = 448 (A_i * S_enc / 6 = 448 up to float rounding), so A'_i ~ A_i and S_enc' / S_enc = 1 +- a
 /// few 2^-24, which moves no normal E4M3 scale or E2M1 code off its grid point: the codes and block scales follow the
 /// te rule above with the tie at 2^-10 decided under S_enc(A'_i). The decoded values are c * D with D = (sf * amax) *
-/// RN(1/2688) (§1.14): they stay where D(A'_i) == D(A_i); where D moved the block's bytes may stay while its values
-/// change (not claimed: c * D and c * D' can round together for c in {1.5, 3, 6}; tagged
-/// "row_scaled_dequant_factor_moves"). Rows with an amax outside [2^-80, 2^100] (other than 0) are discarded.
+/// RN(1/2688) (§1.14): they stay where D(A'_i) == D(A_i); where D moved, a block whose bytes stay keeps its values iff
+/// RN(c * D) == RN(c * D') for each of its codes (c * D and c * D' can round together for c in {1.5, 3, 6}), evaluated per
+/// element (tagged "row_scaled_dequant_factor_moves", "row_scaled_d_moves_values_change" / "_stay"; of 20000 cases no
+/// such block kept its values). Rows with an amax outside [2^-80, 2^100] (other than 0) are discarded.
 /// NVFP4 te with RHT (1x16, BF16 input, §1.9): the columnwise plane holds RHT(x^T) quantized, and dequantize leaves it in
 /// the Hadamard domain (y^T = decoded RHT(x^T)). Quantizing y with RHT on would transform it a second time (and take
 /// the amax of that): a quantization of RHT(RHT(x^T)), not a round trip, and not claimed here. The round trip of that plane is y re-quantized with RHT off under the plane's own amax

@@ -71,13 +71,16 @@ Fp8Elem fp8_elem(const QuantizedTensor& q, PlaneKind p, int64_t a, int64_t b, in
 //    w / s != c, unless w rounded up past max * s, which saturates back to max (FP8 tensor and ocp_floor: a code +-max
 //    whose v F16 rounds up, e.g. 448 * 2^-33 -> 2^-24: a fixed point, tagged "f16_underflow_saturates_back"). The
 //    block changes iff s' != s or a code moves; under s' = s the values stay iff nothing moved (the decoded value is
-//    w); under s' != s values are not claimed.
+//    w); under s' != s, and in the two cases below, the values (and the bytes again) are te's rule on the dtype's values
+//    per element (roundtrip_peer_rules.hpp fp8_te_requant: MXFP8 by its order's steps, FP8 block §3 with F16's max as
+//    an Inf amax's stand-in, FP8 tensor §4 under the carried amax), checked both ways (tagged "rule_f16_underflow",
+//    "rule_f16_overflow", "rule_fp8_tensor_f16_subnormal", each _fixed / _equivalent / _lossy).
 //  * |v| >= 65520 (F16 inf): MXFP8 / FP8 block: the block amax is inf, which gives another scale (te: FP8 block scale
-//    1 where q's is <= 448 / 65520; MXFP8 the inf's E8M0): bytes change (values not claimed). FP8 tensor: inf * scale
+//    1 where q's is <= 448 / 65520; MXFP8 the inf's E8M0): bytes change (values by the rule). FP8 tensor: inf * scale
 //    saturates to the largest code: the element changes iff its code is not +-max.
 //  * FP8 tensor with a non-power-of-two scale: v = RN32(c * scale_inv); a normal F16 (and BF16) w is within a relative
 //    2^-11 (2^-9) of v, far inside FP8's half step (>= 2^-4.9 relative): a fixed point. F16 subnormal (or zero) w of a
-//    nonzero v: not characterized (counted, tagged "fp8_tensor_f16_subnormal").
+//    nonzero v: by the rule (tagged "fp8_tensor_f16_subnormal").
 // FP8 block with F32 scales (pow2 off, TE's default), dequantized to F32: s = RN(max / amax), si = RN(1 / s) stored,
 // codes RN8(x * s), so the largest |code| of a nonzero block is m = max (amax * RN(max / amax) rounds onto max or
 // saturates there). Decoded y = RN(c * si); the round trip re-derives from RN(m * si): si' = RN(1 / RN(max / RN(m * si))),
@@ -94,8 +97,10 @@ Fp8Elem fp8_elem(const QuantizedTensor& q, PlaneKind p, int64_t a, int64_t b, in
 // compressed_tensors, vllm, deepgemm, vllm_triton, sglang_triton; F32 input) store d = amax / max (or amax * RN(1 / max),
 // rule fp8.form) and decode c * d: the same argument with d' = RN(RN(m * d) / max) (resp. RN(m * d) * RN(1 / max)), and
 // compressed_tensors' zero point turns a code 0x80 into 0x00 (values equal); a block whose largest code is below max sits
-// at the profile's amax floor (its decoded max re-derives the floor: a fixed point); modelopt's zero block (scale 0, data 0 / 0 =
-// NaN) is not characterized (counted, tagged).
+// at the profile's amax floor (its decoded max re-derives the floor: a fixed point). A peer's NaN block (modelopt's zero
+// block: scale 0, data 0 / 0; deepgemm's with eps 0: 0 * Inf) decodes to NaNs; its round trip has the NaN block amax
+// of torch.maximum over the [blocks] tensor (0xFFFFFFFF in the op's vector lanes, block index < blocks / 16 * 16, where
+// the profile reduces so; else 0x7FC00000) as its scale and codes 0x7F | sign(w) (tagged "fp8_block_peer_nan_block").
 TEST(AlgebraProperty, Fp8RoundTripBytesChangeExactlyWherePredicted) {
   check_property({"mxfp8", "fp8_block", "fp8_tensor", "f32", "bf16", "f16", "fixed_point", "changed_equivalent",
                   "changed_f16_underflow", "changed_f16_overflow", "half_range_block"},

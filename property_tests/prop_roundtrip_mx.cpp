@@ -7,7 +7,7 @@
 ///
 /// Derivation. A block of q has scale byte e (s = 2^(e-127), 2^-127 for e = 0, as every profile decodes it), codes c_i
 /// (m = the largest |c_i|); the decoded values v_i = c_i s are exact in F32 and, for |v| >= 2^-133, in BF16 (c has at
-/// most 4 significant bits); a block holding a value the dtype does not hold is not characterized (counted, tagged). The
+/// most 4 significant bits); a block holding a value the dtype does not hold: below ("dtype_inexact"). The
 /// re-quantization sees the block max m s, so its scale byte e' is the profile's rule applied to m s, exactly (every rule
 /// is a function of the exponent and leading mantissa bits of m s, or of m s / elem_max whose float rounding cannot
 /// cross a rounding boundary: m / elem_max = n / 7 * 2^j is never within 2^-20 of a power of two or of 1.5 * 2^k other
@@ -29,18 +29,23 @@
 /// Every rule clamps e' to [0, 254]. The codes under e' are the cast (RN-even) of v_i / d(e'), where d is the profile's
 /// divisor: 2^(e'-127), except torchao rceil at e' = 0 (it multiplies by 1.0: the block's codes become RN(v_i), 0 for the
 /// tiny values there), torchao floor / ceil / even (it divides by max(2^(e'-127), 2^-126) while decoding 2^(e'-127): an
-/// e' = 0 block's codes halve, its values change) and jax at e' = 0 (1 / 2^-127 flushed is Inf: not characterized,
-/// tagged). So: rceil blocks with m = max/2 double their codes one binade lower (values equal; torchao at e = 1: lost),
+/// e' = 0 block's codes halve, its values change) and jax near 2^-120 (below). So: rceil blocks with m = max/2 double their codes one binade lower (values equal; torchao at e = 1: lost),
 /// ceil blocks with m = 2^(emax-1) likewise, compressed_tensors' blocks with m = 448 halve their codes one binade higher
 /// (values equal iff every code halves exactly), and every other finite block is a fixed point, except torchao's e = 0
 /// blocks and compressed_tensors' code 0x80 (a negative value that rounded to zero; its decoded -0.0 plus the zero point
 /// is +0.0: 0x00, values equal). Blocks whose codes are all zero, or all NaN, keep their values (decoded zeros and NaNs re-derive zeros and NaNs);
-/// their bytes are not claimed (a NaN code's sign bit is x86's: jax's zero block is 0 * Inf, the negative default NaN,
-/// whose decoded NaN comes back positive). A block holding a NaN or Inf code beside other codes (torch_cast /
+/// their bytes are the profile's rule on the decoded values per element (a NaN code's sign bit is x86's: jax's zero block
+/// is 0 * Inf, the negative default NaN, whose decoded NaN comes back positive; tagged "zero_nan_block"). A block holding
+/// a NaN or Inf code beside other codes (torch_cast /
 /// ml_dtypes_cast: the non-saturating cast of a value past elem_max) decodes a NaN or Inf, whose block amax gives the
-/// scale 0xFF (NaN) and every code NaN: bytes and values change. F16 (for the profiles computing in float32: not jax and
-/// compressed_tensors, which compute in the input's dtype): as F32 where F16 holds every decoded value of the block; a
-/// block holding one F16 does not hold (past 65504, or off the 2^-24 grid) is not characterized (tagged "dtype_inexact").
+/// scale 0xFF (NaN) and every code NaN: bytes and values change (the bytes by the rule on the decoded values, tagged
+/// "nan_code_block"). F16 (for the profiles computing in float32: not jax and compressed_tensors, which compute in the
+/// input's dtype): as F32 where F16 holds every decoded value of the block; a block holding one F16 does not hold (past
+/// 65504, or off the 2^-24 grid) follows the profile's rule on the F16 values, per element (roundtrip_peer_rules.hpp
+/// mxfp8_requant: the order's scalar steps), bytes and values both ways (tagged "dtype_inexact"; of 20000 cases every one
+/// lossy). jax near 2^-120 (a quarter of its F32 cases): XLA flushes every float32 subnormal operand and result (1 /
+/// 2^-127 is Inf at e' = 0, x * Inf and 0 * Inf give Inf and NaN codes in q itself), so every block of those cases
+/// follows jax's rule on the decoded values per element, its lane reduction included (tagged "jax_tiny", "jax_e0").
 /// jax and compressed_tensors from F16 (they compute in it): the block's F16 values w re-quantized by their own F16
 /// arithmetic, evaluated per block from q's decoded values (bytes and values, both ways; tagged "f16_in_dtype"):
 ///  * jax: e' = round-up E8M0 of RN16(w_max * RN16(1 / max)) (RN16(1/448) = 1/448 (1 - 2^-12): 448 s * it is the F16
