@@ -184,6 +184,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     const bool mx = uniform_index(2) == 0;
     DType dt = std::vector<DType>{DType::kF32, DType::kBF16, DType::kF16}[static_cast<size_t>(uniform_index(3))];
     std::map<std::string, std::string> md;
+    bool literal = false;  // NVFP4 te / te_pyref: quantize(dequantize(q)) recomputing the global amax (no amax carried)
     if (mx) {
       static const std::vector<std::pair<std::string, std::string>> kRules = {
           {"te", "rceil"}, {"te", "ocp_floor"}, {"ocp", "ocp_floor"}, {"torchao", "rceil"},
@@ -192,7 +193,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
       md = {{"recipe", "mxfp4"}, {"profile", pr.first}, {"scale_rule", pr.second}};
     } else {
       static const std::vector<std::string> kProfiles = {"te", "te_pyref", "torchao", "modelopt", "jax", "vllm", "compressed_tensors", "ml_dtypes_cast",
-                                                         "te+row_scaled", "te+sr", "te+rht"};
+                                                         "te+row_scaled", "te+sr", "te+rht", "te+literal", "te_pyref+literal"};
       const std::string prof = kProfiles[static_cast<size_t>(uniform_index(static_cast<int>(kProfiles.size())))];
       md = {{"recipe", "nvfp4"}, {"profile", prof}};
       if ((prof == "te" || prof == "te_pyref") && uniform_index(3) == 0) md["tile"] = "16x16";
@@ -204,6 +205,10 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
         md["profile"] = "te";
         md["stochastic_rounding"] = "1";
         md["seed"] = std::to_string(*rc::gen::inRange<uint64_t>(0, 1u << 30));
+      }
+      if (prof == "te+literal" || prof == "te_pyref+literal") {  // the round trip recomputes the amax (below)
+        md["profile"] = prof.substr(0, prof.find('+'));
+        literal = true;
       }
       if (prof == "te+row_scaled") {
         md["profile"] = "te";
@@ -227,7 +232,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     // NVFP4 te / te_pyref to F16 (SR too; not row-scaled): A in [2^-20, 2^22], past F16's range both ways (predicted by
     // §1.4 on the F16 values, below).
     // The peers computing in float32 (torchao, modelopt, ml_dtypes_cast) likewise (their block rules on the F16 values).
-    const bool f16_wide = !mx && dt == DType::kF16 && !md.count("row_scaled") &&
+    const bool f16_wide = !mx && dt == DType::kF16 && !md.count("row_scaled") && !literal &&
                           (md["profile"] == "te" || md["profile"] == "te_pyref" || md["profile"] == "torchao" ||
                            md["profile"] == "modelopt" || md["profile"] == "ml_dtypes_cast");
     const int e0 = mx ? *rc::gen::inRange(-150, 125)
@@ -280,9 +285,23 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
         rp.nvfp4().rht = false;
         tag_if(p == PlaneKind::kColumnwise, "nvfp4_rht_columnwise");
       }
-      const QuantizedTensor back = (mx || row_scaled) ? ref::quantize(y.view(), rp) : ref::quantize_with_amax(y.view(), rp, Ap, Ap);
+      const QuantizedTensor back = (mx || row_scaled || literal) ? ref::quantize(y.view(), rp) : ref::quantize_with_amax(y.view(), rp, Ap, Ap);
       // Row-scaled: row i comes back under A'_i = max_j |y_ij| (the rule: checked), i.e. S_enc' = S_enc(A'_i).
       std::vector<float> row_a2;
+      float a2_literal = Ap;  // literal: the plane comes back under A' = max |y| (checked)
+      if (literal) {
+        a2_literal = 0.0f;
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < K; ++j) a2_literal = std::fmax(a2_literal, std::fabs(y.get(i, j)));
+        RC_ASSERT(f32_bits(back.plane(p).amax[0]) == f32_bits(a2_literal));
+        tag("nvfp4_literal_amax");
+        tag_if(a2_literal != Ap, "nvfp4_literal_amax_moves");
+        tag_if(ref::nvfp4_global_encode_scale(a2_literal, 448, r.profile) != ref::nvfp4_global_encode_scale(Ap, 448, r.profile),
+               "nvfp4_literal_senc_moves");
+      }
+      // The amax a block was quantized under (q) and comes back under: row-scaled the row's, literal the plane's max |y|.
+      auto amax_q = [&](size_t ri) { return row_scaled ? q.plane(p).amax[ri] : Ap; };
+      auto amax_back = [&](size_t ri) { return row_scaled ? row_a2[ri] : a2_literal; };
       if (row_scaled) {
         for (int64_t i = 0; i < M; ++i) {
           float m2 = 0.0f;
@@ -339,7 +358,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
           if (!mx && dt == DType::kF16 && y.get(xi, xj) != va && !(std::fabs(va) >= 0x1p-14f && std::fabs(va) <= 65504.0f))
             bl.f16_off_grid = true;
           bl.scale_b = b.scale.byte(i, j / bs);
-          if (mx || dt == DType::kF16 || sr || row_scaled) bl.f16_elems.emplace_back(y.get(xi, xj), ca, cb);
+          if (mx || dt == DType::kF16 || sr || row_scaled || literal) bl.f16_elems.emplace_back(y.get(xi, xj), ca, cb);
           if (mx) bl.pidx.push_back(i * len + j);
           if (sr) bl.rbytes.push_back(sr_random_byte(r.nvfp4().seed, col ? 1u : 0u, static_cast<uint64_t>(i * len + j)));
         }
@@ -403,7 +422,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
             // derivation does not hold: F16's rounding below 2^-14 and its overflow are not relative errors of 2^-11):
             // te / te_pyref §1.4 here, the peers' rules in roundtrip_peer_rules.hpp.
             const size_t ri = static_cast<size_t>(key.first);  // row-scaled: the block's row (1x16)
-            const float A1 = row_scaled ? q.plane(p).amax[ri] : Ap, A2 = row_scaled ? row_a2[ri] : Ap;
+            const float A1 = amax_q(ri), A2 = amax_back(ri);
             const float s_enc = ref::nvfp4_global_encode_scale(A2, 448, r.profile);
             const ref::Nvfp4BlockDequant dq(r);  // the decoded value's factor of a block: what dequantize applies
             Nvfp4BlockRequant peer;
@@ -419,7 +438,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
             const float d1 = dq(A1, static_cast<uint8_t>(e)), d2 = dq(A2, sf2);
             bool pchange = sf2 != e, pequal = true, bytes_ok = sf2 == bl.scale_b;
             tag_if(sr, "nvfp4_f16_sr_formula");
-            tag_if(row_scaled, "nvfp4_f16_row_scaled_formula");
+            tag_if(row_scaled || literal, "nvfp4_f16_row_scaled_formula");
             for (size_t n = 0; n < bl.f16_elems.size(); ++n) {
               const auto& [w, ca, cb] = bl.f16_elems[n];
               const float v = w * enc;
@@ -516,7 +535,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
               } else if (prof == "ml_dtypes_cast") {
                 v = (bl.ymax / 6.0f) / (A / 2688.0f);  // (bamax / 6) / S, float32
               } else {
-                const float Aq = row_scaled ? row_a2[static_cast<size_t>(key.first)] : Ap;  // the re-quantization's amax
+                const float Aq = amax_back(static_cast<size_t>(key.first));  // the re-quantization's amax
                 v = bl.ymax * (ref::nvfp4_global_encode_scale(Aq, 448, r.profile) * (1.0f / 6.0f));  // bamax * (S_enc * RN(1/6))
               }
               want_change = !(v > 0x1p-10f);
@@ -543,7 +562,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
           tag("sr_code_moves");
         }
         bool fixed_values_equal = true;  // a fixed point's decoded values stay (row-scaled: unless D moved, below)
-        if (row_scaled) {
+        if (row_scaled || literal) {
           // Codes and block scales follow the te rule under S_enc' (S_enc' / S_enc = 1 +- a few 2^-24 moves no E4M3 or E2M1
           // rounding off its grid point). The decoded value is c * D with D = (sf * amax) * RN(1/2688) (§1.14), D from
           // A_i before and A'_i after: where D moved, a block whose bytes stay keeps its values iff RN(c * D) ==
@@ -551,14 +570,17 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
           // element.
           const size_t ri = static_cast<size_t>(key.first);
           const float sfv = decode_e4m3(static_cast<uint8_t>(e));
-          const float d1 = (sfv * q.plane(p).amax[ri]) * (1.0f / 2688.0f), d2 = (sfv * row_a2[ri]) * (1.0f / 2688.0f);
-          if (d1 != d2 && c > 0.0f && !want_change) {
+          const float d1 = (sfv * amax_q(ri)) * (1.0f / 2688.0f), d2 = (sfv * amax_back(ri)) * (1.0f / 2688.0f);
+          if (d1 != d2 && c > 0.0f && (!want_change || want_equal)) {
+            // (A changed block whose codes keep their values, te_pyref's -0 -> +0, keeps them under D' likewise.)
+            bool stay = true;
             for (const auto& el : bl.f16_elems) {
               const float cv = decode_e2m1(std::get<1>(el));
-              fixed_values_equal = fixed_values_equal && cv * d1 == cv * d2;
+              stay = stay && cv * d1 == cv * d2;
             }
+            (want_change ? want_equal : fixed_values_equal) = stay;
             tag("row_scaled_dequant_factor_moves");
-            tag(fixed_values_equal ? "row_scaled_d_moves_values_stay" : "row_scaled_d_moves_values_change");
+            tag(stay ? "row_scaled_d_moves_values_stay" : "row_scaled_d_moves_values_change");
           }
         }
         tag(!want_change ? (fixed_values_equal ? "fixed_point" : "bytes_fixed_values_change")
