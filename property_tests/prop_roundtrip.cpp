@@ -89,8 +89,12 @@
 /// te rule above with the tie at 2^-10 decided under S_enc(A'_i). The decoded values are c * D with D = (sf * amax) *
 /// RN(1/2688) (§1.14): they stay where D(A'_i) == D(A_i); where D moved, a block whose bytes stay keeps its values iff
 /// RN(c * D) == RN(c * D') for each of its codes (c * D and c * D' can round together for c in {1.5, 3, 6}), evaluated per
-/// element (tagged "row_scaled_dequant_factor_moves", "row_scaled_d_moves_values_change" / "_stay"; of 20000 cases no
+/// element (tagged "row_scaled_dequant_factor_moves", "row_scaled_d_moves_values_change" / "_stay"; of 20000 cases one
 /// such block kept its values). Rows with an amax outside [2^-80, 2^100] (other than 0) are discarded.
+/// NVFP4 te / te_pyref literal round trip (quantize(dequantize(q)) recomputing the global amax; drawn as "te+literal",
+/// "te_pyref+literal"): the plane comes back under A' = max |y| (checked), the row-scaled argument with one row: codes
+/// and block scales by the te rule under S_enc(A'), values per element RN(c * D) vs RN(c * D') (also for a block that
+/// changes only -0 to +0); tagged "nvfp4_literal_amax", "nvfp4_literal_amax_moves".
 /// NVFP4 te with RHT (1x16, BF16 input, §1.9): the columnwise plane holds RHT(x^T) quantized, and dequantize leaves it in
 /// the Hadamard domain (y^T = decoded RHT(x^T)). Quantizing y with RHT on would transform it a second time (and take
 /// the amax of that): a quantization of RHT(RHT(x^T)), not a round trip, and not claimed here. The round trip of that plane is y re-quantized with RHT off under the plane's own amax
@@ -135,27 +139,6 @@
 
 namespace qtc::prop {
 namespace {
-
-
-/// v rounded to dtype d (RN-even) and back.
-float round_to_dtype(float v, DType d) {
-  if (d == DType::kBF16) return bf16_to_f32(f32_to_bf16(v));
-  if (d == DType::kF16) return f16_to_f32(f32_to_f16(v));
-  return v;
-}
-
-bool exact_in(float v, DType d) {
-  if (d == DType::kF32) return true;
-  if (d == DType::kBF16) return bf16_to_f32(f32_to_bf16(v)) == v;
-  return f16_to_f32(f32_to_f16(v)) == v;
-}
-
-/// TE's SR emulation step (§1.4 SR): 0.5 below 2, 1 below 4, else 2.
-float sr_step(float v) { return v >= 4.0f ? 2.0f : v >= 2.0f ? 1.0f : 0.5f; }
-
-/// The |value| of E2M1 code `nib` (sign dropped).
-float e2m1_mag(uint8_t nib) { return std::fabs(decode_e2m1(nib & 0xFu)); }
-
 
 struct Block {
   uint8_t scale = 0;

@@ -32,7 +32,7 @@ struct Nvfp4BlockRequant {
 };
 
 /// v rounded to dtype t and back (RN-even; a NaN passes).
-inline float nvfp4_peer_round(float v, DType t) {
+inline float round_to_dtype(float v, DType t) {
   if (v != v) return v;
   if (t == DType::kBF16) return bf16_to_f32(f32_to_bf16(v));
   if (t == DType::kF16) return f16_to_f32(f32_to_f16(v));
@@ -92,9 +92,9 @@ inline Nvfp4BlockRequant nvfp4_peer_requant(const std::string& prof, const Recip
     // T(bamax / 6), +-448)) (the product in float32), an E4M3 0 -> 0.125 (0x20); quantize: y = w / (sf / gs) + 0 (-0.0 ->
     // +0.0), clamped to +-6, cast_to_fp4's buckets (RN-even), the sign bit from y < 0.
     const float tiny = in_dt == DType::kF16 ? 0x1p-14f : 0x1p-126f;
-    float gs = nvfp4_peer_round(nvfp4_peer_round(1.0f / std::fmax(A, tiny), in_dt) * 2688.0f, in_dt);
+    float gs = round_to_dtype(round_to_dtype(1.0f / std::fmax(A, tiny), in_dt) * 2688.0f, in_dt);
     if (!std::isfinite(gs)) gs = 1.0f;
-    const float s = gs * nvfp4_peer_round(bamax / 6.0f, in_dt);
+    const float s = gs * round_to_dtype(bamax / 6.0f, in_dt);
     out.sf = torchao::cast_fp8(std::fmin(std::fmax(s, -448.0f), 448.0f), Fp8Type::kE4M3);
     if ((out.sf & 0x7Fu) == 0) out.sf = 0x20;
     const float div = decode_e4m3(out.sf) / gs;
@@ -151,12 +151,12 @@ MxBlockRequant ct_mx_requant(const RoundTripElems& elems, DType t, bool fp8, Nan
   else p = f16_to_f32(static_cast<uint16_t>((f32_to_f16(m) + 256u) & 0xFC00u));
   const int e = p == 0.0f ? 0 : std::isinf(p) ? 255 : std::min(std::max(127 + std::ilogb(p) - (fp8 ? 8 : 2), 0), 255);
   const float elem_max = fp8 ? 448.0f : 6.0f;
-  float s = nvfp4_peer_round(e == 255 ? INFINITY : std::ldexp(1.0f, e - 127), t);
+  float s = round_to_dtype(e == 255 ? INFINITY : std::ldexp(1.0f, e - 127), t);
   if (s == 0.0f) s = 1.0f;
   out.byte = std::isinf(s) ? 0x7F : static_cast<uint8_t>((127 + std::ilogb(s)) & 0xFF);
   for (size_t k = 0; k < elems.size(); ++k) {
     float y = torchao::div(std::get<0>(elems[k]), s);
-    if (y == y) y = nvfp4_peer_round(y, t);
+    if (y == y) y = round_to_dtype(y, t);
     if (y == 0.0f) y = 0.0f;
     y = torchao::clamp(y, -elem_max, elem_max);
     if (!fp8) out.codes.push_back(ct_e2m1_code(y, nan_negative(k)));
