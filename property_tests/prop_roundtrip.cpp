@@ -28,8 +28,10 @@
 ///  * F16: a decoded value that F16 does not hold exactly (below 2^-24's grid, or 65536 and above) changes its block: the
 ///    F16 value is a multiple of 2^-24 at least twice the code's lowest bit, so it re-encodes to another code (or, for the
 ///    block's 6, to a larger block max and scale). Blocks whose values are exact in F16 behave as in F32. In every dtype a
-///    decoded value past FLT_MAX (c * 2^(e-127) >= 2^128: te's rceil gives e = 253 to a block at FLT_MAX) is infinite and
-///    changes its block (bytes predicted, values not claimed).
+///    decoded value past FLT_MAX (c * 2^(e-127) >= 2^128: te's rceil gives e = 253 to a block at FLT_MAX) is infinite.
+///    Such a block's round trip is the profile's rule (mxfp4_codec.hpp's scale and code of its order; compressed_tensors'
+///    in the dtype, roundtrip_peer_rules.hpp) on the dtype's values w, evaluated per element from q: bytes and values both
+///    ways (tagged "f16_inexact" / "f32_overflow" with _fixed / _equivalent / _lossy; of 20000 cases every F16 one lossy).
 /// NVFP4 te / te_pyref (the round trip carries the global amax A, as TE's NVFP4 tensors do: quantize_with_amax(y, A)),
 /// A in [2^-80, 2^100]: block scale sf = E4M3(bamax * S_enc / 6). For a normal sf (>= 2^-6) E4M3's relative spacing 1/8
 /// keeps bamax / sf * S_dec in [5.6, 6.4], so c = 6; decoded, bamax' = 6 * sf * S_dec (1 +- a few 2^-24) re-derives sf, and
@@ -47,8 +49,12 @@
 /// block F16 holds exactly, subnormals included, follows the rule above. The same with SR (te, A as above): the codes
 /// are TE's SR emulation of w * enc(sf') with each element's random byte (tagged "nvfp4_f16_sr_formula"); row-scaled
 /// (te, A in [2^-2, 2^14]): under the row's A'_i, decoded under A_i and A'_i (tagged "nvfp4_f16_row_scaled_formula").
-/// The peer profiles keep A in [2^-2, 2^14] for F16 and count such blocks (F16 subnormals) as not characterized
-/// (tagged "nvfp4_f16_uncharted").
+/// The peers (torchao, modelopt, jax, vllm, compressed_tensors, ml_dtypes_cast): such a block follows the profile's own
+/// block rule on the F16 values under the carried amax (roundtrip_peer_rules.hpp nvfp4_peer_requant: each profile's
+/// global scale, its float expression of the block scale, its E2M1 rounding, -0.0 and clamps; jax, vllm and
+/// compressed_tensors with the global scale in F16), bytes and values both ways (tagged "nvfp4_f16_peer_formula",
+/// "nvfp4_f16_peer_<profile>", _fixed / _equivalent / _lossy). The float32 peers (torchao, modelopt, ml_dtypes_cast)
+/// draw A as te does (F16 overflow reached); jax, vllm and compressed_tensors, whose input is F16, keep A in [2^-2, 2^14].
 /// NVFP4 te_pyref and modelopt: as te, and a block holding code 0x8 changes (values equal): a negative x that rounds to
 /// zero is 0x8 (the Py-ref signs a code by x * enc >= 0, modelopt by x < 0), but both map -0.0 itself to 0x0, so the
 /// decoded -0.0 comes back as 0x0.
@@ -73,16 +79,22 @@
 /// - 2 puts bamax / s in [3.5, 7), c in {4, 6}; 4 s and 6 s round to the same power of two: a fixed point, except code
 /// 0x8 (a negative that rounded to zero), whose decoded -0.0 plus the zero point is 0x0 (values equal). From F16 it
 /// computes in F16: an all-zero block's scale 2^-127 underflows to 0 and becomes 1.0 (byte 127: changed, values equal);
-/// a block whose F16 max is subnormal is not characterized (pow2_round on a subnormal's bits, a scale below 2^-24 -> 1.0;
-/// counted, tagged "ct_f16_subnormal_uncharted").
+/// a block whose F16 max is subnormal: pow2_round on the subnormal's bits gives 2^-14 for a max >= 0.75 * 2^-14 (scale
+/// 2^-16, byte 111, codes of w * 2^16) and 0 below (scale 2^-127 -> F16 0 -> 1.0, byte 127, every code 0: lost); evaluated
+/// per element (ct_mx_requant), bytes and values (tagged "ct_f16_subnormal", _equivalent / _lossy).
 /// NVFP4 te row-scaled (one amax per row, §1.11; rowwise only): no amax can be carried back (quantize_with_amax refuses
 /// a row-scaled recipe, tested), so row i comes back under A'_i = max_j |y_ij| (tested: back's amax[i] is that). The
 /// row max block has sf = 448 (A_i * S_enc / 6 = 448 up to float rounding), so A'_i ~ A_i and S_enc' / S_enc = 1 +- a
 /// few 2^-24, which moves no normal E4M3 scale or E2M1 code off its grid point: the codes and block scales follow the
 /// te rule above with the tie at 2^-10 decided under S_enc(A'_i). The decoded values are c * D with D = (sf * amax) *
-/// RN(1/2688) (§1.14): they stay where D(A'_i) == D(A_i); where D moved the block's bytes may stay while its values
-/// change (not claimed: c * D and c * D' can round together for c in {1.5, 3, 6}; tagged
-/// "row_scaled_dequant_factor_moves"). Rows with an amax outside [2^-80, 2^100] (other than 0) are discarded.
+/// RN(1/2688) (§1.14): they stay where D(A'_i) == D(A_i); where D moved, a block whose bytes stay keeps its values iff
+/// RN(c * D) == RN(c * D') for each of its codes (c * D and c * D' can round together for c in {1.5, 3, 6}), evaluated per
+/// element (tagged "row_scaled_dequant_factor_moves", "row_scaled_d_moves_values_change" / "_stay"; of 20000 cases one
+/// such block kept its values). Rows with an amax outside [2^-80, 2^100] (other than 0) are discarded.
+/// NVFP4 te / te_pyref literal round trip (quantize(dequantize(q)) recomputing the global amax; drawn as "te+literal",
+/// "te_pyref+literal"): the plane comes back under A' = max |y| (checked), the row-scaled argument with one row: codes
+/// and block scales by the te rule under S_enc(A'), values per element RN(c * D) vs RN(c * D') (also for a block that
+/// changes only -0 to +0); tagged "nvfp4_literal_amax", "nvfp4_literal_amax_moves".
 /// NVFP4 te with RHT (1x16, BF16 input, §1.9): the columnwise plane holds RHT(x^T) quantized, and dequantize leaves it in
 /// the Hadamard domain (y^T = decoded RHT(x^T)). Quantizing y with RHT on would transform it a second time (and take
 /// the amax of that): a quantization of RHT(RHT(x^T)), not a round trip, and not claimed here. The round trip of that plane is y re-quantized with RHT off under the plane's own amax
@@ -118,6 +130,7 @@
 #include <tuple>
 
 #include "harness.hpp"
+#include "roundtrip_peer_rules.hpp"
 #include "roundtrip_util.hpp"
 #include "qtc/codec.hpp"
 #include "qtc/quantize.hpp"
@@ -127,66 +140,15 @@
 namespace qtc::prop {
 namespace {
 
-
-/// v rounded to dtype d (RN-even) and back.
-float round_to_dtype(float v, DType d) {
-  if (d == DType::kBF16) return bf16_to_f32(f32_to_bf16(v));
-  if (d == DType::kF16) return f16_to_f32(f32_to_f16(v));
-  return v;
-}
-
-bool exact_in(float v, DType d) {
-  if (d == DType::kF32) return true;
-  if (d == DType::kBF16) return bf16_to_f32(f32_to_bf16(v)) == v;
-  return f16_to_f32(f32_to_f16(v)) == v;
-}
-
-/// An input whose blocks reach the cases of the derivation: per block of 16 x 32 (both planes see mixed blocks), a
-/// magnitude 2^(E0 - drop) with drop in {0, 1..12, 20, 40, 130}, and some blocks whose maximum is planted at 3.0..3.5 *
-/// 2^k (MXFP4 c = 3), at 2^k (CEIL c = 2), or all zero.
-HostMatrix make_input(int64_t M, int64_t K, int e0, uint64_t seed, float clamp_abs) {
-  HostMatrix x(DType::kF32, M, K);
-  uint64_t s = seed | 1;
-  const int drops[] = {0, 0, 0, 1, 2, 3, 5, 8, 9, 10, 11, 12, 20, 40, 130};
-  std::map<std::pair<int64_t, int64_t>, int> mode_of, drop_of;
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t j = 0; j < K; ++j) {
-      const auto key = std::make_pair(i / 16, j / 32);
-      if (!mode_of.count(key)) {
-        mode_of[key] = static_cast<int>(xorshift(s) % 8);
-        drop_of[key] = drops[xorshift(s) % (sizeof(drops) / sizeof(drops[0]))];
-      }
-      const int mode = mode_of[key], drop = drop_of[key];
-      const uint64_t r = xorshift(s);
-      const double u = static_cast<double>(r >> 11) * 0x1p-53;  // [0, 1)
-      const double g = (u * 2.0 - 1.0) * (1.0 + static_cast<double>((r >> 3) % 5));
-      double v = std::ldexp(g, e0 - drop);
-      if (mode == 0) v = 0.0;
-      if (mode == 1 && (j % 32) == 7) v = std::ldexp(3.0 + static_cast<double>(r % 64) / 128.0, e0 - drop + 4);  // c = 3 blocks
-      if (mode == 2 && (j % 32) == 3) v = std::ldexp(-1.0, e0 - drop + 4);                                      // power-of-two max
-      if (mode == 3) v = std::ldexp(g, e0 - drop - 128);                                                         // far below
-      if (mode == 4 && (r % 7) == 0) v = -0.0;
-      v = std::fmax(std::fmin(v, static_cast<double>(clamp_abs)), -static_cast<double>(clamp_abs));
-      x.set(i, j, static_cast<float>(v));
-    }
-  return x;
-}
-
-/// TE's SR emulation step (§1.4 SR): 0.5 below 2, 1 below 4, else 2.
-float sr_step(float v) { return v >= 4.0f ? 2.0f : v >= 2.0f ? 1.0f : 0.5f; }
-
-/// The |value| of E2M1 code `nib` (sign dropped).
-float e2m1_mag(uint8_t nib) { return std::fabs(decode_e2m1(nib & 0xFu)); }
-
-
 struct Block {
   uint8_t scale = 0;
   float cmax = 0.0f;          ///< largest |code value|
   bool f16_inexact = false;   ///< MXFP4: a decoded value the dtype does not hold exactly (F16), or past FLT_MAX
-  bool f16_uncharted = false; ///< NVFP4: a decoded value outside F16's normal range that F16 does not hold (or inf)
+  bool f16_off_grid = false;  ///< NVFP4: a decoded value outside F16's normal range that F16 does not hold (or inf)
   uint8_t scale_b = 0;        ///< the round trip's scale byte
-  std::vector<std::tuple<float, uint8_t, uint8_t>> f16_elems;  ///< NVFP4 to F16 or SR: (dtype value, code of q, code of back)
+  RoundTripElems f16_elems;  ///< MXFP4, NVFP4 to F16 or SR: (dtype value, code of q, code of back)
   std::vector<uint8_t> rbytes;  ///< NVFP4 SR: each element's random byte (the order of f16_elems)
+  std::vector<int64_t> pidx;    ///< MXFP4: each element's index in its plane (row * len + j; the order of f16_elems)
   float ymax = 0.0f;          ///< largest |decoded value| in the dequantized dtype
   bool changed = false;
   bool values_equal = true;
@@ -205,6 +167,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     const bool mx = uniform_index(2) == 0;
     DType dt = std::vector<DType>{DType::kF32, DType::kBF16, DType::kF16}[static_cast<size_t>(uniform_index(3))];
     std::map<std::string, std::string> md;
+    bool literal = false;  // NVFP4 te / te_pyref: quantize(dequantize(q)) recomputing the global amax (no amax carried)
     if (mx) {
       static const std::vector<std::pair<std::string, std::string>> kRules = {
           {"te", "rceil"}, {"te", "ocp_floor"}, {"ocp", "ocp_floor"}, {"torchao", "rceil"},
@@ -213,7 +176,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
       md = {{"recipe", "mxfp4"}, {"profile", pr.first}, {"scale_rule", pr.second}};
     } else {
       static const std::vector<std::string> kProfiles = {"te", "te_pyref", "torchao", "modelopt", "jax", "vllm", "compressed_tensors", "ml_dtypes_cast",
-                                                         "te+row_scaled", "te+sr", "te+rht"};
+                                                         "te+row_scaled", "te+sr", "te+rht", "te+literal", "te_pyref+literal"};
       const std::string prof = kProfiles[static_cast<size_t>(uniform_index(static_cast<int>(kProfiles.size())))];
       md = {{"recipe", "nvfp4"}, {"profile", prof}};
       if ((prof == "te" || prof == "te_pyref") && uniform_index(3) == 0) md["tile"] = "16x16";
@@ -225,6 +188,10 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
         md["profile"] = "te";
         md["stochastic_rounding"] = "1";
         md["seed"] = std::to_string(*rc::gen::inRange<uint64_t>(0, 1u << 30));
+      }
+      if (prof == "te+literal" || prof == "te_pyref+literal") {  // the round trip recomputes the amax (below)
+        md["profile"] = prof.substr(0, prof.find('+'));
+        literal = true;
       }
       if (prof == "te+row_scaled") {
         md["profile"] = "te";
@@ -247,7 +214,10 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     // (F16: [2^-2, 2^14]).
     // NVFP4 te / te_pyref to F16 (SR too; not row-scaled): A in [2^-20, 2^22], past F16's range both ways (predicted by
     // §1.4 on the F16 values, below).
-    const bool f16_wide = !mx && dt == DType::kF16 && (md["profile"] == "te" || md["profile"] == "te_pyref") && !md.count("row_scaled");
+    // The peers computing in float32 (torchao, modelopt, ml_dtypes_cast) likewise (their block rules on the F16 values).
+    const bool f16_wide = !mx && dt == DType::kF16 && !md.count("row_scaled") && !literal &&
+                          (md["profile"] == "te" || md["profile"] == "te_pyref" || md["profile"] == "torchao" ||
+                           md["profile"] == "modelopt" || md["profile"] == "ml_dtypes_cast");
     const int e0 = mx ? *rc::gen::inRange(-150, 125)
                       : (dt == DType::kF16 ? (f16_wide ? std::vector<int>{*rc::gen::inRange(-22, -12), *rc::gen::inRange(-2, 12),
                                                                           *rc::gen::inRange(14, 20)}[static_cast<size_t>(uniform_index(3))]
@@ -255,7 +225,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
                                            : *rc::gen::inRange(-78, 98));
     const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
     const float clamp_abs = mx ? FLT_MAX : (dt == DType::kF16 ? (f16_wide ? 0x1p22f : 0x1p14f) : 0x1p100f);
-    HostMatrix x = make_input(M, K, e0, seed, clamp_abs);
+    HostMatrix x = make_e2m1_input(M, K, e0, seed, clamp_abs);
     if (in_dtype || (!mx && r.nvfp4().rht)) {  // RHT is defined for BF16 input only (rule nvfp4-input-rht-bf16)
       HostMatrix xb(in_dtype ? dt : DType::kBF16, M, K);
       for (int64_t i = 0; i < M; ++i)
@@ -282,7 +252,6 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     // NVFP4 te / te_pyref to F16: blocks F16 cannot hold are predicted by §1.4 on the F16 values (below).
     // (SR: SR's codes; row-scaled: under the row's A'_i, decoded under A_i and A'_i.)
     const bool f16_formula = !mx && dt == DType::kF16 && (prof == "te" || prof == "te_pyref");
-    int64_t uncharted = 0;
     for (PlaneKind p : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
       if (!(p == PlaneKind::kRowwise ? q.rowwise : q.columnwise)) continue;
       Recipe rp = r;
@@ -299,9 +268,23 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
         rp.nvfp4().rht = false;
         tag_if(p == PlaneKind::kColumnwise, "nvfp4_rht_columnwise");
       }
-      const QuantizedTensor back = (mx || row_scaled) ? ref::quantize(y.view(), rp) : ref::quantize_with_amax(y.view(), rp, Ap, Ap);
+      const QuantizedTensor back = (mx || row_scaled || literal) ? ref::quantize(y.view(), rp) : ref::quantize_with_amax(y.view(), rp, Ap, Ap);
       // Row-scaled: row i comes back under A'_i = max_j |y_ij| (the rule: checked), i.e. S_enc' = S_enc(A'_i).
       std::vector<float> row_a2;
+      float a2_literal = Ap;  // literal: the plane comes back under A' = max |y| (checked)
+      if (literal) {
+        a2_literal = 0.0f;
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < K; ++j) a2_literal = std::fmax(a2_literal, std::fabs(y.get(i, j)));
+        RC_ASSERT(f32_bits(back.plane(p).amax[0]) == f32_bits(a2_literal));
+        tag("nvfp4_literal_amax");
+        tag_if(a2_literal != Ap, "nvfp4_literal_amax_moves");
+        tag_if(ref::nvfp4_global_encode_scale(a2_literal, 448, r.profile) != ref::nvfp4_global_encode_scale(Ap, 448, r.profile),
+               "nvfp4_literal_senc_moves");
+      }
+      // The amax a block was quantized under (q) and comes back under: row-scaled the row's, literal the plane's max |y|.
+      auto amax_q = [&](size_t ri) { return row_scaled ? q.plane(p).amax[ri] : Ap; };
+      auto amax_back = [&](size_t ri) { return row_scaled ? row_a2[ri] : a2_literal; };
       if (row_scaled) {
         for (int64_t i = 0; i < M; ++i) {
           float m2 = 0.0f;
@@ -356,30 +339,46 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
           bl.ymax = std::max(bl.ymax, std::fabs(y.get(xi, xj)));
           if (mx && (!std::isfinite(va) || !exact_in(va, dt))) bl.f16_inexact = true;
           if (!mx && dt == DType::kF16 && y.get(xi, xj) != va && !(std::fabs(va) >= 0x1p-14f && std::fabs(va) <= 65504.0f))
-            bl.f16_uncharted = true;
+            bl.f16_off_grid = true;
           bl.scale_b = b.scale.byte(i, j / bs);
-          if (!mx && (dt == DType::kF16 || sr)) bl.f16_elems.emplace_back(y.get(xi, xj), ca, cb);
+          if (mx || dt == DType::kF16 || sr || row_scaled || literal) bl.f16_elems.emplace_back(y.get(xi, xj), ca, cb);
+          if (mx) bl.pidx.push_back(i * len + j);
           if (sr) bl.rbytes.push_back(sr_random_byte(r.nvfp4().seed, col ? 1u : 0u, static_cast<uint64_t>(i * len + j)));
         }
       for (const auto& [key, bl] : blocks) {
-        bool want_change = false, want_equal = true, charted = true;
+        bool want_change = false, want_equal = true;
         const int e = bl.scale;
         const float c = bl.cmax;
         if (mx) {
-          if (bl.f16_inexact) {
-            want_change = true;
-            charted = false;  // bytes predicted; values not claimed
-            tag(dt == DType::kF16 ? "f16_inexact" : "f32_overflow");
+          const bool ct_sub16 = prof == "compressed_tensors" && dt == DType::kF16 && bl.ymax != 0.0f && bl.ymax < 0x1p-14f;
+          if (bl.f16_inexact || ct_sub16) {
+            // A block holding a value the dtype does not hold (F16: off its 2^-24 grid or past 65504; any dtype: past
+            // FLT_MAX), or (compressed_tensors, F16) a block whose max F16 holds only as a subnormal: the profile's rule
+            // on the dtype's values, per element (roundtrip_peer_rules.hpp), bytes and values both ways.
+            const int64_t lanes = rows * len / 32 * 32;  // compressed_tensors BF16: a NaN's sign bit by vector lane
+            const std::vector<int64_t>& pidx = bl.pidx;  // (clang 14: a lambda may not name the structured binding `bl`)
+            auto nan_neg = [&](size_t k) { return dt == DType::kBF16 && pidx[k] < lanes; };
+            const MxBlockRequant pr = prof == "compressed_tensors" ? ct_mx_requant(bl.f16_elems, dt, false, nan_neg) : mxfp4_requant(r, bl.f16_elems);
+            const MxVerdict v = mx_verdict(static_cast<uint8_t>(e), bl.scale_b, pr, bl.f16_elems);
+            if (!v.bytes_ok || bl.changed != v.change || bl.values_equal != v.equal) {
+              std::ostringstream os;
+              os << r.name() << " profile " << prof << ", dequantized " << dtype_text(dt) << ", " << (col ? "columnwise" : "rowwise")
+                 << " block [" << key.first << ", " << key.second << "], " << (ct_sub16 ? "its max an F16 subnormal" : "a value the dtype does not hold")
+                 << " (largest decoded " << std::hexfloat << bl.ymax << std::defaultfloat << "): scale byte " << e << " -> " << int(bl.scale_b)
+                 << ", predicted " << int(pr.byte) << (v.bytes_ok ? "" : ", codes or scale not the profile's rule on the dtype's values")
+                 << (bl.changed != v.change ? ", change mispredicted" : "") << (bl.values_equal != v.equal ? ", values mispredicted" : "")
+                 << bl.first_diff;
+              RC_FAIL(os.str());
+            }
+            const std::string cls = ct_sub16 ? "ct_f16_subnormal" : dt == DType::kF16 ? "f16_inexact" : "f32_overflow";
+            tag(cls);
+            tag(cls + (!v.change ? "_fixed" : v.equal ? "_equivalent" : "_lossy"));
+            tag(!v.change ? "fixed_point" : v.equal ? "changed_equivalent" : "changed_lossy");
+            continue;
           } else if (prof == "compressed_tensors" && dt == DType::kF16 && bl.ymax == 0.0f) {
             // An all-zero block: its scale 2^-127 computed in F16 underflows to 0, which becomes 1.0 (byte 127).
             want_change = e != 127;
             tag("ct_f16_zero_block");
-          } else if (prof == "compressed_tensors" && dt == DType::kF16 && bl.ymax < 0x1p-14f) {
-            // A block max below F16's normal range: pow2_round on F16 bits of a subnormal gives 0 or 2^-14 (the carry),
-            // and a scale below 2^-24 becomes 1.0: not characterized.
-            ++uncharted;
-            tag("ct_f16_subnormal_uncharted");
-            continue;
           } else if (prof != "torchao") {
             want_change = rule == MxScaleRule::kRceil && c > 0.0f && c <= 3.0f && e >= 1;
           } else if (rule == MxScaleRule::kRceil) {
@@ -401,23 +400,28 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
           }
         } else {
           const float sf = decode_e4m3(static_cast<uint8_t>(e));
-          if (bl.f16_uncharted && !f16_formula) {
-            ++uncharted;
-            tag("nvfp4_f16_uncharted");
-            continue;
-          }
-          if (bl.f16_uncharted) {
-            // te / te_pyref: the block's F16 values w re-quantized by §1.4 under the carried amax (the te rule's
-            // derivation does not hold: F16's rounding below 2^-14 and its overflow are not relative errors of 2^-11).
+          if (bl.f16_off_grid) {
+            // The block's F16 values w re-quantized by the profile's block rule under the carried amax (the te rule's
+            // derivation does not hold: F16's rounding below 2^-14 and its overflow are not relative errors of 2^-11):
+            // te / te_pyref §1.4 here, the peers' rules in roundtrip_peer_rules.hpp.
             const size_t ri = static_cast<size_t>(key.first);  // row-scaled: the block's row (1x16)
-            const float A1 = row_scaled ? q.plane(p).amax[ri] : Ap, A2 = row_scaled ? row_a2[ri] : Ap;
+            const float A1 = amax_q(ri), A2 = amax_back(ri);
             const float s_enc = ref::nvfp4_global_encode_scale(A2, 448, r.profile);
-            const uint8_t sf2 = nvfp4_block_scale(bl.ymax, s_enc, false);
+            const ref::Nvfp4BlockDequant dq(r);  // the decoded value's factor of a block: what dequantize applies
+            Nvfp4BlockRequant peer;
+            if (!f16_formula) {
+              std::vector<float> ws;
+              for (const auto& el : bl.f16_elems) ws.push_back(std::get<0>(el));
+              peer = nvfp4_peer_requant(prof, r, ws, A2, in_dtype ? dt : DType::kF32);
+              tag("nvfp4_f16_peer_formula");
+              tag("nvfp4_f16_peer_" + prof);
+            }
+            const uint8_t sf2 = f16_formula ? nvfp4_block_scale(bl.ymax, s_enc, false) : peer.sf;
             const float enc = nvfp4_encode_factor(sf2, 1.0f / s_enc);
-            const float d1 = (sf * A1) * (1.0f / 2688.0f), d2 = (decode_e4m3(sf2) * A2) * (1.0f / 2688.0f);
+            const float d1 = dq(A1, static_cast<uint8_t>(e)), d2 = dq(A2, sf2);
             bool pchange = sf2 != e, pequal = true, bytes_ok = sf2 == bl.scale_b;
             tag_if(sr, "nvfp4_f16_sr_formula");
-            tag_if(row_scaled, "nvfp4_f16_row_scaled_formula");
+            tag_if(row_scaled || literal, "nvfp4_f16_row_scaled_formula");
             for (size_t n = 0; n < bl.f16_elems.size(); ++n) {
               const auto& [w, ca, cb] = bl.f16_elems[n];
               const float v = w * enc;
@@ -426,7 +430,8 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
                 const float av = std::fabs(v), t = std::fmaf(rbyte * (1.0f / 256.0f), sr_step(av), av);
                 return encode_e2m1(std::copysign(std::fmin(std::floor(t / sr_step(t)) * sr_step(t), 6.0f), v));
               };
-              const uint8_t c2 = sr ? sr_code()
+              const uint8_t c2 = !f16_formula ? peer.codes[n]
+                                 : sr ? sr_code()
                                  : prof == "te_pyref" ? encode_e2m1(std::fmin(std::fmax(v, -6.0f), 6.0f), NegZero::kPositiveZero)
                                                       : encode_e2m1(v);
               pchange = pchange || c2 != ca;
@@ -435,18 +440,19 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
               tag_if(std::isinf(w), "nvfp4_f16_overflow");
               tag_if(w != 0.0f && std::fabs(w) < 0x1p-14f, "nvfp4_f16_subnormal");
               // An infinite F16 value makes the block amax inf: scale 448 (E4M3 of FLT_MAX), the element's code +-6.
-              if (std::isinf(w) && (sf2 != 0x7E || (c2 & 7u) != 7u)) RC_FAIL("F16 overflow: block scale or code not 448 / 6");
+              if (f16_formula && std::isinf(w) && (sf2 != 0x7E || (c2 & 7u) != 7u)) RC_FAIL("F16 overflow: block scale or code not 448 / 6");
             }
             if (!bytes_ok || bl.changed != pchange || bl.values_equal != pequal) {
               std::ostringstream os;
               os << r.name() << " profile " << prof << ", dequantized f16, block [" << key.first << ", " << key.second
                  << "] outside F16's normal range: scale 0x" << std::hex << e << " -> 0x" << int(bl.scale_b) << ", predicted 0x"
-                 << int(sf2) << std::dec << (bytes_ok ? "" : ", codes or scale not as predicted by §1.4 on the F16 values")
+                 << int(sf2) << std::dec << (bytes_ok ? "" : ", codes or scale not as predicted by the profile's block rule on the F16 values")
                  << (bl.changed != pchange ? ", change mispredicted" : "") << (bl.values_equal != pequal ? ", values mispredicted" : "")
                  << bl.first_diff;
               RC_FAIL(os.str());
             }
             tag(!pchange ? "fixed_point" : pequal ? "changed_equivalent" : "changed_lossy");
+            tag_if(!f16_formula, !pchange ? "nvfp4_f16_peer_fixed" : pequal ? "nvfp4_f16_peer_equivalent" : "nvfp4_f16_peer_lossy");
             continue;
           }
           if (prof == "torchao") {
@@ -512,7 +518,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
               } else if (prof == "ml_dtypes_cast") {
                 v = (bl.ymax / 6.0f) / (A / 2688.0f);  // (bamax / 6) / S, float32
               } else {
-                const float Aq = row_scaled ? row_a2[static_cast<size_t>(key.first)] : Ap;  // the re-quantization's amax
+                const float Aq = amax_back(static_cast<size_t>(key.first));  // the re-quantization's amax
                 v = bl.ymax * (ref::nvfp4_global_encode_scale(Aq, 448, r.profile) * (1.0f / 6.0f));  // bamax * (S_enc * RN(1/6))
               }
               want_change = !(v > 0x1p-10f);
@@ -538,29 +544,39 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
           want_equal = false;
           tag("sr_code_moves");
         }
-        bool values_claimed = true;
-        if (row_scaled) {
+        bool fixed_values_equal = true;  // a fixed point's decoded values stay (row-scaled: unless D moved, below)
+        if (row_scaled || literal) {
           // Codes and block scales follow the te rule under S_enc' (S_enc' / S_enc = 1 +- a few 2^-24 moves no E4M3 or E2M1
-          // rounding off its grid point). The decoded value is c * D with D = (sf * amax) * RN(1/2688) (§1.14): the
-          // values stay where D(A'_i) == D(A_i); elsewhere (a nonzero code, sf != 0) they are not claimed (c * D and
-          // c * D' may still round together for c in {1.5, 3, 6}).
+          // rounding off its grid point). The decoded value is c * D with D = (sf * amax) * RN(1/2688) (§1.14), D from
+          // A_i before and A'_i after: where D moved, a block whose bytes stay keeps its values iff RN(c * D) ==
+          // RN(c * D') for each of its codes c (c * D and c * D' round together for some c in {1.5, 3, 6}), evaluated per
+          // element.
           const size_t ri = static_cast<size_t>(key.first);
           const float sfv = decode_e4m3(static_cast<uint8_t>(e));
-          const float d1 = (sfv * q.plane(p).amax[ri]) * (1.0f / 2688.0f), d2 = (sfv * row_a2[ri]) * (1.0f / 2688.0f);
-          if (d1 != d2 && c > 0.0f && !want_change) {
-            values_claimed = false;
+          const float d1 = (sfv * amax_q(ri)) * (1.0f / 2688.0f), d2 = (sfv * amax_back(ri)) * (1.0f / 2688.0f);
+          if (d1 != d2 && c > 0.0f && (!want_change || want_equal)) {
+            // (A changed block whose codes keep their values, te_pyref's -0 -> +0, keeps them under D' likewise.)
+            bool stay = true;
+            for (const auto& el : bl.f16_elems) {
+              const float cv = decode_e2m1(std::get<1>(el));
+              stay = stay && cv * d1 == cv * d2;
+            }
+            (want_change ? want_equal : fixed_values_equal) = stay;
             tag("row_scaled_dequant_factor_moves");
+            tag(stay ? "row_scaled_d_moves_values_stay" : "row_scaled_d_moves_values_change");
           }
         }
-        tag(!want_change ? "fixed_point" : want_equal ? "changed_equivalent" : "changed_lossy");
-        if (bl.changed != want_change || (charted && want_change && bl.values_equal != want_equal) ||
-            (!want_change && values_claimed && !bl.values_equal)) {
+        tag(!want_change ? (fixed_values_equal ? "fixed_point" : "bytes_fixed_values_change")
+                         : want_equal ? "changed_equivalent" : "changed_lossy");
+        if (bl.changed != want_change || (want_change && bl.values_equal != want_equal) ||
+            (!want_change && bl.values_equal != fixed_values_equal)) {
           std::ostringstream os;
           os << r.name() << " profile " << prof << ", dequantized " << dtype_text(dt) << ", " << (col ? "columnwise" : "rowwise")
              << " block [" << key.first << ", " << key.second << "]: scale byte 0x" << std::hex << e << std::dec << ", largest code "
              << c << ", largest decoded " << std::hexfloat << bl.ymax << std::defaultfloat << ": predicted "
-             << (want_change ? (want_equal ? "bytes change, values equal" : "bytes and values change") : "a fixed point") << ", got "
-             << (bl.changed ? "bytes changed" : "bytes equal") << (bl.values_equal ? ", values equal" : ", values changed") << bl.first_diff;
+             << (want_change ? (want_equal ? "bytes change, values equal" : "bytes and values change")
+                             : fixed_values_equal ? "a fixed point" : "bytes equal, values change (the row's dequantization factor moved)")
+             << ", got " << (bl.changed ? "bytes changed" : "bytes equal") << (bl.values_equal ? ", values equal" : ", values changed") << bl.first_diff;
           RC_FAIL(os.str());
         }
       }
@@ -570,7 +586,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
         any_lossy = any_lossy || !kv.second.values_equal;
         any_change = any_change || kv.second.changed;
       }
-      if (any_change && !any_lossy && uncharted == 0) {
+      if (any_change && !any_lossy) {
         const conformance::Equivalence eq = conformance::compare_values(q, back, {p});
         if (!eq.equal) RC_FAIL("compare_values says not equivalent where every block's values are equal: " + eq.message);
         if (eq.message.find("bytes differ, decoded values equal") == std::string::npos) RC_FAIL("EQUIVALENT message: " + eq.message);

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "harness.hpp"
+#include "roundtrip_peer_rules.hpp"
 #include "roundtrip_util.hpp"
 #include "qtc/codec.hpp"
 #include "qtc/profile.hpp"
@@ -70,13 +71,16 @@ Fp8Elem fp8_elem(const QuantizedTensor& q, PlaneKind p, int64_t a, int64_t b, in
 //    w / s != c, unless w rounded up past max * s, which saturates back to max (FP8 tensor and ocp_floor: a code +-max
 //    whose v F16 rounds up, e.g. 448 * 2^-33 -> 2^-24: a fixed point, tagged "f16_underflow_saturates_back"). The
 //    block changes iff s' != s or a code moves; under s' = s the values stay iff nothing moved (the decoded value is
-//    w); under s' != s values are not claimed.
+//    w); under s' != s, and in the two cases below, the values (and the bytes again) are te's rule on the dtype's values
+//    per element (roundtrip_peer_rules.hpp fp8_te_requant: MXFP8 by its order's steps, FP8 block §3 with F16's max as
+//    an Inf amax's stand-in, FP8 tensor §4 under the carried amax), checked both ways (tagged "rule_f16_underflow",
+//    "rule_f16_overflow", "rule_fp8_tensor_f16_subnormal", each _fixed / _equivalent / _lossy).
 //  * |v| >= 65520 (F16 inf): MXFP8 / FP8 block: the block amax is inf, which gives another scale (te: FP8 block scale
-//    1 where q's is <= 448 / 65520; MXFP8 the inf's E8M0): bytes change (values not claimed). FP8 tensor: inf * scale
+//    1 where q's is <= 448 / 65520; MXFP8 the inf's E8M0): bytes change (values by the rule). FP8 tensor: inf * scale
 //    saturates to the largest code: the element changes iff its code is not +-max.
 //  * FP8 tensor with a non-power-of-two scale: v = RN32(c * scale_inv); a normal F16 (and BF16) w is within a relative
 //    2^-11 (2^-9) of v, far inside FP8's half step (>= 2^-4.9 relative): a fixed point. F16 subnormal (or zero) w of a
-//    nonzero v: not characterized (counted, tagged "fp8_tensor_f16_subnormal").
+//    nonzero v: by the rule (tagged "fp8_tensor_f16_subnormal").
 // FP8 block with F32 scales (pow2 off, TE's default), dequantized to F32: s = RN(max / amax), si = RN(1 / s) stored,
 // codes RN8(x * s), so the largest |code| of a nonzero block is m = max (amax * RN(max / amax) rounds onto max or
 // saturates there). Decoded y = RN(c * si); the round trip re-derives from RN(m * si): si' = RN(1 / RN(max / RN(m * si))),
@@ -93,8 +97,10 @@ Fp8Elem fp8_elem(const QuantizedTensor& q, PlaneKind p, int64_t a, int64_t b, in
 // compressed_tensors, vllm, deepgemm, vllm_triton, sglang_triton; F32 input) store d = amax / max (or amax * RN(1 / max),
 // rule fp8.form) and decode c * d: the same argument with d' = RN(RN(m * d) / max) (resp. RN(m * d) * RN(1 / max)), and
 // compressed_tensors' zero point turns a code 0x80 into 0x00 (values equal); a block whose largest code is below max sits
-// at the profile's amax floor (its decoded max re-derives the floor: a fixed point); modelopt's zero block (scale 0, data 0 / 0 =
-// NaN) is not characterized (counted, tagged).
+// at the profile's amax floor (its decoded max re-derives the floor: a fixed point). A peer's NaN block (modelopt's zero
+// block: scale 0, data 0 / 0; deepgemm's with eps 0: 0 * Inf) decodes to NaNs; its round trip has the NaN block amax
+// of torch.maximum over the [blocks] tensor (0xFFFFFFFF in the op's vector lanes, block index < blocks / 16 * 16, where
+// the profile reduces so; else 0x7FC00000) as its scale and codes 0x7F | sign(w) (tagged "fp8_block_peer_nan_block").
 TEST(AlgebraProperty, Fp8RoundTripBytesChangeExactlyWherePredicted) {
   check_property({"mxfp8", "fp8_block", "fp8_tensor", "f32", "bf16", "f16", "fixed_point", "changed_equivalent",
                   "changed_f16_underflow", "changed_f16_overflow", "half_range_block"},
@@ -163,7 +169,6 @@ TEST(AlgebraProperty, Fp8RoundTripBytesChangeExactlyWherePredicted) {
           if (kind == 1) key = {r.is_2d() ? a / 128 : a, b / bc};
           blocks[key].push_back({a, b});
         }
-      int64_t uncharted = 0;
       for (const auto& [key, elems] : blocks) {
         double m = 0.0;
         bool nan_code = false, neg_zero = false, inexact = false, overflow = false, subnormal16 = false, changed = false, values_equal = true, at_max = true;
@@ -171,7 +176,7 @@ TEST(AlgebraProperty, Fp8RoundTripBytesChangeExactlyWherePredicted) {
         double s = 1.0, wmax = 0.0;
         std::vector<std::pair<double, double>> wc;  // (|w|, |c|): the dtype's value and q's code
         std::vector<std::tuple<float, uint8_t, uint8_t>> wcodes;  // (w, q's code, back's code)
-        uint32_t scale_b = 0;  // back's scale bits
+        uint32_t scale_b = 0, scale_a = 0;  // back's and q's scale bits
         for (const auto& [a, b] : elems) {
           const Fp8Elem ea = fp8_elem(q, p, a, b, C), eb = fp8_elem(back, p, a, b, C);
           s = ea.scale;
@@ -186,6 +191,7 @@ TEST(AlgebraProperty, Fp8RoundTripBytesChangeExactlyWherePredicted) {
           wc.push_back({std::fabs(static_cast<double>(vd)), c});
           wcodes.emplace_back(vd, ea.code, eb.code);
           scale_b = eb.scale_bits;
+          scale_a = ea.scale_bits;
           wmax = std::max(wmax, std::fabs(static_cast<double>(vd)));
           if (!std::isfinite(vd)) overflow = true;
           else if (pow2 && vd != v32) inexact = true;
@@ -200,17 +206,43 @@ TEST(AlgebraProperty, Fp8RoundTripBytesChangeExactlyWherePredicted) {
             first = d.str();
           }
         }
-        bool want_change = false, want_equal = true, claim_values = true;
-        if (overflow) {
+        bool want_change = false, want_equal = true, claim_values = true, rule_only = false;
+        if (kind == 1 && !pow2 && nan_code && prof != "te") {
+          // A peer's NaN block: a zero block whose scale is 0 (modelopt's rule fp8.zero_scale keep; deepgemm with eps 0)
+          // holds the codes of 0 / 0 or 0 * Inf (x86's negative NaN) and decodes to NaNs. Its round trip, for a profile
+          // whose amax propagates NaN and whose arithmetic is PyTorch's (rule fp8.nan): the block amax is NaN, which
+          // torch.maximum over the [blocks] tensor makes the all-ones NaN in the op's vector lanes (block index <
+          // blocks / 16 * 16) and 0x7FC00000 in its tail where the profile reduces so (fp8_block_amax_nan_lanes), else
+          // 0x7FC00000; the stored scale amax / 448 keeps it; each code is w / scale or w * (1 / scale) = w's own NaN
+          // (x86 returns the first NaN operand), cast with its sign: 0x7F | sign(w). Values: NaN both times.
+          const ProfileRules& prr = profile_rules(r.profile);
+          if (!prr.nan_amax || !prr.fp8_torch_nan || prr.fp8_clamp_nan != Fp8ClampNaN::kNaN || prr.fp8_form == Fp8Form::kCast)
+            RC_FAIL(r.name() + ": a NaN block under profile " + prof + ", whose round trip is not derived (NaN-ignoring amax or clamp)");
+          tag("fp8_block_peer_nan_block");
+          const int64_t nb = (C + 127) / 128, kbs = (K + 127) / 128;
+          const bool t2 = r.is_2d();
+          const int64_t idx = t2 && col ? key.second * kbs + key.first : key.first * nb + key.second;
+          const int64_t nblocks = t2 ? ((M + 127) / 128) * kbs : R * nb;
+          const uint32_t want_s = prr.fp8_block_amax_nan_lanes && idx < nblocks / 16 * 16 ? 0xFFFFFFFFu : 0x7FC00000u;
+          bool bytes_ok = scale_b == want_s;
+          tag_if(want_s == 0xFFFFFFFFu, "fp8_block_peer_nan_block_lane");
+          want_change = scale_a != want_s;
+          for (const auto& [w, ca, cb] : wcodes) {
+            const uint8_t c2 = static_cast<uint8_t>(0x7Fu | ((f32_bits(w) >> 24) & 0x80u));
+            bytes_ok = bytes_ok && w != w && c2 == cb;
+            want_change = want_change || c2 != ca;
+          }
+          want_equal = false;
+          if (!bytes_ok)
+            RC_FAIL(r.name() + ": " + prof + " NaN block: predicted scale bits " + std::to_string(want_s) + " and codes 0x7F | sign(w), got scale bits " +
+                    std::to_string(scale_b) + first);
+        } else if (overflow) {
           tag("changed_f16_overflow");
           want_change = kind == 2 ? !at_max : true;
           claim_values = false;
         } else if (kind == 2 && !pow2) {
-          if (subnormal16) {
-            ++uncharted;
-            tag("fp8_tensor_f16_subnormal");
-            continue;
-          }
+          // An F16 subnormal (or zero) w of a nonzero v: off by more than a relative 2^-11: by te's rule (below).
+          rule_only = tag_if(subnormal16, "fp8_tensor_f16_subnormal");
           want_change = false;
         } else if (inexact) {
           // The re-derived scale s' from the block's F16 maximum, per the rule; under s' = s every code becomes
@@ -238,11 +270,6 @@ TEST(AlgebraProperty, Fp8RoundTripBytesChangeExactlyWherePredicted) {
           const bool half = m > 0.0 && m <= maxv / 2;
           tag_if(half, "half_range_block");
           want_change = md["scale_rule"] == "rceil" && half && s > 0x1p-127;
-        } else if (kind == 1 && !pow2 && nan_code) {
-          // modelopt's zero block: scale 0, data 0 / 0 = NaN (rule fp8.zero_scale); not characterized here.
-          ++uncharted;
-          tag("fp8_block_peer_nan_block");
-          continue;
         } else if (kind == 1 && !pow2) {
           // F32 scales (TE's default): codes come back (RN(c * si) * s' is c within a few 2^-24, far inside E4M3's and
           // E5M2's half steps); the scale is re-derived from the decoded block max RN(m * si): si' = RN(1 / RN(max /
@@ -291,6 +318,30 @@ TEST(AlgebraProperty, Fp8RoundTripBytesChangeExactlyWherePredicted) {
           const bool half = m > 0.0 && m <= maxv / 2;
           tag_if(half, "half_range_block");
           want_change = half;
+        }
+        if ((overflow || inexact || rule_only) && prof == "te") {
+          // Where the closed forms above leave the values open (F16 overflow; F16 underflow under a re-derived scale) or
+          // say nothing (FP8 tensor F16 subnormals): te's rule on the dtype's values (roundtrip_peer_rules.hpp), per
+          // element, bytes and values both ways; the closed form's byte claim stays checked below.
+          const Fp8BlockRequant pr = fp8_te_requant(r, dt, A, wcodes);
+          bool pchange = pr.scale_bits != scale_a, pequal = true, bytes_ok = pr.scale_bits == scale_b;
+          for (size_t n = 0; n < wcodes.size(); ++n) {
+            const uint8_t c2 = pr.codes[n], ca = std::get<1>(wcodes[n]), cb = std::get<2>(wcodes[n]);
+            pchange = pchange || c2 != ca;
+            bytes_ok = bytes_ok && c2 == cb;
+            pequal = pequal && static_cast<float>(decode_fp8(c2, e5) * pr.scale) == static_cast<float>(decode_fp8(ca, e5) * s);
+          }
+          if (!pchange) pequal = true;
+          if (!bytes_ok || pchange != changed || pequal != values_equal)
+            RC_FAIL(r.name() + ", dequantized " + dtype_text(dt) + ", a block " + (overflow ? "past F16's range" : rule_only ? "holding F16 subnormals" : "F16 does not hold") +
+                    ": te's rule on the dtype's values predicts " + (pchange ? "bytes change" : "a fixed point") + (pequal ? ", values equal" : ", values change") +
+                    ", got " + (changed ? "bytes changed" : "bytes equal") + (values_equal ? ", values equal" : ", values changed") +
+                    (bytes_ok ? "" : " (scale or codes not te's on the dtype's values)") + first);
+          if (rule_only) want_change = pchange;
+          want_equal = pequal;
+          claim_values = true;
+          const std::string cls = overflow ? "rule_f16_overflow" : rule_only ? "rule_fp8_tensor_f16_subnormal" : "rule_f16_underflow";
+          tag(cls + (!pchange ? "_fixed" : pequal ? "_equivalent" : "_lossy"));
         }
         if (!want_change) want_equal = true;
         tag(!want_change ? "fixed_point" : !claim_values ? "changed_values_unclaimed" : want_equal ? "changed_equivalent" : "changed_lossy");
