@@ -51,7 +51,12 @@ CASES = [("nvfp4", {}), ("mxfp8", {}), ("fp8_block", {"tile": "128x128"}), ("fp8
 
 
 def host(t):
-    return t.detach().to("cpu").numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
+    """A tensor's bytes as a host array (NumPy has no bfloat16: such a tensor comes back as its int16 bit patterns;
+    the tests compare bytes)."""
+    if not isinstance(t, torch.Tensor):
+        return np.asarray(t)
+    t = t.detach().to("cpu")
+    return (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy()
 
 
 @pytest.mark.parametrize("layout", ["compact", "te", "swizzled_128x4"])

@@ -71,12 +71,15 @@ Outputs outputs_of(const qtc::QuantizedTensor& q, qtc::Layout layout, std::vecto
   };
   if (q.rowwise) {
     o.rowwise_data = hold("rowwise_data", q.rowwise->data);
-    if (!q.rowwise->scale.bytes.empty()) o.rowwise_scale_inv = hold("rowwise_scale_inv", q.rowwise->scale.bytes);
+    // FP8 per tensor: the plane's scale is the tensor's one scale_inv (below), not a rowwise_scale_inv.
+    if (!q.rowwise->scale.bytes.empty() && q.recipe.fp8_tensor_or_null() == nullptr)
+      o.rowwise_scale_inv = hold("rowwise_scale_inv", q.rowwise->scale.bytes);
     if (q.recipe.nvfp4_or_null() != nullptr) o.amax_rowwise = hold("amax_rowwise", f32(q.rowwise->amax));
   }
   if (q.columnwise) {
     o.columnwise_data = hold("columnwise_data", q.columnwise->data);
-    if (!q.columnwise->scale.bytes.empty()) o.columnwise_scale_inv = hold("columnwise_scale_inv", q.columnwise->scale.bytes);
+    if (!q.columnwise->scale.bytes.empty() && q.recipe.fp8_tensor_or_null() == nullptr)
+      o.columnwise_scale_inv = hold("columnwise_scale_inv", q.columnwise->scale.bytes);
     if (q.recipe.nvfp4_or_null() != nullptr) o.amax_columnwise = hold("amax_columnwise", f32(q.columnwise->amax));
   }
   if (q.recipe.fp8_tensor_or_null() != nullptr) o.scale_inv = hold("scale_inv", f32({q.scale_inv}));
