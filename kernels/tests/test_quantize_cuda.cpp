@@ -185,7 +185,13 @@ struct Case {
   Shape shape;
   Input input;
   cuda::Nvfp4Kernel kernel = cuda::Nvfp4Kernel::kAuto;  ///< NVFP4: every case runs with kAuto and with kGeneric
+  cuda::CastKernel cast = cuda::CastKernel::kAuto;      ///< MXFP8 / FP8: every case runs with kAuto and with kPipelined
 };
+
+/// The kinds whose cast kernels have a pipelined variant (LaunchOptions::cast_kernel).
+bool has_cast_variant(const Recipe& r) {
+  return r.kind() == RecipeKind::kMXFP8 || r.kind() == RecipeKind::kFP8Block || r.kind() == RecipeKind::kFP8Tensor;
+}
 
 bool is_small(const Shape& s) { return s.M * s.K <= 304 * 304; }
 
@@ -218,6 +224,7 @@ std::vector<Case> all_cases() {
         for (Input k : qtc::testing::kAllFamilies) {
           out.push_back({ri, t, s, k});
           if (r.kind() == RecipeKind::kNVFP4) out.push_back({ri, t, s, k, cuda::Nvfp4Kernel::kGeneric});
+          if (has_cast_variant(r)) out.push_back({ri, t, s, k, cuda::Nvfp4Kernel::kAuto, cuda::CastKernel::kPipelined});
         }
       }
       if (small_only) continue;
@@ -227,6 +234,7 @@ std::vector<Case> all_cases() {
         if (!legal(r, t, s.M, s.K)) continue;
         out.push_back({ri, t, s, Input::kNormal});
         if (r.kind() == RecipeKind::kNVFP4) out.push_back({ri, t, s, Input::kNormal, cuda::Nvfp4Kernel::kGeneric});
+        if (has_cast_variant(r)) out.push_back({ri, t, s, Input::kNormal, cuda::Nvfp4Kernel::kAuto, cuda::CastKernel::kPipelined});
       }
     }
   }
@@ -242,7 +250,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   std::ostringstream os;
   os << recipe_table()[c.recipe].label << dtype_name(c.dtype) << c.shape.M << "x" << c.shape.K << input_name(c.input)
-     << (c.kernel == cuda::Nvfp4Kernel::kGeneric ? "GenericKernel" : "");
+     << (c.kernel == cuda::Nvfp4Kernel::kGeneric ? "GenericKernel" : "") << (c.cast == cuda::CastKernel::kPipelined ? "Pipelined" : "");
   std::string s = os.str();
   std::string out;
   for (char ch : s)
@@ -253,7 +261,8 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 /// GoogleTest prints a case by its readable name, not its bytes.
 void PrintTo(const Case& c, std::ostream* os) {
   *os << recipe_table()[c.recipe].label << " " << dtype_name(c.dtype) << " [" << c.shape.M << ", " << c.shape.K << "] "
-      << input_name(c.input) << (c.kernel == cuda::Nvfp4Kernel::kGeneric ? " (generic NVFP4 kernel)" : "");
+      << input_name(c.input) << (c.kernel == cuda::Nvfp4Kernel::kGeneric ? " (generic NVFP4 kernel)" : "")
+      << (c.cast == cuda::CastKernel::kPipelined ? " (pipelined cast kernel)" : "");
 }
 
 /// A device result (already on the host) against the reference, every output (planes, scales in their layout,
@@ -293,9 +302,10 @@ TEST_P(Conformance, BitExactAgainstReference) {
   const std::string ctx = "recipe " + rc.r.name() + " (" + rc.label + "), input " + std::string(dtype_name(c.dtype)) + " [" +
                           std::to_string(c.shape.M) + ", " + std::to_string(c.shape.K) + "] " + input_name(c.input) +
                           ", seed " + hex(test_seed(), 16) + " (QTC_SEED; case seed " + hex(seed, 16) + ")" +
-                          (c.kernel == cuda::Nvfp4Kernel::kGeneric ? ", generic NVFP4 kernel" : "");
+                          (c.kernel == cuda::Nvfp4Kernel::kGeneric ? ", generic NVFP4 kernel" : "") +
+                          (c.cast == cuda::CastKernel::kPipelined ? ", pipelined cast kernel" : "");
   SCOPED_TRACE(ctx);
-  const cuda::LaunchOptions launch{.nvfp4_kernel = c.kernel};
+  const cuda::LaunchOptions launch{.nvfp4_kernel = c.kernel, .cast_kernel = c.cast};
   const QuantizedTensor want = ref::quantize(x.view(), rc.r);
   GpuInput in(x);
   cuda::DeviceQuantized dq = cuda::quantize(in.view, rc.r, in.s, ScaleLayout::kCompact, launch);
@@ -358,12 +368,17 @@ TEST(QuantizeWithAmax, EqualsReference) {
       const bool ok = (r.kind() == RecipeKind::kNVFP4 && !r.nvfp4_row_scaled()) || r.kind() == RecipeKind::kFP8Tensor;
       if (!ok || !cuda::unsupported_reason(r, t, 128, 96).empty()) continue;
       for (float a : {true_amax, true_amax * 0.5f, 0.0f, INFINITY})
-        for (cuda::Nvfp4Kernel k : {cuda::Nvfp4Kernel::kAuto, cuda::Nvfp4Kernel::kGeneric}) {
-          SCOPED_TRACE(rc.label + " amax " + std::to_string(a) + (k == cuda::Nvfp4Kernel::kGeneric ? " (generic NVFP4 kernel)" : ""));
+        for (int path = 0; path < 2; ++path) {  // NVFP4: the auto and the generic kernel; FP8 tensor: auto and pipelined
+          const bool nv = r.kind() == RecipeKind::kNVFP4;
+          const cuda::LaunchOptions launch = path == 0 ? cuda::LaunchOptions{}
+                                             : nv      ? cuda::LaunchOptions{.nvfp4_kernel = cuda::Nvfp4Kernel::kGeneric}
+                                                       : cuda::LaunchOptions{.cast_kernel = cuda::CastKernel::kPipelined};
+          SCOPED_TRACE(rc.label + " amax " + std::to_string(a) +
+                       (path == 0 ? "" : nv ? " (generic NVFP4 kernel)" : " (pipelined cast kernel)"));
           const QuantizedTensor want = ref::quantize_with_amax(x.view(), r, a, a * 0.75f);
           GpuInput in(x);
           cuda::DeviceQuantized dq = cuda::allocate_quantized(r, t, 128, 96, ScaleLayout::kCompact, in.s);
-          cuda::quantize_with_amax_into(in.view, dq, a, a * 0.75f, in.s, {.nvfp4_kernel = k});
+          cuda::quantize_with_amax_into(in.view, dq, a, a * 0.75f, in.s, launch);
           EXPECT_TRUE(outputs_match(want, cuda::to_host(dq, in.s), &x));
         }
     }
@@ -465,6 +480,15 @@ TEST(Determinism, EveryKernelSameBytesAcrossLaunchesStreamsGridsAndPaths) {
           const GridCap g(5);
           check(cuda::to_host(quantize_poisoned(in.view, rc.r, in.s, 0xB4, {.nvfp4_stages = 3, .nvfp4_strip = 3}), in.s),
                 "strips of 3 tiles, three stages, 5 CTAs (LaunchOptions::nvfp4_strip = 3, nvfp4_stages = 3)");
+        }
+      }
+      if (has_cast_variant(rc.r)) {
+        const cuda::LaunchOptions pipe{.cast_kernel = cuda::CastKernel::kPipelined};
+        check(cuda::to_host(quantize_poisoned(in.view, rc.r, in.s, 0x69, pipe), in.s), "pipelined cast kernel (LaunchOptions::cast_kernel)");
+        for (int64_t cap : {1, 3}) {
+          const GridCap g(cap);
+          check(cuda::to_host(quantize_poisoned(in.view, rc.r, in.s, 0x96, pipe), in.s),
+                "pipelined cast kernel on " + std::to_string(cap) + " CTAs");
         }
       }
       ++compared;

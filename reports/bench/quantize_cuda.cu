@@ -190,7 +190,8 @@ std::string te_peer_row(benchmark::State& state, const Recipe& r, DType t, void*
 }
 
 /// The NVFP4 kernel knobs for A/B timing, the benchmark's own environment variables (the library reads none):
-/// QTC_NVFP4_KERNEL=generic|fast|auto, QTC_NVFP4_STAGES=2|3, QTC_NVFP4_STRIP=1..64 (cuda::LaunchOptions).
+/// QTC_NVFP4_KERNEL=generic|fast|auto, QTC_NVFP4_STAGES=2|3, QTC_NVFP4_STRIP=1..64, and for MXFP8 / FP8 block /
+/// FP8 tensor QTC_CAST_KERNEL=register|pipelined|auto (cuda::LaunchOptions).
 cuda::LaunchOptions launch_options_from_env() {
   cuda::LaunchOptions o;
   if (const char* k = std::getenv("QTC_NVFP4_KERNEL")) {
@@ -199,6 +200,10 @@ cuda::LaunchOptions launch_options_from_env() {
   }
   if (const char* v = std::getenv("QTC_NVFP4_STAGES")) o.nvfp4_stages = std::atoi(v);
   if (const char* v = std::getenv("QTC_NVFP4_STRIP")) o.nvfp4_strip = std::atoi(v);
+  if (const char* k = std::getenv("QTC_CAST_KERNEL")) {
+    const std::string v(k);
+    o.cast_kernel = v == "pipelined" ? cuda::CastKernel::kPipelined : v == "register" ? cuda::CastKernel::kRegister : cuda::CastKernel::kAuto;
+  }
   return o;
 }
 

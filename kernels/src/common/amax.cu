@@ -2,6 +2,7 @@
 /// \brief Device amax passes (TE_FORMATS.md §0.5): global max|x|, per row, per column, and the global amax of
 ///        the bf16 RHT of x^T (§1.9). NaN is ignored (fmaxf) unless the profile propagates it; blocks combine
 ///        through atomicMax on the float bits (amax >= 0). Outputs are zeroed first, on the stream.
+#include "cast_common.cuh"
 #include "device_util.cuh"
 #include "launch.hpp"
 #include "qtc/cuda/check.hpp"
@@ -55,6 +56,46 @@ __global__ void __launch_bounds__(kThreads) global_amax_kernel(const In* __restr
   if (threadIdx.x < 32) {
     m = threadIdx.x < kThreads / 32 ? red[threadIdx.x] : 0.0f;
     m = warp_max(m, propagate);
+    if (threadIdx.x == 0) atomic_max_nonneg(out, m);
+  }
+}
+
+/// Global amax of a BF16/F16 tensor with n % 8 == 0 and 16-byte alignment, for the pipelined casts
+/// (AmaxParams::packed_reverse): |x| by clearing the sign bits, max on the packed words (max.{bf16x2,f16x2}: exact,
+/// as both types convert to float exactly; NaN ignored from a 0 start, or propagated with .NaN), one float fold per
+/// thread at the end (about 1 instruction per element against ~3). The vectors are visited from the last to the
+/// first, so that the tensor's first rows are the most recently read when the cast starts on them: those still
+/// in L2 are not read from DRAM again. The maximum does not depend on the order.
+template <typename In, bool kNan>
+__global__ void __launch_bounds__(kThreads) global_amax_packed_kernel(const In* __restrict__ x, int64_t n, float* __restrict__ out) {
+  using P = Packed16<In>;
+  const int64_t nv = n / 8, stride = static_cast<int64_t>(gridDim.x) * kThreads;
+  const uint4* last = reinterpret_cast<const uint4*>(x) + (nv - 1);  // vector j is last[-j]
+  uint32_t acc[4] = {0u, 0u, 0u, 0u};
+  auto take = [&](const uint4& b) {
+    acc[0] = P::max2(acc[0], b.x & kAbs2, kNan);
+    acc[1] = P::max2(acc[1], b.y & kAbs2, kNan);
+    acc[2] = P::max2(acc[2], b.z & kAbs2, kNan);
+    acc[3] = P::max2(acc[3], b.w & kAbs2, kNan);
+  };
+  int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  for (; i + 3 * stride < nv; i += 4 * stride) {
+    uint4 b[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) b[u] = __ldg(last - (i + u * stride));
+#pragma unroll
+    for (int u = 0; u < 4; ++u) take(b[u]);
+  }
+  for (; i < nv; i += stride) take(__ldg(last - i));
+  const uint32_t a = P::max2(P::max2(acc[0], acc[1], kNan), P::max2(acc[2], acc[3], kNan), kNan);
+  float m = max_p(P::lo(a), P::hi(a), kNan);
+  m = warp_max(m, kNan);
+  __shared__ float red[kThreads / 32];
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    m = threadIdx.x < kThreads / 32 ? red[threadIdx.x] : 0.0f;
+    m = warp_max(m, kNan);
     if (threadIdx.x == 0) atomic_max_nonneg(out, m);
   }
 }
@@ -141,6 +182,14 @@ void run(const detail::AmaxParams& p, cudaStream_t s) {
     int64_t slots = static_cast<int64_t>(sms) * 8;
     if (const int64_t cap = detail::grid_stride_cap(); cap > 0) slots = std::min(slots, cap);
     const int grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(want, slots)));
+    if constexpr (sizeof(In) == 2) {
+      if (p.packed_reverse && vec_ok) {
+        auto kernel = p.nan_amax ? global_amax_packed_kernel<In, true> : global_amax_packed_kernel<In, false>;
+        kernel<<<grid, kThreads, 0, s>>>(static_cast<const In*>(p.x), n, p.global);
+        QTC_CUDA_CHECK_LAUNCH();
+        return;
+      }
+    }
     global_amax_kernel<In><<<grid, kThreads, 0, s>>>(static_cast<const In*>(p.x), n, vec_ok, p.nan_amax, p.global);
     QTC_CUDA_CHECK_LAUNCH();
     return;

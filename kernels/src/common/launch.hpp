@@ -87,6 +87,9 @@ struct AmaxParams {
   float* per_col = nullptr;     ///< [K] max over each column
   float* rht_global = nullptr;  ///< max |bf16 RHT(x^T)| (bf16 input only)
   uint16_t rht_sign_mask = 0;
+  /// Global amax only, BF16/F16 aligned input: the packed pass that visits x from its end (amax.cu; the pipelined
+  /// casts' choice, LaunchOptions::cast_kernel); same value.
+  bool packed_reverse = false;
 };
 void launch_amax(const AmaxParams& p, cudaStream_t s);
 /// Writes `n` copies of v to p on the stream (a kernel: graph-capturable, no host staging).
@@ -96,6 +99,9 @@ void launch_nvfp4(const QuantizeArgs& a, cudaStream_t s);       // nvfp4.cu
 void launch_mxfp8(const QuantizeArgs& a, cudaStream_t s);       // mxfp8.cu
 void launch_fp8_block(const QuantizeArgs& a, cudaStream_t s);   // fp8.cu
 void launch_fp8_tensor(const QuantizeArgs& a, cudaStream_t s);  // fp8.cu
+/// The pipelined FP8 block / tensor cast (fp8_pipe.cu) when a.launch.cast_kernel asks for it and it applies (BF16/F16,
+/// E4M3, a.vec_ok); false (nothing launched) otherwise.
+bool launch_fp8_pipelined(const QuantizeArgs& a, cudaStream_t s);
 void launch_mxfp4(const QuantizeArgs& a, cudaStream_t s);       // mxfp4.cu
 /// Test hook: the number of 8-value groups (2^32 of them: every float in each of the 8 slots) on which the fast
 /// kernel's packed E2M1 encoder (encode8) differs from the scalar one (nvfp4_fast.cu). Synchronous.

@@ -10,6 +10,7 @@
 #include "launch.hpp"
 #include "qtc/cuda/check.hpp"
 #include "tile.cuh"
+#include "fp8_common.cuh"
 
 namespace qtc::cuda {
 namespace {
@@ -19,31 +20,12 @@ using namespace dev;
 constexpr int kThreads = 256;
 
 using detail::QuantizeArgs;
-using detail::ScaleOut;
-
-/// TE compute_scale_from_amax (§3.2, numeric.hpp) with the call's options (FP8 block or tensor) and the profile's
-/// rules fp8.inf_amax_scale and fp8.scale_order. FP8 tensor: an infinite scale becomes FLT_MAX.
-__device__ __forceinline__ float fp8_scale(float amax, const QuantizeArgs& p) {
-  const bool block = !p.per_tensor;
-  return fp8_scale_from_amax(amax, fp8_max_of(p), block ? p.fp8_block.pow2_scales : p.fp8_tensor.pow2_scales,
-                             block ? p.fp8_block.eps : p.fp8_tensor.eps, block ? p.value_for_inf : kFltMax,
-                             p.rules.fp8_inf_amax_scale_zero, p.rules.fp8_scale_reciprocal);
-}
-
 
 // ------------------------------------------------------------------------------------------------------
 // FP8 block scaling: one 128x128 tile per CTA (66 KB of shared memory).
 
 constexpr int kBT = 128, kBLD = kBT + 1;
 
-
-/// One scale_inv: F32, or (ue8m0) its UE8M0 byte, the exponent field of the power of two (numeric.hpp e8m0_of_pow2).
-__device__ __forceinline__ void store_scale(const ScaleOut& s, int64_t r, int64_t c, float v, bool ue8m0) {
-  if (ue8m0)
-    s.p[scale_index(s, r, c)] = e8m0_of_pow2(v);
-  else
-    reinterpret_cast<float*>(s.p)[scale_index(s, r, c)] = v;
-}
 
 template <typename In>
 __global__ void __launch_bounds__(kThreads) fp8_block_kernel(QuantizeArgs p) {
@@ -140,17 +122,6 @@ __global__ void __launch_bounds__(kThreads) fp8_block_kernel(QuantizeArgs p) {
 // of x (128 B = 16 chunks of 8 B, chunk rg at position rg ^ 2 (k / 8 % 8), so that a half-warp's 8-byte stores
 // and a quarter-warp's 16-byte reads hit distinct banks), then stored 16 B per thread. Rows >= M and columns
 // >= K read as 0 (out-of-range positions count as 0) and are not stored.
-
-constexpr int kFT = 128;
-
-/// What one scale covers in the register-resident FP8 kernel.
-enum class Fp8Scaling : int32_t { kBlock1x128, kBlock128x128, kTensor };
-
-/// What one scale of the call covers.
-__host__ __device__ __forceinline__ Fp8Scaling fp8_scaling(const QuantizeArgs& p) {
-  if (p.per_tensor) return Fp8Scaling::kTensor;
-  return p.fp8_block.tile_2d ? Fp8Scaling::kBlock128x128 : Fp8Scaling::kBlock1x128;
-}
 
 // 4 CTAs per SM (64 registers, no spill): on the H200 FP8 block 1x128 takes 0.345 ms against 0.363 at 3 CTAs
 // (76 registers), 16384^2 BF16; ncu showed long-scoreboard stalls (loads in flight) leading at 36% occupancy.
@@ -334,7 +305,7 @@ bool launch_fast(const QuantizeArgs& p, cudaStream_t s) {
 template <typename In>
 void run_block(const QuantizeArgs& p, cudaStream_t s) {
   if (p.M == 0 || p.K == 0) return;
-  if (launch_fast<In>(p, s)) return;
+  if (detail::launch_fp8_pipelined(p, s) || launch_fast<In>(p, s)) return;
   constexpr size_t kSmem = sizeof(float) * kBT * kBLD;
   QTC_CUDA_CHECK(cudaFuncSetAttribute(fp8_block_kernel<In>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   const dim3 grid(static_cast<unsigned>((p.K + kBT - 1) / kBT), static_cast<unsigned>((p.M + kBT - 1) / kBT));
@@ -406,7 +377,7 @@ void run_tensor(const QuantizeArgs& p, cudaStream_t s) {
     QTC_CUDA_CHECK_LAUNCH();
     return;
   }
-  if (launch_fast<In>(p, s)) return;
+  if (detail::launch_fp8_pipelined(p, s) || launch_fast<In>(p, s)) return;
   launch_persistent(fp8_tensor_kernel<In>, ((p.K + kTT - 1) / kTT) * ((p.M + kTT - 1) / kTT), p, s);
 }
 

@@ -13,6 +13,7 @@ void quantize(const QuantizeArgs& a, DeviceQuantized& out, const float* host_ama
   } else {
     AmaxParams p = amax_over(a);
     p.global = a.amax_row;
+    p.packed_reverse = a.launch.cast_kernel == CastKernel::kPipelined;
     launch_amax(p, s);
   }
   if (a.rowwise && a.columnwise) copy_f32(a.amax_col, a.amax_row, s);

@@ -7,6 +7,7 @@
 ///        warp owns a 32x64 tile held in registers, both planes written with 8-byte stores.
 #include "dequantize.cuh"
 #include "cast_common.cuh"
+#include "cast_pipe.cuh"
 #include "device_util.cuh"
 #include "launch.hpp"
 #include "torchao_device.cuh"
@@ -242,10 +243,165 @@ __global__ void __launch_bounds__(kFastWarps * 32, 4) mxfp8_fast_kernel(Quantize
 }
 
 
+// ------------------------------------------------------------------------------------------------------
+// Pipelined kernel (LaunchOptions::cast_kernel = kPipelined; BF16/F16, E4M3, te's order, x 16-byte aligned with
+// K % 8 == 0): the fast kernel's warp tile, lane mapping and arithmetic (so the same bytes), with
+//  * persistent warps: warp w of the grid takes tiles w, w + W, w + 2W, ... (W = warps in the grid);
+//  * the loads as cp.async into the warp's own two shared-memory stages: while tile i is cast, tile i + 1 is in
+//    flight and tile i + 2 is requested as soon as tile i's words are in registers (8 KB per warp, 24 warps per
+//    SM: ~190 KB requested ahead per SM, where the fast kernel had only what its resident warps had not yet
+//    received); each lane reads back only its own slots (cast_pipe.cuh), so no barrier;
+//  * the FP8 type (E4M3) and the NaN rule as template parameters (the fast kernel issues both F2FP variants and
+//    both max variants under predicates), and the E4M3 NaN code by three integer instructions per four codes
+//    (cvt_e4m3x4) instead of a compare and a select per code.
+constexpr int kPipeWarps = 8, kPipeStages = 2, kPipeSlots = 8 * 32;  // uint4 slots per warp and stage (4 KB)
+constexpr size_t kPipeSmem = sizeof(uint4) * kPipeSlots * kPipeStages * kPipeWarps;  // 64 KB
+
+template <typename In, bool kNan>
+__global__ void __launch_bounds__(kPipeWarps * 32, 3) mxfp8_pipe_kernel(QuantizeArgs p) {
+  using P = Packed16<In>;
+  extern __shared__ uint4 slots[];
+  const int lane = threadIdx.x & 31, cl = lane & 7, rg = lane >> 3;
+  uint4* my = slots + (threadIdx.x >> 5) * (kPipeSlots * kPipeStages) + lane;  // slot (stage s, row i): my[s * 256 + 32 i]
+  const int64_t tiles_x = (p.K + 63) / 64, n_tiles = tiles_x * ((p.M + 31) / 32);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kPipeWarps;
+  const In* x = static_cast<const In*>(p.x);
+  // Requests tile `tile` into stage s (nothing past the last tile; the group is committed either way, so that
+  // wait_group counts the same on every path).
+  auto request = [&](int64_t tile, int s, uint32_t token) {
+    if (tile < n_tiles) {
+      const int64_t r0 = (tile / tiles_x) * 32, gc = (tile % tiles_x) * 64 + 8 * cl;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int64_t gr = r0 + rg + 4 * i;
+        const bool in = gc < p.K && gr < p.M;
+        cp_async16(my + s * kPipeSlots + 32 * i, in ? x + gr * p.K + gc : x, after(in ? 16u : 0u, token));
+      }
+    }
+    cp_async_commit();
+  };
+  int64_t wt = static_cast<int64_t>(blockIdx.x) * kPipeWarps + (threadIdx.x >> 5);
+  request(wt, 0, 0u);
+  request(wt + stride, 1, 0u);
+  for (int s = 0; wt < n_tiles; wt += stride, s ^= 1) {  // uniform over the warp
+    cp_async_wait<1>();  // this tile's group is complete (the next one may still be in flight)
+    uint4 v[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = my[s * kPipeSlots + 32 * i];
+    request(wt + 2 * stride, s, token_of(v));
+    const int64_t r0 = (wt / tiles_x) * 32, c0 = (wt % tiles_x) * 64;
+    const int64_t gc = c0 + 8 * cl;
+    const bool col_in = gc < p.K;
+    // Block amaxes on the packed words (as mxfp8_fast_kernel).
+    uint32_t cm[4], rm[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t a0 = v[i].x & kAbs2, a1 = v[i].y & kAbs2, a2 = v[i].z & kAbs2, a3 = v[i].w & kAbs2;
+      rm[i] = P::max2(P::max2(a0, a1, kNan), P::max2(a2, a3, kNan), kNan);
+      if (i == 0) {
+        cm[0] = a0; cm[1] = a1; cm[2] = a2; cm[3] = a3;
+      } else {
+        cm[0] = P::max2(cm[0], a0, kNan); cm[1] = P::max2(cm[1], a1, kNan);
+        cm[2] = P::max2(cm[2], a2, kNan); cm[3] = P::max2(cm[3], a3, kNan);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      cm[j] = P::max2(cm[j], __shfl_xor_sync(0xFFFFFFFFu, cm[j], 8), kNan);
+      cm[j] = P::max2(cm[j], __shfl_xor_sync(0xFFFFFFFFu, cm[j], 16), kNan);
+    }
+    uint32_t rp[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      rp[k] = fold_rows<In>(rm[2 * k], rm[2 * k + 1], kNan);
+      rp[k] = P::max2(rp[k], __shfl_xor_sync(0xFFFFFFFFu, rp[k], 1), kNan);
+      rp[k] = P::max2(rp[k], __shfl_xor_sync(0xFFFFFFFFu, rp[k], 2), kNan);
+    }
+    uint32_t e2d = 0;
+    if (p.mxfp8.tile_2d) {
+      uint32_t m = P::max2(P::max2(cm[0], cm[1], kNan), P::max2(cm[2], cm[3], kNan), kNan);
+      m = P::max2(m, __shfl_xor_sync(0xFFFFFFFFu, m, 1), kNan);
+      m = P::max2(m, __shfl_xor_sync(0xFFFFFFFFu, m, 2), kNan);
+      e2d = mx_scale(amax_finish(max_p(P::lo(m), P::hi(m), kNan), kNan), p);
+    }
+    auto sel4 = [](const uint32_t a[4], int k) { return k == 0 ? a[0] : (k == 1 ? a[1] : (k == 2 ? a[2] : a[3])); };
+    auto pair_e = [&](uint32_t w) {
+      if (p.mxfp8.tile_2d) return e2d | (e2d << 8);
+      return mx_scale(amax_finish(P::lo(w), kNan), p) | (mx_scale(amax_finish(P::hi(w), kNan), p) << 8);
+    };
+    const uint32_t my_re = pair_e(sel4(rp, cl & 3));  // rows 2 (cl % 4), +1
+    const uint32_t my_ce = pair_e(sel4(cm, rg));      // columns 2 rg, +1
+    uint32_t re[4], ce[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      re[k] = __shfl_sync(0xFFFFFFFFu, my_re, (lane & ~3) | k);
+      ce[k] = __shfl_sync(0xFFFFFFFFu, my_ce, (lane & 7) | (k << 3));
+    }
+    if (p.rowwise && gc - 8 * (cl & 3) < p.K) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t gr = r0 + rg + 4 * (2 * (cl & 3) + h);
+        if (gr < p.M) p.row_scale.p[scale_index(p.row_scale, gr, gc / 32)] = static_cast<uint8_t>(my_re >> (8 * h));
+      }
+    }
+    if (!col_in) continue;  // no shuffles below
+    // Rows of this lane in range: rg + 4 i < M - r0 for i < n_rows.
+    const int64_t left = p.M - r0 - rg;
+    const int n_rows = left <= 0 ? 0 : static_cast<int>(left >= 29 ? 8 : (left + 3) / 4);
+    const int64_t first = (r0 + rg) * p.K + gc, step = 4 * p.K;
+    if (p.rowwise) {
+      uint8_t* dst = p.row_data + first;
+#pragma unroll
+      for (int i = 0; i < 8; ++i, dst += step) {
+        if (i >= n_rows) break;
+        const float inv = e8m0_reciprocal_sel((re[i >> 1] >> (8 * (i & 1))) & 0xFFu);
+        const uint32_t q0 = cvt_e4m3x4(__fmul_rn(P::lo(v[i].x), inv), __fmul_rn(P::hi(v[i].x), inv),
+                                       __fmul_rn(P::lo(v[i].y), inv), __fmul_rn(P::hi(v[i].y), inv));
+        const uint32_t q1 = cvt_e4m3x4(__fmul_rn(P::lo(v[i].z), inv), __fmul_rn(P::hi(v[i].z), inv),
+                                       __fmul_rn(P::lo(v[i].w), inv), __fmul_rn(P::hi(v[i].w), inv));
+        __stcs(reinterpret_cast<uint2*>(dst), make_uint2(q0, q1));
+      }
+    }
+    if (p.columnwise) {
+      float inv[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) inv[j] = e8m0_reciprocal_sel((ce[j >> 1] >> (8 * (j & 1))) & 0xFFu);
+      uint8_t* dst = p.col_data + first;
+#pragma unroll
+      for (int i = 0; i < 8; ++i, dst += step) {
+        if (i >= n_rows) break;
+        const uint32_t q0 = cvt_e4m3x4(__fmul_rn(P::lo(v[i].x), inv[0]), __fmul_rn(P::hi(v[i].x), inv[1]),
+                                       __fmul_rn(P::lo(v[i].y), inv[2]), __fmul_rn(P::hi(v[i].y), inv[3]));
+        const uint32_t q1 = cvt_e4m3x4(__fmul_rn(P::lo(v[i].z), inv[4]), __fmul_rn(P::hi(v[i].z), inv[5]),
+                                       __fmul_rn(P::lo(v[i].w), inv[6]), __fmul_rn(P::hi(v[i].w), inv[7]));
+        __stcs(reinterpret_cast<uint2*>(dst), make_uint2(q0, q1));
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        p.col_scale.p[scale_index(p.col_scale, r0 / 32, gc + 2 * rg + h)] = static_cast<uint8_t>(my_ce >> (8 * h));
+    }
+  }
+  cp_async_wait<0>();  // no copy outlives the kernel's shared memory
+}
+
+/// Launches the pipelined kernel when the call asks for it and it applies; false otherwise.
+template <typename In>
+bool launch_pipelined(const QuantizeArgs& p, cudaStream_t s) {
+  if (p.launch.cast_kernel != CastKernel::kPipelined || !p.vec_ok || p.rules.mx_order == MxOrder::kTorchAO ||
+      p.fp8 != Fp8Type::kE4M3)
+    return false;
+  auto kernel = p.rules.mx_nonfinite == MxNonFinite::kNaN ? mxfp8_pipe_kernel<In, true> : mxfp8_pipe_kernel<In, false>;
+  const int64_t n_tiles = ((p.K + 63) / 64) * ((p.M + 31) / 32);
+  launch_pipelined_grid(kernel, kPipeSmem, (n_tiles + kPipeWarps - 1) / kPipeWarps, p, s);
+  return true;
+}
+
+
 template <typename In>
 void run(const QuantizeArgs& p, cudaStream_t s) {
   if (p.M == 0 || p.K == 0) return;
   if constexpr (sizeof(In) == 2) {
+    if (launch_pipelined<In>(p, s)) return;
     if (p.vec_ok && p.rules.mx_order != MxOrder::kTorchAO) {  // torchao's to_mx runs on the generic kernel
       const int64_t n_tiles = ((p.K + 63) / 64) * ((p.M + 31) / 32);
       const int64_t grid = (n_tiles + kFastWarps - 1) / kFastWarps;

@@ -86,11 +86,21 @@ enum class Nvfp4Kernel : uint8_t {
   kFast,     ///< the fast kernel (1x16 / 16x16 RN, te's rules, BF16/F16, aligned); a call it cannot serve is refused
 };
 
+/// Which MXFP8 / FP8 block / FP8 tensor cast kernels (and FP8 tensor's device amax pass) serve a call, for BF16/F16
+/// inputs whose rows are 16-byte aligned (the others always take the generic kernels). Both write the same bytes.
+enum class CastKernel : uint8_t {
+  kAuto,       ///< the default: kRegister until the pipelined kernels have passed on a GPU
+  kRegister,   ///< one tile per warp (MXFP8) or CTA (FP8) held in registers, loaded, cast, stored, exit
+  kPipelined,  ///< persistent warps / CTAs, cp.async into per-thread shared-memory stages two tiles ahead,
+               ///< compile-time FP8 type and NaN rule; FP8 tensor: the device amax pass on packed words
+};
+
 /// Launch choices that never change the output bytes.
 struct LaunchOptions {
   Nvfp4Kernel nvfp4_kernel = Nvfp4Kernel::kAuto;
   int nvfp4_stages = 0;  ///< the fast NVFP4 kernel's shared-memory stages, 2 or 3; 0: the default (2)
   int nvfp4_strip = 0;   ///< the fast NVFP4 kernel's tile order, strips of 1..64 tiles (1: row-major); 0: the default (8)
+  CastKernel cast_kernel = CastKernel::kAuto;  ///< MXFP8, FP8 block, FP8 tensor
 };
 
 /// Empty when the recipe and input can run on this build and device; otherwise the reason: the recipe's
