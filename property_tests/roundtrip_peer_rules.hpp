@@ -39,7 +39,7 @@ inline float round_to_dtype(float v, DType t) {
   return v;
 }
 
-/// The block rule of `prof` (torchao, modelopt, jax, vllm, compressed_tensors, ml_dtypes_cast) on the finite values w of
+/// The block rule of `prof` (torchao, modelopt, jax, vllm, compressed_tensors(_triton), ml_dtypes_cast) on the finite values w of
 /// one block of 16, the tensor's global amax A carried, the input of dtype `in_dt` (jax, vllm and compressed_tensors
 /// compute the global scale in it; the others in float32). Throws for another profile.
 inline Nvfp4BlockRequant nvfp4_peer_requant(const std::string& prof, const Recipe& r, const std::vector<float>& w, float A, DType in_dt) {
@@ -87,7 +87,8 @@ inline Nvfp4BlockRequant nvfp4_peer_requant(const std::string& prof, const Recip
     out.sf = peer::cast::nvfp4_scale(bamax, s);
     const float div = peer::cast::nvfp4_divisor(out.sf, s);
     for (size_t k = 0; k < w.size(); ++k) out.codes[k] = peer::cast::nvfp4_code(w[k], div);
-  } else if (prof == "compressed_tensors") {
+  } else if (prof == "compressed_tensors" || prof == "compressed_tensors_triton") {
+    // (compressed_tensors_triton, the CUDA path, differs only for NaN and Inf: its finite arithmetic is the same.)
     // generate_gparam: gs = T(T(1 / max(A, tiny_T)) * 2688) (NaN / Inf -> 1); calculate_qparams: sf = e4m3(clamp(gs *
     // T(bamax / 6), +-448)) (the product in float32), an E4M3 0 -> 0.125 (0x20); quantize: y = w / (sf / gs) + 0 (-0.0 ->
     // +0.0), clamped to +-6, cast_to_fp4's buckets (RN-even), the sign bit from y < 0.
