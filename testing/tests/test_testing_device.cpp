@@ -82,7 +82,10 @@ Outputs outputs_of(const qtc::QuantizedTensor& q, qtc::Layout layout, std::vecto
       o.columnwise_scale_inv = hold("columnwise_scale_inv", q.columnwise->scale.bytes);
     if (q.recipe.nvfp4_or_null() != nullptr) o.amax_columnwise = hold("amax_columnwise", f32(q.columnwise->amax));
   }
-  if (q.recipe.fp8_tensor_or_null() != nullptr) o.scale_inv = hold("scale_inv", f32({q.scale_inv}));
+  if (q.recipe.fp8_tensor_or_null() != nullptr) {
+    o.scale_inv = hold("scale_inv", f32({q.scale_inv}));
+    o.amax = hold("amax", f32({q.rowwise ? q.rowwise->amax.at(0) : q.columnwise->amax.at(0)}));
+  }
   return o;
 }
 
