@@ -478,7 +478,9 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
     d.emplace_back("fp8.form", fp8_form_name(fp8_form));
     if (fp8_tensor_form != fp8_form) d.emplace_back("fp8.tensor_form", fp8_form_name(fp8_tensor_form));
     if (fp8_form != Fp8Form::kTE) {
-      d.emplace_back("fp8.arith_dtype", fp8_input_dtype_arith ? "input dtype (BF16/F16 results rounded to it)" : "float32");
+      d.emplace_back("fp8.arith_dtype", !fp8_input_dtype_arith ? "float32"
+                                        : fp8_data_f32       ? "input dtype for s (BF16/F16 results rounded to it)"
+                                                             : "input dtype (BF16/F16 results rounded to it)");
       if (fp8_input_dtype_arith)  // where s is in the input dtype: is x / s too?
         d.emplace_back("fp8.data_dtype", fp8_data_f32 ? "float32: div_rn(x.f32, s.f32), not rounded to the input dtype"
                                                       : "as fp8.arith_dtype");
