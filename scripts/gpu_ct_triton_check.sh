@@ -12,8 +12,9 @@
 #   import fails; the image has torch 2.11 and triton 3.6.)
 # Call: carry [".carry/ct_triton"], command: bash scripts/gpu_ct_triton_check.sh 24   (about 2 min of device time)
 # Then, here: mkdir -p /tmp/ctt && tar -C /tmp/ctt -xJf FILES_AT/ct_triton_dumps.tar.xz
-#   build/conformance/qtc verify /tmp/ctt/regular /tmp/ctt/stress /tmp/ctt/fp8   -> "N passed, 0 failed"
-#   (fp8: the FP8 / FP8_BLOCK presets of compressed_tensors_fp8_dump.py --device cuda)
+#   build/conformance/qtc verify /tmp/ctt/regular /tmp/ctt/stress /tmp/ctt/fp8 /tmp/ctt/fp8_other  -> "N passed, 0 failed"
+#   (fp8: the FP8 / FP8_BLOCK presets of compressed_tensors_fp8_dump.py --device cuda, the 288 the profile's FP8 rules
+#   were read from; fp8_other: the same over other shapes and values, 3 x 3 x 12 x 3 less the 1x128 ones of K = 160)
 #   build/conformance/qtc identify /tmp/ctt/stress | tail -2
 #     -> "IMPL  compressed-tensors 0.20.0 on CUDA: N files; compressed_tensors_triton reproduces N of N ..."
 # (the regular ones should be byte-identical to reports/h200/run_r25_triton's 432 but for the metadata).
@@ -32,7 +33,11 @@ timeout 60 python3 conformance/peers/compressed_tensors_dump.py --device cuda /t
 echo "regular dump rc=$? at $((SECONDS-S)) s" >> $R/summary.txt
 timeout 60 python3 conformance/peers/compressed_tensors_fp8_dump.py --device cuda /tmp/ctt/fp8 >> $R/summary.txt 2>&1
 echo "fp8 presets dump rc=$? at $((SECONDS-S)) s" >> $R/summary.txt
-tar -C /tmp/ctt -cf - stress regular fp8 | xz -T0 -6 > $R/ct_triton_dumps.tar.xz
+# FP8 / FP8_BLOCK over other inputs (other shapes draw other values) than the 288 the profile's FP8 rules were read from
+timeout 90 python3 conformance/peers/compressed_tensors_fp8_dump.py --device cuda --shapes 64x384,96x160,136x256 \
+    /tmp/ctt/fp8_other >> $R/summary.txt 2>&1
+echo "fp8 other-shapes dump rc=$? at $((SECONDS-S)) s" >> $R/summary.txt
+tar -C /tmp/ctt -cf - stress regular fp8 fp8_other | xz -T0 -6 > $R/ct_triton_dumps.tar.xz
 ls -la $R >> $R/summary.txt
 echo "done at $((SECONDS-S)) s" >> $R/summary.txt
 cat $R/summary.txt

@@ -57,8 +57,9 @@ IMPLEMENTATIONS = [
      r"^compressed-tensors \S+ on CUDA",
      "the same presets on CUDA tensors: PyTorch's CUDA ops for the scales, its Triton _quantize_kernel and "
      "pack_fp4_to_uint8 (compressed_tensors_dump.py --device cuda on an H100, reports/h200/run_r25_triton: 51 of the "
-     "432 dumps, one per recipe x dtype x family that differs from the CPU path and 10 others; all 432 reproduced by "
-     "compressed_tensors_triton)"),
+     "432 NVFP4 / MX dumps, one per recipe x dtype x family that differs from the CPU path and 10 others; "
+     "compressed_tensors_fp8_dump.py --device cuda: 44 of the 288 FP8 / FP8_BLOCK dumps, one per dtype x family, the "
+     "specials in every mode; all 432 and 288 reproduced by compressed_tensors_triton)"),
     ("DeepGEMM", "conformance/vectors/deepgemm", r"^DeepGEMM",
      "per_token_cast_to_fp8 (1x128, 1x32 UE8M0), per_block_cast_to_fp8, fp32 and UE8M0 scales (deepgemm_fp8_dump.py)"),
     ("vLLM 0.33.0 Triton (sm_90)", "conformance/vectors/vllm_triton", r"^vLLM",

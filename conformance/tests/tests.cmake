@@ -148,7 +148,10 @@ set(QTC_N_TE_PYREF 27)
 # compressed-tensors 0.20.0's NVFP4 / MXFP8 / MXFP4 presets on CUDA tensors (its Triton kernels; compressed_tensors_dump.py
 # --device cuda on an H100, reports/h200/run_r25_triton): one file of each recipe x dtype x family whose bytes differ
 # from the CPU path's (41), 8 that do not, 2 with ragged shapes; their implementation "compressed-tensors 0.20.0 on CUDA".
-set(QTC_N_COMPRESSED_TENSORS_TRITON 51)
+# Its FP8 / FP8_BLOCK presets (compressed_tensors_fp8_dump.py --device cuda on an H100, 288 dumps): 44 files ctgpu_{tensor,
+# 1x128,128x128}_*, one per dtype x family (the smallest that differs from the CPU path's where one does, the three
+# modes in turn), the specials in every mode and dtype, three ragged shapes.
+set(QTC_N_COMPRESSED_TENSORS_TRITON 95)
 foreach(impl_count IN ITEMS "modelopt;QTC_N_MODELOPT" "jax;QTC_N_JAX" "vllm;QTC_N_VLLM"
                            "compressed_tensors;QTC_N_COMPRESSED_TENSORS" "deepgemm;QTC_N_DEEPGEMM"
                            "torch_cast;QTC_N_TORCH_CAST" "ml_dtypes_cast;QTC_N_ML_DTYPES_CAST"

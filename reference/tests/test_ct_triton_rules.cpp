@@ -1,8 +1,9 @@
 /// \file test_ct_triton_rules.cpp
 /// \brief Profile compressed_tensors_triton (compressed-tensors 0.20.0 on CUDA tensors: its Triton _quantize_kernel;
 ///        ct_peers.cpp, orders kCompressedTensorsTriton) where its bits differ from the CPU path's profile
-///        compressed_tensors: rows of the H100 dumps (reports/h200/run_r25_triton, ct_gpu_dumps.tar.xz), each checked
-///        against both profiles, and the paths that refuse it by the rule's name. Part of test_torchao_rules.
+///        compressed_tensors: rows of the H100 dumps (reports/h200/run_r25_triton, ct_gpu_dumps.tar.xz; FP8 / FP8_BLOCK:
+///        compressed_tensors_fp8_dump.py --device cuda), each checked against both profiles, and the paths that refuse
+///        it by the rule's name. Part of test_torchao_rules.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -130,6 +131,64 @@ TEST(CompressedTensorsTriton, Nvfp4NanAndInf) {
   EXPECT_EQ(q.rowwise->data, (std::vector<uint8_t>{135, 4, 85, 85, 85, 85, 85, 85}));
 }
 
+/// Rows of the FP8 / FP8_BLOCK presets (compressed_tensors_fp8_dump.py --device cuda, the 288 H100 dumps), quantized
+/// under profile p: x as float32 values of dtype t (BF16 / F16 values exact), one 1x128 block or the whole tensor.
+QuantizedTensor quantize_fp8_row(const std::vector<float>& x, DType t, bool tensor, Profile p) {
+  std::vector<uint16_t> h(x.size());
+  for (size_t i = 0; i < x.size(); ++i) h[i] = t == DType::kBF16 ? f32_to_bf16(x[i]) : f32_to_f16(x[i]);
+  const MatrixView in{t == DType::kF32 ? static_cast<const void*>(x.data()) : h.data(), t, 1, static_cast<int64_t>(x.size())};
+  Recipe r = tensor ? Recipe::of(Fp8TensorOptions{}) : Recipe::of(Fp8BlockOptions{});
+  r.profile = p;
+  r.columnwise = false;
+  return ref::quantize(in, r);
+}
+
+uint32_t fp8_scale_bits(const QuantizedTensor& q, bool tensor) {
+  const float s = tensor ? q.scale_inv : q.rowwise->scale.f32(0, 0);
+  uint32_t b = 0;
+  std::memcpy(&b, &s, 4);
+  return b;
+}
+
+TEST(CompressedTensorsTriton, Fp8RulesOfTheH100Dumps) {
+  // fp8.data_dtype float32: BF16 [100, 1.3984375, 0 ...]: s = BF16(100 / 448) = 0.2236328125 on both paths; the
+  // kernel's div_rn(x.f32, s.f32) = 6.2533 rounds up to 6.5 (0x4D), the CPU's BF16 quotient 6.25 is a tie -> 6 (0x4C)
+  std::vector<float> x(128, 0.0f);
+  x[0] = 100.0f;
+  x[1] = 1.3984375f;
+  QuantizedTensor gpu = quantize_fp8_row(x, DType::kBF16, false, Profile::kCompressedTensorsTriton);
+  QuantizedTensor cpu = quantize_fp8_row(x, DType::kBF16, false, Profile::kCompressedTensors);
+  EXPECT_EQ(fp8_scale_bits(gpu, false), 0x3E650000u);
+  EXPECT_EQ(fp8_scale_bits(cpu, false), 0x3E650000u);
+  EXPECT_EQ(gpu.rowwise->data[0], 0x7E);
+  EXPECT_EQ(gpu.rowwise->data[1], 0x4D);
+  EXPECT_EQ(cpu.rowwise->data[1], 0x4C);
+  // fp8.nan CUDA + fp8.clamp_nan -448: a NaN block (the dumps' specials): the scale is CUDA's canonical NaN
+  // (0x7FFFFFFF; BF16 0x7FFF0000 widened by its bits; F16 0x7FFF, whose cvt.f32.f16 is canonical again), every
+  // datum x / NaN clamps to -448 (0xFE); the CPU path: its lanes' NaN scale, NaN codes 0x7F / 0xFF
+  x.assign(128, 0.5f);
+  x[3] = NAN;
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16})
+    for (bool tensor : {false, true}) {
+      gpu = quantize_fp8_row(x, t, tensor, Profile::kCompressedTensorsTriton);
+      cpu = quantize_fp8_row(x, t, tensor, Profile::kCompressedTensors);
+      EXPECT_EQ(fp8_scale_bits(gpu, tensor), t == DType::kBF16 ? 0x7FFF0000u : 0x7FFFFFFFu) << dtype_name(t) << tensor;
+      EXPECT_NE(fp8_scale_bits(cpu, tensor), fp8_scale_bits(gpu, tensor)) << dtype_name(t) << tensor;
+      EXPECT_EQ(gpu.rowwise->data, std::vector<uint8_t>(128, 0xFE)) << dtype_name(t) << tensor;
+      EXPECT_NE(cpu.rowwise->data[3] & 0x7F, 0x7E) << dtype_name(t) << tensor;
+    }
+  // An Inf (F16 tensor): s = Inf, x / Inf = +-0 -> +0 (the zero point), Inf / Inf = NaN -> -448 (the CPU: NaN code)
+  x.assign(128, -0.75f);
+  x[5] = INFINITY;
+  gpu = quantize_fp8_row(x, DType::kF16, true, Profile::kCompressedTensorsTriton);
+  EXPECT_EQ(fp8_scale_bits(gpu, true), 0x7F800000u);
+  std::vector<uint8_t> want(128, 0x00);
+  want[5] = 0xFE;
+  EXPECT_EQ(gpu.rowwise->data, want);
+  cpu = quantize_fp8_row(x, DType::kF16, true, Profile::kCompressedTensors);
+  EXPECT_EQ(cpu.rowwise->data[5] & 0x7F, 0x7F);
+}
+
 TEST(CompressedTensorsTriton, RefusedByRuleNameWhereNotImplemented) {
   // The CUDA kernels' rule set (kernels/src/backend/quantize.cpp kCudaRules) and the vectorized CPU path's.
   const PathRules kernels{.path = "the CUDA kernels", .nvfp4_order_torchao = true, .mx_order_torchao = true,
@@ -149,9 +208,19 @@ TEST(CompressedTensorsTriton, RefusedByRuleNameWhereNotImplemented) {
     EXPECT_FALSE(ref::simd_supports(*r, DType::kBF16, &why)) << rule;
     EXPECT_NE(why.find("compressed_tensors_triton"), std::string::npos) << why;
   }
-  // FP8 block / tensor: not dumped on a GPU, not defined by this profile.
-  EXPECT_FALSE(profile_rules(Profile::kCompressedTensorsTriton).fp8_block);
-  EXPECT_FALSE(profile_rules(Profile::kCompressedTensorsTriton).fp8_tensor);
+  // FP8 block / tensor (presets FP8_BLOCK, FP8): the kernels and the vectorized CPU path implement fp8.form te only.
+  Recipe blk = Recipe::of(Fp8BlockOptions{});
+  Recipe ten = Recipe::of(Fp8TensorOptions{});
+  for (Recipe* r : {&blk, &ten}) {
+    r->profile = Profile::kCompressedTensorsTriton;
+    EXPECT_NO_THROW(r->validate());
+    const std::string rule = r == &blk ? "fp8.form" : "fp8.tensor_form";
+    EXPECT_TRUE(starts(unimplemented_rule(*r, kernels), "rule " + rule + " s = amax / fp8_max (profile 'compressed_tensors_triton')"))
+        << unimplemented_rule(*r, kernels);
+    std::string why;
+    EXPECT_FALSE(ref::simd_supports(*r, DType::kBF16, &why)) << rule;
+    EXPECT_NE(why.find("compressed_tensors_triton"), std::string::npos) << why;
+  }
   Recipe e5 = mx8;
   e5.mxfp8().fp8 = Fp8Type::kE5M2;
   EXPECT_THROW(e5.validate(), Error);

@@ -180,6 +180,12 @@ struct ProfileRules {
                                        ///< data cast keeps a NaN's sign (0x7F | s), the per-tensor F32 amax of a NaN is
                                        ///< 0xFFFFFFFF (torch.max's full reduction); else a NaN code is 0x7F
   Fp8ClampNaN fp8_clamp_nan = Fp8ClampNaN::kNaN;  ///< a NaN data value after the clamp (Triton group quantizers)
+  bool fp8_data_f32 = false;  ///< x / s in float32 even where s is computed in the input dtype (fp8_input_dtype_arith):
+                              ///< compressed-tensors' Triton _quantize_kernel loads x and s as float32 and div_rn's
+                              ///< them (rule `fp8.data_dtype`)
+  bool fp8_cuda_nan = false;  ///< a NaN scale as PyTorch's CUDA ops give it: CUDA's canonical NaN 0x7FFFFFFF, stored in
+                              ///< the input dtype and widened to float32 (BF16 0x7FFF -> 0x7FFF0000 by its bits, F16
+                              ///< 0x7FFF -> cvt.f32.f16's 0x7FFFFFFF); part of rule fp8.nan
 
   /// Rule name -> value, in a fixed order (what `qtc profiles` prints and identify toggles).
   std::vector<std::pair<std::string, std::string>> describe() const;

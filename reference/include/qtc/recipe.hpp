@@ -41,8 +41,9 @@ enum class Profile : uint8_t {
   kVllmCutlass,    ///< vLLM's CUDA FP4 quantizer with UE8M0 scales (MXFP4 W4A4 MoE CUTLASS path), MXFP4 only, as read
   kFbgemm,         ///< FBGEMM's MX4 reference `py_quantize_mx4` (scale and element rules; float32), MXFP4 only, as read
   kQuark,          ///< amd-quark's `qdq_mxfp4` kernel (what vLLM's Quark OCP MX scheme calls), MXFP4 only, as read
-  kCompressedTensorsTriton,  ///< compressed-tensors 0.20.0 NVFP4 / MXFP8 / MXFP4 presets on CUDA tensors (its Triton
-                             ///< _quantize_kernel and pack_fp4_to_uint8; GPU only, reproduced from H100 dumps)
+  kCompressedTensorsTriton,  ///< compressed-tensors 0.20.0 NVFP4 / MXFP8 / MXFP4 / FP8 / FP8_BLOCK presets on CUDA
+                             ///< tensors (its Triton _quantize_kernel and pack_fp4_to_uint8; GPU only, reproduced
+                             ///< from H100 dumps)
 };
 
 enum class Fp8Type : uint8_t { kE4M3, kE5M2 };

@@ -80,6 +80,9 @@ struct PeerFp8 {
     }
     if (s == 0.0f && pr.fp8_zero_scale == Fp8ZeroScale::kDtypeEps)
       s = input == DType::kBF16 ? 0x1p-7f : (input == DType::kF16 ? 0x1p-10f : 0x1p-23f);  // torch.finfo(dtype).eps
+    // PyTorch's CUDA ops: CUDA's canonical NaN, stored in the input dtype (BF16 / F16 0x7FFF) and widened to float32
+    // (BF16 by its bits, F16 by cvt.f32.f16, which gives the canonical NaN again)
+    if (s != s && pr.fp8_cuda_nan) s = bits_f32(input == DType::kBF16 ? 0x7FFF0000u : 0x7FFFFFFFu);
     return s;
   }
 
@@ -87,7 +90,7 @@ struct PeerFp8 {
   uint8_t code(float x, float s, float rcp, Fp8Form f, bool vector_lane) const {
     if (f == Fp8Form::kCast) return peer::cast::fp8(mul(x, rcp), type, pr.mx_order == MxOrder::kTorchCast);  // rcp: the scale
     float y = (f == Fp8Form::kInvMulRcp || f == Fp8Form::kRcpMaxMulRcp) ? mul(x, rcp) : div(x, s);
-    y = round_to_input(y, vector_lane);
+    if (!pr.fp8_data_f32) y = round_to_input(y, vector_lane);  // rule fp8.data_dtype: the Triton kernel's float32
     if (pr.fp8_zero_point_add && y == 0.0f) y = 0.0f;  // (x / s) + 0: -0.0 + 0.0 = +0.0
     if (y != y && pr.fp8_clamp_nan != Fp8ClampNaN::kNaN) {  // Triton's clamp returns a bound for a NaN (rule fp8.clamp_nan)
       const uint8_t max_code = type == Fp8Type::kE4M3 ? 0x7E : 0x7B;

@@ -478,7 +478,12 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
     d.emplace_back("fp8.form", fp8_form_name(fp8_form));
     if (fp8_tensor_form != fp8_form) d.emplace_back("fp8.tensor_form", fp8_form_name(fp8_tensor_form));
     if (fp8_form != Fp8Form::kTE) {
-      d.emplace_back("fp8.arith_dtype", fp8_input_dtype_arith ? "input dtype (BF16/F16 results rounded to it)" : "float32");
+      d.emplace_back("fp8.arith_dtype", !fp8_input_dtype_arith ? "float32"
+                                        : fp8_data_f32       ? "input dtype for s (BF16/F16 results rounded to it)"
+                                                             : "input dtype (BF16/F16 results rounded to it)");
+      if (fp8_input_dtype_arith)  // where s is in the input dtype: is x / s too?
+        d.emplace_back("fp8.data_dtype", fp8_data_f32 ? "float32: div_rn(x.f32, s.f32), not rounded to the input dtype"
+                                                      : "as fp8.arith_dtype");
       d.emplace_back("fp8.pow2", fp8_pow2 == Fp8Pow2::kCeilBits   ? "ceil_to_ue8m0: exponent + (mantissa != 0), clamped to [1, 254]"
                                  : fp8_pow2 == Fp8Pow2::kCeilLog2 ? "exp2(ceil(log2f(s)))"
                                                                   : "not defined");
@@ -489,6 +494,8 @@ std::vector<std::pair<std::string, std::string>> ProfileRules::describe() const 
         d.emplace_back("fp8.clamp_nan", fp8_clamp_nan == Fp8ClampNaN::kPlusMax ? "NaN -> +fp8_max" : "NaN -> -fp8_max");
     }
     d.emplace_back("fp8.nan", !fp8_torch_nan ? "NaN code 0x7F"
+                              : fp8_cuda_nan ? "PyTorch's CUDA NaNs: a NaN scale is CUDA's canonical NaN, 0x7FFFFFFF as float32 "
+                                               "(BF16 input: 0x7FFF0000, its bits widened)"
                               : std::string("PyTorch's CPU NaNs; a NaN code keeps its sign") +
                                     (fp8_block_amax_nan_lanes ? "; block amax NaN 0xFFFFFFFF in torch.maximum's vector chunks" : "") +
                                     (fp8_bf16_nan_positive ? "; BF16 input: 0x7F (codes cast to BF16 and back)" : "") +

@@ -1,7 +1,8 @@
 /// \file profile_gpu_paths.cpp
 /// \brief The profile records of quantizers' GPU paths whose bits differ from their CPU path's profile (issue 25):
-///        compressed-tensors 0.20.0 on CUDA tensors (`compressed_tensors_triton`; its arithmetic in
-///        reference/src/peers/ct_peers.cpp, orders Nvfp4Order / MxOrder::kCompressedTensorsTriton). profile.cpp
+///        compressed-tensors 0.20.0 on CUDA tensors (`compressed_tensors_triton`; its NVFP4 / MX arithmetic in
+///        reference/src/peers/ct_peers.cpp, orders Nvfp4Order / MxOrder::kCompressedTensorsTriton; FP8 by the rules
+///        of reference/src/peers/fp8_peers.cpp: fp8.data_dtype, fp8.clamp_nan, fp8.nan). profile.cpp
 ///        appends them after the engines' MXFP4 profiles.
 #include <string_view>
 #include <vector>
@@ -11,21 +12,29 @@
 namespace qtc::detail {
 
 void append_gpu_path_profiles(std::vector<ProfileRules>& v, const ProfileRules& compressed_tensors) {
-  // compressed-tensors 0.20.0's NVFP4 / MXFP8 / MXFP4 presets on CUDA tensors: the scales by PyTorch's CUDA ops,
-  // `quantize` by its Triton `_quantize_kernel`, `pack_fp4_to_uint8` by its Triton kernel (compressed_tensors_dump.py
-  // --device cuda; the 432 H100 dumps of reports/h200/run_r25_triton). Read from forward_helpers.py, fp4_utils.py and
-  // compressors/nvfp4/helpers.py of the 0.20.0 wheel. Its FP8 / FP8_BLOCK presets take the same kernel on CUDA, but
-  // nothing of them was dumped on a GPU: not defined here (the CPU profile's FP8 rules are not this path's).
+  // compressed-tensors 0.20.0's NVFP4 / MXFP8 / MXFP4 / FP8 / FP8_BLOCK presets on CUDA tensors: the scales by
+  // PyTorch's CUDA ops, `quantize` by its Triton `_quantize_kernel`, `pack_fp4_to_uint8` by its Triton kernel
+  // (compressed_tensors_dump.py and compressed_tensors_fp8_dump.py --device cuda; the 432 NVFP4 / MX H100 dumps of
+  // reports/h200/run_r25_triton and 288 FP8 ones). Read from forward_helpers.py, fp4_utils.py, utils/helpers.py and
+  // compressors/nvfp4/helpers.py of the 0.20.0 wheel.
   ProfileRules ctt = compressed_tensors;
   ctt.id = Profile::kCompressedTensorsTriton;
   ctt.name = "compressed_tensors_triton";
-  ctt.version = 1;
-  ctt.follows = "compressed-tensors 0.20.0 presets NVFP4, MXFP8, MXFP4 on CUDA tensors (generate_gparam, "
-                "compute_dynamic_scales_and_zp by PyTorch's CUDA ops; quantize by the Triton _quantize_kernel, "
-                "pack_fp4_to_uint8 by its Triton kernel, compress_mx_scale; sm_90)";
-  ctt.fp8_block = ctt.fp8_tensor = false;
+  ctt.version = 2;  // 1: NVFP4, MXFP8, MXFP4 only
+  ctt.follows = "compressed-tensors 0.20.0 presets NVFP4, MXFP8, MXFP4, FP8, FP8_BLOCK on CUDA tensors (generate_gparam, "
+                "calculate_qparams, compute_dynamic_scales_and_zp by PyTorch's CUDA ops; quantize by the Triton "
+                "_quantize_kernel, pack_fp4_to_uint8 by its Triton kernel, compress_mx_scale; sm_90)";
   ctt.nvfp4_order = Nvfp4Order::kCompressedTensorsTriton;
   ctt.mx_order = MxOrder::kCompressedTensorsTriton;
+  // FP8 / FP8_BLOCK: s = amax / 448 and the eps of s = 0 as on the CPU (PyTorch's CUDA ops in the input dtype T, IEEE
+  // division: the same bits), then the kernel: div_rn(x.f32, s.f32) in float32 (not rounded to T), + the zero point
+  // (-0.0 -> +0), tl.clamp(y, q_min, q_max) with bounds loaded at run time (a NaN -> -448, 0xFE), tl.float8e4nv.
+  // A NaN scale is CUDA's canonical NaN (no CPU vector lanes); the BF16 round trip of the codes never sees a NaN.
+  ctt.fp8_data_f32 = true;
+  ctt.fp8_clamp_nan = Fp8ClampNaN::kMinusMax;
+  ctt.fp8_cuda_nan = true;
+  ctt.fp8_block_amax_nan_lanes = false;
+  ctt.fp8_bf16_nan_positive = false;
   v.push_back(ctt);
 }
 

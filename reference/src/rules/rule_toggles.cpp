@@ -70,6 +70,12 @@ std::span<const RuleToggle> rule_toggles() {
          r.fp8_input_dtype_arith = !r.fp8_input_dtype_arith;
          return true;
        }},
+      {"fp8.data_dtype", "flipped",
+       [](ProfileRules& r) {
+         if ((!r.fp8_block && !r.fp8_tensor) || r.fp8_form == Fp8Form::kTE || !r.fp8_input_dtype_arith) return false;
+         r.fp8_data_f32 = !r.fp8_data_f32;
+         return true;
+       }},
       {"fp8.zero_scale", "flipped",
        [](ProfileRules& r) {
          if ((!r.fp8_block && !r.fp8_tensor) || r.fp8_form == Fp8Form::kTE) return false;
