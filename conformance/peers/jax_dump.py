@@ -9,6 +9,11 @@
     file carries that amax as `amax_rowwise` / `amax_columnwise`.
 
     /work/venv-peers/bin/python conformance/peers/jax_dump.py OUT_DIR [--sample SAMPLE_DIR] [--stress N | --lanes]
+        [--platform cpu|cuda]
+
+`--platform cuda` runs the same quantizer under XLA GPU (issue 25: where a GPU path gives other bits it gets its own
+profile): files named jaxgpu_*, `source` naming XLA GPU and the device, metadata profile=jax (the claim `qtc identify`
+checks; a difference shows there as the rule that explains it).
 
 JAX 0.11 needs Python >= 3.12; /work/venv-peers has jax 0.10.2, whose `quantize`, `cast_to_e8m0_with_rounding_up`
 and `e8m0_to_dtype` are the same text as in the jax 0.11.0 wheel; `source` names the version that ran. Rowwise planes
@@ -30,8 +35,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from jax._src.cudnn.scaled_matmul_stablehlo import BlockScaleConfig, quantize  # noqa: E402
 
-jax.config.update("jax_platforms", "cpu")
-SOURCE = f"jax {jax.__version__} (jaxlib {jax.lib.__version__ if hasattr(jax, 'lib') else '?'}, XLA CPU)"
+JAXLIB = jax.lib.__version__ if hasattr(jax, 'lib') else '?'
+SOURCE = f"jax {jax.__version__} (jaxlib {JAXLIB}, XLA CPU)"  # main() sets the platform (and this text) before any use
 JDT = {"f32": jnp.float32, "bf16": jnp.bfloat16, "f16": jnp.float16}
 FP8 = {"e4m3": jnp.float8_e4m3fn, "e5m2": jnp.float8_e5m2}
 
@@ -133,7 +138,12 @@ def main():
     ap.add_argument("--sample")
     ap.add_argument("--stress", type=int, default=0)
     ap.add_argument("--lanes", action="store_true", help="NVFP4 NaN / Inf / zero tensors of >= 4096 elements (75 files)")
+    ap.add_argument("--platform", default="cpu", choices=("cpu", "cuda"), help="XLA CPU (default) or XLA GPU")
     args = ap.parse_args()
+    global SOURCE
+    jax.config.update("jax_platforms", args.platform)
+    if args.platform != "cpu":
+        SOURCE = f"jax {jax.__version__} (jaxlib {JAXLIB}, XLA GPU, {jax.devices()[0].device_kind})"
     n = sampled = 0
     for name, kind, dt, fam, shape, seed in cases(args.stress, args.lanes):
         emax = 6.0 if kind == "nvfp4" else (448.0 if kind.endswith("e4m3") else 57344.0)
@@ -142,7 +152,7 @@ def main():
         tensors, md = nv(x) if kind == "nvfp4" else mx(x, kind.split("_")[1])
         tensors["x"] = pc.stored_input(np.asarray(x) if dt == "f32" else np.asarray(x).view(np.uint16), dt)
         md.update({"qtc.schema": "1", "profile": "jax", "case.family": fam})
-        path = pc.out_path(args.out, name)
+        path = pc.out_path(args.out, name if args.platform == "cpu" else "jaxgpu_" + name.removeprefix("jax_"))
         pc.write_safetensors(path, tensors, md)
         n += 1
         if args.sample and in_sample(kind, dt, fam, shape):
