@@ -120,8 +120,9 @@ TEST(AlgebraProperty, Fp8RoundTripBytesChangeExactlyWherePredicted) {
       // The FP8 block peers (their F32 scale forms), from F32 only: from BF16 / F16 those with fp8_input_dtype_arith
       // compute the scale and the scaled values in the input's dtype, another quantization than q's.
       if (md["pow2_scales"] == "0" && dt == DType::kF32 && uniform_index(2) == 0) {
-        static const char* kPeers[] = {"modelopt", "compressed_tensors", "vllm", "deepgemm", "vllm_triton", "sglang_triton"};
-        md["profile"] = kPeers[uniform_index(6)];
+        static const char* kPeers[] = {"modelopt", "compressed_tensors", "vllm", "deepgemm", "vllm_triton", "sglang_triton",
+                                       "compressed_tensors_triton"};
+        md["profile"] = kPeers[uniform_index(7)];
         md["fp8_dtype"] = "e4m3";
       }
     } else {
@@ -308,9 +309,10 @@ TEST(AlgebraProperty, Fp8RoundTripBytesChangeExactlyWherePredicted) {
           else if (m > 0.0 && (form == Fp8Form::kInvDiv || form == Fp8Form::kInvMulRcp)) si2 = a2 / fmax;  // amax / max
           else if (m > 0.0) si2 = a2 * (1.0f / fmax);  // amax * RN(1 / max)
           want_change = f32_bits(si2) != f32_bits(si);
-          // compressed_tensors adds its zero point: a code 0x80 (a negative that rounded to zero) decodes to -0.0,
-          // which comes back +0.0 (0x00), values equal.
-          if (prof == "compressed_tensors" && neg_zero) want_change = tag_if(true, "ct_neg_zero");
+          // compressed_tensors adds its zero point (on the CPU and in its Triton kernel on CUDA): a code 0x80 (a
+          // negative that rounded to zero) decodes to -0.0, which comes back +0.0 (0x00), values equal.
+          if ((prof == "compressed_tensors" || prof == "compressed_tensors_triton") && neg_zero)
+            want_change = tag_if(true, "ct_neg_zero");
           for (const auto& [w, c] : wc)
             want_equal = want_equal && static_cast<float>(c) * si2 == static_cast<float>(c) * si;
           tag_if(want_change, want_equal ? "fp8_block_scale_moves_values_equal" : "fp8_block_scale_moves");
