@@ -48,6 +48,12 @@ inline Recipe make_mxfp8(bool columnwise) {
   r.columnwise = columnwise;
   return r;
 }
+inline Recipe make_mxfp4() {  // rowwise only: FSDP2 refuses MXFP4's columnwise plane (test_mxfp4.cpp)
+  Recipe r = Recipe::of(Mxfp4Options{});
+  r.rowwise = true;
+  r.columnwise = false;
+  return r;
+}
 inline Recipe make_fp8_block_2d(bool columnwise) {
   Recipe r = Recipe::of(Fp8BlockOptions{.tile_2d = true, .pow2_scales = true});
   r.rowwise = true;
@@ -65,7 +71,8 @@ inline Recipe make_fp8_tensor(bool columnwise) {
 inline std::vector<FsdpCase> fsdp_cases() {
   return {{"Nvfp4x1x16", make_nvfp4(false, false)},   {"Nvfp4x16x16", make_nvfp4(true, true)},
           {"Mxfp8", make_mxfp8(true)},                {"Mxfp8Rowwise", make_mxfp8(false)},
-          {"Fp8Block128", make_fp8_block_2d(true)},   {"Fp8Tensor", make_fp8_tensor(true)}};
+          {"Fp8Block128", make_fp8_block_2d(true)},   {"Fp8Tensor", make_fp8_tensor(true)},
+          {"Mxfp4Rowwise", make_mxfp4()}};
 }
 
 inline int64_t roundup(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
@@ -81,6 +88,7 @@ inline int64_t expected_wire_bytes(const Recipe& r, int64_t shard_M, int64_t K) 
     }
     case RecipeKind::kFP8Block: return shard_M * K + (shard_M / 128) * roundup((K + 127) / 128, 4) * 4;
     case RecipeKind::kFP8Tensor: return shard_M * K;
+    case RecipeKind::kMXFP4: return shard_M * K / 2 + shard_M * roundup((K + 31) / 32, 4);  // rowwise only
   }
   return -1;
 }
