@@ -15,6 +15,20 @@ using namespace dev;
 
 constexpr int kThreads = 256;
 
+/// The CTA's largest of every thread's m (NaN kept when `propagate`), combined into *out by atomicMax on the float
+/// bits (m >= 0): what each global amax kernel ends with.
+__device__ __forceinline__ void block_max_into(float m, bool propagate, float* __restrict__ out) {
+  m = warp_max(m, propagate);
+  __shared__ float red[kThreads / 32];
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    m = threadIdx.x < kThreads / 32 ? red[threadIdx.x] : 0.0f;
+    m = warp_max(m, propagate);
+    if (threadIdx.x == 0) atomic_max_nonneg(out, m);
+  }
+}
+
 /// Global amax: grid-stride over 16-byte vectors, one atomic per block.
 template <typename In>
 __global__ void __launch_bounds__(kThreads) global_amax_kernel(const In* __restrict__ x, int64_t n, bool vec_ok,
@@ -49,15 +63,7 @@ __global__ void __launch_bounds__(kThreads) global_amax_kernel(const In* __restr
     for (int64_t t = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; t < n; t += stride)
       m = max_p(m, fabsf(InputTraits<In>::to_f32(x[t])), propagate);
   }
-  m = warp_max(m, propagate);
-  __shared__ float red[kThreads / 32];
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    m = threadIdx.x < kThreads / 32 ? red[threadIdx.x] : 0.0f;
-    m = warp_max(m, propagate);
-    if (threadIdx.x == 0) atomic_max_nonneg(out, m);
-  }
+  block_max_into(m, propagate, out);
 }
 
 /// Global amax of a BF16/F16 tensor with n % 8 == 0 and 16-byte alignment, for the pipelined casts
@@ -88,16 +94,7 @@ __global__ void __launch_bounds__(kThreads) global_amax_packed_kernel(const In* 
   }
   for (; i < nv; i += stride) take(__ldg(last - i));
   const uint32_t a = P::max2(P::max2(acc[0], acc[1], kNan), P::max2(acc[2], acc[3], kNan), kNan);
-  float m = max_p(P::lo(a), P::hi(a), kNan);
-  m = warp_max(m, kNan);
-  __shared__ float red[kThreads / 32];
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    m = threadIdx.x < kThreads / 32 ? red[threadIdx.x] : 0.0f;
-    m = warp_max(m, kNan);
-    if (threadIdx.x == 0) atomic_max_nonneg(out, m);
-  }
+  block_max_into(max_p(P::lo(a), P::hi(a), kNan), kNan, out);
 }
 
 constexpr int kTR = 64, kTC = 64, kLD = kTC + 1;
