@@ -254,9 +254,7 @@ TEST(AlgebraProperty, E2M1RoundTripBytesChangeExactlyWherePredicted) {
     const bool f16_formula = !mx && dt == DType::kF16 && (prof == "te" || prof == "te_pyref");
     for (PlaneKind p : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
       if (!(p == PlaneKind::kRowwise ? q.rowwise : q.columnwise)) continue;
-      Recipe rp = r;
-      rp.rowwise = p == PlaneKind::kRowwise;
-      rp.columnwise = !rp.rowwise;
+      Recipe rp = plane_only(r, p);
       const HostMatrix y = ref::dequantize(q, p, dt);
       // RHT: dequantize leaves the columnwise plane in the Hadamard domain (y^T = the decoded RHT(x^T)); quantizing y with
       // RHT again would apply the transform twice, so the round trip of that plane re-quantizes y without RHT under the

@@ -141,9 +141,7 @@ TEST(AlgebraProperty, Nvfp4FourOverSixRoundTripFlipsExactlyWherePredicted) {
     const QuantizedTensor q = ref::quantize(x.view(), r);
     for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
       if (!(pk == PlaneKind::kRowwise ? q.rowwise : q.columnwise)) continue;
-      Recipe rp = r;
-      rp.rowwise = pk == PlaneKind::kRowwise;
-      rp.columnwise = !rp.rowwise;
+      const Recipe rp = plane_only(r, pk);
       const float Ap = q.plane(pk).amax[0];
       RC_ASSERT(Ap == A);
       const HostMatrix y = ref::dequantize(q, pk, DType::kF32);
@@ -332,9 +330,7 @@ TEST(AlgebraProperty, Nvfp4FourOverSixRoundTripFromBf16F16AndRowScaled) {
     const float k6 = 1.0f / (6.0f * static_cast<float>(e4m3_max)), k6max = 6.0f * static_cast<float>(e4m3_max);
     for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
       if (!(pk == PlaneKind::kRowwise ? q.rowwise : q.columnwise)) continue;
-      Recipe rp = r;
-      rp.rowwise = pk == PlaneKind::kRowwise;
-      rp.columnwise = !rp.rowwise;
+      const Recipe rp = plane_only(r, pk);
       const Plane& a = q.plane(pk);
       const HostMatrix y = ref::dequantize(q, pk, dt);
       const QuantizedTensor back =

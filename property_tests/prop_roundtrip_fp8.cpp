@@ -151,9 +151,7 @@ TEST(AlgebraProperty, Fp8RoundTripBytesChangeExactlyWherePredicted) {
     const float A = ref::amax(x.view());
     for (PlaneKind p : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
       if (!(p == PlaneKind::kRowwise ? q.rowwise : q.columnwise)) continue;
-      Recipe rp = r;
-      rp.rowwise = p == PlaneKind::kRowwise;
-      rp.columnwise = !rp.rowwise;
+      const Recipe rp = plane_only(r, p);
       const HostMatrix y = ref::dequantize(q, p, dt);
       const QuantizedTensor back = kind == 2 ? ref::quantize_with_amax(y.view(), rp, A, A) : ref::quantize(y.view(), rp);
       const bool col = p == PlaneKind::kColumnwise;

@@ -115,9 +115,7 @@ TEST(AlgebraProperty, Nvfp4PeerLiteralRoundTripPredicted) {
     const ref::Nvfp4BlockDequant dq(r);
     for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
       if (!(pk == PlaneKind::kRowwise ? q.rowwise : q.columnwise)) continue;
-      Recipe rp = r;
-      rp.rowwise = pk == PlaneKind::kRowwise;
-      rp.columnwise = !rp.rowwise;
+      const Recipe rp = plane_only(r, pk);
       const HostMatrix y = ref::dequantize(q, pk, dt);
       float A2 = 0.0f;
       for (int64_t i = 0; i < M; ++i)

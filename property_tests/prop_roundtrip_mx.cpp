@@ -170,9 +170,7 @@ TEST(AlgebraProperty, MxFp8PeerRoundTripBytesChangeExactlyWherePredicted) {
     const QuantizedTensor q = ref::quantize(x.view(), r);
     for (PlaneKind pk : {PlaneKind::kRowwise, PlaneKind::kColumnwise}) {
       if (!(pk == PlaneKind::kRowwise ? q.rowwise : q.columnwise)) continue;
-      Recipe rp = r;
-      rp.rowwise = pk == PlaneKind::kRowwise;
-      rp.columnwise = !rp.rowwise;
+      const Recipe rp = plane_only(r, pk);
       const HostMatrix y = ref::dequantize(q, pk, dt);
       const QuantizedTensor back = ref::quantize(y.view(), rp);
       const Plane& a = q.plane(pk);

@@ -37,6 +37,13 @@ inline float sr_step(float v) { return v >= 4.0f ? 2.0f : v >= 2.0f ? 1.0f : 0.5
 /// The |value| of E2M1 code `nib` (sign dropped).
 inline float e2m1_mag(uint8_t nib) { return std::fabs(decode_e2m1(nib & 0xFu)); }
 
+/// r with only plane pk (the recipe a round trip re-quantizes one dequantized plane with).
+inline Recipe plane_only(Recipe r, PlaneKind pk) {
+  r.rowwise = pk == PlaneKind::kRowwise;
+  r.columnwise = !r.rowwise;
+  return r;
+}
+
 inline const char* dtype_text(DType d) { return d == DType::kF32 ? "f32" : d == DType::kBF16 ? "bf16" : "f16"; }
 
 /// A uniform choice in [0, n), whatever the case's size (RapidCheck's inRange leans to small values at small sizes).
